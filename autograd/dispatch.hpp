@@ -1,0 +1,35 @@
+// Internal to xgrad's .cpp files: runs a generic lambda with the C++ type of a runtime
+// dtype, so that every kernel is one template instantiated for float and double.
+#pragma once
+
+#include <cstdint>
+
+#include "autograd/dtype.hpp"
+#include "autograd/error.hpp"
+
+namespace xg {
+
+// f(T{}) with T = float or double; any other dtype is an error naming `op`.
+template <class F>
+decltype(auto) dispatch_float(Dtype d, const char* op, F&& f) {
+  switch (d) {
+    case Dtype::Float32: return f(float{});
+    case Dtype::Float64: return f(double{});
+    default: break;
+  }
+  throw Error(cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(d)));
+}
+
+// f(T{}) for any dtype.
+template <class F>
+decltype(auto) dispatch_all(Dtype d, F&& f) {
+  switch (d) {
+    case Dtype::Float32: return f(float{});
+    case Dtype::Float64: return f(double{});
+    case Dtype::Int64: return f(int64_t{});
+    case Dtype::Bool: break;
+  }
+  return f(bool{});
+}
+
+}  // namespace xg

@@ -1,0 +1,29 @@
+// Runtime element types of a Tensor. float32 is the default, float64 is for gradient
+// checks, int64 holds indices and targets, bool holds masks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace xg {
+
+enum class Dtype { Float32, Float64, Int64, Bool };
+
+constexpr Dtype kFloat32 = Dtype::Float32;
+constexpr Dtype kFloat64 = Dtype::Float64;
+constexpr Dtype kInt64 = Dtype::Int64;
+constexpr Dtype kBool = Dtype::Bool;
+
+std::size_t itemsize(Dtype d);
+const char* dtype_name(Dtype d);  // "float32", "float64", "int64", "bool" (torch's names)
+inline bool is_floating(Dtype d) { return d == Dtype::Float32 || d == Dtype::Float64; }
+
+// The Dtype of a C++ element type: dtype_of<float>() == kFloat32.
+template <class T> constexpr Dtype dtype_of();
+template <> constexpr Dtype dtype_of<float>() { return Dtype::Float32; }
+template <> constexpr Dtype dtype_of<double>() { return Dtype::Float64; }
+template <> constexpr Dtype dtype_of<int64_t>() { return Dtype::Int64; }
+template <> constexpr Dtype dtype_of<bool>() { return Dtype::Bool; }
+
+}  // namespace xg

@@ -1,0 +1,172 @@
+// Grad mode, op recording, and the backward engine: an iterative topological sort, one
+// call of each node's closure in reverse order, gradients accumulated through one helper.
+#include "autograd/graph.hpp"
+
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "autograd/broadcast.hpp"
+#include "autograd/elementwise.hpp"
+
+namespace xg {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool is_grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { g_grad_enabled = prev_; }
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, BackwardFn backward) {
+  if (!needs_grad(inputs)) return out;
+  Node* n = out.node();
+  n->requires_grad = true;
+  n->op = op;
+  n->inputs = std::move(inputs);
+  n->backward = std::move(backward);
+  return out;
+}
+
+namespace {
+
+// Nodes reachable from the roots through tensors that require grad, inputs before the
+// nodes made from them. Iterative depth-first walk with an explicit stack, so an
+// arbitrarily deep graph cannot overflow the call stack.
+std::vector<std::shared_ptr<Node>> topo_order(const std::vector<Tensor>& roots) {
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<std::shared_ptr<Node>, std::size_t>> stack;  // node, next input
+  for (const Tensor& r : roots) {
+    if (!seen.insert(r.node()).second) continue;
+    stack.emplace_back(r.node_ptr(), 0);
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (node->freed) {
+        throw Error(cat("backward: trying to backward through the graph a second time (through '", node->op,
+                        "', whose saved tensors were freed by the first backward); pass "
+                        "retain_graph=true to the first backward"));
+      }
+      if (next < node->inputs.size()) {
+        const Tensor& in = node->inputs[next++];
+        if (in.defined() && in.requires_grad() && seen.insert(in.node()).second)
+          stack.emplace_back(in.node_ptr(), 0);
+        continue;
+      }
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+// The single place where gradients add up: reduces `g` to `shape` (summing broadcast axes)
+// and adds it to `slot`. A fresh slot takes its own copy, so later in-place accumulation
+// never writes into a tensor another node still holds.
+void accumulate(Tensor& slot, const Tensor& g, const Shape& shape, bool in_place_ok) {
+  Tensor r = sum_to(g, shape);
+  if (!slot.defined()) {
+    slot = (r.node() == g.node()) ? r.clone() : r;
+  } else if (in_place_ok) {
+    add_(slot, r);
+  } else {
+    slot = add(slot, r);
+  }
+}
+
+void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs,
+                  bool retain_graph, const std::vector<Tensor>* capture, std::vector<Tensor>* captured) {
+  check(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: got ", grad_outputs.size(),
+        " gradients for ", outputs.size(), " outputs");
+  std::unordered_map<Node*, Tensor> grads;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    check(out.defined(), "backward: output ", i, " is an undefined tensor");
+    check(out.requires_grad(), "backward: output ", i, " of shape ", shape_str(out.shape()),
+          " does not require grad and has no grad_fn (no input of the ops that made it requires grad)");
+    Tensor g;
+    if (grad_outputs.empty() || !grad_outputs[i].defined()) {
+      check(out.numel() == 1, "backward: grad can be implicitly created only for scalar outputs, got shape ",
+            shape_str(out.shape()), "; pass a gradient of that shape");
+      g = ones(out.shape(), out.dtype());
+    } else {
+      g = grad_outputs[i];
+      check(g.shape() == out.shape(), "backward: gradient shape ", shape_str(g.shape()),
+            " does not match output shape ", shape_str(out.shape()));
+      check(g.dtype() == out.dtype(), "backward: gradient dtype ", dtype_name(g.dtype()),
+            " does not match output dtype ", dtype_name(out.dtype()));
+    }
+    accumulate(grads[out.node()], g, out.shape(), false);
+  }
+
+  std::unordered_set<Node*> wanted;
+  if (capture)
+    for (const Tensor& t : *capture) wanted.insert(t.node());
+
+  NoGradGuard no_grad;
+  std::vector<std::shared_ptr<Node>> order = topo_order(outputs);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = it->get();
+    auto found = grads.find(node);
+    if (found == grads.end()) continue;
+    Tensor g = std::move(found->second);
+    grads.erase(found);
+
+    if (capture) {
+      if (wanted.count(node))
+        for (std::size_t k = 0; k < capture->size(); ++k)
+          if ((*capture)[k].node() == node) (*captured)[k] = g;
+    } else if (node->is_leaf() || node->retains_grad) {
+      accumulate(node->grad, g, node->shape, true);
+    }
+    if (node->is_leaf()) continue;
+
+    Tensor out(*it);
+    std::vector<Tensor> in_grads = node->backward(g, out, node->inputs);
+    check(in_grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ", in_grads.size(),
+          " gradients for ", node->inputs.size(), " inputs");
+    for (std::size_t k = 0; k < in_grads.size(); ++k) {
+      const Tensor& in = node->inputs[k];
+      if (!in.defined() || !in.requires_grad() || !in_grads[k].defined()) continue;
+      check(in_grads[k].dtype() == in.dtype(), "backward of '", node->op, "': gradient dtype ",
+            dtype_name(in_grads[k].dtype()), " for an input of dtype ", dtype_name(in.dtype()));
+      accumulate(grads[in.node()], in_grads[k], in.shape(), false);
+    }
+    if (!retain_graph) {
+      node->backward = nullptr;
+      node->inputs.clear();
+      node->freed = true;
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
+  run_backward(outputs, grad_outputs, retain_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    check(inputs[k].defined() && inputs[k].requires_grad(), "grad: input ", k, " does not require grad");
+  std::vector<Tensor> result(inputs.size());
+  run_backward(outputs, grad_outputs, retain_graph, &inputs, &result);
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    check(allow_unused || result[k].defined(), "grad: input ", k, " of shape ", shape_str(inputs[k].shape()),
+          " was not used in the graph of the outputs; pass allow_unused=true to get an undefined gradient");
+  }
+  return result;
+}
+
+}  // namespace xg

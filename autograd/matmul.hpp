@@ -1,0 +1,19 @@
+// Matrix products through OpenBLAS (cblas_sgemm / cblas_dgemm with transpose flags):
+// matmul with torch.matmul's rules (1-D, 2-D, batched N-D with broadcast batch dims),
+// linear (x @ w^T + b, no materialised transpose) and bmm.
+#pragma once
+
+#include "autograd/tensor.hpp"
+
+namespace xg {
+
+// torch.matmul: 1-D @ 1-D is a dot product; a 1-D operand is treated as a row (left) or a
+// column (right) and that dim removed from the result; N-D operands are batches of
+// matrices whose batch dims broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x: [..., in], w: [out, in], b: [out] or undefined -> [..., out]
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+// a: [B, n, k], b: [B, k, m] -> [B, n, m]
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+}  // namespace xg

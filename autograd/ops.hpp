@@ -1,0 +1,13 @@
+// Every autograd op, for users who want them all: #include "autograd/ops.hpp".
+#pragma once
+
+#include "autograd/broadcast.hpp"
+#include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/index.hpp"
+#include "autograd/matmul.hpp"
+#include "autograd/random.hpp"
+#include "autograd/reduce.hpp"
+#include "autograd/shape.hpp"
+#include "autograd/softmax.hpp"
+#include "autograd/tensor.hpp"

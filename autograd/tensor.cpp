@@ -1,0 +1,371 @@
+// Tensor storage, accessors, factories, dtype conversion and printing.
+#include "autograd/tensor.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+
+#include "autograd/dispatch.hpp"
+#include "autograd/graph.hpp"
+
+namespace xg {
+
+// ---------------------------------------------------------------------------------------
+// dtype, shapes
+
+std::size_t itemsize(Dtype d) {
+  switch (d) {
+    case Dtype::Float32: return 4;
+    case Dtype::Float64: return 8;
+    case Dtype::Int64: return 8;
+    case Dtype::Bool: return 1;
+  }
+  return 1;
+}
+
+const char* dtype_name(Dtype d) {
+  switch (d) {
+    case Dtype::Float32: return "float32";
+    case Dtype::Float64: return "float64";
+    case Dtype::Int64: return "int64";
+    case Dtype::Bool: return "bool";
+  }
+  return "?";
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    check(s >= 0, "invalid shape ", shape_str(shape), ": sizes must be non-negative");
+    n *= s;
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------
+// Storage
+
+Storage::Storage(std::size_t n) : nbytes(n) {
+  // Round up to the alignment so aligned_alloc accepts it; never allocate 0 bytes.
+  std::size_t padded = ((n + 63) / 64) * 64;
+  if (padded == 0) padded = 64;
+  data = std::aligned_alloc(64, padded);
+  if (!data) throw Error(cat("out of memory allocating ", n, " bytes"));
+}
+
+Storage::~Storage() { std::free(data); }
+
+// ---------------------------------------------------------------------------------------
+// accessors
+
+static Node& must(const std::shared_ptr<Node>& n) {
+  if (!n) throw Error("use of an undefined Tensor (default-constructed or a gradient never computed)");
+  return *n;
+}
+
+const Shape& Tensor::shape() const { return must(node_).shape; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(must(node_).shape.size()); }
+int64_t Tensor::numel() const { return must(node_).numel; }
+Dtype Tensor::dtype() const { return must(node_).dtype; }
+void* Tensor::raw_data() const { return must(node_).storage->data; }
+
+int64_t Tensor::size(int64_t d) const {
+  int64_t n = dim();
+  int64_t w = d < 0 ? d + n : d;
+  check(w >= 0 && w < n, "size: dim ", d, " out of range for a ", n, "-d tensor of shape ",
+        shape_str(shape()));
+  return shape()[w];
+}
+
+template <class T>
+static T* typed(const std::shared_ptr<Node>& n) {
+  Node& node = must(n);
+  check(node.dtype == dtype_of<T>(), "data<", dtype_name(dtype_of<T>()), ">: tensor is ",
+        dtype_name(node.dtype));
+  return static_cast<T*>(node.storage->data);
+}
+
+template <> float* Tensor::data<float>() { return typed<float>(node_); }
+template <> double* Tensor::data<double>() { return typed<double>(node_); }
+template <> int64_t* Tensor::data<int64_t>() { return typed<int64_t>(node_); }
+template <> bool* Tensor::data<bool>() { return typed<bool>(node_); }
+template <> const float* Tensor::data<float>() const { return typed<float>(node_); }
+template <> const double* Tensor::data<double>() const { return typed<double>(node_); }
+template <> const int64_t* Tensor::data<int64_t>() const { return typed<int64_t>(node_); }
+template <> const bool* Tensor::data<bool>() const { return typed<bool>(node_); }
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = data<T>();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(p[i]);
+  });
+  return out;
+}
+
+double Tensor::item() const {
+  check(numel() == 1, "item: only a one-element tensor converts to a scalar, got shape ",
+        shape_str(shape()));
+  return to_vector()[0];
+}
+
+// ---------------------------------------------------------------------------------------
+// factories
+
+Tensor empty(const Shape& shape, Dtype dtype) {
+  auto node = std::make_shared<Node>();
+  node->dtype = dtype;
+  node->shape = shape;
+  node->numel = shape_numel(shape);
+  node->storage = std::make_shared<Storage>(static_cast<std::size_t>(node->numel) * itemsize(dtype));
+  return Tensor(std::move(node));
+}
+
+void Tensor::fill_(double value) {
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = data<T>();
+    const T v = static_cast<T>(value);
+    for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
+  });
+}
+
+Tensor full(const Shape& shape, double value, Dtype dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+Tensor zeros(const Shape& shape, Dtype dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, Dtype dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor scalar_tensor(double value, Dtype dtype) { return full({}, value, dtype); }
+
+Tensor arange(double end, Dtype dtype) { return arange(0, end, 1, dtype); }
+
+Tensor arange(double start, double end, double step, Dtype dtype) {
+  check(step != 0, "arange: step must be non-zero");
+  check((end - start) / step >= 0 || start == end, "arange: upper bound ", end,
+        " and lower bound ", start, " inconsistent with step sign ", step);
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  if (n < 0) n = 0;
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype) {
+  check(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+        " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (std::size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape) {
+  check(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+        " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, kInt64);
+  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor tensor(std::initializer_list<double> v, Dtype dtype) {
+  return from_vector(std::vector<double>(v), {static_cast<int64_t>(v.size())}, dtype);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> v, Dtype dtype) {
+  std::vector<double> flat;
+  const int64_t rows = static_cast<int64_t>(v.size());
+  const int64_t cols = rows ? static_cast<int64_t>(v.begin()->size()) : 0;
+  for (const auto& row : v) {
+    check(static_cast<int64_t>(row.size()) == cols, "tensor: ragged nested list (rows of ", cols,
+          " and ", row.size(), " values)");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return from_vector(flat, {rows, cols}, dtype);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> v,
+              Dtype dtype) {
+  std::vector<double> flat;
+  const int64_t d0 = static_cast<int64_t>(v.size());
+  const int64_t d1 = d0 ? static_cast<int64_t>(v.begin()->size()) : 0;
+  const int64_t d2 = d1 ? static_cast<int64_t>(v.begin()->begin()->size()) : 0;
+  for (const auto& m : v) {
+    check(static_cast<int64_t>(m.size()) == d1, "tensor: ragged nested list");
+    for (const auto& row : m) {
+      check(static_cast<int64_t>(row.size()) == d2, "tensor: ragged nested list");
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
+  }
+  return from_vector(flat, {d0, d1, d2}, dtype);
+}
+
+// ---------------------------------------------------------------------------------------
+// copies and conversions
+
+void Tensor::copy_(const Tensor& src) {
+  check(src.shape() == shape(), "copy_: source shape ", shape_str(src.shape()),
+        " differs from destination shape ", shape_str(shape()));
+  check(src.dtype() == dtype(), "copy_: source dtype ", dtype_name(src.dtype()),
+        " differs from destination dtype ", dtype_name(dtype()));
+  if (src.raw_data() != raw_data())
+    std::memcpy(raw_data(), src.raw_data(), static_cast<std::size_t>(numel()) * itemsize(dtype()));
+}
+
+static Tensor convert(const Tensor& x, Dtype to) {
+  Tensor out = empty(x.shape(), to);
+  dispatch_all(x.dtype(), [&](auto from_tag) {
+    using S = decltype(from_tag);
+    const S* src = x.data<S>();
+    dispatch_all(to, [&](auto to_tag) {
+      using D = decltype(to_tag);
+      D* dst = out.data<D>();
+      for (int64_t i = 0, n = x.numel(); i < n; ++i) dst[i] = static_cast<D>(src[i]);
+    });
+  });
+  return out;
+}
+
+// out = x in another dtype   =>   dx = g converted back
+Tensor Tensor::to(Dtype target) const {
+  if (target == dtype()) return *this;
+  Tensor out = convert(*this, target);
+  if (!is_floating(target) || !is_floating(dtype())) return out;  // not differentiable
+  const Dtype from = dtype();
+  return record(out, {*this}, "to", [from](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
+    return std::vector<Tensor>{convert(g, from)};
+  });
+}
+
+// out = x (a copy)   =>   dx = g
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  out.copy_(*this);
+  return record(out, {*this}, "clone", [](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
+    return std::vector<Tensor>{g};
+  });
+}
+
+Tensor Tensor::detach() const {
+  auto node = std::make_shared<Node>();
+  node->dtype = dtype();
+  node->shape = shape();
+  node->numel = numel();
+  node->storage = must(node_).storage;
+  return Tensor(std::move(node));
+}
+
+// ---------------------------------------------------------------------------------------
+// autograd accessors
+
+bool Tensor::requires_grad() const { return must(node_).requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  Node& n = must(node_);
+  check(n.is_leaf() || on, "requires_grad_: cannot turn off requires_grad of a non-leaf tensor (made by '",
+        n.op, "'); use detach()");
+  check(!on || is_floating(n.dtype), "requires_grad_: only float32/float64 tensors can require grad, got ",
+        dtype_name(n.dtype));
+  n.requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return must(node_).is_leaf(); }
+Tensor Tensor::grad() const { return must(node_).grad; }
+const char* Tensor::op_name() const { return must(node_).op; }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined()) {
+    check(g.shape() == shape() && g.dtype() == dtype(), "set_grad: gradient ", shape_str(g.shape()), " ",
+          dtype_name(g.dtype()), " does not match tensor ", shape_str(shape()), " ", dtype_name(dtype()));
+  }
+  must(node_).grad = g;
+}
+
+void Tensor::zero_grad() { must(node_).grad = Tensor(); }
+
+void Tensor::retain_grad() {
+  Node& n = must(node_);
+  check(n.requires_grad, "retain_grad: tensor does not require grad");
+  n.retains_grad = true;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  xg::backward({*this}, gradient.defined() ? std::vector<Tensor>{gradient} : std::vector<Tensor>{},
+               retain_graph);
+}
+
+// ---------------------------------------------------------------------------------------
+// printing, in the spirit of torch's repr
+
+static void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& s, std::size_t d,
+                      int64_t offset, int indent, bool is_float, int width) {
+  if (d == s.size()) {
+    if (is_float) os << std::setw(width) << std::fixed << std::setprecision(4) << v[offset];
+    else os << std::setw(width) << static_cast<long long>(v[offset]);
+    return;
+  }
+  int64_t stride = 1;
+  for (std::size_t k = d + 1; k < s.size(); ++k) stride *= s[k];
+  os << "[";
+  const int64_t n = s[d];
+  const bool elide = n > 6;
+  for (int64_t i = 0; i < n; ++i) {
+    if (elide && i == 3) {
+      os << (d + 1 == s.size() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      i = n - 3;
+    }
+    print_rec(os, v, s, d + 1, offset + i * stride, indent + 1, is_float, width);
+    if (i + 1 < n) {
+      if (d + 1 == s.size()) os << ", ";
+      else os << "," << std::string(s.size() - d - 1, '\n') << std::string(indent + 1, ' ');
+    }
+  }
+  os << "]";
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  std::vector<double> v = t.to_vector();
+  const bool is_float = is_floating(t.dtype());
+  int width = 1;
+  for (double x : v) {
+    std::ostringstream tmp;
+    if (is_float) tmp << std::fixed << std::setprecision(4) << x;
+    else tmp << static_cast<long long>(x);
+    width = std::max(width, static_cast<int>(tmp.str().size()));
+  }
+  std::ios_base::fmtflags flags = os.flags();
+  os << "tensor(";
+  print_rec(os, v, t.shape(), 0, 0, 7, is_float, width);
+  os.flags(flags);
+  if (t.dtype() != kFloat32) os << ", dtype=" << dtype_name(t.dtype());
+  if (!t.is_leaf()) os << ", grad_fn=<" << t.op_name() << ">";
+  else if (t.requires_grad()) os << ", requires_grad=True";
+  return os << ")";
+}
+
+}  // namespace xg

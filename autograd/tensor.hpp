@@ -1,0 +1,170 @@
+// xg::Tensor: an n-d array of one dtype with reverse-mode autograd.
+//
+// A Tensor is a cheap handle: a shared pointer to a Node that owns the data (a contiguous
+// row-major buffer, itself shared so that reshape/view copies nothing), the gradient, and,
+// for a tensor made by a differentiable op, the op's inputs and its backward closure.
+// Copying a Tensor copies the pointer, never the data; `clone()` copies the data.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/dtype.hpp"
+#include "autograd/error.hpp"
+
+namespace xg {
+
+struct Node;
+
+// A flat, 64-byte aligned, uninitialised buffer. Shared by a tensor and its reshaped views.
+struct Storage {
+  explicit Storage(std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data = nullptr;
+  std::size_t nbytes = 0;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor (like an empty torch.Tensor handle / None grad)
+  explicit Tensor(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+
+  // --- what it is -------------------------------------------------------------------
+  bool defined() const { return node_ != nullptr; }
+  const Shape& shape() const;
+  int64_t size(int64_t dim) const;  // negative dims count from the end
+  int64_t dim() const;
+  int64_t numel() const;
+  Dtype dtype() const;
+
+  // --- its data -------------------------------------------------------------------
+  // Typed pointer to the contiguous data; throws if T is not the tensor's dtype.
+  template <class T> T* data();
+  template <class T> const T* data() const;
+  void* raw_data() const;
+  // The single value of a one-element tensor, converted to double (or T).
+  double item() const;
+  template <class T> T item() const { return static_cast<T>(item()); }
+  // All values converted to double, row-major (handy in tests and printing).
+  std::vector<double> to_vector() const;
+
+  Tensor to(Dtype dtype) const;  // a copy in another dtype (differentiable between floats)
+  Tensor clone() const;          // a copy of the data (differentiable)
+  Tensor detach() const;         // shares the data, cut from the graph
+  Tensor contiguous() const { return *this; }  // data is always contiguous here
+  // Fills this tensor's storage in place with `src` (same shape and dtype), outside autograd.
+  // For optimizers and load_state_dict, which must keep the storage others hold.
+  void copy_(const Tensor& src);
+  void fill_(double value);
+
+  // --- autograd -------------------------------------------------------------------
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // only on leaves (tensors no op produced)
+  bool is_leaf() const;
+  Tensor grad() const;  // undefined until a backward pass reaches this tensor
+  void set_grad(const Tensor& g);
+  void zero_grad();     // drops the gradient, like PyTorch's set_to_none=True
+  void retain_grad();   // keep the gradient of a non-leaf after backward
+  // Backpropagates from this tensor. A non-scalar needs an explicit gradient of its shape.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  const char* op_name() const;  // the op that made it ("mul"), or "" for a leaf
+
+  // --- methods that forward to the free functions, as in PyTorch ------------------------
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor pow(double exponent) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+  Node* node() const { return node_.get(); }
+  const std::shared_ptr<Node>& node_ptr() const { return node_; }
+
+ private:
+  std::shared_ptr<Node> node_;
+};
+
+// The backward closure of an op. `g` is the gradient of the op's output `out`, `in` its
+// inputs in order. It returns one gradient per input (an undefined Tensor for an input that
+// needs none), either in the input's shape or in the broadcast shape of the output, which
+// the engine sums back to the input's shape. It runs with grad mode off.
+using BackwardFn =
+    std::function<std::vector<Tensor>(const Tensor& g, const Tensor& out, const std::vector<Tensor>& in)>;
+
+struct Node {
+  Dtype dtype = Dtype::Float32;
+  Shape shape;
+  int64_t numel = 0;
+  std::shared_ptr<Storage> storage;
+
+  bool requires_grad = false;
+  bool retains_grad = false;
+  Tensor grad;
+
+  // Set for the output of a recorded op; cleared after backward unless the graph is retained.
+  const char* op = "";
+  std::vector<Tensor> inputs;
+  BackwardFn backward;
+  bool freed = false;  // backward ran and released inputs/closure
+  bool is_leaf() const { return backward == nullptr && !freed; }
+};
+
+// --- factories (dtype defaults to float32) --------------------------------------------
+Tensor empty(const Shape& shape, Dtype dtype = kFloat32);  // uninitialised
+Tensor zeros(const Shape& shape, Dtype dtype = kFloat32);
+Tensor ones(const Shape& shape, Dtype dtype = kFloat32);
+Tensor full(const Shape& shape, double value, Dtype dtype = kFloat32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor scalar_tensor(double value, Dtype dtype = kFloat32);  // 0-d
+// [start, end) with step, like torch.arange (int64 by default).
+Tensor arange(double end, Dtype dtype = kInt64);
+Tensor arange(double start, double end, double step = 1, Dtype dtype = kInt64);
+// From values in row-major order and a shape.
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, Dtype dtype = kFloat32);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);  // int64
+// Nested initializer lists, like torch.tensor([[1, 2], [3, 4]]).
+Tensor tensor(std::initializer_list<double> v, Dtype dtype = kFloat32);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> v, Dtype dtype = kFloat32);
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> v,
+              Dtype dtype = kFloat32);
+
+// torch-style printing: tensor([[1.0000, 2.0000]], dtype=float64, grad_fn=<mul>)
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Number of elements of a shape; throws on negative sizes.
+int64_t shape_numel(const Shape& shape);
+
+template <> float* Tensor::data<float>();
+template <> double* Tensor::data<double>();
+template <> int64_t* Tensor::data<int64_t>();
+template <> bool* Tensor::data<bool>();
+template <> const float* Tensor::data<float>() const;
+template <> const double* Tensor::data<double>() const;
+template <> const int64_t* Tensor::data<int64_t>() const;
+template <> const bool* Tensor::data<bool>() const;
+
+}  // namespace xg

@@ -1,0 +1,19 @@
+# install() rules and an exported CMake package: a separate project does
+#   find_package(xgrad REQUIRED)   target_link_libraries(app PRIVATE xgrad::xgrad)
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS xgrad EXPORT xgradTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES xgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad)
+install(DIRECTORY autograd DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.hpp")
+install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/xgradConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/xgradConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/xgradConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)

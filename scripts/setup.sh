@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian package xgrad needs to build, test and benchmark. Idempotent:
+# it runs `apt-get update` and `apt-get install` only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libopenblas-openmp-dev          # OpenBLAS built on libgomp: BLAS and our loops share threads
+  libxtensor-dev libxtensor-blas-dev libxsimd-dev
+  libboost-program-options-dev nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+# `scripts/setup.sh --fixtures` also installs PyTorch, needed only to regenerate
+# tests/fixtures (never at build or test time).
+if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy); fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

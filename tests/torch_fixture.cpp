@@ -1,0 +1,96 @@
+// Fixture loading and tensor comparison for the tests.
+#include "tests/torch_fixture.hpp"
+
+#include <cmath>
+#include <map>
+#include <mutex>
+
+namespace xg::test {
+
+const TensorMap& fixture(const std::string& file) {
+  static std::map<std::string, TensorMap> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(file);
+  if (it == cache.end())
+    it = cache.emplace(file, load_safetensors(std::string(XGRAD_FIXTURE_DIR) + "/" + file + ".safetensors")).first;
+  return it->second;
+}
+
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (!actual.defined()) return ::testing::AssertionFailure() << "actual tensor is undefined";
+  if (actual.shape() != expected.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " != expected "
+                                         << shape_str(expected.shape());
+  if (actual.dtype() != expected.dtype())
+    return ::testing::AssertionFailure() << "dtype " << dtype_name(actual.dtype()) << " != expected "
+                                         << dtype_name(expected.dtype());
+  std::vector<double> a = actual.to_vector(), e = expected.to_vector();
+  double scale = 1;
+  for (double v : e)
+    if (std::isfinite(v)) scale = std::max(scale, std::abs(v));
+  double worst = -1, worst_excess = 0;
+  std::size_t worst_i = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const bool same_special = (std::isnan(a[i]) && std::isnan(e[i])) || (std::isinf(e[i]) && a[i] == e[i]);
+    if (same_special) continue;
+    const double diff = std::abs(a[i] - e[i]);
+    const double excess = std::isnan(diff) ? INFINITY : diff - (rtol * std::abs(e[i]) + atol * scale);
+    if (excess > 0 && (worst < 0 || excess > worst_excess)) {
+      worst = diff;
+      worst_excess = excess;
+      worst_i = i;
+    }
+  }
+  if (worst < 0) return ::testing::AssertionSuccess();
+  // Row-major index of the worst element.
+  std::string idx;
+  std::size_t rem = worst_i;
+  for (std::size_t d = expected.shape().size(); d-- > 0;) {
+    idx = std::to_string(rem % expected.shape()[d]) + (idx.empty() ? "" : ",") + idx;
+    rem /= expected.shape()[d];
+  }
+  return ::testing::AssertionFailure() << "shape " << shape_str(expected.shape()) << ": worst at [" << idx
+                                       << "]: actual " << a[worst_i] << ", expected " << e[worst_i] << ", diff "
+                                       << worst << " (rtol " << rtol << ", atol " << atol << ")";
+}
+
+void expect_matches_torch(const std::string& file, const std::string& case_name, const Fn& fn) {
+  const TensorMap& fx = fixture(file);
+  for (const char* tag : {"f32", "f64"}) {
+    const std::string key = case_name + "." + tag + ".";
+    const double rtol = tag[1] == '3' ? 1e-5 : 1e-10;
+    const double atol = tag[1] == '3' ? 1e-6 : 1e-12;
+    SCOPED_TRACE(file + ": " + key);
+    ASSERT_TRUE(fx.count(key + "out")) << "fixture has no case " << key << " (rerun make_fixtures.py)";
+    std::vector<Tensor> inputs;
+    for (int i = 0;; ++i) {
+      auto it = fx.find(key + "in" + std::to_string(i));
+      if (it == fx.end()) break;
+      Tensor x = it->second.clone().detach();  // fresh leaf per run
+      if (fx.count(key + "grad" + std::to_string(i))) x.requires_grad_(true);
+      inputs.push_back(x);
+    }
+    Tensor out = fn(inputs);
+    EXPECT_TRUE(tensors_close(out, fx.at(key + "out"), rtol, atol)) << "output";
+    auto up = fx.find(key + "upstream");
+    if (up == fx.end()) continue;
+    ASSERT_TRUE(out.requires_grad()) << "PyTorch differentiated this case but the output has no grad_fn";
+    out.backward(up->second);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      auto g = fx.find(key + "grad" + std::to_string(i));
+      if (g == fx.end()) continue;
+      Tensor actual = inputs[i].grad().defined() ? inputs[i].grad() : zeros_like(inputs[i]);
+      EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of input " << i;
+    }
+  }
+}
+
+Tensor randn64(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = randn(shape, kFloat64, &gen);
+  t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace xg::test

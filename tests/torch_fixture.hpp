@@ -1,0 +1,53 @@
+// Test helpers: value checks against PyTorch fixtures (tests/fixtures/*.safetensors, written
+// by make_fixtures.py), tensor comparison with a readable failure report, and a gradcheck
+// assertion.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "xgrad.hpp"
+
+namespace xg::test {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// The tensors of tests/fixtures/<file>.safetensors (loaded once, cached).
+const TensorMap& fixture(const std::string& file);
+
+// Compares `actual` with `expected` elementwise: |a - e| <= rtol |e| + atol * max(1, max|e|).
+// On failure the message names the shape, the worst index, both values and the difference.
+::testing::AssertionResult tensors_close(const Tensor& actual, const Tensor& expected, double rtol,
+                                         double atol);
+
+// Runs fn on the fixture case's inputs in float32 and float64, checks the output and, when
+// the fixture has an upstream gradient, the gradient of every input that PyTorch
+// differentiated. Tolerances: rtol 1e-5 / atol 1e-6 (float32), rtol 1e-10 / atol 1e-12 (float64).
+void expect_matches_torch(const std::string& file, const std::string& case_name, const Fn& fn);
+
+// Float64 inputs for gradcheck: randn of the shape, requires_grad on.
+Tensor randn64(const Shape& shape, uint64_t seed);
+
+}  // namespace xg::test
+
+// Asserts that gradcheck(fn, inputs) passes, printing its report when it does not.
+#define EXPECT_GRADCHECK(fn, ...)                                         \
+  do {                                                                     \
+    auto xg_gc_result_ = ::xg::gradcheck((fn), __VA_ARGS__);              \
+    EXPECT_TRUE(xg_gc_result_.ok) << xg_gc_result_.message;               \
+  } while (0)
+
+// Asserts that `stmt` throws xg::Error whose message contains `substr`.
+#define EXPECT_XG_ERROR(stmt, substr)                                                          \
+  do {                                                                                         \
+    try {                                                                                      \
+      stmt;                                                                                    \
+      ADD_FAILURE() << "expected xg::Error containing \"" << (substr) << "\", nothing thrown"; \
+    } catch (const ::xg::Error& e) {                                                           \
+      EXPECT_NE(std::string(e.what()).find(substr), std::string::npos)                        \
+          << "message was: " << e.what();                                                      \
+    }                                                                                          \
+  } while (0)
