@@ -1,0 +1,148 @@
+// Tests for autograd/graph.cpp: the backward engine, grad mode, xg::grad, and its errors.
+#include "autograd/graph.hpp"
+
+#include "autograd/elementwise.hpp"
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+
+TEST(Graph, AccumulatesAcrossBackwardCalls) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  backward({x * 3.0}, {ones({2})});
+  backward({x * x}, {ones({2})});
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{3 + 2, 3 + 4}));
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Graph, DiamondSumsBothPaths) {
+  // y = a*b + a*a: dy/da = b + 2a, dy/db = a
+  Tensor a = tensor({3.0}, kFloat64).requires_grad_();
+  Tensor b = tensor({5.0}, kFloat64).requires_grad_();
+  Tensor y = a * b + a * a;
+  y.backward();
+  EXPECT_EQ(a.grad().item(), 5 + 6);
+  EXPECT_EQ(b.grad().item(), 3);
+}
+
+TEST(Graph, BroadcastGradientReducedToInputShape) {
+  Tensor a = ones({2, 3}).requires_grad_();
+  Tensor b = ones({3}).requires_grad_();
+  Tensor s = ones({1, 1}).requires_grad_();
+  backward({(a + b) * s}, {full({2, 3}, 2.0)});
+  EXPECT_EQ(b.grad().shape(), (Shape{3}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<double>{4, 4, 4}));
+  EXPECT_EQ(s.grad().shape(), (Shape{1, 1}));
+  EXPECT_EQ(s.grad().item(), 2 * 2 * 6);
+}
+
+TEST(Graph, LeafGradIsNotAliasedWithOtherLeaves) {
+  Tensor a = tensor({1.0}).requires_grad_();
+  Tensor b = tensor({1.0}).requires_grad_();
+  (a + b).backward();  // both receive the same upstream tensor
+  (a * 5.0).backward();
+  EXPECT_EQ(a.grad().item(), 6);
+  EXPECT_EQ(b.grad().item(), 1);
+}
+
+TEST(Graph, DeepChainOf10000OpsDoesNotOverflow) {
+  Tensor x = tensor({1.0}, kFloat64).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 10000; ++i) y = y * 1.0001;
+  y.backward();
+  EXPECT_NEAR(x.grad().item(), std::pow(1.0001, 10000), 1e-9);
+}
+
+TEST(Graph, NoGradGuardRecordsNothingAndRestores) {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    NoGradGuard guard;
+    EXPECT_FALSE(is_grad_enabled());
+    Tensor y = x * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    {
+      EnableGradGuard on;
+      EXPECT_TRUE((x * 2.0).requires_grad());
+    }
+  }
+  EXPECT_TRUE(is_grad_enabled());
+  EXPECT_TRUE((x * 2.0).requires_grad());
+}
+
+TEST(Graph, DetachCutsTheGraphAndSharesData) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor d = (x * 3.0).detach();
+  EXPECT_FALSE(d.requires_grad());
+  Tensor y = x * d;  // d is a constant 6
+  y.backward();
+  EXPECT_EQ(x.grad().item(), 6);
+  Tensor e = x.detach();
+  EXPECT_EQ(e.raw_data(), x.raw_data());
+}
+
+TEST(Graph, RetainGraphAllowsASecondBackward) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = x * x;
+  y.backward(Tensor(), true);
+  y.backward();
+  EXPECT_EQ(x.grad().item(), 8);
+}
+
+TEST(Graph, SecondBackwardThroughFreedGraphIsAnError) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = exp(x * x);
+  y.backward();
+  EXPECT_XG_ERROR(y.backward(), "backward: trying to backward through the graph a second time (through 'exp'");
+}
+
+TEST(Graph, NonScalarBackwardNeedsAGradient) {
+  Tensor x = ones({2, 3}).requires_grad_();
+  EXPECT_XG_ERROR((x * 2.0).backward(),
+                  "backward: grad can be implicitly created only for scalar outputs, got shape [2,3]");
+  EXPECT_XG_ERROR((x * 2.0).backward(ones({3})), "backward: gradient shape [3] does not match output shape [2,3]");
+  EXPECT_XG_ERROR(ones({1}).backward(), "does not require grad");
+}
+
+TEST(Graph, GradReturnsWithoutAccumulating) {
+  Tensor x = tensor({1.0, 2.0}, kFloat64).requires_grad_();
+  Tensor w = tensor({3.0, 4.0}, kFloat64).requires_grad_();
+  Tensor h = x * w;  // a non-leaf input can be asked for too
+  Tensor y = h * h;
+  std::vector<Tensor> g = grad({y}, {x, h}, {ones({2}, kFloat64)});
+  EXPECT_EQ(g[0].to_vector(), (std::vector<double>{2 * 3 * 3 * 1, 2 * 4 * 4 * 2}));
+  EXPECT_EQ(g[1].to_vector(), (std::vector<double>{2 * 3, 2 * 8}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Graph, GradOfUnusedInputIsAnErrorUnlessAllowed) {
+  Tensor x = tensor({1.0}).requires_grad_();
+  Tensor z = tensor({1.0}).requires_grad_();
+  EXPECT_XG_ERROR(grad({x * 2.0}, {z}), "grad: input 0 of shape [1] was not used in the graph");
+  std::vector<Tensor> g = grad({x * 2.0}, {z}, {}, false, true);
+  EXPECT_FALSE(g[0].defined());
+}
+
+TEST(Graph, RetainGradKeepsNonLeafGradient) {
+  Tensor x = tensor({3.0}).requires_grad_();
+  Tensor h = x * 2.0;
+  h.retain_grad();
+  (h * h).backward();
+  EXPECT_EQ(h.grad().item(), 12);
+  EXPECT_EQ(x.grad().item(), 24);
+}
+
+TEST(Graph, SavedTensorsAreReleasedAfterBackward) {
+  Tensor x = ones({4}).requires_grad_();
+  std::weak_ptr<Node> mid;
+  Tensor y;
+  {
+    Tensor h = x * 2.0;
+    mid = h.node_ptr();
+    y = h * h;
+  }
+  EXPECT_FALSE(mid.expired());  // y's node holds h as an input
+  y.backward(ones({4}));
+  EXPECT_TRUE(mid.expired());  // released with the graph
+  EXPECT_XG_ERROR(y.backward(ones({4})), "second time");
+}
