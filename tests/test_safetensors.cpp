@@ -1,0 +1,98 @@
+// Tests for autograd/safetensors.cpp: round trips, PyTorch-written files, and validation.
+#include "autograd/safetensors.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+#include "autograd/random.hpp"
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+
+namespace {
+
+std::string tmp_path(const std::string& name) { return std::string(XGRAD_BINARY_DIR) + "/" + name; }
+
+// Writes a file with the given JSON header and `data_bytes` zero bytes of data.
+std::string write_raw(const std::string& name, const std::string& header, std::size_t data_bytes,
+                      uint64_t claimed_len = UINT64_MAX) {
+  const std::string path = tmp_path(name);
+  std::ofstream f(path, std::ios::binary);
+  const uint64_t len = claimed_len == UINT64_MAX ? header.size() : claimed_len;
+  for (int i = 0; i < 8; ++i) f.put(static_cast<char>(len >> (8 * i)));
+  f << header << std::string(data_bytes, '\0');
+  return path;
+}
+
+}  // namespace
+
+TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
+  Generator gen(1);
+  TensorMap in{{"w", randn({3, 4}, kFloat32, &gen)},
+               {"d", randn({2}, kFloat64, &gen)},
+               {"i", arange(5)},
+               {"b", tensor({1.0, 0.0, 1.0}) > 0.5},
+               {"s", scalar_tensor(2.5)}};
+  const std::string path = tmp_path("roundtrip.safetensors");
+  save_safetensors(path, in, {{"format", "pt"}});
+  std::map<std::string, std::string> meta;
+  TensorMap out = load_safetensors(path, &meta);
+  EXPECT_EQ(meta.at("format"), "pt");
+  ASSERT_EQ(out.size(), in.size());
+  for (const auto& [name, t] : in) {
+    EXPECT_EQ(out.at(name).dtype(), t.dtype()) << name;
+    EXPECT_EQ(out.at(name).shape(), t.shape()) << name;
+    EXPECT_EQ(out.at(name).to_vector(), t.to_vector()) << name;
+  }
+}
+
+TEST(Safetensors, ReadsFilesWrittenByPyTorch) {
+  // elementwise.safetensors was written by tests/fixtures/fixture_util.py from torch tensors.
+  const TensorMap& fx = test::fixture("elementwise");
+  const Tensor& mask = fx.at("masked_fill.f64.in1");
+  EXPECT_EQ(mask.dtype(), kBool);
+  EXPECT_EQ(mask.shape(), (Shape{4, 4}));
+  EXPECT_EQ(mask.to_vector()[1], 1.0);  // above the diagonal: masked
+  EXPECT_EQ(mask.to_vector()[4], 0.0);
+  EXPECT_EQ(fx.at("add.f32.out").dtype(), kFloat32);
+}
+
+TEST(SafetensorsErrors, NamesFileAndRule) {
+  EXPECT_XG_ERROR(load_safetensors(tmp_path("missing.safetensors")), "missing.safetensors: cannot open file");
+  {
+    const std::string p = tmp_path("tiny.st");
+    std::ofstream(p) << "abc";
+    EXPECT_XG_ERROR(load_safetensors(p), "tiny.st: file is 3 bytes, shorter than the 8-byte header length");
+  }
+  EXPECT_XG_ERROR(load_safetensors(write_raw("huge.st", "{}", 0, 200000000)), "exceeds the 100 MB limit");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("past.st", "{}", 0, 50)), "runs past the end of the");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("notobj.st", "[1]", 0)), "header does not start with '{'");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("badjson.st", "{\"a\":", 0)), "header is not valid JSON");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("dtype.st", R"({"a":{"dtype":"X9","shape":[1],"data_offsets":[0,1]}})", 1)),
+                  "tensor 'a': unsupported dtype X9");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("size.st", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4)),
+                  "tensor 'a': data_offsets span 4 bytes but shape [2] of F32 needs 8");
+  EXPECT_XG_ERROR(
+      load_safetensors(write_raw("gap.st",
+                                 R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                                 12)),
+      "tensor 'b' starts at byte 8 of the data, expected 4");
+  EXPECT_XG_ERROR(
+      load_safetensors(write_raw("dup.st",
+                                 R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                 R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                 8)),
+      "duplicate tensor name 'a'");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("cover.st", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
+                  "tensors cover 4 bytes of data but the file holds 8");
+  EXPECT_XG_ERROR(load_safetensors(write_raw("meta.st", R"({"__metadata__":{"k":1}})", 0)),
+                  "__metadata__ value of 'k' is not a string");
+}
+
+TEST(SafetensorsErrors, FailedSaveLeavesNoFile) {
+  EXPECT_XG_ERROR(save_safetensors("/nonexistent-dir/x.safetensors", {{"a", ones({1})}}), "cannot open");
+  EXPECT_XG_ERROR(save_safetensors(tmp_path("undef.safetensors"), {{"a", Tensor()}}), "tensor 'a' is undefined");
+  std::ifstream f(tmp_path("undef.safetensors"));
+  EXPECT_FALSE(f.good());
+}
