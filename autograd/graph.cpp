@@ -71,13 +71,14 @@ std::vector<std::shared_ptr<Node>> topo_order(const std::vector<Tensor>& roots) 
 }
 
 // The single place where gradients add up: reduces `g` to `shape` (summing broadcast axes)
-// and adds it to `slot`. A fresh slot takes its own copy, so later in-place accumulation
-// never writes into a tensor another node still holds.
-void accumulate(Tensor& slot, const Tensor& g, const Shape& shape, bool in_place_ok) {
+// and adds it to `slot`. A .grad slot (in_place) is later accumulated in place, so a fresh
+// one takes its own copy rather than share a tensor another node may still hold; pending
+// gradients of inner nodes only ever add out of place and can share.
+void accumulate(Tensor& slot, const Tensor& g, const Shape& shape, bool in_place) {
   Tensor r = sum_to(g, shape);
   if (!slot.defined()) {
-    slot = (r.node() == g.node()) ? r.clone() : r;
-  } else if (in_place_ok) {
+    slot = (in_place && r.node() == g.node()) ? r.detach().clone() : r;
+  } else if (in_place) {
     add_(slot, r);
   } else {
     slot = add(slot, r);
