@@ -4,3 +4,4 @@
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/safetensors.hpp"
+#include "autograd/xarray.hpp"

@@ -1,0 +1,285 @@
+// Matrix products: matmul (torch.matmul's rules), linear and bmm. Every product is one
+// OpenBLAS gemm call (or a loop of them over a batch) with transpose flags; no transpose is
+// ever materialised, and a batch that meets an unbatched operand is folded into gemm's M.
+#include "autograd/matmul.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <memory>
+
+#include "autograd/dispatch.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/kernels.hpp"
+
+namespace xg {
+
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
+
+void check_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check(a.defined() && b.defined(), op, ": undefined tensor argument");
+  check(a.dtype() == b.dtype(), op, ": dtype mismatch, ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
+        dtype_name(b.dtype()), " ", shape_str(b.shape()), " (xgrad does not promote types; convert one with .to())");
+}
+
+// C = op(A) @ op(B) + beta C, row-major; op transposes when the flag is set.
+// C: [M, N], op(A): [M, K], op(B): [K, N]; lda/ldb/ldc are the row strides as stored.
+// beta is 0 (overwrite) or 1 (accumulate).
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+               int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              beta, C, static_cast<int>(ldc));
+}
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
+               int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), 1.0, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
+}
+
+// Contiguous operands: lda/ldb/ldc follow from the stored shapes. Handles empty sizes,
+// which BLAS rejects (it wants leading dims >= 1).
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T beta, T* C) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: C = beta C
+    if (beta == T(0)) std::fill(C, C + M * N, T(0));
+    return;
+  }
+  check(M < INT_MAX && N < INT_MAX && K < INT_MAX && M * N < INT_MAX && M * K < INT_MAX && K * N < INT_MAX,
+        "matmul: sizes M=", M, " N=", N, " K=", K, " exceed BLAS's 32-bit int indexing");
+  blas_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
+// How a (batched) product lays out: a [a_batch..., n, k] @ b [b_batch..., k, m] ->
+// [batch..., n, m], batch being the broadcast of a_batch and b_batch. Captured by the
+// backward closure (shapes and offsets only).
+struct Plan {
+  Shape out_shape;          // the result's shape (a 1-D operand's dim removed)
+  int64_t n = 0, k = 0, m = 0;
+  int64_t batches = 1;      // number of matrices in the result
+  int64_t a_batches = 1, b_batches = 1;
+  std::vector<int64_t> a_off, b_off;  // per result matrix, where its a and b matrices start
+  // b is one matrix shared by a full batch of a: fold the batch into gemm's M.
+  bool fold() const { return b_batches == 1 && a_batches == batches; }
+};
+
+// Offsets (in matrices) of a batch operand of `shape` read as broadcast to `batch`.
+std::vector<int64_t> batch_offsets(const Shape& shape, const Shape& batch, int64_t count) {
+  const Shape strides = broadcast_strides(shape, batch);
+  std::vector<int64_t> off(static_cast<std::size_t>(count), 0);
+  const int64_t nd = static_cast<int64_t>(batch.size());
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t r = i, o = 0;
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      o += (r % batch[d]) * strides[d];
+      r /= batch[d];
+    }
+    off[i] = o;
+  }
+  return off;
+}
+
+// Validates a @ b under torch.matmul's rules and works out the plan.
+Plan make_plan(const Tensor& a, const Tensor& b, const char* op) {
+  check_operands(a, b, op);
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  check(a.dim() >= 1 && b.dim() >= 1, op, ": both arguments need at least 1 dimension, got ", shape_str(sa),
+        " and ", shape_str(sb));
+  Plan p;
+  const int64_t ka = sa.back();
+  const int64_t kb = b.dim() == 1 ? sb[0] : sb[sb.size() - 2];
+  check(ka == kb, op, ": cannot multiply ", shape_str(sa), " by ", shape_str(sb), " (inner sizes ", ka, " and ", kb,
+        " differ)");
+  p.k = ka;
+  p.n = a.dim() == 1 ? 1 : sa[sa.size() - 2];
+  p.m = b.dim() == 1 ? 1 : sb.back();
+  const Shape a_batch(sa.begin(), sa.end() - std::min<int64_t>(a.dim(), 2));
+  const Shape b_batch(sb.begin(), sb.end() - std::min<int64_t>(b.dim(), 2));
+  Shape batch;
+  {
+    const std::size_t nd = std::max(a_batch.size(), b_batch.size());
+    batch.resize(nd);
+    for (std::size_t i = 0; i < nd; ++i) {
+      const int64_t da = i < nd - a_batch.size() ? 1 : a_batch[i - (nd - a_batch.size())];
+      const int64_t db = i < nd - b_batch.size() ? 1 : b_batch[i - (nd - b_batch.size())];
+      check(da == db || da == 1 || db == 1, op, ": batch dims ", shape_str(a_batch), " of ", shape_str(sa), " and ",
+            shape_str(b_batch), " of ", shape_str(sb), " do not broadcast (", da, " vs ", db, ")");
+      batch[i] = da == 1 ? db : da;
+    }
+  }
+  p.batches = shape_numel(batch);
+  p.a_batches = shape_numel(a_batch);
+  p.b_batches = shape_numel(b_batch);
+  if (!p.fold()) {
+    p.a_off = batch_offsets(a_batch, batch, p.batches);
+    p.b_off = batch_offsets(b_batch, batch, p.batches);
+  }
+  p.out_shape = batch;
+  if (a.dim() > 1) p.out_shape.push_back(p.n);
+  if (b.dim() > 1) p.out_shape.push_back(p.m);
+  return p;
+}
+
+// out = a @ b over the plan's batch.
+template <class T>
+void matmul_forward(const Plan& p, const T* a, const T* b, T* out) {
+  const int64_t n = p.n, k = p.k, m = p.m;
+  if (p.fold()) {
+    // [batches * n, k] @ [k, m]: one gemm.
+    gemm(false, false, p.batches * n, m, k, a, b, T(0), out);
+    return;
+  }
+  for (int64_t i = 0; i < p.batches; ++i)
+    gemm(false, false, n, m, k, a + p.a_off[i] * n * k, b + p.b_off[i] * k * m, T(0), out + i * n * m);
+}
+
+// da = g @ b^T, summed over the batch dims along which a was broadcast.
+template <class T>
+void matmul_grad_a(const Plan& p, const T* g, const T* b, T* da) {
+  const int64_t n = p.n, k = p.k, m = p.m;
+  if (p.fold()) {
+    gemm(false, true, p.batches * n, k, m, g, b, T(0), da);  // [batches*n, m] @ [k, m]^T
+    return;
+  }
+  const bool full = p.a_batches == p.batches;  // each da matrix written once
+  if (!full) std::fill(da, da + p.a_batches * n * k, T(0));
+  for (int64_t i = 0; i < p.batches; ++i)
+    gemm(false, true, n, k, m, g + i * n * m, b + p.b_off[i] * k * m, full ? T(0) : T(1), da + p.a_off[i] * n * k);
+}
+
+// db = a^T @ g, summed over the batch dims along which b was broadcast.
+template <class T>
+void matmul_grad_b(const Plan& p, const T* a, const T* g, T* db) {
+  const int64_t n = p.n, k = p.k, m = p.m;
+  if (p.fold()) {
+    gemm(true, false, k, m, p.batches * n, a, g, T(0), db);  // [batches*n, k]^T @ [batches*n, m]
+    return;
+  }
+  const bool full = p.b_batches == p.batches;
+  if (!full) std::fill(db, db + p.b_batches * k * m, T(0));
+  for (int64_t i = 0; i < p.batches; ++i)
+    gemm(true, false, k, m, n, a + p.a_off[i] * n * k, g + i * n * m, full ? T(0) : T(1), db + p.b_off[i] * k * m);
+}
+
+// matmul and bmm share everything but their validation and name.
+Tensor batched_product(const Tensor& a, const Tensor& b, Plan plan, const char* op) {
+  auto p = std::make_shared<const Plan>(std::move(plan));
+  Tensor out = empty(p->out_shape, a.dtype());
+  dispatch_float(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    matmul_forward<T>(*p, a.data<T>(), b.data<T>(), out.data<T>());
+  });
+  return record(out, {a, b}, op, [p](const Tensor& g, const Tensor&, const Grads& in) {
+    Tensor da, db;
+    dispatch_float(g.dtype(), "matmul backward", [&](auto tag) {
+      using T = decltype(tag);
+      if (wants(in, 0)) {
+        da = empty(in[0].shape(), g.dtype());
+        matmul_grad_a<T>(*p, g.data<T>(), in[1].data<T>(), da.data<T>());
+      }
+      if (wants(in, 1)) {
+        db = empty(in[1].shape(), g.dtype());
+        matmul_grad_b<T>(*p, in[0].data<T>(), g.data<T>(), db.data<T>());
+      }
+    });
+    return Grads{da, db};
+  });
+}
+
+// db[j] = sum over rows i of g[i, j], g: [M, N]; double accumulators, parallel over columns.
+template <class T>
+void sum_rows(const T* g, int64_t M, int64_t N, T* db) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (N + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1 && M * N >= kParallelMin)
+  for (int64_t jb = 0; jb < blocks; ++jb) {
+    const int64_t j0 = jb * kBlock, len = std::min(kBlock, N - j0);
+    double acc[kBlock] = {};
+    for (int64_t i = 0; i < M; ++i) {
+      const T* row = g + i * N + j0;
+      for (int64_t j = 0; j < len; ++j) acc[j] += row[j];
+    }
+    for (int64_t j = 0; j < len; ++j) db[j0 + j] = static_cast<T>(acc[j]);
+  }
+}
+
+}  // namespace
+
+// out = a @ b (torch.matmul)   =>   da = g @ b^T,   db = a^T @ g
+//   (summed over the batch dims an operand was broadcast along; a 1-D operand is a row on
+//   the left or a column on the right)
+Tensor matmul(const Tensor& a, const Tensor& b) { return batched_product(a, b, make_plan(a, b, "matmul"), "matmul"); }
+
+// a: [B, n, k], b: [B, k, m] -> [B, n, m]   =>   da = g @ b^T,   db = a^T @ g   (per batch)
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_operands(a, b, "bmm");
+  check(a.dim() == 3 && b.dim() == 3, "bmm: expected two 3-D tensors [B, n, k] and [B, k, m], got ",
+        shape_str(a.shape()), " and ", shape_str(b.shape()));
+  check(a.shape()[0] == b.shape()[0], "bmm: batch sizes differ: ", shape_str(a.shape()), " and ",
+        shape_str(b.shape()), " (", a.shape()[0], " vs ", b.shape()[0], "; bmm does not broadcast, use matmul)");
+  return batched_product(a, b, make_plan(a, b, "bmm"), "bmm");
+}
+
+// x: [..., in], w: [out, in], b: [out] -> [..., out]
+// out = x @ w^T + b   =>   dx = g @ w,   dw = g^T @ x,   db = sum of g over all rows
+// (the leading dims of x are folded into one M = B*T, so each product is one gemm)
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_operands(x, w, "linear");
+  check(x.dim() >= 1, "linear: input needs at least 1 dimension, got ", shape_str(x.shape()));
+  const int64_t C = x.shape().back();
+  check(w.dim() == 2 && w.shape()[1] == C, "linear: weight must be [out, in] with in = ", C,
+        " (the last dim of input ", shape_str(x.shape()), "), got ", shape_str(w.shape()));
+  const int64_t OC = w.shape()[0];
+  const bool has_bias = b.defined();
+  if (has_bias) {
+    check_operands(x, b, "linear");
+    check(b.dim() == 1 && b.shape()[0] == OC, "linear: bias must be [out] = [", OC, "] for weight ",
+          shape_str(w.shape()), ", got ", shape_str(b.shape()));
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = OC;
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));  // B*T
+  Tensor out = empty(out_shape, x.dtype());
+  dispatch_float(x.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    T* po = out.data<T>();
+    if (has_bias) {  // rows start as the bias; gemm accumulates onto them
+      const T* pb = b.data<T>();
+      for (int64_t i = 0; i < rows; ++i) std::memcpy(po + i * OC, pb, sizeof(T) * OC);
+    }
+    gemm(false, true, rows, OC, C, x.data<T>(), w.data<T>(), has_bias ? T(1) : T(0), po);  // [rows, C] @ [OC, C]^T
+  });
+  std::vector<Tensor> inputs = {x, w};
+  if (has_bias) inputs.push_back(b);
+  return record(out, std::move(inputs), "linear", [rows, C, OC](const Tensor& g, const Tensor&, const Grads& in) {
+    Grads grads(in.size());
+    dispatch_float(g.dtype(), "linear backward", [&](auto tag) {
+      using T = decltype(tag);
+      const T* pg = g.data<T>();
+      if (wants(in, 0)) {
+        grads[0] = empty(in[0].shape(), g.dtype());
+        gemm(false, false, rows, C, OC, pg, in[1].data<T>(), T(0), grads[0].data<T>());  // [rows, OC] @ [OC, C]
+      }
+      if (wants(in, 1)) {
+        grads[1] = empty(in[1].shape(), g.dtype());
+        gemm(true, false, OC, C, rows, pg, in[0].data<T>(), T(0), grads[1].data<T>());  // [rows, OC]^T @ [rows, C]
+      }
+      if (in.size() > 2 && wants(in, 2)) {
+        grads[2] = empty(in[2].shape(), g.dtype());
+        sum_rows(pg, rows, OC, grads[2].data<T>());
+      }
+    });
+    return grads;
+  });
+}
+
+}  // namespace xg

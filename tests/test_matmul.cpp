@@ -1,0 +1,157 @@
+// Tests for autograd/matmul.cpp: matmul (every rank combination of torch.matmul), linear,
+// bmm: gradient checks in float64, values against PyTorch, and error messages.
+#include "tests/torch_fixture.hpp"
+
+namespace {
+
+using xg::Tensor;
+using xg::test::expect_matches_torch;
+using xg::test::randn64;
+using Ins = std::vector<Tensor>;
+
+Tensor mm(const Ins& in) { return xg::matmul(in[0], in[1]); }
+Tensor lin(const Ins& in) { return xg::linear(in[0], in[1], in.size() > 2 ? in[2] : Tensor()); }
+Tensor bm(const Ins& in) { return xg::bmm(in[0], in[1]); }
+
+// ---------------------------------------------------------------------------------------
+// values and gradients against PyTorch
+
+TEST(MatmulTorch, Ranks) {
+  for (const char* c : {"vec_vec", "vec_mat", "mat_vec", "mat_mat", "batch_mat", "mat_batch", "bcast_4d", "vec_batch",
+                        "batch_vec", "batch_batch", "bcast_rank"})
+    expect_matches_torch("matmul", c, mm);
+}
+
+TEST(MatmulTorch, Linear) {
+  for (const char* c : {"linear_bias", "linear_nobias", "linear_vec"}) expect_matches_torch("matmul", c, lin);
+}
+
+TEST(MatmulTorch, Bmm) { expect_matches_torch("matmul", "bmm", bm); }
+
+// ---------------------------------------------------------------------------------------
+// shapes and a hand-computed value
+
+TEST(Matmul, SmallValuesAndShapes) {
+  Tensor a = xg::tensor({{1, 2}, {3, 4}});
+  Tensor b = xg::tensor({{5, 6}, {7, 8}});
+  EXPECT_EQ(xg::matmul(a, b).to_vector(), (std::vector<double>{19, 22, 43, 50}));
+  Tensor v = xg::tensor({1, 1});
+  EXPECT_EQ(xg::matmul(v, v).shape(), xg::Shape{});
+  EXPECT_EQ(xg::matmul(v, v).item(), 2);
+  EXPECT_EQ(xg::matmul(v, b).to_vector(), (std::vector<double>{12, 14}));
+  EXPECT_EQ(xg::matmul(a, v).to_vector(), (std::vector<double>{3, 7}));
+  EXPECT_EQ(xg::matmul(xg::zeros({2, 1, 3, 4}), xg::zeros({1, 5, 4, 6})).shape(), (xg::Shape{2, 5, 3, 6}));
+  EXPECT_EQ(xg::matmul(xg::zeros({4}), xg::zeros({2, 4, 3})).shape(), (xg::Shape{2, 3}));
+  EXPECT_EQ(xg::matmul(xg::zeros({2, 3, 4}), xg::zeros({4})).shape(), (xg::Shape{2, 3}));
+}
+
+TEST(Matmul, EmptyInnerSizeGivesZeros) {
+  Tensor out = xg::matmul(xg::ones({2, 0}), xg::ones({0, 3}));
+  EXPECT_EQ(out.shape(), (xg::Shape{2, 3}));
+  EXPECT_EQ(out.to_vector(), std::vector<double>(6, 0.0));
+  EXPECT_EQ(xg::linear(xg::ones({0, 4}), xg::ones({5, 4}), xg::ones({5})).shape(), (xg::Shape{0, 5}));
+}
+
+TEST(Matmul, LinearBiasAddsPerRow) {
+  Tensor x = xg::tensor({{1, 2}, {3, 4}});
+  Tensor w = xg::tensor({{1, 0}, {0, 1}, {1, 1}});
+  Tensor b = xg::tensor({10, 20, 30});
+  EXPECT_EQ(xg::linear(x, w, b).to_vector(), (std::vector<double>{11, 22, 33, 13, 24, 37}));
+}
+
+TEST(Matmul, GradOnlyForInputsThatRequireIt) {
+  Tensor a = randn64({3, 4}, 1);
+  Tensor b = randn64({4, 2}, 2).detach();
+  Tensor y = xg::matmul(a, b);
+  y.backward(xg::ones({3, 2}, xg::kFloat64));
+  ASSERT_TRUE(a.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+  // da = ones @ b^T: each row is the row sums of b.
+  std::vector<double> bv = b.to_vector(), ga = a.grad().to_vector();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) EXPECT_NEAR(ga[i * 4 + j], bv[j * 2] + bv[j * 2 + 1], 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------
+// gradient checks (float64, random upstream gradient)
+
+TEST(MatmulGrad, Ranks) {
+  EXPECT_GRADCHECK(mm, {randn64({5}, 1), randn64({5}, 2)});
+  EXPECT_GRADCHECK(mm, {randn64({4}, 3), randn64({4, 3}, 4)});
+  EXPECT_GRADCHECK(mm, {randn64({3, 4}, 5), randn64({4}, 6)});
+  EXPECT_GRADCHECK(mm, {randn64({3, 4}, 7), randn64({4, 5}, 8)});
+}
+
+TEST(MatmulGrad, Batched) {
+  EXPECT_GRADCHECK(mm, {randn64({2, 3, 4}, 11), randn64({4, 5}, 12)});         // folded into M
+  EXPECT_GRADCHECK(mm, {randn64({3, 4}, 13), randn64({2, 4, 5}, 14)});         // a broadcast
+  EXPECT_GRADCHECK(mm, {randn64({2, 1, 3, 4}, 15), randn64({1, 5, 4, 6}, 16)}); // both broadcast
+  EXPECT_GRADCHECK(mm, {randn64({4}, 17), randn64({2, 4, 3}, 18)});
+  EXPECT_GRADCHECK(mm, {randn64({2, 3, 4}, 19), randn64({4}, 20)});
+  EXPECT_GRADCHECK(mm, {randn64({3, 1, 2, 4}, 21), randn64({2, 4, 3}, 22)});   // rank broadcast
+  EXPECT_GRADCHECK(mm, {randn64({2, 3, 4}, 23), randn64({2, 4, 5}, 24)});
+}
+
+TEST(MatmulGrad, SameTensorBothSides) {
+  EXPECT_GRADCHECK([](const Ins& in) { return xg::matmul(in[0], in[0]); }, {randn64({3, 3}, 25)});
+}
+
+TEST(MatmulGrad, Linear) {
+  EXPECT_GRADCHECK(lin, {randn64({2, 3, 4}, 31), randn64({5, 4}, 32), randn64({5}, 33)});
+  EXPECT_GRADCHECK(lin, {randn64({2, 3, 4}, 34), randn64({5, 4}, 35)});
+  EXPECT_GRADCHECK(lin, {randn64({4}, 36), randn64({5, 4}, 37), randn64({5}, 38)});
+}
+
+TEST(MatmulGrad, Bmm) { EXPECT_GRADCHECK(bm, {randn64({3, 2, 4}, 41), randn64({3, 4, 5}, 42)}); }
+
+// ---------------------------------------------------------------------------------------
+// errors
+
+TEST(MatmulErrors, InnerSizes) {
+  try {
+    xg::matmul(xg::zeros({2, 3}), xg::zeros({4, 5}));
+    ADD_FAILURE() << "no error thrown";
+  } catch (const xg::Error& e) {
+    EXPECT_STREQ(e.what(), "matmul: cannot multiply [2,3] by [4,5] (inner sizes 3 and 4 differ)");
+  }
+  EXPECT_XG_ERROR(xg::matmul(xg::zeros({3}), xg::zeros({4})), "cannot multiply [3] by [4] (inner sizes 3 and 4");
+  EXPECT_XG_ERROR(xg::matmul(xg::zeros({2, 3, 4}), xg::zeros({5})), "inner sizes 4 and 5 differ");
+}
+
+TEST(MatmulErrors, MixedDtypes) {
+  EXPECT_XG_ERROR(xg::matmul(xg::zeros({2, 3}), xg::zeros({3, 4}, xg::kFloat64)),
+                  "matmul: dtype mismatch, float32 [2,3] and float64 [3,4]");
+  EXPECT_XG_ERROR(xg::matmul(xg::zeros({2, 3}, xg::kInt64), xg::zeros({3, 4}, xg::kInt64)),
+                  "matmul: expected a float32 or float64 tensor, got int64");
+}
+
+TEST(MatmulErrors, ZeroDim) {
+  EXPECT_XG_ERROR(xg::matmul(xg::scalar_tensor(2), xg::zeros({3})),
+                  "matmul: both arguments need at least 1 dimension, got [] and [3]");
+  EXPECT_XG_ERROR(xg::matmul(xg::zeros({3}), xg::scalar_tensor(2)), "at least 1 dimension");
+}
+
+TEST(MatmulErrors, BatchDimsDoNotBroadcast) {
+  EXPECT_XG_ERROR(xg::matmul(xg::zeros({2, 3, 4}), xg::zeros({3, 4, 5})),
+                  "matmul: batch dims [2] of [2,3,4] and [3] of [3,4,5] do not broadcast (2 vs 3)");
+}
+
+TEST(MatmulErrors, Linear) {
+  EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({4, 5})),
+                  "linear: weight must be [out, in] with in = 3 (the last dim of input [2,3]), got [4,5]");
+  EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({3})), "linear: weight must be [out, in]");
+  EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({4, 3}), xg::zeros({3})),
+                  "linear: bias must be [out] = [4] for weight [4,3], got [3]");
+  EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({4, 3}), xg::zeros({1, 4})), "linear: bias must be [out]");
+  EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({4, 3}, xg::kFloat64)), "linear: dtype mismatch");
+  EXPECT_XG_ERROR(xg::linear(xg::scalar_tensor(1), xg::zeros({4, 3})), "linear: input needs at least 1 dimension");
+}
+
+TEST(MatmulErrors, Bmm) {
+  EXPECT_XG_ERROR(xg::bmm(xg::zeros({2, 3}), xg::zeros({3, 4})), "bmm: expected two 3-D tensors");
+  EXPECT_XG_ERROR(xg::bmm(xg::zeros({2, 3, 4}), xg::zeros({3, 4, 5})), "bmm: batch sizes differ: [2,3,4] and [3,4,5]");
+  EXPECT_XG_ERROR(xg::bmm(xg::zeros({2, 3, 4}), xg::zeros({2, 5, 6})),
+                  "bmm: cannot multiply [2,3,4] by [2,5,6] (inner sizes 4 and 5 differ)");
+}
+
+}  // namespace
