@@ -243,6 +243,19 @@ void Tensor::copy_(const Tensor& src) {
     std::memcpy(raw_data(), src.raw_data(), static_cast<std::size_t>(numel()) * itemsize(dtype()));
 }
 
+void Tensor::set_data(const Tensor& src) {
+  Node& n = must(node_);
+  check(n.is_leaf(), "set_data: only a leaf tensor's data can be replaced (this one was made by '", n.op, "')");
+  check(!n.requires_grad || is_floating(src.dtype()), "set_data: a tensor that requires grad needs float data, got ",
+        dtype_name(src.dtype()));
+  const Node& s = must(src.node_ptr());
+  n.dtype = s.dtype;
+  n.shape = s.shape;
+  n.numel = s.numel;
+  n.storage = s.storage;
+  if (n.grad.defined() && (n.grad.shape() != n.shape || n.grad.dtype() != n.dtype)) n.grad = Tensor();
+}
+
 static Tensor convert(const Tensor& x, Dtype to) {
   Tensor out = empty(x.shape(), to);
   dispatch_all(x.dtype(), [&](auto from_tag) {

@@ -63,6 +63,9 @@ class Tensor {
   // For optimizers and load_state_dict, which must keep the storage others hold.
   void copy_(const Tensor& src);
   void fill_(double value);
+  // Rebinds this leaf's data to src's (shape, dtype and storage, shared), keeping the node,
+  // so that every handle to it sees the change (PyTorch's `p.data = src`). For Module::to.
+  void set_data(const Tensor& src);
 
   // --- autograd -------------------------------------------------------------------
   bool requires_grad() const;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "xgrad.hpp"
+#include "nn/module.hpp"
 
 namespace xg::test {
 
@@ -27,6 +28,12 @@ const TensorMap& fixture(const std::string& file);
 // the fixture has an upstream gradient, the gradient of every input that PyTorch
 // differentiated. Tolerances: rtol 1e-5 / atol 1e-6 (float32), rtol 1e-10 / atol 1e-12 (float64).
 void expect_matches_torch(const std::string& file, const std::string& case_name, const Fn& fn);
+
+// Like expect_matches_torch for a module case written by fixture_util.module_case: for
+// each dtype, converts `module` to it, loads PyTorch's parameters through load_state_dict,
+// runs fn, and checks the output, the input gradients and every parameter gradient.
+void expect_module_matches_torch(const std::string& file, const std::string& case_name, nn::Module& module,
+                                 const Fn& fn);
 
 // Float64 inputs for gradcheck: randn of the shape, requires_grad on.
 Tensor randn64(const Shape& shape, uint64_t seed);

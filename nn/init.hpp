@@ -1,0 +1,23 @@
+// Parameter initialisation, in place, with PyTorch's formulas (torch.nn.init). Values come
+// from xgrad's generator (random.hpp), so they follow PyTorch's distributions, not its streams.
+#pragma once
+
+#include "autograd/random.hpp"
+#include "autograd/tensor.hpp"
+
+namespace xg::nn::init {
+
+// fan_in = size(1) * receptive field, fan_out = size(0) * receptive field (torch's rule).
+std::pair<int64_t, int64_t> fans(const Tensor& t);
+
+void uniform_(Tensor& t, double lo, double hi, Generator* gen = nullptr);
+void normal_(Tensor& t, double mean = 0, double std = 1, Generator* gen = nullptr);
+void zeros_(Tensor& t);
+void ones_(Tensor& t);
+void constant_(Tensor& t, double value);
+// kaiming_uniform_(a): bound = sqrt(6 / ((1 + a^2) fan_in)); nn.Linear uses a = sqrt(5).
+void kaiming_uniform_(Tensor& t, double a = 0, Generator* gen = nullptr);
+void xavier_uniform_(Tensor& t, double gain = 1, Generator* gen = nullptr);  // bound = gain sqrt(6/(fan_in+fan_out))
+void xavier_normal_(Tensor& t, double gain = 1, Generator* gen = nullptr);   // std = gain sqrt(2/(fan_in+fan_out))
+
+}  // namespace xg::nn::init

@@ -1,0 +1,72 @@
+// Linear, Embedding, Dropout.
+#include "nn/linear.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "autograd/index.hpp"
+#include "autograd/matmul.hpp"
+#include "nn/init.hpp"
+
+namespace xg::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Dtype dtype)
+    : in_(in_features), out_(out_features) {
+  check(in_features > 0 && out_features > 0, "Linear: in_features and out_features must be positive, got ",
+        in_features, " and ", out_features);
+  Tensor w = empty({out_features, in_features}, dtype);
+  init::kaiming_uniform_(w, std::sqrt(5.0));
+  weight_ = register_parameter("weight", w);
+  if (bias) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+    Tensor b = empty({out_features}, dtype);
+    init::uniform_(b, -bound, bound);
+    bias_ = register_parameter("bias", b);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  check(x.dim() >= 1 && x.size(-1) == in_, "Linear(in_features=", in_, "): expected input [..., ", in_, "], got ",
+        shape_str(x.shape()));
+  return linear(x, weight_, bias_);
+}
+
+std::string Linear::extra_repr() const {
+  return cat("in_features=", in_, ", out_features=", out_, ", bias=", bias_.defined() ? "true" : "false");
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, Dtype dtype)
+    : num_(num_embeddings), dim_(embedding_dim), padding_idx_(padding_idx) {
+  check(num_embeddings > 0 && embedding_dim > 0, "Embedding: sizes must be positive, got ", num_embeddings, " and ",
+        embedding_dim);
+  check(padding_idx < num_embeddings, "Embedding: padding_idx ", padding_idx, " must be below num_embeddings ",
+        num_embeddings);
+  Tensor w = empty({num_embeddings, embedding_dim}, dtype);
+  init::normal_(w);
+  if (padding_idx >= 0) {
+    // nn.Embedding zeroes the padding row at init.
+    Tensor row = zeros({embedding_dim}, dtype);
+    std::memcpy(static_cast<char*>(w.raw_data()) + padding_idx * embedding_dim * itemsize(dtype), row.raw_data(),
+                static_cast<std::size_t>(embedding_dim) * itemsize(dtype));
+  }
+  weight_ = register_parameter("weight", w);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const {
+  check(ids.dtype() == kInt64, "Embedding: ids must be int64, got ", dtype_name(ids.dtype()));
+  return embedding(weight_, ids, padding_idx_);
+}
+
+std::string Embedding::extra_repr() const {
+  return cat(num_, ", ", dim_, padding_idx_ >= 0 ? cat(", padding_idx=", padding_idx_) : "");
+}
+
+Dropout::Dropout(double p) : p_(p) {
+  check(p >= 0 && p <= 1, "Dropout: probability must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training()); }
+
+std::string Dropout::extra_repr() const { return cat("p=", p_); }
+
+}  // namespace xg::nn

@@ -1,0 +1,57 @@
+// Linear, Embedding and Dropout modules (torch.nn's, with its parameter names and init).
+#pragma once
+
+#include "autograd/random.hpp"
+#include "nn/module.hpp"
+
+namespace xg::nn {
+
+// y = x W^T + b, weight [out, in]. Init as nn.Linear: kaiming_uniform(a = sqrt 5) for the
+// weight (= U(+-1/sqrt(in))), U(+-1/sqrt(in)) for the bias.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, Dtype dtype = kFloat32);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor weight() const { return weight_; }
+  Tensor bias() const { return bias_; }  // undefined without bias
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+  std::string name() const override { return "Linear"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t in_, out_;
+  Tensor weight_, bias_;
+};
+
+// Rows of a [num_embeddings, dim] table, init N(0, 1) as nn.Embedding.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1, Dtype dtype = kFloat32);
+  Tensor forward(const Tensor& ids) const;  // int64 [...] -> [..., dim]
+  Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  Tensor weight() const { return weight_; }
+  std::string name() const override { return "Embedding"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t num_, dim_, padding_idx_;
+  Tensor weight_;
+};
+
+// Zeroes with probability p in training mode (scaling the rest by 1/(1-p)); identity in eval.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  double p() const { return p_; }
+  std::string name() const override { return "Dropout"; }
+  std::string extra_repr() const override;
+
+ private:
+  double p_;
+};
+
+}  // namespace xg::nn
