@@ -8,6 +8,7 @@
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/op_util.hpp"
 
 namespace xg {
 
@@ -59,8 +60,6 @@ Tensor float_ternary(const Tensor& g, const Tensor& x, const Tensor& y, F f) {
     return out;
   });
 }
-
-bool wants(const std::vector<Tensor>& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
 
 }  // namespace
 

@@ -15,22 +15,13 @@
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/op_util.hpp"
 
 namespace xg {
 
 using Grads = std::vector<Tensor>;
 
 namespace {
-
-bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
-
-// dim in [-n, n) -> [0, n), where a 0-d tensor counts as 1-d (as in PyTorch).
-int64_t wrap_dim(int64_t dim, const Shape& shape, const char* op) {
-  const int64_t n = std::max<int64_t>(static_cast<int64_t>(shape.size()), 1);
-  check(dim >= -n && dim < n, op, ": dim ", dim, " out of range for a tensor of shape ", shape_str(shape),
-        " (expected a dim in [", -n, ", ", n - 1, "])");
-  return dim < 0 ? dim + n : dim;
-}
 
 void check_int64(const Tensor& t, const char* op, const char* what) {
   check(t.dtype() == kInt64, op, ": ", what, " must be an int64 tensor, got ", dtype_name(t.dtype()));

@@ -13,22 +13,13 @@
 #include "autograd/broadcast.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/op_util.hpp"
 
 namespace xg {
 
 using Grads = std::vector<Tensor>;
 
 namespace {
-
-bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
-
-// `d` in [-n, n) counted from the end when negative; throws naming `op` otherwise.
-int64_t wrap_dim(int64_t d, int64_t n, const char* op, const Shape& shape) {
-  const int64_t w = d < 0 ? d + n : d;
-  check(w >= 0 && w < n, op, ": dim ", d, " out of range for a ", shape.size(), "-d tensor of shape ",
-        shape_str(shape), " (expected a dim in [", -n, ", ", n - 1, "])");
-  return w;
-}
 
 // A tensor of `shape` over x's storage: no copy, not recorded.
 Tensor alias(const Tensor& x, const Shape& shape) {

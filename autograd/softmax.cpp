@@ -18,6 +18,7 @@
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/op_util.hpp"
 
 namespace xg {
 
@@ -34,14 +35,6 @@ using Batch = xsimd::batch<T>;
 struct Layout {
   int64_t O = 1, D = 1, I = 1;  // x viewed as [O, D, I]
 };
-
-int64_t wrap_dim(const Shape& shape, int64_t dim, const char* op) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  const int64_t range = std::max<int64_t>(nd, 1);  // a 0-d tensor accepts dim 0 / -1, as in torch
-  check(dim >= -range && dim < range, op, ": dim ", dim, " out of range for a ", nd, "-d tensor of shape ",
-        shape_str(shape), " (expected a dim in [", -range, ", ", range - 1, "])");
-  return dim < 0 ? dim + range : dim;
-}
 
 Layout layout(const Shape& shape, int64_t dim) {
   Layout l;
@@ -218,7 +211,7 @@ template <bool kLog>
 Tensor softmax_impl(const Tensor& x, int64_t dim) {
   const char* op = kLog ? "log_softmax" : "softmax";
   check(is_floating(x.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(x.dtype()));
-  const int64_t d = wrap_dim(x.shape(), dim, op);
+  const int64_t d = wrap_dim(dim, x.shape(), op);
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -55,83 +55,71 @@ const TensorMap& fixture(const std::string& file) {
                                        << worst << " (rtol " << rtol << ", atol " << atol << ")";
 }
 
-void expect_matches_torch(const std::string& file, const std::string& case_name, const Fn& fn) {
+namespace {
+
+// One dtype of one case: loads the inputs (and, with a module, its parameters), runs fn,
+// and checks the output, input gradients and parameter gradients against the fixture.
+void check_case(const TensorMap& fx, const std::string& key, bool f32, const Fn& fn, nn::Module* module) {
+  const double rtol = f32 ? 1e-5 : 1e-10;
+  const double atol = f32 ? 1e-6 : 1e-12;
+  ASSERT_TRUE(fx.count(key + "out")) << "fixture has no case " << key << " (rerun make_fixtures.py)";
+  if (module) {
+    module->to(f32 ? kFloat32 : kFloat64);
+    module->zero_grad();
+    TensorMap params;
+    const std::string pre = key + "param.";
+    for (const auto& [k, v] : fx)
+      if (k.compare(0, pre.size(), pre) == 0) params.emplace(k.substr(pre.size()), v);
+    module->load_state_dict(params);
+  }
+  std::vector<Tensor> inputs;
+  for (int i = 0;; ++i) {
+    auto it = fx.find(key + "in" + std::to_string(i));
+    if (it == fx.end()) break;
+    Tensor x = it->second.clone().detach();  // a fresh leaf per run
+    if (fx.count(key + "grad" + std::to_string(i))) x.requires_grad_(true);
+    inputs.push_back(x);
+  }
+  Tensor out = fn(inputs);
+  EXPECT_TRUE(tensors_close(out, fx.at(key + "out"), rtol, atol)) << "output";
+  auto up = fx.find(key + "upstream");
+  if (up == fx.end()) return;
+  ASSERT_TRUE(out.requires_grad()) << "PyTorch differentiated this case but the output has no grad_fn";
+  out.backward(up->second);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto g = fx.find(key + "grad" + std::to_string(i));
+    if (g == fx.end()) continue;
+    Tensor actual = inputs[i].grad().defined() ? inputs[i].grad() : zeros_like(inputs[i]);
+    EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of input " << i;
+  }
+  if (!module) return;
+  for (const auto& [name, p] : module->named_parameters()) {
+    auto g = fx.find(key + "pgrad." + name);
+    if (g == fx.end()) continue;
+    Tensor actual = p.grad().defined() ? p.grad() : zeros_like(p);
+    EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of parameter " << name;
+  }
+}
+
+void check_both_dtypes(const std::string& file, const std::string& case_name, const Fn& fn, nn::Module* module) {
   const TensorMap& fx = fixture(file);
   for (const char* tag : {"f32", "f64"}) {
     const std::string key = case_name + "." + tag + ".";
-    const double rtol = tag[1] == '3' ? 1e-5 : 1e-10;
-    const double atol = tag[1] == '3' ? 1e-6 : 1e-12;
     SCOPED_TRACE(file + ": " + key);
-    ASSERT_TRUE(fx.count(key + "out")) << "fixture has no case " << key << " (rerun make_fixtures.py)";
-    std::vector<Tensor> inputs;
-    for (int i = 0;; ++i) {
-      auto it = fx.find(key + "in" + std::to_string(i));
-      if (it == fx.end()) break;
-      Tensor x = it->second.clone().detach();  // fresh leaf per run
-      if (fx.count(key + "grad" + std::to_string(i))) x.requires_grad_(true);
-      inputs.push_back(x);
-    }
-    Tensor out = fn(inputs);
-    EXPECT_TRUE(tensors_close(out, fx.at(key + "out"), rtol, atol)) << "output";
-    auto up = fx.find(key + "upstream");
-    if (up == fx.end()) continue;
-    ASSERT_TRUE(out.requires_grad()) << "PyTorch differentiated this case but the output has no grad_fn";
-    out.backward(up->second);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      auto g = fx.find(key + "grad" + std::to_string(i));
-      if (g == fx.end()) continue;
-      Tensor actual = inputs[i].grad().defined() ? inputs[i].grad() : zeros_like(inputs[i]);
-      EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of input " << i;
-    }
+    check_case(fx, key, tag[1] == '3', fn, module);
   }
+  if (module) module->to(kFloat32);
+}
+
+}  // namespace
+
+void expect_matches_torch(const std::string& file, const std::string& case_name, const Fn& fn) {
+  check_both_dtypes(file, case_name, fn, nullptr);
 }
 
 void expect_module_matches_torch(const std::string& file, const std::string& case_name, nn::Module& module,
                                  const Fn& fn) {
-  const TensorMap& fx = fixture(file);
-  for (const char* tag : {"f32", "f64"}) {
-    const std::string key = case_name + "." + tag + ".";
-    const bool f32 = tag[1] == '3';
-    const double rtol = f32 ? 1e-5 : 1e-10;
-    const double atol = f32 ? 1e-6 : 1e-12;
-    SCOPED_TRACE(file + ": " + key);
-    ASSERT_TRUE(fx.count(key + "out")) << "fixture has no case " << key << " (rerun make_fixtures.py)";
-    module.to(f32 ? kFloat32 : kFloat64);
-    module.zero_grad();
-    TensorMap params;
-    const std::string ppre = key + "param.";
-    for (const auto& [k, v] : fx)
-      if (k.compare(0, ppre.size(), ppre) == 0) params.emplace(k.substr(ppre.size()), v);
-    module.load_state_dict(params);
-    std::vector<Tensor> inputs;
-    for (int i = 0;; ++i) {
-      auto it = fx.find(key + "in" + std::to_string(i));
-      if (it == fx.end()) break;
-      Tensor x = it->second.clone().detach();
-      if (fx.count(key + "grad" + std::to_string(i))) x.requires_grad_(true);
-      inputs.push_back(x);
-    }
-    Tensor out = fn(inputs);
-    EXPECT_TRUE(tensors_close(out, fx.at(key + "out"), rtol, atol)) << "output";
-    auto up = fx.find(key + "upstream");
-    if (up == fx.end()) continue;
-    ASSERT_TRUE(out.requires_grad()) << "PyTorch differentiated this case but the output has no grad_fn";
-    out.backward(up->second);
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      auto g = fx.find(key + "grad" + std::to_string(i));
-      if (g == fx.end()) continue;
-      Tensor actual = inputs[i].grad().defined() ? inputs[i].grad() : zeros_like(inputs[i]);
-      EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of input " << i;
-    }
-    const std::string gpre = key + "pgrad.";
-    for (const auto& [name, p] : module.named_parameters()) {
-      auto g = fx.find(gpre + name);
-      if (g == fx.end()) continue;
-      Tensor actual = p.grad().defined() ? p.grad() : zeros_like(p);
-      EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of parameter " << name;
-    }
-  }
-  module.to(kFloat32);
+  check_both_dtypes(file, case_name, fn, &module);
 }
 
 Tensor randn64(const Shape& shape, uint64_t seed) {
