@@ -1,0 +1,202 @@
+// FFN, SwiGLU and MoE.
+#include "nn/ffn.hpp"
+
+#include <algorithm>
+
+#include "autograd/elementwise.hpp"
+#include "autograd/index.hpp"
+#include "autograd/random.hpp"
+#include "autograd/reduce.hpp"
+#include "autograd/shape.hpp"
+#include "autograd/softmax.hpp"
+
+namespace xg::nn {
+
+Tensor activation(const Tensor& x, Activation act) {
+  switch (act) {
+    case Activation::ReLU: return relu(x);
+    case Activation::GELU: return gelu(x, GeluApprox::None);
+    case Activation::GELUTanh: return gelu(x, GeluApprox::Tanh);
+  }
+  throw Error("activation: unknown activation");
+}
+
+const char* activation_name(Activation act) {
+  switch (act) {
+    case Activation::ReLU: return "relu";
+    case Activation::GELU: return "gelu";
+    case Activation::GELUTanh: return "gelu_tanh";
+  }
+  return "?";
+}
+
+namespace {
+
+// "FFN(d_model=8, d_ff=32): expected input [..., 8], got [2,3,7]"
+void check_input(const Tensor& x, int64_t d_model, const std::string& who) {
+  check(x.defined(), who, ": input is undefined");
+  check(x.dim() >= 1 && x.size(-1) == d_model, who, ": expected input [..., ", d_model, "], got ",
+        shape_str(x.shape()));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// FFN
+
+FFN::FFN(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool bias, FFNNaming naming)
+    : d_model_(d_model), d_ff_(d_ff == 0 ? 4 * d_model : d_ff), act_(act), dropout_(dropout) {
+  check(d_model > 0 && d_ff_ > 0, "FFN: d_model and d_ff must be positive, got ", d_model, " and ", d_ff);
+  check(dropout >= 0 && dropout <= 1, "FFN: dropout must be in [0, 1], got ", dropout);
+  const char* up_name = naming == FFNNaming::Seed ? "w_up" : naming == FFNNaming::FC ? "fc1" : "0";
+  const char* down_name = naming == FFNNaming::Seed ? "w_down" : naming == FFNNaming::FC ? "fc2" : "2";
+  up_ = register_module(up_name, std::make_shared<Linear>(d_model_, d_ff_, bias));
+  down_ = register_module(down_name, std::make_shared<Linear>(d_ff_, d_model_, bias));
+}
+
+// x: [..., d_model] -> [..., d_model]
+// NOTE: the second seed's FFN (section 3.1) computes relu(w_down(w_up(x))): no activation
+// between the projections (so the two Linears collapse into one) and a ReLU on the output.
+// That is a slip; this is the standard down(act(up(x))) of the first seed and of PyTorch's
+// nn.TransformerEncoderLayer.
+Tensor FFN::forward(const Tensor& x) const {
+  check_input(x, d_model_, cat("FFN(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
+  Tensor h = activation((*up_)(x), act_);
+  if (dropout_ > 0) h = xg::dropout(h, dropout_, is_training());
+  return (*down_)(h);
+}
+
+std::string FFN::extra_repr() const {
+  return cat("d_model=", d_model_, ", d_ff=", d_ff_, ", activation=", activation_name(act_), ", dropout=", dropout_,
+             ", bias=", up_->bias().defined() ? "true" : "false");
+}
+
+// ---------------------------------------------------------------------------------------
+// SwiGLU
+
+// NOTE: computed as the first seed does in double precision, int(8 / 3 * d_model), which
+// LLaMA writes int(2 * 4 * d / 3); both round up to the same multiple of 256.
+int64_t SwiGLU::default_d_ff(int64_t d_model, int64_t multiple_of) {
+  check(d_model > 0 && multiple_of > 0, "SwiGLU::default_d_ff: d_model and multiple_of must be positive, got ",
+        d_model, " and ", multiple_of);
+  int64_t d_ff = static_cast<int64_t>(8.0 / 3.0 * static_cast<double>(d_model));
+  d_ff = (d_ff + multiple_of - 1) / multiple_of * multiple_of;
+  return std::max(d_ff, d_model);
+}
+
+SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, bool bias, SwiGLUNaming naming)
+    : d_model_(d_model), d_ff_(d_ff) {
+  check(d_model > 0 && d_ff >= 0, "SwiGLU: d_model must be positive and d_ff non-negative (0 = default), got ",
+        d_model, " and ", d_ff);
+  if (d_ff_ == 0) d_ff_ = default_d_ff(d_model);
+  // Registration order follows the seeds' classes (gate, up, down), so parameters walk alike.
+  const bool llama = naming == SwiGLUNaming::LLaMA, lower = naming == SwiGLUNaming::Lowercase;
+  gate_ = register_module(llama ? "w1" : lower ? "w_gate" : "W_gate", std::make_shared<Linear>(d_model_, d_ff_, bias));
+  up_ = register_module(llama ? "w3" : lower ? "w_up" : "W_up", std::make_shared<Linear>(d_model_, d_ff_, bias));
+  down_ = register_module(llama ? "w2" : lower ? "w_down" : "W_down", std::make_shared<Linear>(d_ff_, d_model_, bias));
+}
+
+// x: [..., d_model] -> [..., d_model]
+Tensor SwiGLU::forward(const Tensor& x) const {
+  check_input(x, d_model_, cat("SwiGLU(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
+  return (*down_)(silu((*gate_)(x)) * (*up_)(x));
+}
+
+std::string SwiGLU::extra_repr() const {
+  return cat("d_model=", d_model_, ", d_ff=", d_ff_, ", bias=", gate_->bias().defined() ? "true" : "false");
+}
+
+// ---------------------------------------------------------------------------------------
+// MoE
+
+MoE::MoE(const MoEOptions& opts) : opts_(opts) {
+  check(opts.d_model > 0, "MoE: d_model must be positive, got ", opts.d_model);
+  check(opts.d_ff >= 0, "MoE: d_ff must be non-negative (0 = default), got ", opts.d_ff);
+  check(opts.num_experts > 0, "MoE: num_experts must be positive, got ", opts.num_experts);
+  check(opts.top_k > 0, "MoE: top_k must be positive, got ", opts.top_k);
+  check(opts.top_k <= opts.num_experts, "MoE: top_k ", opts.top_k, " exceeds num_experts ", opts.num_experts);
+  if (opts_.d_ff == 0)
+    opts_.d_ff = opts.expert == ExpertKind::FFN ? 4 * opts.d_model : SwiGLU::default_d_ff(opts.d_model);
+  router_ = register_module("router", std::make_shared<Linear>(opts.d_model, opts.num_experts, false));
+  experts_ = register_module("experts", std::make_shared<ModuleList<FeedForward>>());
+  for (int64_t e = 0; e < opts.num_experts; ++e) {
+    if (opts.expert == ExpertKind::FFN)
+      experts_->push_back(
+          std::make_shared<FFN>(opts.d_model, opts_.d_ff, opts.activation, 0.0, true, FFNNaming::Sequential));
+    else
+      experts_->push_back(std::make_shared<SwiGLU>(opts.d_model, opts_.d_ff, false));
+  }
+}
+
+// x: [..., C] -> out [..., C]; with T tokens, E experts, k = top_k:
+//   logits = router(x) [T, E];  (s, idx) = topk(logits, k);  w = softmax(s) [T, k]
+//   out_t = sum_j w[t, j] * expert_{idx[t, j]}(x_t)
+// Tokens are grouped by expert (index_select), each expert runs once on its tokens, and the
+// weighted outputs are added back in place of their tokens (index_add).
+// NOTE: as the seed does, the weights are a softmax over the k selected logits. That equals
+// Mixtral's softmax over all experts renormalised over the top k; Switch/GShard/DeepSeek
+// weight by the un-renormalised full softmax instead. With top_k = 1 every weight is 1 here,
+// so the router learns only from the aux loss.
+//
+// Load-balancing loss (Switch Transformer, Fedus et al. 2021, eq. 4; top-k assignments counted):
+//   aux_loss = aux_loss_coef * E * sum_i f_i * P_i
+//   f_i = (number of the T*k token->expert assignments that go to expert i) / (T*k)
+//   P_i = (1/T) sum_t softmax(logits_t)_i     (softmax over all E experts)
+// It is aux_loss_coef when routing is uniform and grows as it concentrates. f is piecewise
+// constant (no gradient): the gradient reaches the router through P.
+// NOTE: Hugging Face's Mixtral loss divides the counts by T instead of T*k (its value is k
+// times this one).
+MoEOutput MoE::forward(const Tensor& x) const {
+  const int64_t C = opts_.d_model, E = opts_.num_experts, K = opts_.top_k;
+  check_input(x, C, cat("MoE(d_model=", C, ", num_experts=", E, ", top_k=", K, ")"));
+  const Tensor xf = reshape(x, {-1, C});  // [T, C]
+  const int64_t T = xf.size(0);
+  const Tensor logits = (*router_)(xf);  // [T, E]
+  const TopK top = topk(logits, K, -1);  // [T, k]
+  const Tensor weights = reshape(softmax(top.values, -1), {T * K});
+
+  // Group the T*k assignments by expert (a counting sort, keeping token order within an
+  // expert, as the seed's torch.where(indices == i) does).
+  const int64_t* idx = top.indices.data<int64_t>();
+  std::vector<int64_t> start(static_cast<std::size_t>(E + 1), 0);
+  for (int64_t a = 0; a < T * K; ++a) ++start[static_cast<std::size_t>(idx[a] + 1)];
+  for (int64_t e = 0; e < E; ++e) start[static_cast<std::size_t>(e + 1)] += start[static_cast<std::size_t>(e)];
+  std::vector<int64_t> fill(start.begin(), start.end() - 1);
+  std::vector<int64_t> token(static_cast<std::size_t>(T * K)), slot(static_cast<std::size_t>(T * K));
+  for (int64_t a = 0; a < T * K; ++a) {
+    const auto pos = static_cast<std::size_t>(fill[static_cast<std::size_t>(idx[a])]++);
+    token[pos] = a / K;
+    slot[pos] = a;
+  }
+
+  Tensor out = zeros({T, C}, x.dtype());
+  std::vector<Tensor> pieces;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto b = start[static_cast<std::size_t>(e)], n = start[static_cast<std::size_t>(e + 1)] - b;
+    if (n == 0) continue;
+    const Tensor tok = from_vector(std::vector<int64_t>(token.begin() + b, token.begin() + b + n), {n});
+    pieces.push_back((*(*experts_)[static_cast<std::size_t>(e)])(index_select(xf, 0, tok)));  // [n, C]
+  }
+  if (!pieces.empty()) {
+    const Tensor w = index_select(weights, 0, from_vector(slot, {T * K}));  // [T*k], expert-major
+    const Tensor src = xg::cat(pieces, int64_t{0}) * unsqueeze(w, -1);      // [T*k, C]
+    out = index_add(out, 0, from_vector(token, {T * K}), src);
+  }
+
+  std::vector<double> frac(static_cast<std::size_t>(E));
+  for (int64_t e = 0; e < E; ++e)
+    frac[static_cast<std::size_t>(e)] =
+        static_cast<double>(start[static_cast<std::size_t>(e + 1)] - start[static_cast<std::size_t>(e)]) /
+        static_cast<double>(T * K);
+  const Tensor P = mean(softmax(logits, -1), {0});  // [E]
+  const Tensor aux = sum(from_vector(frac, {E}, x.dtype()) * P) * (opts_.aux_loss_coef * static_cast<double>(E));
+  return {reshape(out, x.shape()), aux};
+}
+
+std::string MoE::extra_repr() const {
+  return cat("d_model=", opts_.d_model, ", d_ff=", opts_.d_ff, ", num_experts=", opts_.num_experts,
+             ", top_k=", opts_.top_k, ", expert=", opts_.expert == ExpertKind::FFN ? "ffn" : "swiglu",
+             ", aux_loss_coef=", opts_.aux_loss_coef);
+}
+
+}  // namespace xg::nn
