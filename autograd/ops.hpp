@@ -8,6 +8,7 @@
 #include "autograd/matmul.hpp"
 #include "autograd/random.hpp"
 #include "autograd/reduce.hpp"
+#include "autograd/rope.hpp"
 #include "autograd/shape.hpp"
 #include "autograd/softmax.hpp"
 #include "autograd/tensor.hpp"

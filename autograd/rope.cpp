@@ -1,0 +1,186 @@
+// Rotary position embedding: one pass over contiguous rows of x viewed as [rows, hs] (row r
+// at position r % T), rotating each feature pair by the table angles; the backward is the
+// same kernel with the angle negated, and needs only the tables (kept as the op's inputs).
+#include "autograd/rope.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/dispatch.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/kernels.hpp"
+
+namespace xg {
+
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
+
+// The pair (a, b) = (x[ia], x[ib]) of feature pair i.
+inline int64_t first_of(RopeLayout layout, int64_t i) { return layout == RopeLayout::Interleaved ? 2 * i : i; }
+inline int64_t second_of(RopeLayout layout, int64_t i, int64_t half) {
+  return layout == RopeLayout::Interleaved ? 2 * i + 1 : i + half;
+}
+
+// x: [rows, hs] (row r at table row offset + r % T), cos/sin: [max_T, hs/2] -> out: [rows, hs]
+//   forward:  (a, b) -> (a c - b s, b c + a s)     (rotation by +theta)
+//   Inverse:  (a, b) -> (a c + b s, b c - a s)     (rotation by -theta: the backward)
+template <bool Inverse, class T>
+void rope_kernel(const T* x, const T* cos, const T* sin, T* out, int64_t rows, int64_t T_, int64_t hs,
+                 int64_t offset, RopeLayout layout) {
+  const int64_t half = hs / 2;
+  const bool interleaved = layout == RopeLayout::Interleaved;
+#pragma omp parallel for schedule(static) if (rows * hs >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t pos = offset + r % T_;
+    const T* c = cos + pos * half;
+    const T* s = sin + pos * half;
+    const T* xr = x + r * hs;
+    T* o = out + r * hs;
+    if (interleaved) {
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const T a = xr[2 * i], b = xr[2 * i + 1];
+        const T si = Inverse ? -s[i] : s[i];
+        o[2 * i] = a * c[i] - b * si;
+        o[2 * i + 1] = b * c[i] + a * si;
+      }
+    } else {
+      const T* xb = xr + half;
+      T* ob = o + half;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const T a = xr[i], b = xb[i];
+        const T si = Inverse ? -s[i] : s[i];
+        o[i] = a * c[i] - b * si;
+        ob[i] = b * c[i] + a * si;
+      }
+    }
+  }
+}
+
+// Gradients of the tables: for each position p = offset + t and pair i, summed over the rows
+// at that position,  dcos[p, i] = g_a a + g_b b,   dsin[p, i] = g_b a - g_a b.
+// Rows of the tables outside offset .. offset + T - 1 get zero.
+template <class T>
+void rope_table_grads(const T* x, const T* g, T* dcos, T* dsin, int64_t rows, int64_t T_, int64_t hs,
+                      int64_t offset, RopeLayout layout) {
+  const int64_t half = hs / 2;
+  const int64_t N = rows / T_;  // rows per position
+#pragma omp parallel for schedule(static) if (rows * hs >= kParallelMin)
+  for (int64_t t = 0; t < T_; ++t) {
+    std::vector<double> ac(static_cast<std::size_t>(half), 0.0), as(static_cast<std::size_t>(half), 0.0);
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xr = x + (n * T_ + t) * hs;
+      const T* gr = g + (n * T_ + t) * hs;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t ia = first_of(layout, i), ib = second_of(layout, i, half);
+        ac[static_cast<std::size_t>(i)] += static_cast<double>(gr[ia]) * xr[ia] + static_cast<double>(gr[ib]) * xr[ib];
+        as[static_cast<std::size_t>(i)] += static_cast<double>(gr[ib]) * xr[ia] - static_cast<double>(gr[ia]) * xr[ib];
+      }
+    }
+    T* dc = dcos + (offset + t) * half;
+    T* ds = dsin + (offset + t) * half;
+    for (int64_t i = 0; i < half; ++i) {
+      dc[i] = static_cast<T>(ac[static_cast<std::size_t>(i)]);
+      ds[i] = static_cast<T>(as[static_cast<std::size_t>(i)]);
+    }
+  }
+}
+
+// Runs the (inverse) rotation of `src` ([..., T, hs]) with the tables into a new tensor.
+Tensor rotate(const Tensor& src, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout,
+              bool inverse) {
+  Tensor out = empty(src.shape(), src.dtype());
+  const int64_t hs = src.size(-1), T_ = src.size(-2);
+  const int64_t rows = hs == 0 ? 0 : src.numel() / hs;
+  if (rows == 0) return out;
+  dispatch_float(src.dtype(), "apply_rope", [&](auto tag) {
+    using T = decltype(tag);
+    if (inverse)
+      rope_kernel<true>(src.data<T>(), cos.data<T>(), sin.data<T>(), out.data<T>(), rows, T_, hs, offset, layout);
+    else
+      rope_kernel<false>(src.data<T>(), cos.data<T>(), sin.data<T>(), out.data<T>(), rows, T_, hs, offset, layout);
+  });
+  return out;
+}
+
+}  // namespace
+
+const char* rope_layout_name(RopeLayout layout) {
+  return layout == RopeLayout::Interleaved ? "interleaved" : "rotate_half";
+}
+
+// out[..., t, pair i] = R((offset + t) theta_i) (a, b)
+//   =>   dx = R(-(offset + t) theta_i) g   (the same kernel with sin negated),
+//        dcos[p, i] = sum g_a a + g_b b,   dsin[p, i] = sum g_b a - g_a b   (over rows at position p)
+Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout) {
+  check(x.defined() && cos.defined() && sin.defined(), "apply_rope: undefined tensor argument");
+  check(x.dim() >= 2, "apply_rope: expected x of shape [..., T, hs] (at least 2 dims), got ", shape_str(x.shape()));
+  check(is_floating(x.dtype()), "apply_rope: expected a float32 or float64 x, got ", dtype_name(x.dtype()));
+  const int64_t hs = x.size(-1), T_ = x.size(-2);
+  check(hs > 0 && hs % 2 == 0, "apply_rope: head size hs=", hs, " must be a positive even number (x is ",
+        shape_str(x.shape()), ", features are rotated in pairs)");
+  const int64_t half = hs / 2;
+  check(cos.dim() == 2 && cos.size(1) == half && sin.shape() == cos.shape(),
+        "apply_rope: cos and sin must both be [max_T, hs/2] = [max_T, ", half, "] tables for x ",
+        shape_str(x.shape()), ", got cos ", shape_str(cos.shape()), " and sin ", shape_str(sin.shape()));
+  check(cos.dtype() == x.dtype() && sin.dtype() == x.dtype(), "apply_rope: dtype mismatch: x is ",
+        dtype_name(x.dtype()), ", cos is ", dtype_name(cos.dtype()), ", sin is ", dtype_name(sin.dtype()),
+        " (convert the tables with .to())");
+  check(offset >= 0, "apply_rope: offset must be non-negative, got ", offset);
+  const int64_t max_T = cos.size(0);
+  check(offset + T_ <= max_T, "apply_rope: positions 0..", T_ - 1, " with offset ", offset,
+        " exceed the table's ", max_T, " rows (need ", offset + T_, "; build the tables with a larger max_seq_len)");
+
+  Tensor out = rotate(x, cos, sin, offset, layout, false);
+  return record(out, {x, cos, sin}, "apply_rope", [offset, layout](const Tensor& g, const Tensor&, const Grads& in) {
+    Tensor dx, dcos, dsin;
+    if (wants(in, 0)) dx = rotate(g, in[1], in[2], offset, layout, true);
+    if (wants(in, 1) || wants(in, 2)) {
+      dcos = zeros(in[1].shape(), g.dtype());
+      dsin = zeros(in[2].shape(), g.dtype());
+      const int64_t hs_ = g.size(-1), T2 = g.size(-2);
+      const int64_t rows = g.numel() / hs_;
+      if (rows > 0)
+        dispatch_float(g.dtype(), "apply_rope", [&](auto tag) {
+          using T = decltype(tag);
+          rope_table_grads(in[0].data<T>(), g.data<T>(), dcos.data<T>(), dsin.data<T>(), rows, T2, hs_, offset,
+                           layout);
+        });
+      if (!wants(in, 1)) dcos = Tensor();
+      if (!wants(in, 2)) dsin = Tensor();
+    }
+    return Grads{dx, dcos, dsin};
+  });
+}
+
+std::pair<Tensor, Tensor> rope_tables(int64_t head_dim, int64_t max_seq_len, double base, Dtype dtype) {
+  check(head_dim > 0 && head_dim % 2 == 0, "rope_tables: head_dim must be a positive even number, got ", head_dim);
+  check(max_seq_len >= 0, "rope_tables: max_seq_len must be non-negative, got ", max_seq_len);
+  check(base > 0, "rope_tables: base must be positive, got ", base);
+  check(is_floating(dtype), "rope_tables: dtype must be float32 or float64, got ", dtype_name(dtype));
+  const int64_t half = head_dim / 2;
+  // freqs = 1 / base^(arange(0, hs, 2) / hs), angles = outer(t, freqs): in float64, rounded once.
+  std::vector<double> freqs(static_cast<std::size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    freqs[static_cast<std::size_t>(i)] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  Tensor cos = empty({max_seq_len, half}, dtype), sin = empty({max_seq_len, half}, dtype);
+  dispatch_float(dtype, "rope_tables", [&](auto tag) {
+    using T = decltype(tag);
+    T* pc = cos.data<T>();
+    T* ps = sin.data<T>();
+#pragma omp parallel for schedule(static) if (max_seq_len * half >= kParallelMin)
+    for (int64_t t = 0; t < max_seq_len; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = static_cast<double>(t) * freqs[static_cast<std::size_t>(i)];
+        pc[t * half + i] = static_cast<T>(std::cos(a));
+        ps[t * half + i] = static_cast<T>(std::sin(a));
+      }
+  });
+  return {cos, sin};
+}
+
+}  // namespace xg

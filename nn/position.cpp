@@ -1,0 +1,126 @@
+// SinusoidalPositionalEncoding, LearnedPositionalEmbedding, RotaryEmbedding.
+#include "nn/position.hpp"
+
+#include <cmath>
+
+#include "autograd/dispatch.hpp"
+#include "autograd/elementwise.hpp"
+#include "autograd/shape.hpp"
+#include "nn/init.hpp"
+
+namespace xg::nn {
+
+namespace {
+
+// Positions offset .. offset + T - 1 of x ([..., T, C]) must fit a table of `rows` rows.
+void check_positions(const Tensor& x, int64_t offset, int64_t rows, const std::string& who, const char* what) {
+  const int64_t T = x.size(-2);
+  check(offset >= 0, who, ": offset must be non-negative, got ", offset);
+  check(offset + T <= rows, who, ": positions 0..", T - 1, " with offset ", offset, " exceed ", what, " ", rows,
+        " (input ", shape_str(x.shape()), ")");
+}
+
+}  // namespace
+
+// --- sinusoidal ----------------------------------------------------------------------------
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len, double dropout,
+                                                           Dtype dtype)
+    : d_model_(d_model), max_len_(max_len) {
+  check(d_model > 0 && d_model % 2 == 0, "SinusoidalPositionalEncoding: d_model must be a positive even number, got ",
+        d_model, " (sin and cos fill alternate features)");
+  check(max_len > 0, "SinusoidalPositionalEncoding: max_len must be positive, got ", max_len);
+  check(is_floating(dtype), "SinusoidalPositionalEncoding: dtype must be float32 or float64, got ", dtype_name(dtype));
+  // The first seed's get_sinusoidal_encoding, in float64 and rounded once:
+  //   div_term = exp(arange(0, d, 2) * (-log(10000) / d)),  pe[:, 0::2] = sin(t div_term),
+  //   pe[:, 1::2] = cos(t div_term)
+  // NOTE: the seed has no module; this mirrors the usual PyTorch one (Annotated Transformer /
+  // the nn.Transformer tutorial), which registers "pe" as a persistent buffer; here it is
+  // [max_len, d_model], the shape the seed's function returns (it unsqueezes at the use site).
+  const int64_t half = d_model / 2;
+  std::vector<double> div(static_cast<std::size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    div[static_cast<std::size_t>(i)] = std::exp(static_cast<double>(2 * i) * (-std::log(10000.0) / d_model));
+  Tensor pe = empty({max_len, d_model}, dtype);
+  dispatch_float(dtype, "SinusoidalPositionalEncoding", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = pe.data<T>();
+    for (int64_t t = 0; t < max_len; ++t)
+      for (int64_t i = 0; i < half; ++i) {
+        const double a = static_cast<double>(t) * div[static_cast<std::size_t>(i)];
+        p[t * d_model + 2 * i] = static_cast<T>(std::sin(a));
+        p[t * d_model + 2 * i + 1] = static_cast<T>(std::cos(a));
+      }
+  });
+  pe_ = register_buffer("pe", pe);
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
+}
+
+Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) const {
+  check(x.dim() >= 2 && x.size(-1) == d_model_, "SinusoidalPositionalEncoding(d_model=", d_model_,
+        "): expected input [..., T, ", d_model_, "], got ", shape_str(x.shape()));
+  check(x.dtype() == pe_.dtype(), "SinusoidalPositionalEncoding: input is ", dtype_name(x.dtype()), " but pe is ",
+        dtype_name(pe_.dtype()), " (convert the module with .to())");
+  check_positions(x, offset, max_len_, cat("SinusoidalPositionalEncoding(max_len=", max_len_, ")"), "max_len");
+  return (*dropout_)(add(x, narrow(pe_, 0, offset, x.size(-2))));
+}
+
+std::string SinusoidalPositionalEncoding::extra_repr() const {
+  return cat("d_model=", d_model_, ", max_len=", max_len_);
+}
+
+// --- learned -------------------------------------------------------------------------------
+
+LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t d_model, Dtype dtype)
+    : max_len_(max_len), d_model_(d_model) {
+  check(max_len > 0 && d_model > 0, "LearnedPositionalEmbedding: sizes must be positive, got max_len=", max_len,
+        " and d_model=", d_model);
+  Tensor w = empty({max_len, d_model}, dtype);
+  init::normal_(w);
+  weight_ = register_parameter("weight", w);
+}
+
+// out = x + weight[offset : offset + T]   =>   dx = g,   dweight[offset + t] = sum of g over the
+// leading dims (narrow's backward writes it into zeros of the table's shape)
+Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t offset) const {
+  check(x.dim() >= 2 && x.size(-1) == d_model_, "LearnedPositionalEmbedding(max_len=", max_len_,
+        ", d_model=", d_model_, "): expected input [..., T, ", d_model_, "], got ", shape_str(x.shape()));
+  check(x.dtype() == weight_.dtype(), "LearnedPositionalEmbedding: input is ", dtype_name(x.dtype()),
+        " but weight is ", dtype_name(weight_.dtype()), " (convert the module with .to())");
+  check_positions(x, offset, max_len_, cat("LearnedPositionalEmbedding(max_len=", max_len_, ")"), "max_len");
+  return add(x, narrow(weight_, 0, offset, x.size(-2)));
+}
+
+std::string LearnedPositionalEmbedding::extra_repr() const { return cat(max_len_, ", ", d_model_); }
+
+// --- rotary --------------------------------------------------------------------------------
+
+RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double base, RopeLayout layout, Dtype dtype)
+    : head_dim_(head_dim), max_seq_len_(max_seq_len), base_(base), layout_(layout) {
+  check(head_dim > 0 && head_dim % 2 == 0, "RotaryEmbedding: head_dim must be a positive even number, got ", head_dim,
+        " (features are rotated in pairs)");
+  check(max_seq_len > 0, "RotaryEmbedding: max_seq_len must be positive, got ", max_seq_len);
+  // NOTE: the second seed's RotaryEmbedding keeps [max_seq_len, head_dim] tables (each angle
+  // twice, cat((angles, angles))) computed in float32; these are [max_seq_len, head_dim/2],
+  // computed in float64 and rounded once: the kernel reads each entry for both halves.
+  auto [c, s] = rope_tables(head_dim, max_seq_len, base, dtype);
+  cos_ = register_buffer("cos", c, /*persistent=*/false);
+  sin_ = register_buffer("sin", s, /*persistent=*/false);
+}
+
+Tensor RotaryEmbedding::forward(const Tensor& x, int64_t offset) const {
+  check(x.dim() >= 2 && x.size(-1) == head_dim_, "RotaryEmbedding(head_dim=", head_dim_,
+        "): expected input [..., T, ", head_dim_, "], got ", shape_str(x.shape()));
+  check(x.dtype() == cos_.dtype(), "RotaryEmbedding: input is ", dtype_name(x.dtype()), " but the cos/sin tables are ",
+        dtype_name(cos_.dtype()), " (convert the module with .to())");
+  check_positions(x, offset, max_seq_len_, cat("RotaryEmbedding(head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ")"),
+                  "max_seq_len");
+  return apply_rope(x, cos_, sin_, offset, layout_);
+}
+
+std::string RotaryEmbedding::extra_repr() const {
+  return cat("head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ", base=", base_,
+             ", layout=", rope_layout_name(layout_));
+}
+
+}  // namespace xg::nn
