@@ -1,0 +1,78 @@
+// Token sampling: filters applied to a copy of the logits in double precision.
+#include "nn/sampling.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace xg::nn {
+
+namespace {
+
+void validate(const Tensor& logits, const SamplingOptions& o) {
+  check(logits.dim() == 1 && logits.numel() > 0, "sample_token: expected logits [V], got ", shape_str(logits.shape()));
+  check(o.temperature >= 0, "sample_token: temperature must be >= 0, got ", o.temperature);
+  check(o.top_k >= 0, "sample_token: top_k must be >= 0, got ", o.top_k);
+  check(o.top_p > 0 && o.top_p <= 1, "sample_token: top_p must be in (0, 1], got ", o.top_p);
+}
+
+}  // namespace
+
+Tensor sampling_probs(const Tensor& logits, const SamplingOptions& o) {
+  validate(logits, o);
+  std::vector<double> z = logits.to_vector();
+  const std::size_t V = z.size();
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  if (o.temperature == 0) {  // greedy: all mass on the first maximum
+    const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());
+    std::vector<double> p(V, 0.0);
+    p[best] = 1;
+    return from_vector(p, {static_cast<int64_t>(V)}, kFloat64);
+  }
+  for (double& v : z) v /= o.temperature;
+  std::vector<std::size_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return z[a] > z[b]; });
+  if (o.top_k > 0 && static_cast<std::size_t>(o.top_k) < V) {
+    // Keep every logit >= the k-th largest (ties at the boundary survive, as in HF).
+    const double kth = z[order[static_cast<std::size_t>(o.top_k) - 1]];
+    for (double& v : z)
+      if (v < kth) v = kNegInf;
+  }
+  const double m = z[order[0]];
+  std::vector<double> p(V);
+  double total = 0;
+  for (std::size_t i = 0; i < V; ++i) total += (p[i] = std::exp(z[i] - m));
+  for (double& v : p) v /= total;
+  if (o.top_p < 1) {
+    // Drop the tail once the cumulative mass of the more likely tokens exceeds top_p; the
+    // most likely token always stays.
+    double cum = 0;
+    for (std::size_t r = 0; r < V; ++r) {
+      const std::size_t i = order[r];
+      if (r > 0 && cum >= o.top_p) p[i] = 0;
+      cum += p[i] > 0 ? p[i] : 0;
+    }
+    const double kept = std::accumulate(p.begin(), p.end(), 0.0);
+    for (double& v : p) v /= kept;
+  }
+  return from_vector(p, {static_cast<int64_t>(V)}, kFloat64);
+}
+
+int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& gen) {
+  const std::vector<double> p = sampling_probs(logits, o).to_vector();
+  if (o.temperature == 0) return static_cast<int64_t>(std::max_element(p.begin(), p.end()) - p.begin());
+  const double u = gen.uniform();
+  double cum = 0;
+  int64_t last = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] <= 0) continue;
+    last = static_cast<int64_t>(i);
+    cum += p[i];
+    if (u < cum) return last;
+  }
+  return last;  // rounding left u just above the total
+}
+
+}  // namespace xg::nn

@@ -1,0 +1,64 @@
+// Tests for nn/sampling.cpp: greedy, temperature, top-k, top-p and the draw.
+#include "nn/sampling.hpp"
+
+#include <cmath>
+
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+using namespace xg::nn;
+
+namespace {
+std::vector<double> probs(const Tensor& logits, SamplingOptions o) { return sampling_probs(logits, o).to_vector(); }
+}  // namespace
+
+TEST(NnSampling, GreedyPicksTheFirstMaximum) {
+  Generator g(0);
+  Tensor logits = tensor({0.1, 3.0, -1.0, 3.0});
+  EXPECT_EQ(sample_token(logits, {0.0, 0, 1.0}, g), 1);
+}
+
+TEST(NnSampling, TemperatureSharpensAndFlattens) {
+  Tensor logits = tensor({std::log(1.0), std::log(3.0)}, kFloat64);
+  std::vector<double> p1 = probs(logits, {1.0, 0, 1.0});
+  EXPECT_NEAR(p1[1], 0.75, 1e-12);
+  std::vector<double> p2 = probs(logits, {0.5, 0, 1.0});  // p ~ (1, 9)
+  EXPECT_NEAR(p2[1], 0.9, 1e-12);
+}
+
+TEST(NnSampling, TopKKeepsKLargest) {
+  Tensor logits = tensor({1.0, 4.0, 2.0, 3.0}, kFloat64);
+  std::vector<double> p = probs(logits, {1.0, 2, 1.0});
+  EXPECT_EQ(p[0], 0.0);
+  EXPECT_EQ(p[2], 0.0);
+  EXPECT_NEAR(p[1], std::exp(4.0) / (std::exp(4.0) + std::exp(3.0)), 1e-12);
+}
+
+TEST(NnSampling, TopPKeepsTheNucleus) {
+  // probabilities 0.5, 0.3, 0.15, 0.05: top_p 0.7 keeps the first two (0.5 < 0.7 <= 0.8)
+  Tensor logits = tensor({std::log(0.5), std::log(0.3), std::log(0.15), std::log(0.05)}, kFloat64);
+  std::vector<double> p = probs(logits, {1.0, 0, 0.7});
+  EXPECT_NEAR(p[0], 0.5 / 0.8, 1e-12);
+  EXPECT_NEAR(p[1], 0.3 / 0.8, 1e-12);
+  EXPECT_EQ(p[2], 0.0);
+  EXPECT_EQ(p[3], 0.0);
+  std::vector<double> one = probs(logits, {1.0, 0, 0.1});  // the top token always stays
+  EXPECT_EQ(one[0], 1.0);
+}
+
+TEST(NnSampling, DrawsFollowTheDistribution) {
+  Generator g(5);
+  Tensor logits = tensor({std::log(0.2), std::log(0.8)}, kFloat64);
+  int ones = 0;
+  for (int i = 0; i < 5000; ++i) ones += sample_token(logits, {}, g) == 1;
+  EXPECT_NEAR(ones / 5000.0, 0.8, 0.02);
+  Generator a(9), b(9);
+  EXPECT_EQ(sample_token(logits, {}, a), sample_token(logits, {}, b));
+}
+
+TEST(NnSamplingErrors, BadOptions) {
+  Generator g(0);
+  EXPECT_XG_ERROR(sample_token(ones({2, 3}), {}, g), "sample_token: expected logits [V], got [2,3]");
+  EXPECT_XG_ERROR(sample_token(ones({3}), {-1.0, 0, 1.0}, g), "temperature must be >= 0");
+  EXPECT_XG_ERROR(sample_token(ones({3}), {1.0, 0, 0.0}, g), "top_p must be in (0, 1], got 0");
+}
