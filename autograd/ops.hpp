@@ -1,6 +1,7 @@
 // Every autograd op, for users who want them all: #include "autograd/ops.hpp".
 #pragma once
 
+#include "autograd/attention.hpp"
 #include "autograd/broadcast.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"

@@ -1,0 +1,446 @@
+// scaled_dot_product_attention: scores by gemm, mask, fused stable softmax, dropout and the
+// value product per (batch, kv head) "unit"; one fused backward.
+//
+// Layout. A unit is (b, g) for kv head g: the rep = H / Hkv query heads that share k_g and
+// v_g are contiguous in q ([rep * Tq, hs] rows), so a segment of a unit's rows is one gemm
+// against k_g, and dK_g, dV_g sum over the group inside gemm's reduction (GQA without
+// repeat_kv). Segments have at most kRows (forward) or kBackwardRows rows; with a causal mask
+// a segment stays within one head and only multiplies the keys its last row can see (the
+// upper triangle is never computed).
+//
+// Memory. The weights live in per-thread scratch rows; forward saves only each row's
+// max and 1/sum ([B, H, Tq, 2]) and backward recomputes P = exp(scale q k^T + mask - max) / sum,
+// as FlashAttention does: O(T) saved state instead of O(T^2), and no fresh T^2 buffers to
+// page-fault in (which cost a quarter of the backward's time when P was saved).
+//
+// Threads. OpenMP over segments (forward) and units (backward), OpenBLAS called inside the
+// parallel region, where the OpenMP build of OpenBLAS runs single-threaded by itself (it
+// checks omp_in_parallel). NOTE: measured on the 2-core dev machine, this beat a serial
+// loop of multithreaded gemms at both B=8,H=8,T=256,hs=64 (float32 fwd 9 vs 46 ms, bwd 19 vs
+// 73 ms) and B=8,H=2,T=64,hs=32 (fwd 0.11 vs 0.18 ms, bwd 0.37 vs 0.54 ms). Small problems
+// run on one thread.
+#include "autograd/attention.hpp"
+
+#include <cblas.h>
+
+// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
+// intrinsic headers when xsimd's exp is inlined (as in softmax.cpp); silenced for this header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <xsimd/xsimd.hpp>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "autograd/broadcast.hpp"
+#include "autograd/dispatch.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/kernels.hpp"
+
+namespace xg {
+
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+constexpr int64_t kRows = 64;           // query rows per forward segment
+constexpr int64_t kBackwardRows = 128;  // query rows per backward segment
+constexpr double kBoolMasked = -1e9;  // the second seed's masked_fill value
+
+// C = alpha op(A) op(B) + beta C, row-major with explicit leading dims.
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              beta, C, static_cast<int>(ldc));
+}
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              beta, C, static_cast<int>(ldc));
+}
+
+enum class MaskKind { None, Keep, Additive };
+
+// Everything the kernels need; shapes and flags only (captured by the backward closure).
+struct Plan {
+  int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, hs = 0, hv = 0, rep = 1;
+  double scale = 1;
+  bool causal = false;
+  MaskKind mask = MaskKind::None;
+  std::array<int64_t, 4> ms{};  // mask strides read as [B, H, Tq, Tk] (0 on broadcast axes)
+  bool dropout = false;
+
+  int64_t units() const { return B * Hkv; }
+  int64_t unit_rows() const { return rep * Tq; }  // M: query rows of a unit
+  // Keys query i may see (all of them unless causal).
+  int64_t visible(int64_t i) const { return causal ? std::min(Tk, i + (Tk - Tq) + 1) : Tk; }
+};
+
+// A run of rows [r0, r0 + n) of a unit that multiplies keys [0, kmax).
+struct Segment {
+  int64_t r0, n, kmax;
+};
+
+// The segments of a unit (the same for every unit). Causal segments stay within a head and
+// stop at the last key their last row sees; otherwise blocks of `block` rows over all M rows.
+std::vector<Segment> make_segments(const Plan& p, int64_t block) {
+  std::vector<Segment> segs;
+  if (p.causal) {
+    for (int64_t h = 0; h < p.rep; ++h)
+      for (int64_t i0 = 0; i0 < p.Tq; i0 += block) {
+        const int64_t n = std::min(block, p.Tq - i0);
+        segs.push_back({h * p.Tq + i0, n, p.visible(i0 + n - 1)});
+      }
+  } else {
+    const int64_t M = p.unit_rows();
+    for (int64_t r0 = 0; r0 < M; r0 += block) segs.push_back({r0, std::min(block, M - r0), p.Tk});
+  }
+  return segs;
+}
+
+template <class T>
+using Batch = xsimd::batch<T>;
+
+// row[0, L) <- softmax(row[0, L)) (max subtracted, sums in double), row[L, Tk) <- 0.
+// Writes the row's max and 1/sum to stats[0], stats[1], from which backward recomputes the
+// very same weights. An all -inf row becomes NaN, as PyTorch's softmax.
+template <class T>
+void softmax_row(T* row, int64_t L, int64_t Tk, T* stats) {
+  constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < L; ++j) m = row[j] > m ? row[j] : m;
+  const Batch<T> vm(m);
+  double total = 0;
+  for (int64_t b0 = 0; b0 < L; b0 += 256) {  // float partial sums flushed into a double
+    const int64_t b1 = std::min(L, b0 + 256);
+    Batch<T> acc(T(0));
+    int64_t j = b0;
+    for (; j + W <= b1; j += W) {
+      const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(row + j) - vm);
+      e.store_unaligned(row + j);
+      acc += e;
+    }
+    T part = xsimd::hadd(acc);
+    for (; j < b1; ++j) {
+      row[j] = std::exp(row[j] - m);
+      part += row[j];
+    }
+    total += part;
+  }
+  const T inv = static_cast<T>(1 / total);
+#pragma omp simd
+  for (int64_t j = 0; j < L; ++j) row[j] *= inv;
+  std::fill(row + L, row + Tk, T(0));
+  stats[0] = m;
+  stats[1] = inv;
+}
+
+// row[0, L) <- exp(row[0, L) - max) / sum with the forward's saved max and 1/sum: the same
+// operations in the same order, so the same weights. row[L, Tk) <- 0.
+// NOTE: not exp(s - lse): in float32 a fully masked row (-1e9 everywhere) loses log(L) in
+// -1e9 + log(L), and its weights would come back as 1 instead of 1/L.
+template <class T>
+void exp_row(T* row, int64_t L, int64_t Tk, const T* stats) {
+  constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
+  const T m = stats[0], inv = stats[1];
+  const Batch<T> vm(m);
+  for (int64_t b0 = 0; b0 < L; b0 += 256) {
+    const int64_t b1 = std::min(L, b0 + 256);
+    int64_t j = b0;
+    for (; j + W <= b1; j += W) xsimd::exp(Batch<T>::load_unaligned(row + j) - vm).store_unaligned(row + j);
+    for (; j < b1; ++j) row[j] = std::exp(row[j] - m);
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < L; ++j) row[j] *= inv;
+  std::fill(row + L, row + Tk, T(0));
+}
+
+// The unit's pointers: unit u = (b, g) starts at query row (b H + g rep) Tq.
+struct UnitOffsets {
+  int64_t b, g, row0;  // row0: first [B, H, Tq] row of the unit
+};
+UnitOffsets unit_offsets(const Plan& p, int64_t u) {
+  const int64_t b = u / p.Hkv, g = u % p.Hkv;
+  return {b, g, (b * p.H + g * p.rep) * p.Tq};
+}
+
+// The masked scores of one segment into S (leading dim Tk): S = scale q k^T, then a bool
+// mask's dropped entries set to -1e9 or an additive mask added, on each row's visible keys.
+template <class T>
+void segment_scores(const Plan& p, const UnitOffsets& uo, const Segment& s, const T* q, const T* k, const void* mask,
+                    T* S) {
+  const T* k_g = k + (uo.b * p.Hkv + uo.g) * p.Tk * p.hs;
+  gemm(false, true, s.n, s.kmax, p.hs, static_cast<T>(p.scale), q + (uo.row0 + s.r0) * p.hs, p.hs, k_g, p.hs, T(0),
+       S, p.Tk);
+  if (p.mask == MaskKind::None) return;
+  for (int64_t rr = 0; rr < s.n; ++rr) {
+    const int64_t r = s.r0 + rr, h = uo.g * p.rep + r / p.Tq, i = r % p.Tq;
+    const int64_t L = p.visible(i), off = uo.b * p.ms[0] + h * p.ms[1] + i * p.ms[2], sj = p.ms[3];
+    T* row = S + rr * p.Tk;
+    if (p.mask == MaskKind::Keep) {
+      const bool* m = static_cast<const bool*>(mask) + off;
+      for (int64_t j = 0; j < L; ++j)
+        if (!m[j * sj]) row[j] = static_cast<T>(kBoolMasked);
+    } else {
+      const T* m = static_cast<const T*>(mask) + off;
+      for (int64_t j = 0; j < L; ++j) row[j] += m[j * sj];
+    }
+  }
+}
+
+// dst[r, 0:kmax) = P[r, 0:kmax) * drop[r, 0:kmax) for n rows of leading dim Tk.
+template <class T>
+void apply_dropout(const T* P, const T* drop, T* dst, int64_t n, int64_t kmax, int64_t Tk) {
+  for (int64_t r = 0; r < n; ++r) {
+    const T* pr = P + r * Tk;
+    const T* dr = drop + r * Tk;
+    T* o = dst + r * Tk;
+#pragma omp simd
+    for (int64_t j = 0; j < kmax; ++j) o[j] = pr[j] * dr[j];
+  }
+}
+
+// Forward over all segments of all units, in parallel; each thread's weights live in a
+// kRows x Tk scratch. stats (when not null): [B, H, Tq, 2], each row's max and 1/sum.
+template <class T>
+void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const void* mask, const T* drop, T* stats,
+                    T* out, bool parallel) {
+  const std::vector<Segment> segs = make_segments(p, kRows);
+  const int64_t ns = static_cast<int64_t>(segs.size()), total = p.units() * ns;
+#pragma omp parallel if (parallel && total > 1)
+  {
+    std::vector<T> P(static_cast<std::size_t>(kRows * p.Tk));
+    std::vector<T> dropped(p.dropout ? static_cast<std::size_t>(kRows * p.Tk) : 0);
+    T unused[2];
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < total; ++t) {
+      const int64_t u = t / ns;
+      const Segment& s = segs[static_cast<std::size_t>(t % ns)];
+      const UnitOffsets uo = unit_offsets(p, u);
+      const int64_t row = uo.row0 + s.r0;
+      segment_scores(p, uo, s, q, k, mask, P.data());
+      for (int64_t rr = 0; rr < s.n; ++rr)
+        softmax_row(P.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats ? stats + 2 * (row + rr) : unused);
+      const T* W = P.data();
+      if (p.dropout) {
+        apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
+        W = dropped.data();
+      }
+      const T* v_g = v + (uo.b * p.Hkv + uo.g) * p.Tk * p.hv;
+      gemm(false, false, s.n, p.hv, s.kmax, T(1), W, p.Tk, v_g, p.hv, T(0), out + row * p.hv, p.hv);
+    }
+  }
+}
+
+// Backward per unit (units run in parallel; a unit's segments accumulate its dK_g, dV_g),
+// the weights recomputed from the saved row max and 1/sum (P = exp(S - max) / sum):
+//   dW = g v^T,  dV = W^T g,  dP = dW * drop,  dS = P * (dP - rowsum(dP * P)),
+//   dQ = scale dS k,  dK = scale dS^T q   (W = P * drop, the weights the values saw)
+// dS (unscaled) is the gradient of an additive mask: written to dS_full [B, H, Tq, Tk] when
+// asked, else kept in a scratch. A bool mask's masked scores were replaced by a constant
+// (masked_fill): their dS is 0, which matters in a fully masked row, where P is uniform.
+template <class T>
+void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T* v, const void* mask, const T* stats,
+                     const T* drop, T* dS_full, T* dq, T* dk, T* dv, bool parallel) {
+  const std::vector<Segment> segs = make_segments(p, kBackwardRows);
+  const int64_t U = p.units(), rows = std::min(kBackwardRows, std::max<int64_t>(p.unit_rows(), 1));
+  const bool need_dS = dq || dk || dS_full;
+  const bool* keep = p.mask == MaskKind::Keep ? static_cast<const bool*>(mask) : nullptr;
+#pragma omp parallel if (parallel && U > 1)
+  {
+    std::vector<T> P(static_cast<std::size_t>(rows * p.Tk));
+    std::vector<T> dS_buf(need_dS && !dS_full ? static_cast<std::size_t>(rows * p.Tk) : 0);
+    std::vector<T> dropped(p.dropout && dv ? static_cast<std::size_t>(rows * p.Tk) : 0);
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < U; ++u) {
+      const UnitOffsets uo = unit_offsets(p, u);
+      const int64_t kv0 = (uo.b * p.Hkv + uo.g) * p.Tk;  // first row of k_g / v_g
+      if (dk) std::fill(dk + kv0 * p.hs, dk + (kv0 + p.Tk) * p.hs, T(0));
+      if (dv) std::fill(dv + kv0 * p.hv, dv + (kv0 + p.Tk) * p.hv, T(0));
+      for (const Segment& s : segs) {
+        const int64_t row = uo.row0 + s.r0;
+        const T* g_seg = g + row * p.hv;
+        segment_scores(p, uo, s, q, k, mask, P.data());
+        for (int64_t rr = 0; rr < s.n; ++rr)
+          exp_row(P.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats + 2 * (row + rr));
+        if (dv) {  // dV_g += W^T g
+          const T* W = P.data();
+          if (p.dropout) {
+            apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
+            W = dropped.data();
+          }
+          gemm(true, false, s.kmax, p.hv, s.n, T(1), W, p.Tk, g_seg, p.hv, T(1), dv + kv0 * p.hv, p.hv);
+        }
+        if (!need_dS) continue;
+        T* dS = dS_full ? dS_full + row * p.Tk : dS_buf.data();
+        gemm(false, true, s.n, s.kmax, p.hv, T(1), g_seg, p.hv, v + kv0 * p.hv, p.hv, T(0), dS, p.Tk);  // dW
+        for (int64_t rr = 0; rr < s.n; ++rr) {
+          const int64_t i = (s.r0 + rr) % p.Tq, L = p.visible(i);
+          T* d = dS + rr * p.Tk;
+          const T* pr = P.data() + rr * p.Tk;
+          if (p.dropout) {
+            const T* dr = drop + (row + rr) * p.Tk;
+#pragma omp simd
+            for (int64_t j = 0; j < L; ++j) d[j] *= dr[j];
+          }
+          double dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t j = 0; j < L; ++j) dot += static_cast<double>(d[j]) * pr[j];
+          const T c = static_cast<T>(dot);
+#pragma omp simd
+          for (int64_t j = 0; j < L; ++j) d[j] = pr[j] * (d[j] - c);
+          std::fill(d + L, d + p.Tk, T(0));
+          if (keep) {
+            const int64_t h = uo.g * p.rep + (s.r0 + rr) / p.Tq;
+            const bool* m = keep + uo.b * p.ms[0] + h * p.ms[1] + i * p.ms[2];
+            for (int64_t j = 0; j < L; ++j)
+              if (!m[j * p.ms[3]]) d[j] = T(0);
+          }
+        }
+        const T sc = static_cast<T>(p.scale);
+        if (dq) gemm(false, false, s.n, p.hs, s.kmax, sc, dS, p.Tk, k + kv0 * p.hs, p.hs, T(0), dq + row * p.hs, p.hs);
+        if (dk) gemm(true, false, s.kmax, p.hs, s.n, sc, dS, p.Tk, q + row * p.hs, p.hs, T(1), dk + kv0 * p.hs, p.hs);
+      }
+    }
+  }
+}
+
+// Enough work to split over threads: a few hundred thousand multiply-adds.
+bool worth_parallel(const Plan& p) {
+  return p.B * p.H * p.Tq * p.Tk * (p.hs + p.hv) >= 8 * kParallelMin;
+}
+
+Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& am, double dropout_p,
+               bool training, double scale) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  check(q.defined() && k.defined() && v.defined(), op, ": undefined q, k or v");
+  check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, H, Tq, hs], k [B, Hkv, Tk, hs], ",
+        "v [B, Hkv, Tk, hv], got q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+        shape_str(v.shape()));
+  check(is_floating(q.dtype()), op, ": expected float32 or float64 tensors, got ", dtype_name(q.dtype()));
+  check(k.dtype() == q.dtype() && v.dtype() == q.dtype(), op, ": dtype mismatch, q ", dtype_name(q.dtype()), ", k ",
+        dtype_name(k.dtype()), ", v ", dtype_name(v.dtype()));
+  Plan p;
+  p.B = q.size(0);
+  p.H = q.size(1);
+  p.Tq = q.size(2);
+  p.hs = q.size(3);
+  p.Hkv = k.size(1);
+  p.Tk = k.size(2);
+  p.hv = v.size(3);
+  const std::string shapes = cat("q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
+  check(k.size(0) == p.B && v.size(0) == p.B, op, ": batch sizes differ: ", shapes);
+  check(k.size(3) == p.hs, op, ": q and k head sizes differ (", p.hs, " vs ", k.size(3), "): ", shapes);
+  check(v.size(1) == p.Hkv && v.size(2) == p.Tk, op, ": k and v must have the same heads and length, got ", shapes);
+  check(p.Hkv > 0 && p.H % p.Hkv == 0, op, ": query heads ", p.H, " are not a multiple of kv heads ", p.Hkv, ": ",
+        shapes);
+  check(p.Tk > 0, op, ": no keys (Tk = 0): ", shapes);
+  check(p.hs > 0, op, ": head size is 0: ", shapes);
+  p.rep = p.H / p.Hkv;
+  check(std::max({p.B * p.H * p.Tq * p.Tk, p.Tq * p.hs, p.Tk * p.hs, p.Tk * p.hv}) < INT_MAX, op,
+        ": sizes exceed BLAS's 32-bit indexing: ", shapes);
+  p.scale = scale == 0 ? 1.0 / std::sqrt(static_cast<double>(p.hs)) : scale;
+  p.causal = am.causal;
+  check(!p.causal || p.Tk >= p.Tq, op, ": a causal mask needs at least as many keys as queries (aligned to the end), ",
+        "got Tq = ", p.Tq, " and Tk = ", p.Tk);
+  if (am.mask.defined()) {
+    const Tensor& m = am.mask;
+    const Shape full = {p.B, p.H, p.Tq, p.Tk};
+    bool ok = m.dim() <= 4;
+    for (int64_t d = 0; ok && d < m.dim(); ++d) {
+      const int64_t n = m.size(-1 - d);
+      ok = n == 1 || n == full[static_cast<std::size_t>(3 - d)];
+    }
+    check(ok, op, ": mask ", shape_str(m.shape()), " does not broadcast to [B, H, Tq, Tk] = ", shape_str(full));
+    if (m.dtype() == kBool) {
+      p.mask = MaskKind::Keep;
+    } else {
+      check(m.dtype() == q.dtype(), op, ": mask must be bool (true = keep) or additive of q's dtype ",
+            dtype_name(q.dtype()), ", got ", dtype_name(m.dtype()));
+      p.mask = MaskKind::Additive;
+    }
+    const Shape st = broadcast_strides(m.shape(), full);
+    for (std::size_t d = 0; d < 4; ++d) p.ms[d] = st[d];
+  }
+  check(dropout_p >= 0 && dropout_p < 1, op, ": dropout_p must be in [0, 1), got ", dropout_p);
+  p.dropout = training && dropout_p > 0;
+  return p;
+}
+
+bool wants(const Grads& in, std::size_t k) { return k < in.size() && in[k].defined() && in[k].requires_grad(); }
+
+}  // namespace
+
+// q: [B, H, Tq, hs], k: [B, Hkv, Tk, hs], v: [B, Hkv, Tk, hv] -> [B, H, Tq, hv]
+// out = W v,  W = dropout(P),  P = softmax(scale q k^T + mask)
+//   =>   dV = W^T g,   dS = P * (dP - rowsum(dP * P)) with dP = (g v^T) * drop,
+//        dQ = scale dS k,   dK = scale dS^T q,   dmask = dS   (dK, dV summed over each group)
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& mask,
+                                    double dropout_p, bool training, double scale, Generator* gen) {
+  auto p = std::make_shared<const Plan>(make_plan(q, k, v, mask, dropout_p, training, scale));
+  const bool mask_grad = p->mask == MaskKind::Additive && mask.mask.requires_grad();
+  std::vector<Tensor> inputs = {q, k, v};
+  if (mask_grad) inputs.push_back(mask.mask);
+  const bool save = needs_grad(inputs);
+  const Dtype dt = q.dtype();
+  Tensor out = empty({p->B, p->H, p->Tq, p->hv}, dt);
+  // What backward keeps of the weights: each row's max and 1/sum, O(T) instead of O(T^2).
+  Tensor stats = save ? empty({p->B, p->H, p->Tq, 2}, dt) : Tensor();
+  Tensor drop;  // 0 or 1/(1-p) per weight, drawn serially in row-major order (as xg::dropout)
+  if (p->dropout) {
+    drop = empty({p->B, p->H, p->Tq, p->Tk}, dt);
+    Generator& rng = gen ? *gen : default_generator();
+    dispatch_float(dt, "scaled_dot_product_attention", [&](auto tag) {
+      using T = decltype(tag);
+      T* d = drop.data<T>();
+      const T keep = static_cast<T>(1.0 / (1.0 - dropout_p));
+      for (int64_t i = 0, n = drop.numel(); i < n; ++i) d[i] = rng.uniform() < dropout_p ? T(0) : keep;
+    });
+  }
+  const bool parallel = worth_parallel(*p);
+  dispatch_float(dt, "scaled_dot_product_attention", [&](auto tag) {
+    using T = decltype(tag);
+    const void* m = p->mask == MaskKind::None ? nullptr : mask.mask.raw_data();
+    forward_kernel<T>(*p, q.data<T>(), k.data<T>(), v.data<T>(), m, drop.defined() ? drop.data<T>() : nullptr,
+                      save ? stats.data<T>() : nullptr, out.data<T>(), parallel);
+  });
+  if (!save) return out;
+  // Saved for backward: the row statistics, the dropout draws and a mask that is not an
+  // input (a bool mask, or an additive one that needs no gradient).
+  Tensor saved_mask = p->mask != MaskKind::None && !mask_grad ? mask.mask : Tensor();
+  return record(out, std::move(inputs), "scaled_dot_product_attention",
+                [p, stats, drop, saved_mask, parallel](const Tensor& g, const Tensor&, const Grads& in) {
+                  Grads grads(in.size());
+                  const Dtype dt = g.dtype();
+                  Tensor dq = wants(in, 0) ? empty(in[0].shape(), dt) : Tensor();
+                  Tensor dk = wants(in, 1) ? empty(in[1].shape(), dt) : Tensor();
+                  Tensor dv = wants(in, 2) ? empty(in[2].shape(), dt) : Tensor();
+                  const bool mask_grad = wants(in, 3);
+                  Tensor dS = mask_grad ? empty({p->B, p->H, p->Tq, p->Tk}, dt) : Tensor();
+                  const Tensor& m = in.size() > 3 ? in[3] : saved_mask;
+                  dispatch_float(dt, "scaled_dot_product_attention backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+                    backward_kernel<T>(*p, g.data<T>(), in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
+                                       m.defined() ? m.raw_data() : nullptr, stats.data<T>(),
+                                       drop.defined() ? drop.data<T>() : nullptr, ptr(dS), ptr(dq), ptr(dk), ptr(dv),
+                                       parallel);
+                  });
+                  grads[0] = dq;
+                  grads[1] = dk;
+                  grads[2] = dv;
+                  if (mask_grad) grads[3] = dS;  // [B, H, Tq, Tk]; the engine sums it to the mask's shape
+                  return grads;
+                });
+}
+
+}  // namespace xg

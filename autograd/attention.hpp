@@ -1,0 +1,45 @@
+// Scaled dot-product attention: the one fused kernel every attention module shares
+// (MHA, GQA/MQA, MLA), with boolean or additive masks, end-aligned causal masking for
+// KV-cache decoding, grouped key/value heads indexed in place, dropout on the weights, and
+// one fused backward (softmax backward included).
+#pragma once
+
+#include "autograd/random.hpp"
+#include "autograd/tensor.hpp"
+
+namespace xg {
+
+// What a query may attend to. Both parts are optional and combine.
+struct AttnMask {
+  // Broadcastable to [B, H, Tq, Tk]. Either
+  //  - bool, true = keep (the second seed's `scores.masked_fill(mask == 0, -1e9)`): masked
+  //    scores are set to -1e9, so a fully masked row gets uniform weights, exactly as the
+  //    seed's code does; or
+  //  - float of q's dtype, added to the scores (the first seed's triu(-inf) masks, PyTorch's
+  //    attn_mask): a row that is -inf everywhere gives NaN, as PyTorch's softmax does. An
+  //    additive mask that requires grad gets one (e.g. a learned position bias).
+  // NOTE: a 0/1 float mask like the seed's `torch.tril(torch.ones(T, T))` is additive here
+  // (xgrad does not guess); pass ne(mask, 0) or a bool tensor to keep the seed's meaning.
+  Tensor mask;
+  // Causal, aligned to the end: query i sees keys j <= i + (Tk - Tq). With Tq == Tk this is
+  // the usual lower triangle; with a KV cache (Tk = cached + new) the new queries see the
+  // whole cache and the new keys up to themselves. Needs Tk >= Tq.
+  bool causal = false;
+
+  AttnMask() = default;
+  AttnMask(Tensor m, bool c = false) : mask(std::move(m)), causal(c) {}  // NOLINT: implicit on purpose
+  static AttnMask causal_mask() { return AttnMask(Tensor(), true); }
+};
+
+// q: [B, H, Tq, hs], k: [B, Hkv, Tk, hs], v: [B, Hkv, Tk, hv] -> [B, H, Tq, hv]
+//   out = dropout(softmax(q k^T * scale + mask)) v,   scale = 1/sqrt(hs) when 0.
+// Grouped heads (GQA/MQA): H must be a multiple of Hkv; query head h uses kv head
+// h / (H / Hkv), i.e. repeat_kv's order, without materialising the repeat.
+// Dropout (training && dropout_p > 0) draws one uniform per weight in [B, H, Tq, Tk]
+// row-major order from `gen` (the default generator when null), exactly as
+// xg::dropout(weights, p, true, gen) would.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& mask = {},
+                                    double dropout_p = 0, bool training = false, double scale = 0,
+                                    Generator* gen = nullptr);
+
+}  // namespace xg

@@ -1,0 +1,303 @@
+// MultiHeadAttention, GroupedQueryAttention, MultiLatentAttention and their KV cache.
+#include "nn/attention.hpp"
+
+#include <algorithm>
+
+#include "autograd/shape.hpp"
+
+namespace xg::nn {
+
+namespace {
+
+// [B, T, H * hs] -> [B, H, T, hs]
+Tensor split_heads(const Tensor& t, int64_t H) {
+  const int64_t B = t.size(0), T = t.size(1);
+  return transpose(reshape(t, {B, T, H, t.size(2) / H}), 1, 2);
+}
+
+// [B, H, T, hs] -> [B, T, H * hs]
+Tensor merge_heads(const Tensor& t) {
+  const int64_t B = t.size(0), H = t.size(1), T = t.size(2), hs = t.size(3);
+  return reshape(transpose(t, 1, 2), {B, T, H * hs});
+}
+
+void check_input(const Tensor& x, int64_t dim, const std::string& who, const char* what = "x") {
+  check(x.defined() && x.dim() == 3 && x.size(2) == dim, who, ": expected ", what, " [B, T, ", dim, "], got ",
+        x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
+}
+
+// The position of x's first token: start_pos, or the cache's length when start_pos is -1.
+// A start_pos inside the cache drops the cached tokens from there on (rolls it back).
+int64_t start_position(KVCache* cache, int64_t start_pos, const std::string& who) {
+  check(start_pos >= -1, who, ": start_pos must be >= 0 (or -1 for the cache's length), got ", start_pos);
+  if (!cache) return std::max<int64_t>(start_pos, 0);
+  if (start_pos == -1) return cache->length;
+  check(start_pos <= cache->length, who, ": start_pos ", start_pos, " is past the ", cache->length,
+        " cached tokens (positions must be contiguous)");
+  if (start_pos < cache->length) {  // roll back to start_pos tokens
+    if (start_pos == 0) {
+      cache->reset();
+    } else {
+      if (cache->k.defined()) cache->k = narrow(cache->k, 2, 0, start_pos);
+      if (cache->v.defined()) cache->v = narrow(cache->v, 2, 0, start_pos);
+      if (cache->latent.defined()) cache->latent = narrow(cache->latent, 1, 0, start_pos);
+      if (cache->k_rope.defined()) cache->k_rope = narrow(cache->k_rope, 2, 0, start_pos);
+      cache->length = start_pos;
+    }
+  }
+  return start_pos;
+}
+
+// cached ++ fresh along `dim` (checking that the other dims agree), or fresh on an empty cache.
+Tensor append(const Tensor& cached, const Tensor& fresh, int64_t dim, const std::string& who, const char* what) {
+  if (!cached.defined()) return fresh;
+  bool same = cached.dim() == fresh.dim() && cached.dtype() == fresh.dtype();
+  for (int64_t d = 0; same && d < fresh.dim(); ++d) same = d == dim || cached.size(d) == fresh.size(d);
+  check(same, who, ": the cache holds ", what, " ", shape_str(cached.shape()), " (", dtype_name(cached.dtype()),
+        ") but this step makes ", shape_str(fresh.shape()), " (", dtype_name(fresh.dtype()),
+        "); reset the cache for a new batch");
+  return cat({cached, fresh}, dim);
+}
+
+}  // namespace
+
+int64_t KVCache::bytes() const {
+  int64_t n = 0;
+  for (const Tensor* t : {&k, &v, &latent, &k_rope})
+    if (t->defined()) n += t->numel() * static_cast<int64_t>(itemsize(t->dtype()));
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MultiHeadAttention
+
+MultiHeadAttention::MultiHeadAttention(int64_t model_dim, int64_t head_num, double dropout_p, bool bias)
+    : model_dim_(model_dim), head_num_(head_num), head_dim_(0), dropout_p_(dropout_p) {
+  check(model_dim > 0 && head_num > 0, "MultiHeadAttention: model_dim and head_num must be positive, got ", model_dim,
+        " and ", head_num);
+  check(model_dim % head_num == 0, "MultiHeadAttention: model_dim ", model_dim, " is not divisible by head_num ",
+        head_num);
+  check(dropout_p >= 0 && dropout_p < 1, "MultiHeadAttention: dropout_p must be in [0, 1), got ", dropout_p);
+  head_dim_ = model_dim / head_num;
+  w_q_ = register_module("w_q", std::make_shared<Linear>(model_dim, model_dim, bias));
+  w_k_ = register_module("w_k", std::make_shared<Linear>(model_dim, model_dim, bias));
+  w_v_ = register_module("w_v", std::make_shared<Linear>(model_dim, model_dim, bias));
+  w_o_ = register_module("w_o", std::make_shared<Linear>(model_dim, model_dim, bias));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x_query, const Tensor& x_context, const AttnMask& mask,
+                                   KVCache* cache, int64_t start_pos) const {
+  const std::string who = cat("MultiHeadAttention(model_dim=", model_dim_, ", head_num=", head_num_, ")");
+  check_input(x_query, model_dim_, who, "x_query");
+  const bool self = !x_context.defined();
+  if (!self) {
+    check_input(x_context, model_dim_, who, "x_context");
+    check(x_context.size(0) == x_query.size(0), who, ": x_query ", shape_str(x_query.shape()), " and x_context ",
+          shape_str(x_context.shape()), " have different batch sizes");
+  }
+  check(self || !cache, who, ": a KV cache is for self-attention (x_context must be undefined)");
+  const Tensor& ctx = self ? x_query : x_context;
+  Tensor q = split_heads(w_q_->forward(x_query), head_num_);
+  Tensor k = split_heads(w_k_->forward(ctx), head_num_);
+  Tensor v = split_heads(w_v_->forward(ctx), head_num_);
+  if (cache) {
+    const int64_t pos = start_position(cache, start_pos, who);
+    cache->k = k = append(cache->k, k, 2, who, "keys");
+    cache->v = v = append(cache->v, v, 2, who, "values");
+    cache->length = pos + x_query.size(1);
+  }
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, dropout_p_, is_training());
+  return w_o_->forward(merge_heads(out));
+}
+
+int64_t MultiHeadAttention::kv_cache_bytes_per_token(int64_t model_dim, int64_t bytes_per_element) {
+  return 2 * model_dim * bytes_per_element;
+}
+
+std::string MultiHeadAttention::extra_repr() const {
+  return cat("model_dim=", model_dim_, ", head_num=", head_num_, ", head_dim=", head_dim_, ", dropout_p=", dropout_p_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// GroupedQueryAttention
+
+GroupedQueryAttention::GroupedQueryAttention(const GroupedQueryAttentionOptions& o) : options_(o), head_dim_(0) {
+  check(o.d_model > 0 && o.n_heads > 0 && o.n_kv_heads > 0,
+        "GroupedQueryAttention: d_model, n_heads and n_kv_heads must be positive, got ", o.d_model, ", ", o.n_heads,
+        ", ", o.n_kv_heads);
+  check(o.d_model % o.n_heads == 0, "GroupedQueryAttention: d_model ", o.d_model, " is not divisible by n_heads ",
+        o.n_heads);
+  check(o.n_heads % o.n_kv_heads == 0, "GroupedQueryAttention: n_heads ", o.n_heads,
+        " is not divisible by n_kv_heads ", o.n_kv_heads);
+  check(o.dropout >= 0 && o.dropout < 1, "GroupedQueryAttention: dropout must be in [0, 1), got ", o.dropout);
+  head_dim_ = o.d_model / o.n_heads;
+  const bool upper = o.naming == AttentionNaming::Uppercase;
+  const int64_t kv_dim = o.n_kv_heads * head_dim_;
+  w_q_ = register_module(upper ? "W_q" : "w_q", std::make_shared<Linear>(o.d_model, o.d_model, o.bias));
+  w_k_ = register_module(upper ? "W_k" : "w_k", std::make_shared<Linear>(o.d_model, kv_dim, o.bias));
+  w_v_ = register_module(upper ? "W_v" : "w_v", std::make_shared<Linear>(o.d_model, kv_dim, o.bias));
+  w_o_ = register_module(upper ? "W_o" : "w_o", std::make_shared<Linear>(o.d_model, o.d_model, o.out_bias));
+  if (o.qk_norm) {
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, o.norm_eps));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, o.norm_eps));
+  }
+  if (o.rope)
+    rope_ = register_module("rope", std::make_shared<RotaryEmbedding>(head_dim_, o.max_seq_len, o.rope_base,
+                                                                      o.rope_layout));
+}
+
+Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVCache* cache,
+                                      int64_t start_pos) const {
+  const GroupedQueryAttentionOptions& o = options_;
+  const std::string who = cat("GroupedQueryAttention(d_model=", o.d_model, ", n_heads=", o.n_heads,
+                              ", n_kv_heads=", o.n_kv_heads, ")");
+  check_input(x, o.d_model, who);
+  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t pos = start_position(cache, start_pos, who);
+  // [B, T, heads * hs] -> [B, T, heads, hs] (QK-Norm over hs) -> [B, heads, T, hs] (RoPE)
+  Tensor q = reshape(w_q_->forward(x), {B, T, o.n_heads, head_dim_});
+  Tensor k = reshape(w_k_->forward(x), {B, T, o.n_kv_heads, head_dim_});
+  Tensor v = transpose(reshape(w_v_->forward(x), {B, T, o.n_kv_heads, head_dim_}), 1, 2);
+  if (q_norm_) {
+    q = q_norm_->forward(q);
+    k = k_norm_->forward(k);
+  }
+  q = transpose(q, 1, 2);
+  k = transpose(k, 1, 2);
+  if (rope_) {
+    q = rope_->forward(q, pos);
+    k = rope_->forward(k, pos);
+  }
+  if (cache) {
+    cache->k = k = append(cache->k, k, 2, who, "keys");
+    cache->v = v = append(cache->v, v, 2, who, "values");
+    cache->length = pos + T;
+  }
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, o.dropout, is_training());
+  return w_o_->forward(merge_heads(out));
+}
+
+int64_t GroupedQueryAttention::kv_cache_bytes_per_token(const GroupedQueryAttentionOptions& o,
+                                                        int64_t bytes_per_element) {
+  return 2 * o.n_kv_heads * (o.d_model / o.n_heads) * bytes_per_element;
+}
+
+std::string GroupedQueryAttention::extra_repr() const {
+  const GroupedQueryAttentionOptions& o = options_;
+  std::string s = cat("d_model=", o.d_model, ", n_heads=", o.n_heads, ", n_kv_heads=", o.n_kv_heads,
+                      ", head_dim=", head_dim_);
+  if (o.dropout > 0) s += cat(", dropout=", o.dropout);
+  if (o.qk_norm) s += ", qk_norm=true";
+  if (o.rope) s += cat(", rope=", rope_layout_name(o.rope_layout));
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MultiLatentAttention
+
+MultiLatentAttention::MultiLatentAttention(const MultiLatentAttentionOptions& o)
+    : options_(o), q_latent_dim_(o.q_latent_dim < 0 ? o.latent_dim : o.q_latent_dim) {
+  const char* who = "MultiLatentAttention";
+  check(o.model_dim > 0 && o.head_num > 0 && o.head_dim > 0 && o.latent_dim > 0, who,
+        ": model_dim, head_num, head_dim and latent_dim must be positive, got ", o.model_dim, ", ", o.head_num, ", ",
+        o.head_dim, ", ", o.latent_dim);
+  check(o.rope_dim >= 0 && o.rope_dim % 2 == 0, who, ": rope_dim must be 0 or a positive even number, got ",
+        o.rope_dim);
+  check(o.q_latent_dim >= -1, who, ": q_latent_dim must be -1 (= latent_dim), 0 (no q compression) or positive, got ",
+        o.q_latent_dim);
+  check(o.dropout >= 0 && o.dropout < 1, who, ": dropout must be in [0, 1), got ", o.dropout);
+  check(!o.decoupled_rope_key || o.rope_dim > 0, who, ": decoupled_rope_key needs rope_dim > 0");
+  // NOTE: the seed asserts model_dim % head_num == 0, which nothing here needs (head_dim is
+  // its own option), so we do not.
+  const int64_t H = o.head_num, hd = o.head_dim, rd = o.rope_dim;
+  const bool seed1 = o.naming == LatentAttentionNaming::Seed1;
+  if (seed1) {
+    check(rd == 0 && q_latent_dim_ == 0, who,
+          ": the first seed's naming (W_q, W_kv_down, W_k_up, W_v_up, W_o) has no RoPE and no q compression; ",
+          "set rope_dim = 0 and q_latent_dim = 0 (got ", rd, " and ", o.q_latent_dim, ")");
+    q_proj_ = register_module("W_q", std::make_shared<Linear>(o.model_dim, H * hd, false));
+    kv_down_ = register_module("W_kv_down", std::make_shared<Linear>(o.model_dim, o.latent_dim, false));
+    k_up_ = register_module("W_k_up", std::make_shared<Linear>(o.latent_dim, H * hd, false));
+    v_up_ = register_module("W_v_up", std::make_shared<Linear>(o.latent_dim, H * hd, false));
+    o_proj_ = register_module("W_o", std::make_shared<Linear>(H * hd, o.model_dim, false));
+    return;
+  }
+  // The seed's registration order: kv_down_proj, kv_up_proj, q_down_proj, q_up_proj, rope, o_proj.
+  kv_down_ = register_module("kv_down_proj", std::make_shared<Linear>(o.model_dim, o.latent_dim, false));
+  const int64_t kv_rope = o.decoupled_rope_key ? 0 : rd;  // k_rope per head from the latent
+  kv_up_ = register_module("kv_up_proj", std::make_shared<Linear>(o.latent_dim, H * (hd + kv_rope + hd), false));
+  if (o.decoupled_rope_key)
+    k_rope_proj_ = register_module("k_rope_proj", std::make_shared<Linear>(o.model_dim, rd, false));
+  if (q_latent_dim_ > 0) {
+    q_down_ = register_module("q_down_proj", std::make_shared<Linear>(o.model_dim, q_latent_dim_, false));
+    q_up_ = register_module("q_up_proj", std::make_shared<Linear>(q_latent_dim_, H * (hd + rd), false));
+  } else {
+    q_proj_ = register_module("q_proj", std::make_shared<Linear>(o.model_dim, H * (hd + rd), false));
+  }
+  if (rd > 0)
+    rope_ = register_module("rope", std::make_shared<RotaryEmbedding>(rd, o.max_seq_len, o.rope_base, o.rope_layout));
+  o_proj_ = register_module("o_proj", std::make_shared<Linear>(H * hd, o.model_dim, false));
+}
+
+std::pair<Tensor, Tensor> MultiLatentAttention::keys_values(const Tensor& latent, const Tensor& k_rope_shared) const {
+  const MultiLatentAttentionOptions& o = options_;
+  const int64_t H = o.head_num, hd = o.head_dim, rd = o.rope_dim;
+  if (!kv_up_) return {split_heads(k_up_->forward(latent), H), split_heads(v_up_->forward(latent), H)};
+  Tensor kv = split_heads(kv_up_->forward(latent), H);  // [B, H, L, hd (+ rd) + hd]
+  if (rd == 0) {
+    auto parts = split(kv, {hd, hd}, -1);
+    return {parts[0], parts[1]};
+  }
+  if (o.decoupled_rope_key) {
+    auto parts = split(kv, {hd, hd}, -1);
+    const Tensor& kc = parts[0];
+    Tensor kr = expand(k_rope_shared, {kc.size(0), H, kc.size(2), rd});  // one rope key for every head
+    return {cat({kc, kr}, -1), parts[1]};
+  }
+  auto parts = split(kv, {hd, rd, hd}, -1);  // k_content, k_rope, v_content
+  return {cat({parts[0], rope_->forward(parts[1], 0)}, -1), parts[2]};  // positions 0 .. L-1
+}
+
+Tensor MultiLatentAttention::forward(const Tensor& x, const AttnMask& mask, KVCache* cache, int64_t start_pos) const {
+  const MultiLatentAttentionOptions& o = options_;
+  const std::string who = cat("MultiLatentAttention(model_dim=", o.model_dim, ", head_num=", o.head_num,
+                              ", head_dim=", o.head_dim, ", latent_dim=", o.latent_dim, ", rope_dim=", o.rope_dim, ")");
+  check_input(x, o.model_dim, who);
+  const int64_t B = x.size(0), T = x.size(1), H = o.head_num, hd = o.head_dim, rd = o.rope_dim;
+  const int64_t pos = start_position(cache, start_pos, who);
+  Tensor latent = kv_down_->forward(x);  // [B, T, latent_dim]: what the cache keeps
+  Tensor k_rope;                         // [B, 1, T, rd] after RoPE (decoupled key only)
+  if (k_rope_proj_) k_rope = rope_->forward(reshape(k_rope_proj_->forward(x), {B, 1, T, rd}), pos);
+  if (cache) {
+    cache->latent = latent = append(cache->latent, latent, 1, who, "latents");
+    if (k_rope.defined()) cache->k_rope = k_rope = append(cache->k_rope, k_rope, 2, who, "rope keys");
+    cache->length = pos + T;
+  }
+  auto [k, v] = keys_values(latent, k_rope);
+  Tensor q = split_heads(q_proj_ ? q_proj_->forward(x) : q_up_->forward(q_down_->forward(x)), H);  // [B, H, T, hd + rd]
+  if (rd > 0) {
+    auto parts = split(q, {hd, rd}, -1);
+    q = cat({parts[0], rope_->forward(parts[1], pos)}, -1);
+  }
+  // NOTE: the seed fills masked scores with -inf (masked_fill(mask == 0, -inf)) where its
+  // other classes use -1e9; a bool mask here uses -1e9, which differs only in a fully masked
+  // row (uniform weights instead of NaN).
+  Tensor out = scaled_dot_product_attention(q, k, v, mask, o.dropout, is_training());  // [B, H, T, hd]
+  return o_proj_->forward(merge_heads(out));
+}
+
+int64_t MultiLatentAttention::kv_cache_bytes_per_token(const MultiLatentAttentionOptions& o,
+                                                       int64_t bytes_per_element) {
+  return (o.latent_dim + (o.decoupled_rope_key ? o.rope_dim : 0)) * bytes_per_element;
+}
+
+std::string MultiLatentAttention::extra_repr() const {
+  const MultiLatentAttentionOptions& o = options_;
+  std::string s = cat("model_dim=", o.model_dim, ", head_num=", o.head_num, ", head_dim=", o.head_dim,
+                      ", latent_dim=", o.latent_dim, ", rope_dim=", o.rope_dim);
+  if (q_latent_dim_ != o.latent_dim) s += cat(", q_latent_dim=", q_latent_dim_);
+  if (o.decoupled_rope_key) s += ", decoupled_rope_key=true";
+  return s;
+}
+
+}  // namespace xg::nn

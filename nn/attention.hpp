@@ -1,0 +1,208 @@
+// The attention family on one kernel (scaled_dot_product_attention): multi-head attention
+// (self and cross), grouped-query attention (MQA at one kv head; QK-Norm and RoPE as
+// options), multi-head latent attention (low-rank KV with decoupled RoPE), and the per-layer
+// KV cache for token-by-token decoding. Attribute names mirror the seeds' PyTorch classes so
+// that their state dicts load by name.
+//
+// Masks are xg::AttnMask: a bool tensor (true = keep, the second seed's mask == 0 -> -1e9), a
+// float tensor added to the scores (the first seed's triu(-inf)), and/or `causal` (aligned
+// to the end, so it stays right with a KV cache). NOTE: the second seed builds its masks as
+// float 0/1 tensors (torch.tril(torch.ones(T, T))); pass them as bool here, since a float
+// mask is additive.
+#pragma once
+
+#include <memory>
+
+#include "autograd/attention.hpp"
+#include "autograd/rope.hpp"
+#include "nn/linear.hpp"
+#include "nn/norm.hpp"
+#include "nn/position.hpp"
+
+namespace xg::nn {
+
+// One layer's cache for decoding. MHA/GQA keep keys (after RoPE) and values; MLA keeps its
+// latent (plus the RoPE key when that has its own projection). forward(x, mask, &cache)
+// appends the new tokens and attends over everything cached. Decode under a NoGradGuard:
+// with grad mode on, the cache holds the graph of every step (as a PyTorch cache would).
+struct KVCache {
+  Tensor k, v;         // [B, Hkv, L, hs]                       (MHA, GQA)
+  Tensor latent;       // [B, L, latent_dim]                    (MLA)
+  Tensor k_rope;       // [B, 1, L, rope_dim], after RoPE       (MLA with decoupled_rope_key)
+  int64_t length = 0;  // L: tokens cached
+  void reset() { *this = KVCache(); }
+  int64_t bytes() const;  // memory the cached tensors hold
+};
+
+// --- multi-head attention (the second seed's §1.2) -------------------------------------------
+
+// out = w_o(concat_h softmax(q_h k_h^T / sqrt(hs) + mask) v_h), q = w_q(x_query),
+// k = w_k(x_context), v = w_v(x_context); self-attention when x_context is undefined.
+// Parameters w_q, w_k, w_v, w_o: Linear(model_dim, model_dim, bias). Dropout on the weights.
+// NOTE: the seed's dropout_p defaults to 0.1; ours to 0.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t model_dim, int64_t head_num, double dropout_p = 0.0, bool bias = true);
+  // x_query: [B, Tq, model_dim], x_context: [B, Tk, model_dim] or undefined -> [B, Tq, model_dim].
+  // With a cache (self-attention only), x's keys/values are appended at position start_pos
+  // (-1: the cache's length; a smaller value first drops the cached tokens from there on).
+  Tensor forward(const Tensor& x_query, const Tensor& x_context = Tensor(), const AttnMask& mask = {},
+                 KVCache* cache = nullptr, int64_t start_pos = -1) const;
+  Tensor operator()(const Tensor& x_query, const Tensor& x_context = Tensor(), const AttnMask& mask = {},
+                    KVCache* cache = nullptr, int64_t start_pos = -1) const {
+    return forward(x_query, x_context, mask, cache, start_pos);
+  }
+  // K and V of every head: 2 model_dim elements per token.
+  static int64_t kv_cache_bytes_per_token(int64_t model_dim, int64_t bytes_per_element);
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const {
+    return kv_cache_bytes_per_token(model_dim_, bytes_per_element);
+  }
+  const std::shared_ptr<Linear>& w_q() const { return w_q_; }
+  const std::shared_ptr<Linear>& w_k() const { return w_k_; }
+  const std::shared_ptr<Linear>& w_v() const { return w_v_; }
+  const std::shared_ptr<Linear>& w_o() const { return w_o_; }
+  int64_t model_dim() const { return model_dim_; }
+  int64_t head_num() const { return head_num_; }
+  int64_t head_dim() const { return head_dim_; }
+  std::string name() const override { return "MultiHeadAttention"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t model_dim_, head_num_, head_dim_;
+  double dropout_p_;
+  std::shared_ptr<Linear> w_q_, w_k_, w_v_, w_o_;
+};
+
+// --- grouped-query attention (the second seed's §1.3, the first seed's §7-8) -------------------
+
+// Attribute names of the projections.
+enum class AttentionNaming {
+  Lowercase,  // w_q, w_k, w_v, w_o: the second seed's GroupQueryAttention (and MHA)
+  Uppercase,  // W_q, W_k, W_v, W_o: the first seed's GroupedQueryAttention(_QKNorm)
+};
+
+struct GroupedQueryAttentionOptions {
+  int64_t d_model = 512;
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 8;  // n_heads: MHA, 1: MQA; must divide n_heads
+  bool bias = false;       // on w_q, w_k, w_v (neither seed has one)
+  bool out_bias = true;    // on w_o: the second seed's nn.Linear default (the first seed: false)
+  double dropout = 0.0;    // on the attention weights (the second seed's default is 0.1)
+  // QK-Norm (the first seed's §8): RMSNorm q_norm / k_norm over each head's features, applied
+  // after the projection and before RoPE (as in the LLaMA-style models that use it).
+  bool qk_norm = false;
+  double norm_eps = 1e-6;
+  // RoPE on q and k of each head (positions start_pos ..).
+  bool rope = false;
+  RopeLayout rope_layout = RopeLayout::RotateHalf;
+  int64_t max_seq_len = 4096;
+  double rope_base = 10000.0;
+  AttentionNaming naming = AttentionNaming::Lowercase;
+};
+
+// Query heads h = 0 .. n_heads-1 share kv head h / (n_heads / n_kv_heads) (repeat_kv's
+// order); the kernel indexes the shared heads instead of repeating them.
+// NOTE: the first seed's code expands k, v as [B, S, q_per_group, n_kv_heads, d], which pairs
+// query head h with kv head h % n_kv_heads; we follow the second seed's repeat_kv (as LLaMA
+// and PyTorch's enable_gqa do), so that seed's weights load but its heads pair differently.
+class GroupedQueryAttention : public Module {
+ public:
+  explicit GroupedQueryAttention(const GroupedQueryAttentionOptions& options);
+  // x: [B, T, d_model] -> [B, T, d_model]. With a cache, x's tokens sit at start_pos (-1: the
+  // cache's length); without one, start_pos (default 0) offsets the RoPE positions.
+  Tensor forward(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
+                 int64_t start_pos = -1) const;
+  Tensor operator()(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
+                    int64_t start_pos = -1) const {
+    return forward(x, mask, cache, start_pos);
+  }
+  // K and V of the kv heads: 2 n_kv_heads head_dim elements per token.
+  static int64_t kv_cache_bytes_per_token(const GroupedQueryAttentionOptions& o, int64_t bytes_per_element);
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const {
+    return kv_cache_bytes_per_token(options_, bytes_per_element);
+  }
+  const GroupedQueryAttentionOptions& options() const { return options_; }
+  int64_t head_dim() const { return head_dim_; }
+  const std::shared_ptr<Linear>& w_q() const { return w_q_; }
+  const std::shared_ptr<Linear>& w_k() const { return w_k_; }
+  const std::shared_ptr<Linear>& w_v() const { return w_v_; }
+  const std::shared_ptr<Linear>& w_o() const { return w_o_; }
+  const std::shared_ptr<RMSNorm>& q_norm() const { return q_norm_; }  // null without qk_norm
+  const std::shared_ptr<RMSNorm>& k_norm() const { return k_norm_; }
+  std::string name() const override { return "GroupedQueryAttention"; }
+  std::string extra_repr() const override;
+
+ private:
+  GroupedQueryAttentionOptions options_;
+  int64_t head_dim_;
+  std::shared_ptr<Linear> w_q_, w_k_, w_v_, w_o_;
+  std::shared_ptr<RMSNorm> q_norm_, k_norm_;
+  std::shared_ptr<RotaryEmbedding> rope_;
+};
+
+// --- multi-head latent attention (the second seed's §1.4, the first seed's §9) -----------------
+
+enum class LatentAttentionNaming {
+  // kv_down_proj, kv_up_proj (fused k_content | k_rope | v per head), q_down_proj, q_up_proj
+  // (or q_proj without q compression), k_rope_proj (decoupled key), o_proj: the second seed
+  Seed2,
+  // W_q, W_kv_down, W_k_up, W_v_up, W_o: the first seed's MultiHeadLatentAttention (no RoPE,
+  // no q compression: needs rope_dim = 0 and q_latent_dim = 0)
+  Seed1,
+};
+
+struct MultiLatentAttentionOptions {
+  int64_t model_dim = 512;
+  int64_t head_num = 8;
+  int64_t head_dim = 64;    // content part of q and k, and the size of v, per head
+  int64_t latent_dim = 128; // c_KV: what the cache keeps per token
+  int64_t rope_dim = 32;    // RoPE part of q and k per head (0: no RoPE)
+  int64_t q_latent_dim = -1;  // q compression: -1 = latent_dim (the seed), 0 = none (one q_proj)
+  // false (the second seed): each head's k_rope comes out of kv_up_proj(latent) and is
+  //   rotated at its position, so the cache keeps the latent alone;
+  // true (DeepSeek-V2): one k_rope shared by all heads from its own projection of x
+  //   (k_rope_proj), cached after RoPE beside the latent: latent_dim + rope_dim per token.
+  bool decoupled_rope_key = false;
+  double dropout = 0.0;  // on the attention weights (the seed's default is 0.1)
+  int64_t max_seq_len = 4096;
+  double rope_base = 10000.0;
+  RopeLayout rope_layout = RopeLayout::RotateHalf;  // the second seed's rotate_half
+  LatentAttentionNaming naming = LatentAttentionNaming::Seed2;
+};
+
+// q = [q_content, rope(q_rope)] and k = [k_content, rope(k_rope)] per head (scores are the sum
+// of a content and a position dot product), v from the latent; softmax scale
+// 1/sqrt(head_dim + rope_dim); out = o_proj(concat of the heads' [head_dim] outputs).
+class MultiLatentAttention : public Module {
+ public:
+  explicit MultiLatentAttention(const MultiLatentAttentionOptions& options);
+  // x: [B, T, model_dim] -> [B, T, model_dim]; cache and start_pos as GroupedQueryAttention.
+  Tensor forward(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
+                 int64_t start_pos = -1) const;
+  Tensor operator()(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
+                    int64_t start_pos = -1) const {
+    return forward(x, mask, cache, start_pos);
+  }
+  // latent_dim (+ rope_dim with decoupled_rope_key) elements per token.
+  static int64_t kv_cache_bytes_per_token(const MultiLatentAttentionOptions& o, int64_t bytes_per_element);
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const {
+    return kv_cache_bytes_per_token(options_, bytes_per_element);
+  }
+  const MultiLatentAttentionOptions& options() const { return options_; }
+  std::string name() const override { return "MultiLatentAttention"; }
+  std::string extra_repr() const override;
+
+ private:
+  // k [B, H, L, head_dim + rope_dim] and v [B, H, L, head_dim] from the latents of positions
+  // 0 .. L-1 (and the cached, rotated shared k_rope when decoupled).
+  std::pair<Tensor, Tensor> keys_values(const Tensor& latent, const Tensor& k_rope_shared) const;
+
+  MultiLatentAttentionOptions options_;
+  int64_t q_latent_dim_;
+  std::shared_ptr<Linear> q_down_, q_up_, q_proj_;     // q_proj_ without q compression
+  std::shared_ptr<Linear> kv_down_, kv_up_, k_up_, v_up_;  // kv_up_ (Seed2) or k_up_, v_up_ (Seed1)
+  std::shared_ptr<Linear> k_rope_proj_, o_proj_;
+  std::shared_ptr<RotaryEmbedding> rope_;
+};
+
+}  // namespace xg::nn

@@ -1,0 +1,55 @@
+// LayerNorm and RMSNorm.
+#include "nn/norm.hpp"
+
+#include <cmath>
+
+#include "autograd/norm.hpp"
+
+namespace xg::nn {
+
+namespace {
+
+// "LayerNorm(dim=8): expected input [..., 8], got [2,3,7]"
+void check_last_dim(const char* module, int64_t dim, const Tensor& x) {
+  check(x.defined(), module, "(dim=", dim, "): the input is an undefined tensor");
+  check(x.dim() >= 1 && x.size(-1) == dim, module, "(dim=", dim, "): expected input [..., ", dim, "], got ",
+        shape_str(x.shape()));
+}
+
+void check_options(const char* module, int64_t dim, double eps) {
+  check(dim > 0, module, ": dim must be positive, got ", dim);
+  check(std::isfinite(eps) && eps >= 0, module, "(dim=", dim, "): eps must be a finite number >= 0, got ", eps);
+}
+
+}  // namespace
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine) : dim_(dim), eps_(eps) {
+  check_options("LayerNorm", dim, eps);
+  if (elementwise_affine) {
+    weight_ = register_parameter("weight", ones({dim}));
+    bias_ = register_parameter("bias", zeros({dim}));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const {
+  check_last_dim("LayerNorm", dim_, x);
+  return layer_norm(x, weight_, bias_, eps_);
+}
+
+std::string LayerNorm::extra_repr() const {
+  return cat("dim=", dim_, ", eps=", eps_, ", elementwise_affine=", weight_.defined() ? "true" : "false");
+}
+
+RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
+  check_options("RMSNorm", dim, eps);
+  weight_ = register_parameter("weight", ones({dim}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const {
+  check_last_dim("RMSNorm", dim_, x);
+  return rms_norm(x, weight_, eps_);
+}
+
+std::string RMSNorm::extra_repr() const { return cat("dim=", dim_, ", eps=", eps_); }
+
+}  // namespace xg::nn

@@ -1,0 +1,54 @@
+// LayerNorm and RMSNorm modules over the last dim (torch.nn.LayerNorm; LLaMA's RMSNorm),
+// on the fused ops of autograd/norm.hpp.
+#pragma once
+
+#include "nn/module.hpp"
+
+namespace xg::nn {
+
+// y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased var), as
+// torch.nn.LayerNorm(dim, eps, elementwise_affine). Parameters "weight" (ones) and "bias"
+// (zeros), absent without elementwise_affine.
+// NOTE: the second seed's LayerNorm (§2.1) starts beta at ones; that is a slip, PyTorch
+// starts the bias at zeros, and so do we.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) const;  // [..., dim] -> [..., dim]
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor weight() const { return weight_; }  // undefined without elementwise_affine
+  Tensor bias() const { return bias_; }      // undefined without elementwise_affine
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+  std::string name() const override { return "LayerNorm"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  Tensor weight_, bias_;
+};
+
+// y = x / sqrt(mean(x^2) + eps) * weight over the last dim (LLaMA's RMSNorm, the first
+// seed's §1.3), statistics accumulated in double. Parameter "weight" (ones).
+// NOTE: both seeds call the parameter `gamma`; we use LLaMA's (and torch.nn.RMSNorm's)
+// name "weight". The default eps is the first seed's and LLaMA's 1e-6; the second seed's
+// RMSNorm (§2.2) defaults to 1e-8 (pass it explicitly to reproduce that code).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6);
+  Tensor forward(const Tensor& x) const;  // [..., dim] -> [..., dim]
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor weight() const { return weight_; }
+  int64_t dim() const { return dim_; }
+  double eps() const { return eps_; }
+  std::string name() const override { return "RMSNorm"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  Tensor weight_;
+};
+
+}  // namespace xg::nn

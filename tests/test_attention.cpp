@@ -1,0 +1,219 @@
+// Tests for autograd/attention.cpp: scaled_dot_product_attention against PyTorch's plain
+// formula (matmul, masked_fill, softmax, matmul), float64 gradient checks for q, k, v and
+// additive masks, grouped heads, causal masks aligned to the end, dropout, and errors.
+#include "autograd/attention.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/matmul.hpp"
+#include "autograd/random.hpp"
+#include "autograd/shape.hpp"
+#include "autograd/softmax.hpp"
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+using test::expect_matches_torch;
+using test::randn64;
+using V = std::vector<Tensor>;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Tensor sdpa(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }
+Tensor sdpa_mask(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask(x[3])); }
+Tensor sdpa_causal(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask::causal_mask()); }
+Tensor sdpa_mask_causal(const V& x) {
+  return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask(x[3], true));
+}
+
+// The same attention composed from xg's primitive ops (repeat_kv by repeat + reshape).
+Tensor composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& keep, bool causal,
+                 double p = 0, Generator* gen = nullptr) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), hs = q.size(3), Hkv = k.size(1), Tk = k.size(2);
+  const int64_t rep = H / Hkv;
+  auto expand_kv = [&](const Tensor& t) {
+    if (rep == 1) return t;
+    Tensor e = expand(unsqueeze(t, 2), {B, Hkv, rep, Tk, t.size(3)});
+    return reshape(e, {B, H, Tk, t.size(3)});
+  };
+  Tensor s = matmul(q, transpose(expand_kv(k), -2, -1)) * (1.0 / std::sqrt(static_cast<double>(hs)));
+  if (keep.defined()) s = masked_fill(s, logical_not(keep), -1e9);
+  if (causal) {
+    Tensor future = logical_not(tril(ones({Tq, Tk}, kBool), Tk - Tq));
+    s = masked_fill(s, future, -kInf);
+  }
+  Tensor w = softmax(s, -1);
+  if (p > 0) w = dropout(w, p, true, gen);
+  return matmul(w, expand_kv(v));
+}
+
+}  // namespace
+
+// --- values and gradients against PyTorch --------------------------------------------------
+
+TEST(AttentionTorch, Plain) {
+  expect_matches_torch("attention", "plain", sdpa);
+  expect_matches_torch("attention", "scale", [](const V& x) {
+    return scaled_dot_product_attention(x[0], x[1], x[2], {}, 0, false, 0.3);
+  });
+}
+
+TEST(AttentionTorch, BoolMasks) {
+  expect_matches_torch("attention", "bool_mask", sdpa_mask);  // incl. a fully masked row: uniform
+  expect_matches_torch("attention", "bool_tril", sdpa_mask);
+}
+
+TEST(AttentionTorch, AdditiveMasks) {
+  expect_matches_torch("attention", "additive_triu", sdpa_mask);
+  expect_matches_torch("attention", "additive_bias", sdpa_mask);  // the bias gets a gradient
+}
+
+TEST(AttentionTorch, CausalAlignedToTheEnd) {
+  expect_matches_torch("attention", "causal_tail", sdpa_causal);
+  expect_matches_torch("attention", "causal_one", sdpa_causal);
+  expect_matches_torch("attention", "causal_long", sdpa_causal);
+  expect_matches_torch("attention", "causal_bool", sdpa_mask_causal);
+}
+
+TEST(AttentionTorch, GroupedHeads) {
+  expect_matches_torch("attention", "gqa", sdpa);
+  expect_matches_torch("attention", "gqa_causal", sdpa_causal);
+  expect_matches_torch("attention", "mqa_mask", sdpa_mask);
+  expect_matches_torch("attention", "parallel_gqa_causal", sdpa_causal);
+}
+
+// --- semantics --------------------------------------------------------------------------------
+
+TEST(Attention, FullyMaskedRows) {
+  Tensor q = randn({1, 1, 2, 4}), k = randn({1, 1, 3, 4}), v = randn({1, 1, 3, 2});
+  // bool: -1e9 everywhere (the seed's masked_fill) -> uniform weights -> the mean of v
+  Tensor keep = from_vector(std::vector<double>{0, 0, 0, 1, 1, 0}, {2, 3}, kBool);
+  std::vector<double> out = scaled_dot_product_attention(q, k, v, AttnMask(keep)).to_vector();
+  std::vector<double> vv = v.to_vector();
+  EXPECT_NEAR(out[0], (vv[0] + vv[2] + vv[4]) / 3, 1e-6);
+  EXPECT_NEAR(out[1], (vv[1] + vv[3] + vv[5]) / 3, 1e-6);
+  // additive: a row of -inf gives NaN, as PyTorch's softmax; the other row stays finite
+  Tensor add = from_vector(std::vector<double>{-kInf, -kInf, -kInf, 0, 0, -kInf}, {2, 3});
+  out = scaled_dot_product_attention(q, k, v, AttnMask(add)).to_vector();
+  EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[1]));
+  EXPECT_TRUE(std::isfinite(out[2]) && std::isfinite(out[3]));
+}
+
+TEST(Attention, CausalFirstQueryOfAFullSquareSeesOnlyKeyZero) {
+  Tensor q = randn({1, 1, 3, 2}), k = randn({1, 1, 3, 2}), v = randn({1, 1, 3, 1});
+  std::vector<double> out = scaled_dot_product_attention(q, k, v, AttnMask::causal_mask()).to_vector();
+  EXPECT_FLOAT_EQ(static_cast<float>(out[0]), static_cast<float>(v.to_vector()[0]));
+}
+
+// Sizes that take the multithreaded forward and backward, against the primitive ops in
+// float64: values and all three gradients, with GQA, a bool mask and causal blocks.
+TEST(Attention, LargeMatchesComposite) {
+  struct Case {
+    int64_t B, H, Hkv, T, hs;
+    bool causal, mask;
+  };
+  for (const Case& c : {Case{4, 8, 8, 130, 32, true, false}, Case{3, 8, 2, 100, 16, false, true},
+                        Case{1, 4, 1, 150, 8, true, true}}) {
+    SCOPED_TRACE(cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " T=", c.T, " causal=", c.causal, " mask=", c.mask));
+    Generator gen(5);
+    Tensor q = randn({c.B, c.H, c.T, c.hs}, kFloat32, &gen).requires_grad_();
+    Tensor k = randn({c.B, c.Hkv, c.T, c.hs}, kFloat32, &gen).requires_grad_();
+    Tensor v = randn({c.B, c.Hkv, c.T, c.hs}, kFloat32, &gen).requires_grad_();
+    Tensor g = randn({c.B, c.H, c.T, c.hs}, kFloat32, &gen);
+    Tensor keep = c.mask ? gt(rand({c.B, 1, c.T, c.T}, kFloat32, &gen), scalar_tensor(0.2)) : Tensor();
+    Tensor out = scaled_dot_product_attention(q, k, v, AttnMask(keep, c.causal));
+    backward({out}, {g});
+    Tensor q64 = q.detach().to(kFloat64).requires_grad_(), k64 = k.detach().to(kFloat64).requires_grad_(),
+           v64 = v.detach().to(kFloat64).requires_grad_();
+    Tensor ref = composite(q64, k64, v64, keep, c.causal);
+    backward({ref}, {g.to(kFloat64)});
+    EXPECT_TRUE(test::tensors_close(out, ref.to(kFloat32), 1e-4, 1e-5));
+    EXPECT_TRUE(test::tensors_close(q.grad(), q64.grad().to(kFloat32), 1e-4, 1e-5));
+    EXPECT_TRUE(test::tensors_close(k.grad(), k64.grad().to(kFloat32), 1e-4, 1e-5));
+    EXPECT_TRUE(test::tensors_close(v.grad(), v64.grad().to(kFloat32), 1e-4, 1e-5));
+  }
+}
+
+// Dropout draws the same numbers as xg::dropout on the weights with the same generator.
+TEST(Attention, DropoutMatchesDropoutOnTheWeights) {
+  Tensor q = randn64({2, 2, 5, 4}, 1), k = randn64({2, 2, 6, 4}, 2), v = randn64({2, 2, 6, 3}, 3);
+  Generator g1(42), g2(42);
+  Tensor a = scaled_dot_product_attention(q, k, v, {}, 0.3, true, 0, &g1);
+  Tensor b = composite(q, k, v, Tensor(), false, 0.3, &g2);
+  EXPECT_TRUE(test::tensors_close(a, b, 1e-12, 1e-12));
+  // some weights were dropped: the result differs from eval mode
+  Tensor e = scaled_dot_product_attention(q, k, v, {}, 0.3, false);
+  EXPECT_FALSE(test::tensors_close(a, e, 1e-6, 1e-6));
+  EXPECT_TRUE(test::tensors_close(e, composite(q, k, v, Tensor(), false), 1e-12, 1e-12));
+}
+
+// --- float64 gradient checks -------------------------------------------------------------------
+
+TEST(AttentionGrad, Plain) {
+  EXPECT_GRADCHECK(sdpa, {randn64({2, 2, 3, 4}, 1), randn64({2, 2, 5, 4}, 2), randn64({2, 2, 5, 3}, 3)});
+}
+
+TEST(AttentionGrad, BoolMaskAndCausal) {
+  Tensor keep = from_vector(std::vector<double>{1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1}, {1, 1, 4, 4}, kBool);
+  EXPECT_GRADCHECK(sdpa_mask, {randn64({2, 2, 4, 3}, 4), randn64({2, 2, 4, 3}, 5), randn64({2, 2, 4, 3}, 6), keep});
+  EXPECT_GRADCHECK(sdpa_mask_causal,
+                   {randn64({2, 2, 4, 3}, 7), randn64({2, 2, 4, 3}, 8), randn64({2, 2, 4, 3}, 9), keep});
+  // Tq < Tk: the new queries of a decoding step against a longer cache
+  EXPECT_GRADCHECK(sdpa_causal, {randn64({1, 2, 2, 3}, 10), randn64({1, 2, 5, 3}, 11), randn64({1, 2, 5, 2}, 12)});
+}
+
+TEST(AttentionGrad, AdditiveMaskGetsAGradient) {
+  Tensor bias = randn64({1, 2, 3, 4}, 13);  // broadcast over the batch
+  EXPECT_GRADCHECK(sdpa_mask,
+                   {randn64({2, 2, 3, 4}, 14), randn64({2, 2, 4, 4}, 15), randn64({2, 2, 4, 2}, 16), bias});
+  Tensor triu = from_vector({0, -kInf, -kInf, 0, 0, -kInf, 0, 0, 0}, {3, 3}, kFloat64);  // constant
+  EXPECT_GRADCHECK(sdpa_mask, {randn64({1, 2, 3, 2}, 17), randn64({1, 2, 3, 2}, 18), randn64({1, 2, 3, 2}, 19), triu});
+}
+
+TEST(AttentionGrad, GroupedHeads) {
+  EXPECT_GRADCHECK(sdpa, {randn64({2, 6, 3, 4}, 20), randn64({2, 2, 4, 4}, 21), randn64({2, 2, 4, 3}, 22)});
+  EXPECT_GRADCHECK(sdpa_causal, {randn64({1, 4, 3, 2}, 23), randn64({1, 1, 3, 2}, 24), randn64({1, 1, 3, 2}, 25)});
+}
+
+TEST(AttentionGrad, Dropout) {
+  auto fn = [](const V& x) {
+    Generator gen(7);  // the same draws on every call
+    return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask::causal_mask(), 0.4, true, 0, &gen);
+  };
+  EXPECT_GRADCHECK(fn, {randn64({2, 2, 4, 3}, 26), randn64({2, 2, 4, 3}, 27), randn64({2, 2, 4, 3}, 28)});
+}
+
+TEST(Attention, NoGraphWithoutGrad) {
+  Tensor q = randn64({1, 1, 2, 2}, 1);
+  NoGradGuard guard;
+  Tensor out = scaled_dot_product_attention(q, q, q);
+  EXPECT_FALSE(out.requires_grad());
+}
+
+// --- errors -----------------------------------------------------------------------------------
+
+TEST(Attention, Errors) {
+  Tensor q = zeros({2, 4, 3, 8}), k = zeros({2, 2, 5, 8}), v = zeros({2, 2, 5, 6});
+  EXPECT_XG_ERROR(scaled_dot_product_attention(zeros({4, 3, 8}), k, v), "expected q [B, H, Tq, hs]");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, zeros({2, 3, 5, 8}), zeros({2, 3, 5, 6})),
+                  "query heads 4 are not a multiple of kv heads 3");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, zeros({2, 2, 5, 7}), v), "q and k head sizes differ (8 vs 7)");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, k, zeros({2, 2, 4, 6})),
+                  "k and v must have the same heads and length");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, zeros({3, 2, 5, 8}), zeros({3, 2, 5, 6})), "batch sizes differ");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, k.to(kFloat64), v), "dtype mismatch");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, k, v, AttnMask(zeros({3, 4}, kBool))),
+                  "mask [3,4] does not broadcast to [B, H, Tq, Tk] = [2,4,3,5]");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, k, v, AttnMask(zeros({3, 5}, kInt64))),
+                  "mask must be bool (true = keep) or additive of q's dtype float32, got int64");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(zeros({2, 4, 6, 8}), k, v, AttnMask::causal_mask()),
+                  "causal mask needs at least as many keys as queries (aligned to the end), got Tq = 6 and Tk = 5");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(q, k, v, {}, 1.0, true), "dropout_p must be in [0, 1), got 1");
+  EXPECT_XG_ERROR(scaled_dot_product_attention(zeros({2, 4, 3, 8}, kInt64), zeros({2, 2, 5, 8}, kInt64),
+                                               zeros({2, 2, 5, 6}, kInt64)),
+                  "expected float32 or float64 tensors, got int64");
+}

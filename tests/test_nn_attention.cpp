@@ -1,0 +1,403 @@
+// Tests for nn/attention.cpp: MultiHeadAttention, GroupedQueryAttention (MQA, QK-Norm,
+// RoPE) and MultiLatentAttention against the seeds' PyTorch classes with the same weights;
+// float64 gradient checks; KV-cache decoding against the full causal forward; the seeds'
+// KV-cache size tables; state-dict names; errors.
+#include "nn/attention.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "autograd/graph.hpp"
+#include "autograd/shape.hpp"
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+using namespace xg::nn;
+using test::expect_module_matches_torch;
+using test::randn64;
+using V = std::vector<Tensor>;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+GroupedQueryAttentionOptions gqa_options(int64_t d_model, int64_t n_heads, int64_t n_kv_heads) {
+  GroupedQueryAttentionOptions o;
+  o.d_model = d_model;
+  o.n_heads = n_heads;
+  o.n_kv_heads = n_kv_heads;
+  return o;
+}
+
+MultiLatentAttentionOptions mla_options(int64_t model_dim, int64_t head_num, int64_t head_dim, int64_t latent_dim,
+                                        int64_t rope_dim) {
+  MultiLatentAttentionOptions o;
+  o.model_dim = model_dim;
+  o.head_num = head_num;
+  o.head_dim = head_dim;
+  o.latent_dim = latent_dim;
+  o.rope_dim = rope_dim;
+  return o;
+}
+
+// The names named_parameters() yields, in order.
+std::vector<std::string> names(const Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [n, p] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+// Parameters then x, for gradchecks of a module in float64 (x first).
+V with_params(const Tensor& x, const Module& m) {
+  V in = {x};
+  for (const Tensor& p : m.parameters()) in.push_back(p);
+  return in;
+}
+
+// Random non-trivial weights in float64 for every parameter (e.g. the norms' ones).
+void randomize(Module& m, uint64_t seed) {
+  m.to(kFloat64);
+  Generator gen(seed);
+  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), kFloat64, &gen) * 0.5);
+}
+
+// Runs `step(x_chunk, cache)` over x [B, T, C] in chunks of the given sizes and concatenates
+// the outputs along T.
+template <class Step>
+Tensor decode_in_chunks(const Tensor& x, const std::vector<int64_t>& chunks, Step step) {
+  KVCache cache;
+  std::vector<Tensor> outs;
+  int64_t t = 0;
+  for (int64_t n : chunks) {
+    outs.push_back(step(narrow(x, 1, t, n), cache));
+    t += n;
+  }
+  EXPECT_EQ(t, x.size(1));
+  EXPECT_EQ(cache.length, x.size(1));
+  return cat(outs, int64_t{1});
+}
+
+}  // namespace
+
+// --- values and gradients against the seeds' PyTorch classes ---------------------------------
+
+TEST(NNAttentionTorch, MultiHeadAttention) {
+  MultiHeadAttention mha(16, 4);
+  expect_module_matches_torch("nn_attention", "mha_self", mha,
+                              [&](const V& x) { return mha(x[0], Tensor(), AttnMask(x[1])); });
+  expect_module_matches_torch("nn_attention", "mha_cross", mha,
+                              [&](const V& x) { return mha(x[0], x[1], AttnMask(x[2])); });
+  MultiHeadAttention nobias(12, 3, 0.0, /*bias=*/false);
+  expect_module_matches_torch("nn_attention", "mha_nobias", nobias, [&](const V& x) { return nobias(x[0]); });
+}
+
+TEST(NNAttentionTorch, GroupedQueryAttention) {
+  GroupedQueryAttention gqa(gqa_options(32, 8, 2));
+  expect_module_matches_torch("nn_attention", "gqa_8_2", gqa, [&](const V& x) { return gqa(x[0], AttnMask(x[1])); });
+  GroupedQueryAttention mqa(gqa_options(16, 4, 1));
+  expect_module_matches_torch("nn_attention", "mqa", mqa, [&](const V& x) { return mqa(x[0]); });
+}
+
+TEST(NNAttentionTorch, QKNormAndRope) {
+  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
+  o.bias = true;
+  o.qk_norm = true;
+  o.rope = true;
+  GroupedQueryAttention qk(o);
+  expect_module_matches_torch("nn_attention", "gqa_qknorm_rope", qk,
+                              [&](const V& x) { return qk(x[0], AttnMask(x[1])); });
+  GroupedQueryAttentionOptions oi = gqa_options(16, 2, 2);
+  oi.rope = true;
+  oi.rope_layout = RopeLayout::Interleaved;
+  GroupedQueryAttention inter(oi);
+  expect_module_matches_torch("nn_attention", "gqa_rope_interleaved", inter,
+                              [&](const V& x) { return inter(x[0], AttnMask(x[1])); });
+  // The first seed's GroupedQueryAttention_QKNorm: W_q .. W_o, no bias, an additive mask.
+  GroupedQueryAttentionOptions o1 = gqa_options(16, 4, 2);
+  o1.naming = AttentionNaming::Uppercase;
+  o1.out_bias = false;
+  o1.qk_norm = true;
+  GroupedQueryAttention seed1(o1);
+  expect_module_matches_torch("nn_attention", "gqa_seed1_qknorm", seed1,
+                              [&](const V& x) { return seed1(x[0], AttnMask(x[1])); });
+}
+
+TEST(NNAttentionTorch, MultiLatentAttention) {
+  MultiLatentAttention mla(mla_options(16, 4, 4, 8, 4));
+  expect_module_matches_torch("nn_attention", "mla", mla, [&](const V& x) { return mla(x[0], AttnMask(x[1])); });
+  MultiLatentAttentionOptions od = mla_options(16, 4, 4, 8, 4);
+  od.decoupled_rope_key = true;
+  MultiLatentAttention dec(od);
+  expect_module_matches_torch("nn_attention", "mla_decoupled", dec,
+                              [&](const V& x) { return dec(x[0], AttnMask(x[1])); });
+  MultiLatentAttentionOptions oq = mla_options(12, 2, 6, 5, 2);
+  oq.q_latent_dim = 0;
+  MultiLatentAttention noq(oq);
+  expect_module_matches_torch("nn_attention", "mla_no_q_latent", noq, [&](const V& x) { return noq(x[0]); });
+  // The first seed's MultiHeadLatentAttention(16, 4, 6): no RoPE, no q compression.
+  MultiLatentAttentionOptions o1 = mla_options(16, 4, 4, 6, 0);
+  o1.q_latent_dim = 0;
+  o1.naming = LatentAttentionNaming::Seed1;
+  MultiLatentAttention seed1(o1);
+  expect_module_matches_torch("nn_attention", "mla_seed1", seed1,
+                              [&](const V& x) { return seed1(x[0], AttnMask(x[1])); });
+}
+
+// --- state-dict names ----------------------------------------------------------------------------
+
+TEST(NNAttention, ParameterNamesMirrorTheSeeds) {
+  EXPECT_EQ(names(MultiHeadAttention(8, 2)),
+            (std::vector<std::string>{"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias",
+                                      "w_o.weight", "w_o.bias"}));
+  EXPECT_EQ(names(GroupedQueryAttention(gqa_options(8, 4, 2))),
+            (std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "w_o.bias"}));
+  GroupedQueryAttentionOptions o1 = gqa_options(8, 4, 2);
+  o1.naming = AttentionNaming::Uppercase;
+  o1.out_bias = false;
+  o1.qk_norm = true;
+  o1.rope = true;  // RoPE's tables are non-persistent buffers: not in the state dict
+  GroupedQueryAttention g1(o1);
+  EXPECT_EQ(names(g1), (std::vector<std::string>{"W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight",
+                                                 "q_norm.weight", "k_norm.weight"}));
+  EXPECT_EQ(g1.state_dict().size(), 6u);
+  EXPECT_EQ(names(MultiLatentAttention(mla_options(8, 2, 4, 4, 2))),
+            (std::vector<std::string>{"kv_down_proj.weight", "kv_up_proj.weight", "q_down_proj.weight",
+                                      "q_up_proj.weight", "o_proj.weight"}));
+  // the seed's shapes: kv_up_proj [H (hd + rd + hd), latent], q_up_proj [H (hd + rd), latent]
+  MultiLatentAttention m(mla_options(512, 8, 64, 128, 32));
+  EXPECT_EQ(m.state_dict().at("kv_up_proj.weight").shape(), (Shape{8 * (64 + 32 + 64), 128}));
+  EXPECT_EQ(m.state_dict().at("q_up_proj.weight").shape(), (Shape{8 * (64 + 32), 128}));
+  EXPECT_EQ(m.state_dict().at("o_proj.weight").shape(), (Shape{512, 8 * 64}));
+}
+
+// --- float64 gradient checks --------------------------------------------------------------------
+
+TEST(NNAttentionGrad, MultiHeadAttention) {
+  MultiHeadAttention mha(6, 2);
+  randomize(mha, 1);
+  Tensor keep = from_vector(std::vector<double>{1, 0, 1, 1, 1, 0, 1, 1, 1}, {1, 1, 3, 3}, kBool);
+  EXPECT_GRADCHECK([&](const V& in) { return mha(in[0], Tensor(), AttnMask(keep)); },
+                   with_params(randn64({2, 3, 6}, 2), mha));
+  Tensor ctx = randn64({2, 4, 6}, 3);
+  EXPECT_GRADCHECK([&](const V& in) { return mha(in[0], in[1]); }, {randn64({2, 2, 6}, 4), ctx});
+}
+
+TEST(NNAttentionGrad, GroupedQueryAttentionWithQKNormAndRope) {
+  GroupedQueryAttentionOptions o = gqa_options(8, 4, 2);
+  o.bias = true;
+  o.qk_norm = true;
+  o.rope = true;
+  GroupedQueryAttention gqa(o);
+  randomize(gqa, 5);
+  EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
+                   with_params(randn64({2, 3, 8}, 6), gqa));
+}
+
+TEST(NNAttentionGrad, MultiLatentAttention) {
+  for (bool decoupled : {false, true}) {
+    SCOPED_TRACE(decoupled ? "decoupled rope key" : "seed layout");
+    MultiLatentAttentionOptions o = mla_options(6, 2, 2, 3, 2);
+    o.decoupled_rope_key = decoupled;
+    MultiLatentAttention mla(o);
+    randomize(mla, 7);
+    EXPECT_GRADCHECK([&](const V& in) { return mla(in[0], AttnMask::causal_mask()); },
+                     with_params(randn64({2, 3, 6}, 8), mla));
+  }
+}
+
+// --- KV cache -------------------------------------------------------------------------------------
+
+// Decoding token by token, or in chunks, gives the full causal forward's outputs.
+TEST(NNAttentionCache, DecodingMatchesTheFullForward) {
+  GroupedQueryAttentionOptions og = gqa_options(16, 4, 2);
+  og.qk_norm = true;
+  og.rope = true;
+  MultiLatentAttentionOptions om = mla_options(16, 4, 4, 8, 4);
+  MultiLatentAttentionOptions omd = om;
+  omd.decoupled_rope_key = true;
+  MultiLatentAttentionOptions om1 = mla_options(16, 4, 4, 6, 0);
+  om1.q_latent_dim = 0;
+  om1.naming = LatentAttentionNaming::Seed1;
+
+  MultiHeadAttention mha(16, 4);
+  GroupedQueryAttention gqa(og), mqa(gqa_options(16, 4, 1));
+  MultiLatentAttention mla(om), mla_dec(omd), mla_seed1(om1);
+  struct Named {
+    const char* name;
+    std::function<Tensor(const Tensor&, const AttnMask&, KVCache*)> fwd;
+  };
+  const std::vector<Named> modules = {
+      {"MHA", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mha(x, Tensor(), m, c); }},
+      {"GQA", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return gqa(x, m, c); }},
+      {"MQA", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mqa(x, m, c); }},
+      {"MLA", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla(x, m, c); }},
+      {"MLA decoupled", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla_dec(x, m, c); }},
+      {"MLA seed1", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla_seed1(x, m, c); }},
+  };
+  NoGradGuard no_grad;
+  Generator gen(3);
+  Tensor x = randn({2, 7, 16}, kFloat32, &gen);
+  for (const Named& m : modules) {
+    SCOPED_TRACE(m.name);
+    Tensor full = m.fwd(x, AttnMask::causal_mask(), nullptr);
+    auto step = [&](const Tensor& xc, KVCache& cache) { return m.fwd(xc, AttnMask::causal_mask(), &cache); };
+    EXPECT_TRUE(test::tensors_close(decode_in_chunks(x, {1, 1, 1, 1, 1, 1, 1}, step), full, 1e-5, 1e-6));
+    EXPECT_TRUE(test::tensors_close(decode_in_chunks(x, {3, 1, 3}, step), full, 1e-5, 1e-6));
+    EXPECT_TRUE(test::tensors_close(decode_in_chunks(x, {7}, step), full, 1e-5, 1e-6));
+  }
+}
+
+// What the cache holds is what kv_cache_bytes_per_token says, per token and batch row.
+TEST(NNAttentionCache, BytesHeldMatchBytesPerToken) {
+  NoGradGuard no_grad;
+  Tensor x = randn({2, 5, 16});
+  MultiHeadAttention mha(16, 4);
+  GroupedQueryAttention gqa(gqa_options(16, 4, 2));
+  MultiLatentAttentionOptions od = mla_options(16, 4, 4, 8, 4);
+  od.decoupled_rope_key = true;
+  MultiLatentAttention mla(mla_options(16, 4, 4, 8, 4)), dec(od);
+  KVCache c1, c2, c3, c4;
+  mha(x, Tensor(), AttnMask::causal_mask(), &c1);
+  gqa(x, AttnMask::causal_mask(), &c2);
+  mla(x, AttnMask::causal_mask(), &c3);
+  dec(x, AttnMask::causal_mask(), &c4);
+  EXPECT_EQ(c1.bytes(), 2 * 5 * mha.kv_cache_bytes_per_token(4));
+  EXPECT_EQ(c2.bytes(), 2 * 5 * gqa.kv_cache_bytes_per_token(4));
+  EXPECT_EQ(c3.bytes(), 2 * 5 * mla.kv_cache_bytes_per_token(4));
+  EXPECT_EQ(c4.bytes(), 2 * 5 * dec.kv_cache_bytes_per_token(4));
+  EXPECT_EQ(c2.bytes(), c1.bytes() / 2);            // 2 kv heads of 4
+  EXPECT_EQ(c3.bytes(), 2 * 5 * 8 * 4);             // the latent alone
+  EXPECT_EQ(c4.bytes(), 2 * 5 * (8 + 4) * 4);       // latent + shared rope key
+}
+
+// A start_pos inside the cache rolls it back: re-decoding the last tokens gives the same result.
+TEST(NNAttentionCache, RollBackWithStartPos) {
+  NoGradGuard no_grad;
+  GroupedQueryAttentionOptions o = gqa_options(8, 2, 1);
+  o.rope = true;
+  GroupedQueryAttention gqa(o);
+  Tensor x = randn({1, 6, 8});
+  Tensor full = gqa(x, AttnMask::causal_mask());
+  KVCache cache;
+  gqa(x, AttnMask::causal_mask(), &cache);
+  EXPECT_EQ(cache.length, 6);
+  Tensor tail = gqa(narrow(x, 1, 4, 2), AttnMask::causal_mask(), &cache, /*start_pos=*/4);
+  EXPECT_EQ(cache.length, 6);
+  EXPECT_EQ(cache.k.size(2), 6);
+  EXPECT_TRUE(test::tensors_close(tail, narrow(full, 1, 4, 2), 1e-5, 1e-6));
+}
+
+// --- the seeds' KV-cache tables, from module configs -------------------------------------------
+
+// The first seed §7: 32 query heads of 128, 4096 tokens in bf16 (2 bytes).
+TEST(NNAttentionCache, FirstSeedSection7Table) {
+  const int64_t seq_len = 4096, bf16 = 2;
+  auto mb = [&](int64_t kv_heads) {
+    GroupedQueryAttentionOptions o = gqa_options(32 * 128, 32, kv_heads);
+    return static_cast<double>(GroupedQueryAttention::kv_cache_bytes_per_token(o, bf16) * seq_len) / (1024.0 * 1024.0);
+  };
+  const double mha = mb(32), gqa4 = mb(4), gqa8 = mb(8), mqa = mb(1);
+  // the seed prints "KV Cache=  64.0 MB (100.0%)", "8.0 MB ( 12.5%)", "16.0 MB ( 25.0%)", "2.0 MB (  3.1%)"
+  EXPECT_EQ(mha, 64.0);
+  EXPECT_EQ(gqa4, 8.0);
+  EXPECT_EQ(gqa8, 16.0);
+  EXPECT_EQ(mqa, 2.0);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %.1f %.1f %.1f", gqa4 / mha * 100, gqa8 / mha * 100, mqa / mha * 100,
+                mha / mha * 100);
+  EXPECT_STREQ(buf, "12.5 25.0 3.1 100.0");
+  // MHA with the same dims holds the same as GQA with n_kv_heads = n_heads
+  EXPECT_EQ(MultiHeadAttention::kv_cache_bytes_per_token(32 * 128, bf16) * seq_len, 64 * 1024 * 1024);
+}
+
+// The first seed §9: d_model 512, 8 heads of 64, a 64-dim latent, 4096 tokens in bf16.
+TEST(NNAttentionCache, FirstSeedSection9Table) {
+  const int64_t seq_len = 4096, bf16 = 2;
+  auto gqa_bytes = [&](int64_t kv) {
+    return GroupedQueryAttention::kv_cache_bytes_per_token(gqa_options(512, 8, kv), bf16) * seq_len;
+  };
+  MultiLatentAttentionOptions o = mla_options(512, 8, 64, 64, 0);  // "only the joint latent c_KV"
+  const int64_t mha = gqa_bytes(8), gqa4 = gqa_bytes(4), gqa2 = gqa_bytes(2);
+  const int64_t mla = MultiLatentAttention::kv_cache_bytes_per_token(o, bf16) * seq_len;
+  auto mb = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+  // "MHA 8.0 MB (100%)", "GQA-4 4.0 MB (50%)", "GQA-2 2.0 MB (25%)", "MLA 0.5 MB (6%)"
+  EXPECT_EQ(mb(mha), 8.0);
+  EXPECT_EQ(mb(gqa4), 4.0);
+  EXPECT_EQ(mb(gqa2), 2.0);
+  EXPECT_EQ(mb(mla), 0.5);
+  EXPECT_EQ(static_cast<int>(100.0 * mla / mha), 6);
+  // "MHA -> GQA-4: 50%", "MHA -> MLA: 94%", "GQA-4 -> MLA: 88%" (Python's round half to even)
+  EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(gqa4) / mha) * 100), 50);
+  EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(mla) / mha) * 100), 94);
+  EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(mla) / gqa4) * 100), 88);
+  // per token in elements (its second table): MHA 2 * 4 * 16 = 128 vs MLA d_latent 16 for d_model 64
+  EXPECT_EQ(GroupedQueryAttention::kv_cache_bytes_per_token(gqa_options(64, 4, 4), 1), 128);
+  EXPECT_EQ(MultiLatentAttention::kv_cache_bytes_per_token(mla_options(64, 4, 16, 16, 0), 1), 16);
+}
+
+// The second seed §1.4: "MHA 1,048,576", "MLA 163,840", "ratio 6.4" (elements; its formula
+// multiplies by model_dim = 512 where it means the sequence length, so 512 tokens here).
+TEST(NNAttentionCache, SecondSeedMLATable) {
+  MultiLatentAttentionOptions o = mla_options(512, 8, 64, 128, 32);
+  o.decoupled_rope_key = true;  // the latent and the rope key are cached
+  const int64_t batch = 2, tokens = 512;
+  const int64_t mha = batch * tokens * MultiHeadAttention::kv_cache_bytes_per_token(8 * 64, 1);
+  const int64_t mla = batch * tokens * MultiLatentAttention::kv_cache_bytes_per_token(o, 1);
+  EXPECT_EQ(mha, 1048576);
+  EXPECT_EQ(mla, 163840);
+  EXPECT_DOUBLE_EQ(static_cast<double>(mha) / mla, 6.4);
+  // the seed's own layout derives k_rope from the latent, so only the latent is cached
+  o.decoupled_rope_key = false;
+  EXPECT_EQ(MultiLatentAttention::kv_cache_bytes_per_token(o, 1), 128);
+}
+
+// --- modes and errors ------------------------------------------------------------------------------
+
+TEST(NNAttention, DropoutOnlyInTraining) {
+  MultiHeadAttention mha(8, 2, 0.5);
+  Tensor x = randn({2, 4, 8});
+  mha.eval();
+  Tensor a = mha(x), b = mha(x);
+  EXPECT_TRUE(test::tensors_close(a, b, 0, 0));
+  mha.train();
+  EXPECT_FALSE(test::tensors_close(mha(x), a, 1e-6, 1e-6));
+}
+
+TEST(NNAttention, Errors) {
+  EXPECT_XG_ERROR(MultiHeadAttention(10, 4), "MultiHeadAttention: model_dim 10 is not divisible by head_num 4");
+  EXPECT_XG_ERROR(GroupedQueryAttention(gqa_options(16, 8, 3)),
+                  "GroupedQueryAttention: n_heads 8 is not divisible by n_kv_heads 3");
+  EXPECT_XG_ERROR(GroupedQueryAttention(gqa_options(10, 4, 2)),
+                  "GroupedQueryAttention: d_model 10 is not divisible by n_heads 4");
+  MultiLatentAttentionOptions bad = mla_options(16, 4, 4, 8, 3);
+  EXPECT_XG_ERROR(MultiLatentAttention{bad}, "rope_dim must be 0 or a positive even number, got 3");
+  MultiLatentAttentionOptions s1 = mla_options(16, 4, 4, 8, 4);
+  s1.naming = LatentAttentionNaming::Seed1;
+  EXPECT_XG_ERROR(MultiLatentAttention{s1}, "set rope_dim = 0 and q_latent_dim = 0");
+
+  MultiHeadAttention mha(8, 2);
+  EXPECT_XG_ERROR(mha(zeros({2, 3, 7})), "MultiHeadAttention(model_dim=8, head_num=2): expected x_query [B, T, 8], "
+                                         "got [2,3,7]");
+  EXPECT_XG_ERROR(mha(zeros({2, 3, 8}), zeros({3, 4, 8})), "have different batch sizes");
+  KVCache cache;
+  EXPECT_XG_ERROR(mha(zeros({2, 3, 8}), zeros({2, 4, 8}), {}, &cache), "a KV cache is for self-attention");
+  mha(zeros({2, 3, 8}), Tensor(), AttnMask::causal_mask(), &cache);
+  EXPECT_XG_ERROR(mha(zeros({2, 1, 8}), Tensor(), AttnMask::causal_mask(), &cache, 5),
+                  "start_pos 5 is past the 3 cached tokens");
+  EXPECT_XG_ERROR(mha(zeros({1, 1, 8}), Tensor(), AttnMask::causal_mask(), &cache),
+                  "the cache holds keys [2,2,3,4] (float32) but this step makes [1,2,1,4] (float32)");
+  // a mask that does not cover the cached keys names the kernel's shapes
+  EXPECT_XG_ERROR(mha(zeros({2, 1, 8}), Tensor(), AttnMask(ones({1, 3}, kBool)), &cache, 3),
+                  "mask [1,3] does not broadcast to [B, H, Tq, Tk] = [2,2,1,4]");
+
+  GroupedQueryAttention gqa(gqa_options(8, 4, 2));
+  EXPECT_XG_ERROR(gqa(zeros({3, 8})), "GroupedQueryAttention(d_model=8, n_heads=4, n_kv_heads=2): expected x "
+                                      "[B, T, 8], got [3,8]");
+  MultiLatentAttention mla(mla_options(8, 2, 2, 4, 2));
+  EXPECT_XG_ERROR(mla(zeros({1, 2, 6})), "expected x [B, T, 8], got [1,2,6]");
+  // RoPE positions past max_seq_len are the rotary module's error
+  MultiLatentAttentionOptions small = mla_options(8, 2, 2, 4, 2);
+  small.max_seq_len = 4;
+  MultiLatentAttention short_mla(small);
+  EXPECT_XG_ERROR(short_mla(zeros({1, 5, 8})), "max_seq_len");
+}
