@@ -70,14 +70,18 @@ std::vector<std::shared_ptr<Node>> topo_order(const std::vector<Tensor>& roots) 
   return order;
 }
 
+// True when nothing but `t` itself refers to its node or its storage.
+bool sole_owner(const Tensor& t) { return t.node_ptr().use_count() == 1 && t.node()->storage.use_count() == 1; }
+
 // The single place where gradients add up: reduces `g` to `shape` (summing broadcast axes)
-// and adds it to `slot`. A .grad slot (in_place) is later accumulated in place, so a fresh
-// one takes its own copy rather than share a tensor another node may still hold; pending
-// gradients of inner nodes only ever add out of place and can share.
-void accumulate(Tensor& slot, const Tensor& g, const Shape& shape, bool in_place) {
+// and adds it to `slot`. A .grad slot (in_place) is later accumulated in place, so it may
+// take `g` itself only when nobody else holds g's node or storage; otherwise it copies.
+// Pending gradients of inner nodes only ever add out of place and can share.
+void accumulate(Tensor& slot, Tensor g, const Shape& shape, bool in_place) {
   Tensor r = sum_to(g, shape);
+  g = Tensor();  // so that sole_owner(r) counts only other holders
   if (!slot.defined()) {
-    slot = (in_place && r.node() == g.node()) ? r.detach().clone() : r;
+    slot = (in_place && !sole_owner(r)) ? r.detach().clone() : std::move(r);
   } else if (in_place) {
     add_(slot, r);
   } else {
@@ -127,7 +131,10 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
       if (wanted.count(node))
         for (std::size_t k = 0; k < capture->size(); ++k)
           if ((*capture)[k].node() == node) (*captured)[k] = g;
-    } else if (node->is_leaf() || node->retains_grad) {
+    } else if (node->is_leaf()) {
+      accumulate(node->grad, std::move(g), node->shape, true);
+      continue;
+    } else if (node->retains_grad) {
       accumulate(node->grad, g, node->shape, true);
     }
     if (node->is_leaf()) continue;

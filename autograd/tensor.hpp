@@ -29,7 +29,13 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   std::size_t nbytes = 0;
+  std::size_t padded = 0;  // bytes actually allocated
 };
+
+// Large freed buffers are cached for reuse (see tensor.cpp). empty_cache() frees them and
+// returns how many bytes it released; cached_bytes() says how many are held.
+std::size_t empty_cache();
+std::size_t cached_bytes();
 
 class Tensor {
  public:

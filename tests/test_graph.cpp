@@ -2,6 +2,7 @@
 #include "autograd/graph.hpp"
 
 #include "autograd/elementwise.hpp"
+#include "autograd/shape.hpp"
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
@@ -145,4 +146,26 @@ TEST(Graph, SavedTensorsAreReleasedAfterBackward) {
   y.backward(ones({4}));
   EXPECT_TRUE(mid.expired());  // released with the graph
   EXPECT_XG_ERROR(y.backward(ones({4})), "second time");
+}
+
+TEST(Graph, LeafGradNeverSharesStorageWithARetainedGrad) {
+  // h's gradient reaches x through reshape's backward, a view of h.grad's storage.
+  Tensor x = ones({4}).requires_grad_();
+  Tensor h = reshape(x, {2, 2});
+  h.retain_grad();
+  Tensor y = h * 3.0;
+  y.backward(ones({2, 2}), true);
+  EXPECT_NE(x.grad().raw_data(), h.grad().raw_data());
+  y.backward(ones({2, 2}));
+  EXPECT_EQ(x.grad().to_vector(), std::vector<double>(4, 6.0));
+  EXPECT_EQ(h.grad().to_vector(), std::vector<double>(4, 6.0));
+}
+
+TEST(Graph, UserGradientIsNeverModified) {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor g = full({2}, 2.0);
+  x.backward(g);  // the root is the leaf itself
+  x.backward(g);
+  EXPECT_EQ(g.to_vector(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{4, 4}));
 }

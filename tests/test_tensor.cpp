@@ -107,3 +107,18 @@ TEST(Tensor, PrintsLikeTorch) {
   d << arange(10);
   EXPECT_EQ(d.str(), "tensor([0, 1, 2, ..., 7, 8, 9], dtype=int64)");
 }
+
+TEST(Tensor, LargeBuffersAreReusedAfterFree) {
+  empty_cache();
+  void* first;
+  {
+    Tensor big = empty({1 << 20});  // 4 MB
+    first = big.raw_data();
+  }
+  EXPECT_GE(cached_bytes(), std::size_t{4} << 20);
+  Tensor again = empty({1 << 20});
+  EXPECT_EQ(again.raw_data(), first);
+  EXPECT_EQ(cached_bytes(), 0u);
+  Tensor small = empty({16});  // small buffers go straight to malloc
+  EXPECT_EQ(cached_bytes(), 0u);
+}
