@@ -337,7 +337,7 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   p.Hkv = k.size(1);
   p.Tk = k.size(2);
   p.hv = v.size(3);
-  const std::string shapes = cat("q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
+  const std::string shapes = str_cat("q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
   check(k.size(0) == p.B && v.size(0) == p.B, op, ": batch sizes differ: ", shapes);
   check(k.size(3) == p.hs, op, ": q and k head sizes differ (", p.hs, " vs ", k.size(3), "): ", shapes);
   check(v.size(1) == p.Hkv && v.size(2) == p.Tk, op, ": k and v must have the same heads and length, got ", shapes);

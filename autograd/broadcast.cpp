@@ -12,7 +12,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw Error(cat(op, ": shapes ", shape_str(a), " and ", shape_str(b), " cannot be broadcast (dim ",
+      throw Error(str_cat(op, ": shapes ", shape_str(a), " and ", shape_str(b), " cannot be broadcast (dim ",
                       static_cast<int64_t>(i) - static_cast<int64_t>(n), ": ", da, " vs ", db, ")"));
     }
     out[i] = da == 1 ? db : da;

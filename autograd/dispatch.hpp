@@ -17,7 +17,7 @@ decltype(auto) dispatch_float(Dtype d, const char* op, F&& f) {
     case Dtype::Float64: return f(double{});
     default: break;
   }
-  throw Error(cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(d)));
+  throw Error(str_cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(d)));
 }
 
 // f(T{}) for any dtype.

@@ -20,18 +20,18 @@ class Error : public std::runtime_error {
 // "[2,3]"; a 0-d shape prints as "[]".
 std::string shape_str(const Shape& s);
 
-// Builds a message from any streamable pieces: throw Error(cat("sum: dim ", d, " out of range"));
+// Builds a message from any streamable pieces: throw Error(str_cat("sum: dim ", d, " out of range"));
 template <class... Args>
-std::string cat(const Args&... args) {
+std::string str_cat(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
 }
 
-// Throws xg::Error(cat(args...)) when `cond` is false.
+// Throws xg::Error(str_cat(args...)) when `cond` is false.
 template <class... Args>
 void check(bool cond, const Args&... args) {
-  if (!cond) throw Error(cat(args...));
+  if (!cond) throw Error(str_cat(args...));
 }
 
 }  // namespace xg

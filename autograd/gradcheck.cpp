@@ -61,7 +61,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       const double diff = std::abs(a[j] - numeric);
       if (!(diff <= opts.atol + opts.rtol * std::abs(numeric))) {
         result.ok = false;
-        result.message = cat("gradcheck: input ", wrt_index[w], " of shape ", shape_str(x.shape()),
+        result.message = str_cat("gradcheck: input ", wrt_index[w], " of shape ", shape_str(x.shape()),
                              ", flat index ", j, " (value ", orig, "): analytic ", a[j], ", numeric ", numeric,
                              ", diff ", diff, " > atol ", opts.atol, " + rtol ", opts.rtol, " * |numeric|");
         return result;

@@ -53,7 +53,7 @@ std::vector<std::shared_ptr<Node>> topo_order(const std::vector<Tensor>& roots) 
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (node->freed) {
-        throw Error(cat("backward: trying to backward through the graph a second time (through '", node->op,
+        throw Error(str_cat("backward: trying to backward through the graph a second time (through '", node->op,
                         "', whose saved tensors were freed by the first backward); pass "
                         "retain_graph=true to the first backward"));
       }

@@ -58,12 +58,12 @@ void check_indices(const int64_t* idx, int64_t count, int64_t size, const Shape&
   if (!bad) return;
   for (int64_t p = 0; p < count; ++p) {
     if (idx[p] >= 0 && idx[p] < size) continue;
-    throw Error(cat(op, ": index ", idx[p], " out of range for ", bound, " (at position ", p, " of ", index_name,
+    throw Error(str_cat(op, ": index ", idx[p], " out of range for ", bound, " (at position ", p, " of ", index_name,
                     " ", shape_str(index_shape), ")", idx[p] < 0 ? "; negative indices are not allowed" : ""));
   }
 }
 
-std::string dim_bound(int64_t dim, int64_t size) { return cat("dim ", dim, " of size ", size); }
+std::string dim_bound(int64_t dim, int64_t size) { return str_cat("dim ", dim, " of size ", size); }
 
 // Element offsets, in an array with `strides`, of every coordinate of shape[begin, end) in
 // row-major order (the other coordinates held at 0).
@@ -353,7 +353,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   check(weight.dim() == 2, "embedding: weight must be 2-D [V, C], got shape ", shape_str(weight.shape()));
   const int64_t V = weight.size(0), C = weight.size(1), N = ids.numel();
   check(padding_idx < V, "embedding: padding_idx ", padding_idx, " out of range for ", V, " rows");
-  check_indices(ids.data<int64_t>(), N, V, ids.shape(), "embedding", cat(V, " rows"), "ids");
+  check_indices(ids.data<int64_t>(), N, V, ids.shape(), "embedding", str_cat(V, " rows"), "ids");
 
   Shape out_shape = ids.shape();
   out_shape.push_back(C);
@@ -518,7 +518,7 @@ Tensor one_hot(const Tensor& ids, int64_t num_classes) {
           "; pass num_classes");
     num_classes = *std::max_element(p, p + n) + 1;
   }
-  check_indices(p, n, num_classes, ids.shape(), "one_hot", cat(num_classes, " classes"), "ids");
+  check_indices(p, n, num_classes, ids.shape(), "one_hot", str_cat(num_classes, " classes"), "ids");
   Shape out_shape = ids.shape();
   out_shape.push_back(num_classes);
   Tensor out = zeros(out_shape, kInt64);

@@ -25,7 +25,7 @@ struct Entry {
 };
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw Error(cat("safetensors: ", path, ": ", what));
+  throw Error(str_cat("safetensors: ", path, ": ", what));
 }
 
 uint64_t file_itemsize(const std::string& dt) {
@@ -103,14 +103,14 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
   f.seekg(0, std::ios::end);
   const auto file_size = static_cast<uint64_t>(f.tellg());
   f.seekg(0);
-  if (file_size < 8) fail(path, cat("file is ", file_size, " bytes, shorter than the 8-byte header length"));
+  if (file_size < 8) fail(path, str_cat("file is ", file_size, " bytes, shorter than the 8-byte header length"));
   unsigned char len_bytes[8];
   f.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
-  if (header_len > kMaxHeader) fail(path, cat("header length ", header_len, " exceeds the 100 MB limit"));
+  if (header_len > kMaxHeader) fail(path, str_cat("header length ", header_len, " exceeds the 100 MB limit"));
   if (header_len > file_size - 8)
-    fail(path, cat("header length ", header_len, " runs past the end of the ", file_size, "-byte file"));
+    fail(path, str_cat("header length ", header_len, " runs past the end of the ", file_size, "-byte file"));
   std::string header(header_len, '\0');
   f.read(header.data(), static_cast<std::streamsize>(header_len));
   if (header.empty() || header[0] != '{') fail(path, "header does not start with '{'");
@@ -126,9 +126,9 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
       return true;
     });
   } catch (const nlohmann::json::exception& ex) {
-    fail(path, cat("header is not valid JSON: ", ex.what()));
+    fail(path, str_cat("header is not valid JSON: ", ex.what()));
   }
-  if (!duplicate.empty()) fail(path, cat("duplicate tensor name '", duplicate, "'"));
+  if (!duplicate.empty()) fail(path, str_cat("duplicate tensor name '", duplicate, "'"));
   if (!j.is_object()) fail(path, "header is not a JSON object");
 
   const uint64_t data_size = file_size - 8 - header_len;
@@ -137,7 +137,7 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
     if (it.key() == "__metadata__") {
       if (!it.value().is_object()) fail(path, "__metadata__ is not an object");
       for (auto m = it.value().begin(); m != it.value().end(); ++m) {
-        if (!m.value().is_string()) fail(path, cat("__metadata__ value of '", m.key(), "' is not a string"));
+        if (!m.value().is_string()) fail(path, str_cat("__metadata__ value of '", m.key(), "' is not a string"));
         if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -146,29 +146,29 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
     Entry e;
     e.name = it.key();
     if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-      fail(path, cat("tensor '", e.name, "' needs dtype, shape and data_offsets"));
-    if (!v["dtype"].is_string()) fail(path, cat("tensor '", e.name, "': dtype is not a string"));
+      fail(path, str_cat("tensor '", e.name, "' needs dtype, shape and data_offsets"));
+    if (!v["dtype"].is_string()) fail(path, str_cat("tensor '", e.name, "': dtype is not a string"));
     e.dtype = v["dtype"].get<std::string>();
     const uint64_t isz = file_itemsize(e.dtype);
-    if (!isz) fail(path, cat("tensor '", e.name, "': unsupported dtype ", e.dtype));
-    if (!v["shape"].is_array()) fail(path, cat("tensor '", e.name, "': shape is not a list"));
+    if (!isz) fail(path, str_cat("tensor '", e.name, "': unsupported dtype ", e.dtype));
+    if (!v["shape"].is_array()) fail(path, str_cat("tensor '", e.name, "': shape is not a list"));
     uint64_t numel = 1;
     for (const auto& s : v["shape"]) {
-      if (!s.is_number_unsigned()) fail(path, cat("tensor '", e.name, "': shape entries must be non-negative integers"));
+      if (!s.is_number_unsigned()) fail(path, str_cat("tensor '", e.name, "': shape entries must be non-negative integers"));
       const uint64_t d = s.get<uint64_t>();
       if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / d)
-        fail(path, cat("tensor '", e.name, "': element count overflows"));
+        fail(path, str_cat("tensor '", e.name, "': element count overflows"));
       numel *= d;
       e.shape.push_back(static_cast<int64_t>(d));
     }
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(path, cat("tensor '", e.name, "': data_offsets must be two non-negative integers"));
+      fail(path, str_cat("tensor '", e.name, "': data_offsets must be two non-negative integers"));
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.end < e.begin) fail(path, cat("tensor '", e.name, "': data_offsets end before they begin"));
+    if (e.end < e.begin) fail(path, str_cat("tensor '", e.name, "': data_offsets end before they begin"));
     if (numel > std::numeric_limits<uint64_t>::max() / isz || e.end - e.begin != numel * isz)
-      fail(path, cat("tensor '", e.name, "': data_offsets span ", e.end - e.begin, " bytes but shape ",
+      fail(path, str_cat("tensor '", e.name, "': data_offsets span ", e.end - e.begin, " bytes but shape ",
                      shape_str(e.shape), " of ", e.dtype, " needs ", numel * isz));
     entries.push_back(e);
   }
@@ -179,12 +179,12 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
   uint64_t pos = 0;
   for (const Entry& e : entries) {
     if (e.begin != pos)
-      fail(path, cat("tensor '", e.name, "' starts at byte ", e.begin, " of the data, expected ", pos,
+      fail(path, str_cat("tensor '", e.name, "' starts at byte ", e.begin, " of the data, expected ", pos,
                      " (offsets must be contiguous and non-overlapping)"));
     pos = e.end;
   }
   if (pos != data_size)
-    fail(path, cat("tensors cover ", pos, " bytes of data but the file holds ", data_size));
+    fail(path, str_cat("tensors cover ", pos, " bytes of data but the file holds ", data_size));
 
   std::vector<unsigned char> data(data_size);
   f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data_size));
@@ -213,7 +213,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(cat("save_safetensors: cannot open ", tmp, " for writing"));
+    if (!f) throw Error(str_cat("save_safetensors: cannot open ", tmp, " for writing"));
     unsigned char len_bytes[8];
     for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(h.size() >> (8 * i));
     f.write(reinterpret_cast<const char*>(len_bytes), 8);
@@ -232,12 +232,12 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
     f.flush();
     if (!f) {
       std::remove(tmp.c_str());
-      throw Error(cat("save_safetensors: writing ", tmp, " failed"));
+      throw Error(str_cat("save_safetensors: writing ", tmp, " failed"));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
-    throw Error(cat("save_safetensors: cannot rename ", tmp, " to ", path));
+    throw Error(str_cat("save_safetensors: cannot rename ", tmp, " to ", path));
   }
 }
 

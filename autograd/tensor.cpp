@@ -127,7 +127,7 @@ Storage::Storage(std::size_t n) : nbytes(n) {
   if (padded == 0) padded = align;
   if (padded >= BufferCache::kMin && (data = buffer_cache().take(padded))) return;
   data = std::aligned_alloc(align, padded);
-  if (!data) throw Error(cat("out of memory allocating ", n, " bytes"));
+  if (!data) throw Error(str_cat("out of memory allocating ", n, " bytes"));
   if (align == kHuge) madvise(data, padded, MADV_HUGEPAGE);
 }
 

@@ -98,8 +98,10 @@ def cases():
     return out
 
 
-def time_step(step, min_time, reps):
-    """Median over reps of the mean seconds per call, each rep lasting about min_time."""
+def time_step(step, min_time, reps, with_cpu=False):
+    """Median over reps of the mean seconds per call, each rep lasting about min_time.
+    with_cpu: also return the median CPU seconds of the calling thread per call (close to
+    the wall time on an idle machine; well below it when other processes take the cores)."""
     step()  # warm-up (allocator, thread pool)
     iters = 1
     while True:
@@ -111,13 +113,16 @@ def time_step(step, min_time, reps):
             break
         iters *= 2
     iters = max(1, int(iters * min_time / max(dt, 1e-9)))
-    samples = []
+    wall, cpu = [], []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(iters):
             step()
-        samples.append((time.perf_counter() - t0) / iters)
-    return statistics.median(samples)
+        wall.append((time.perf_counter() - t0) / iters)
+        cpu.append((time.thread_time() - c0) / iters)
+    if with_cpu:
+        return statistics.median(wall), statistics.median(cpu)
+    return statistics.median(wall)
 
 
 def load_xgrad(path):

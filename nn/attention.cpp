@@ -87,7 +87,7 @@ MultiHeadAttention::MultiHeadAttention(int64_t model_dim, int64_t head_num, doub
 
 Tensor MultiHeadAttention::forward(const Tensor& x_query, const Tensor& x_context, const AttnMask& mask,
                                    KVCache* cache, int64_t start_pos) const {
-  const std::string who = cat("MultiHeadAttention(model_dim=", model_dim_, ", head_num=", head_num_, ")");
+  const std::string who = str_cat("MultiHeadAttention(model_dim=", model_dim_, ", head_num=", head_num_, ")");
   check_input(x_query, model_dim_, who, "x_query");
   const bool self = !x_context.defined();
   if (!self) {
@@ -115,7 +115,7 @@ int64_t MultiHeadAttention::kv_cache_bytes_per_token(int64_t model_dim, int64_t 
 }
 
 std::string MultiHeadAttention::extra_repr() const {
-  return cat("model_dim=", model_dim_, ", head_num=", head_num_, ", head_dim=", head_dim_, ", dropout_p=", dropout_p_);
+  return str_cat("model_dim=", model_dim_, ", head_num=", head_num_, ", head_dim=", head_dim_, ", dropout_p=", dropout_p_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ GroupedQueryAttention::GroupedQueryAttention(const GroupedQueryAttentionOptions&
 Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVCache* cache,
                                       int64_t start_pos) const {
   const GroupedQueryAttentionOptions& o = options_;
-  const std::string who = cat("GroupedQueryAttention(d_model=", o.d_model, ", n_heads=", o.n_heads,
+  const std::string who = str_cat("GroupedQueryAttention(d_model=", o.d_model, ", n_heads=", o.n_heads,
                               ", n_kv_heads=", o.n_kv_heads, ")");
   check_input(x, o.d_model, who);
   const int64_t B = x.size(0), T = x.size(1);
@@ -184,11 +184,11 @@ int64_t GroupedQueryAttention::kv_cache_bytes_per_token(const GroupedQueryAttent
 
 std::string GroupedQueryAttention::extra_repr() const {
   const GroupedQueryAttentionOptions& o = options_;
-  std::string s = cat("d_model=", o.d_model, ", n_heads=", o.n_heads, ", n_kv_heads=", o.n_kv_heads,
+  std::string s = str_cat("d_model=", o.d_model, ", n_heads=", o.n_heads, ", n_kv_heads=", o.n_kv_heads,
                       ", head_dim=", head_dim_);
-  if (o.dropout > 0) s += cat(", dropout=", o.dropout);
+  if (o.dropout > 0) s += str_cat(", dropout=", o.dropout);
   if (o.qk_norm) s += ", qk_norm=true";
-  if (o.rope) s += cat(", rope=", rope_layout_name(o.rope_layout));
+  if (o.rope) s += str_cat(", rope=", rope_layout_name(o.rope_layout));
   return s;
 }
 
@@ -260,7 +260,7 @@ std::pair<Tensor, Tensor> MultiLatentAttention::keys_values(const Tensor& latent
 
 Tensor MultiLatentAttention::forward(const Tensor& x, const AttnMask& mask, KVCache* cache, int64_t start_pos) const {
   const MultiLatentAttentionOptions& o = options_;
-  const std::string who = cat("MultiLatentAttention(model_dim=", o.model_dim, ", head_num=", o.head_num,
+  const std::string who = str_cat("MultiLatentAttention(model_dim=", o.model_dim, ", head_num=", o.head_num,
                               ", head_dim=", o.head_dim, ", latent_dim=", o.latent_dim, ", rope_dim=", o.rope_dim, ")");
   check_input(x, o.model_dim, who);
   const int64_t B = x.size(0), T = x.size(1), H = o.head_num, hd = o.head_dim, rd = o.rope_dim;
@@ -293,9 +293,9 @@ int64_t MultiLatentAttention::kv_cache_bytes_per_token(const MultiLatentAttentio
 
 std::string MultiLatentAttention::extra_repr() const {
   const MultiLatentAttentionOptions& o = options_;
-  std::string s = cat("model_dim=", o.model_dim, ", head_num=", o.head_num, ", head_dim=", o.head_dim,
+  std::string s = str_cat("model_dim=", o.model_dim, ", head_num=", o.head_num, ", head_dim=", o.head_dim,
                       ", latent_dim=", o.latent_dim, ", rope_dim=", o.rope_dim);
-  if (q_latent_dim_ != o.latent_dim) s += cat(", q_latent_dim=", q_latent_dim_);
+  if (q_latent_dim_ != o.latent_dim) s += str_cat(", q_latent_dim=", q_latent_dim_);
   if (o.decoupled_rope_key) s += ", decoupled_rope_key=true";
   return s;
 }

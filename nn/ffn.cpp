@@ -60,14 +60,14 @@ FFN::FFN(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool bia
 // That is a slip; this is the standard down(act(up(x))) of the first seed and of PyTorch's
 // nn.TransformerEncoderLayer.
 Tensor FFN::forward(const Tensor& x) const {
-  check_input(x, d_model_, cat("FFN(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
+  check_input(x, d_model_, str_cat("FFN(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
   Tensor h = activation((*up_)(x), act_);
   if (dropout_ > 0) h = xg::dropout(h, dropout_, is_training());
   return (*down_)(h);
 }
 
 std::string FFN::extra_repr() const {
-  return cat("d_model=", d_model_, ", d_ff=", d_ff_, ", activation=", activation_name(act_), ", dropout=", dropout_,
+  return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", activation=", activation_name(act_), ", dropout=", dropout_,
              ", bias=", up_->bias().defined() ? "true" : "false");
 }
 
@@ -98,12 +98,12 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, bool bias, SwiGLUNaming naming)
 
 // x: [..., d_model] -> [..., d_model]
 Tensor SwiGLU::forward(const Tensor& x) const {
-  check_input(x, d_model_, cat("SwiGLU(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
+  check_input(x, d_model_, str_cat("SwiGLU(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
   return (*down_)(silu((*gate_)(x)) * (*up_)(x));
 }
 
 std::string SwiGLU::extra_repr() const {
-  return cat("d_model=", d_model_, ", d_ff=", d_ff_, ", bias=", gate_->bias().defined() ? "true" : "false");
+  return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", bias=", gate_->bias().defined() ? "true" : "false");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ MoE::MoE(const MoEOptions& opts) : opts_(opts) {
 // times this one).
 MoEOutput MoE::forward(const Tensor& x) const {
   const int64_t C = opts_.d_model, E = opts_.num_experts, K = opts_.top_k;
-  check_input(x, C, cat("MoE(d_model=", C, ", num_experts=", E, ", top_k=", K, ")"));
+  check_input(x, C, str_cat("MoE(d_model=", C, ", num_experts=", E, ", top_k=", K, ")"));
   const Tensor xf = reshape(x, {-1, C});  // [T, C]
   const int64_t T = xf.size(0);
   const Tensor logits = (*router_)(xf);  // [T, E]
@@ -194,7 +194,7 @@ MoEOutput MoE::forward(const Tensor& x) const {
 }
 
 std::string MoE::extra_repr() const {
-  return cat("d_model=", opts_.d_model, ", d_ff=", opts_.d_ff, ", num_experts=", opts_.num_experts,
+  return str_cat("d_model=", opts_.d_model, ", d_ff=", opts_.d_ff, ", num_experts=", opts_.num_experts,
              ", top_k=", opts_.top_k, ", expert=", opts_.expert == ExpertKind::FFN ? "ffn" : "swiglu",
              ", aux_loss_coef=", opts_.aux_loss_coef);
 }

@@ -32,7 +32,7 @@ Tensor Linear::forward(const Tensor& x) const {
 }
 
 std::string Linear::extra_repr() const {
-  return cat("in_features=", in_, ", out_features=", out_, ", bias=", bias_.defined() ? "true" : "false");
+  return str_cat("in_features=", in_, ", out_features=", out_, ", bias=", bias_.defined() ? "true" : "false");
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx, Dtype dtype)
@@ -58,7 +58,7 @@ Tensor Embedding::forward(const Tensor& ids) const {
 }
 
 std::string Embedding::extra_repr() const {
-  return cat(num_, ", ", dim_, padding_idx_ >= 0 ? cat(", padding_idx=", padding_idx_) : "");
+  return str_cat(num_, ", ", dim_, padding_idx_ >= 0 ? str_cat(", padding_idx=", padding_idx_) : "");
 }
 
 Dropout::Dropout(double p) : p_(p) {
@@ -67,6 +67,6 @@ Dropout::Dropout(double p) : p_(p) {
 
 Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p_, is_training()); }
 
-std::string Dropout::extra_repr() const { return cat("p=", p_); }
+std::string Dropout::extra_repr() const { return str_cat("p=", p_); }
 
 }  // namespace xg::nn

@@ -51,13 +51,13 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
 Tensor Module::param(const std::string& name) const {
   for (const auto& p : params_)
     if (p.first == name) return p.second;
-  throw Error(cat(this->name(), ": no parameter '", name, "'"));
+  throw Error(str_cat(this->name(), ": no parameter '", name, "'"));
 }
 
 Tensor Module::buffer(const std::string& name) const {
   for (const auto& b : buffers_)
     if (b.first == name) return b.second;
-  throw Error(cat(this->name(), ": no buffer '", name, "'"));
+  throw Error(str_cat(this->name(), ": no buffer '", name, "'"));
 }
 
 void Module::collect_named(NamedTensors& out, const std::string& prefix, bool params, bool recurse,
@@ -163,7 +163,7 @@ void Module::load_state_dict(const TensorMap& dict, bool strict) {
     if (it == dict.end()) {
       missing.push_back(n);
     } else if (it->second.shape() != t.shape()) {
-      wrong.push_back(cat(n, " (checkpoint ", shape_str(it->second.shape()), ", model ", shape_str(t.shape()), ")"));
+      wrong.push_back(str_cat(n, " (checkpoint ", shape_str(it->second.shape()), ", model ", shape_str(t.shape()), ")"));
     }
   }
   for (const auto& [n, t] : dict)

@@ -37,7 +37,7 @@ Tensor LayerNorm::forward(const Tensor& x) const {
 }
 
 std::string LayerNorm::extra_repr() const {
-  return cat("dim=", dim_, ", eps=", eps_, ", elementwise_affine=", weight_.defined() ? "true" : "false");
+  return str_cat("dim=", dim_, ", eps=", eps_, ", elementwise_affine=", weight_.defined() ? "true" : "false");
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
@@ -50,6 +50,6 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   return rms_norm(x, weight_, eps_);
 }
 
-std::string RMSNorm::extra_repr() const { return cat("dim=", dim_, ", eps=", eps_); }
+std::string RMSNorm::extra_repr() const { return str_cat("dim=", dim_, ", eps=", eps_); }
 
 }  // namespace xg::nn

@@ -61,12 +61,12 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) co
         "): expected input [..., T, ", d_model_, "], got ", shape_str(x.shape()));
   check(x.dtype() == pe_.dtype(), "SinusoidalPositionalEncoding: input is ", dtype_name(x.dtype()), " but pe is ",
         dtype_name(pe_.dtype()), " (convert the module with .to())");
-  check_positions(x, offset, max_len_, cat("SinusoidalPositionalEncoding(max_len=", max_len_, ")"), "max_len");
+  check_positions(x, offset, max_len_, str_cat("SinusoidalPositionalEncoding(max_len=", max_len_, ")"), "max_len");
   return (*dropout_)(add(x, narrow(pe_, 0, offset, x.size(-2))));
 }
 
 std::string SinusoidalPositionalEncoding::extra_repr() const {
-  return cat("d_model=", d_model_, ", max_len=", max_len_);
+  return str_cat("d_model=", d_model_, ", max_len=", max_len_);
 }
 
 // --- learned -------------------------------------------------------------------------------
@@ -87,11 +87,11 @@ Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t offset) cons
         ", d_model=", d_model_, "): expected input [..., T, ", d_model_, "], got ", shape_str(x.shape()));
   check(x.dtype() == weight_.dtype(), "LearnedPositionalEmbedding: input is ", dtype_name(x.dtype()),
         " but weight is ", dtype_name(weight_.dtype()), " (convert the module with .to())");
-  check_positions(x, offset, max_len_, cat("LearnedPositionalEmbedding(max_len=", max_len_, ")"), "max_len");
+  check_positions(x, offset, max_len_, str_cat("LearnedPositionalEmbedding(max_len=", max_len_, ")"), "max_len");
   return add(x, narrow(weight_, 0, offset, x.size(-2)));
 }
 
-std::string LearnedPositionalEmbedding::extra_repr() const { return cat(max_len_, ", ", d_model_); }
+std::string LearnedPositionalEmbedding::extra_repr() const { return str_cat(max_len_, ", ", d_model_); }
 
 // --- rotary --------------------------------------------------------------------------------
 
@@ -101,7 +101,7 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double b
         " (features are rotated in pairs)");
   check(max_seq_len > 0, "RotaryEmbedding: max_seq_len must be positive, got ", max_seq_len);
   // NOTE: the second seed's RotaryEmbedding keeps [max_seq_len, head_dim] tables (each angle
-  // twice, cat((angles, angles))) computed in float32; these are [max_seq_len, head_dim/2],
+  // twice, torch.cat((angles, angles))) computed in float32; these are [max_seq_len, head_dim/2],
   // computed in float64 and rounded once: the kernel reads each entry for both halves.
   auto [c, s] = rope_tables(head_dim, max_seq_len, base, dtype);
   cos_ = register_buffer("cos", c, /*persistent=*/false);
@@ -113,13 +113,13 @@ Tensor RotaryEmbedding::forward(const Tensor& x, int64_t offset) const {
         "): expected input [..., T, ", head_dim_, "], got ", shape_str(x.shape()));
   check(x.dtype() == cos_.dtype(), "RotaryEmbedding: input is ", dtype_name(x.dtype()), " but the cos/sin tables are ",
         dtype_name(cos_.dtype()), " (convert the module with .to())");
-  check_positions(x, offset, max_seq_len_, cat("RotaryEmbedding(head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ")"),
+  check_positions(x, offset, max_seq_len_, str_cat("RotaryEmbedding(head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ")"),
                   "max_seq_len");
   return apply_rope(x, cos_, sin_, offset, layout_);
 }
 
 std::string RotaryEmbedding::extra_repr() const {
-  return cat("head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ", base=", base_,
+  return str_cat("head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ", base=", base_,
              ", layout=", rope_layout_name(layout_));
 }
 

@@ -118,7 +118,7 @@ TEST(Attention, LargeMatchesComposite) {
   };
   for (const Case& c : {Case{4, 8, 8, 130, 32, true, false}, Case{3, 8, 2, 100, 16, false, true},
                         Case{1, 4, 1, 150, 8, true, true}}) {
-    SCOPED_TRACE(cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " T=", c.T, " causal=", c.causal, " mask=", c.mask));
+    SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " T=", c.T, " causal=", c.causal, " mask=", c.mask));
     Generator gen(5);
     Tensor q = randn({c.B, c.H, c.T, c.hs}, kFloat32, &gen).requires_grad_();
     Tensor k = randn({c.B, c.Hkv, c.T, c.hs}, kFloat32, &gen).requires_grad_();

@@ -115,7 +115,7 @@ TEST(Rope, PreservesPairAndRowNorms) {
   const int64_t hs = 10, T = 7;
   for (RopeLayout layout : kLayouts) {
     for (Dtype dt : {kFloat64, kFloat32}) {
-      SCOPED_TRACE(cat(rope_layout_name(layout), " ", dtype_name(dt)));
+      SCOPED_TRACE(str_cat(rope_layout_name(layout), " ", dtype_name(dt)));
       const double tol = dt == kFloat64 ? 1e-12 : 1e-5;
       Generator gen(7);
       Tensor x = randn({2, 3, T, hs}, dt, &gen);
@@ -146,7 +146,7 @@ TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
   const int64_t hs = 16, T = 12;
   for (RopeLayout layout : kLayouts) {
     for (int64_t offset : {0, 5}) {
-      SCOPED_TRACE(cat(rope_layout_name(layout), " offset ", offset));
+      SCOPED_TRACE(str_cat(rope_layout_name(layout), " offset ", offset));
       Generator gen(21);
       Tensor q = randn({1, hs}, kFloat64, &gen), k = randn({1, hs}, kFloat64, &gen);
       auto [c, s] = tables64(hs, T + offset);
