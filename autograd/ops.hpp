@@ -7,6 +7,7 @@
 #include "autograd/graph.hpp"
 #include "autograd/index.hpp"
 #include "autograd/matmul.hpp"
+#include "autograd/norm.hpp"
 #include "autograd/random.hpp"
 #include "autograd/reduce.hpp"
 #include "autograd/rope.hpp"
