@@ -6,6 +6,8 @@
 #include "autograd/safetensors.hpp"
 #include "autograd/xarray.hpp"
 #include "nn/attention.hpp"
+#include "nn/block.hpp"
+#include "nn/decoder.hpp"
 #include "nn/ffn.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"

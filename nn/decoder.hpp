@@ -1,0 +1,106 @@
+// DecoderLM: a decoder-only language model (token embedding, optional position table,
+// TransformerBlocks, final norm, LM head tied or not) with KV-cache generation, and its
+// config as JSON beside the weights (save_pretrained / load_pretrained).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/block.hpp"
+#include "nn/position.hpp"
+#include "nn/sampling.hpp"
+
+namespace xg::nn {
+
+struct LMConfig {
+  int64_t vocab_size = 32000;
+  int64_t n_layers = 2;
+  BlockConfig block;  // every layer's; its n_layers is set to this n_layers
+  bool tie_embeddings = false;  // logits = h @ tok_embeddings.weight^T (no "output" Linear)
+  bool final_norm = true;       // "norm" before the LM head (of block.norm's kind and eps)
+  Dtype dtype = kFloat32;       // of the parameters
+
+  // {"vocab_size": .., "n_layers": .., "tie_embeddings": .., "final_norm": .., "dtype": "float32",
+  //  "block": {"d_model": .., "norm_position": "pre", ...}}: every field, enums as their names.
+  std::string to_json() const;
+  // Fields left out keep their defaults. An unknown field, a value of the wrong type or an
+  // invalid value is an xg::Error naming `source` (e.g. the file) and the field.
+  static LMConfig from_json(const std::string& text, const std::string& source = "LMConfig JSON");
+  void validate(const std::string& who = "LMConfig") const;
+};
+
+struct LMOutput {
+  Tensor logits;    // [B, T, vocab_size]
+  Tensor aux_loss;  // 0-d: the blocks' MoE load-balancing losses summed; undefined without MoE
+};
+
+struct GenerateOptions {
+  double temperature = 1.0;  // 0 = greedy
+  int64_t top_k = 0;         // 0 = off
+  double top_p = 1.0;        // 1 = off
+  uint64_t seed = 0;         // of the generator the draws come from
+  int64_t eos_id = -1;       // >= 0: a row stops at this token (then padded with it); generation
+                             // ends early once every row has stopped
+};
+
+// Children named as in a PyTorch LLaMA-style model: "tok_embeddings" (Embedding), "pos" (the
+// sinusoidal or learned position module, only for those kinds), "layers" (ModuleList of
+// TransformerBlock), "norm" (final, unless final_norm is off) and "output" (the LM head,
+// Linear without bias, absent when tied).
+class DecoderLM : public Module {
+ public:
+  explicit DecoderLM(const LMConfig& config);
+
+  // tokens: int64 [B, T] -> logits [B, T, vocab_size], always causal. Token t sits at position
+  // start_pos + t. With caches (one KVCache per layer; an empty vector is filled), the new
+  // tokens attend to the cached ones and are appended to them; start_pos = -1 means "after the
+  // cached tokens", a start_pos inside the cache rolls it back to there.
+  Tensor forward(const Tensor& tokens, int64_t start_pos = 0, std::vector<KVCache>* caches = nullptr) const;
+  Tensor operator()(const Tensor& tokens, int64_t start_pos = 0, std::vector<KVCache>* caches = nullptr) const {
+    return forward(tokens, start_pos, caches);
+  }
+  // The same, with the blocks' MoE auxiliary losses summed (add it to the training loss).
+  LMOutput forward_with_aux(const Tensor& tokens, int64_t start_pos = 0,
+                            std::vector<KVCache>* caches = nullptr) const;
+
+  // prompt: int64 [B, T0] -> [B, T0 + n], n <= max_new_tokens (fewer only when every row hit
+  // eos_id). Prefills the prompt through per-layer KV caches once, then feeds one token at a
+  // time (MLA caches its latent). Runs without recording a graph and with dropout off; the
+  // module's train/eval modes are restored afterwards. Rows draw in order from one generator.
+  Tensor generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options = {});
+
+  const LMConfig& config() const { return config_; }
+  // The longest sequence the positions allow (-1: no limit, for PositionKind::None without MLA RoPE).
+  int64_t max_seq_len() const;
+  // KV-cache bytes per token summed over the layers.
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const;
+
+  const std::shared_ptr<Embedding>& tok_embeddings() const { return tok_embeddings_; }
+  const std::shared_ptr<Module>& pos() const { return pos_; }  // null for RoPE / None
+  const std::shared_ptr<ModuleList<TransformerBlock>>& layers() const { return layers_; }
+  const std::shared_ptr<Module>& norm() const { return norm_; }      // null without final_norm
+  const std::shared_ptr<Linear>& output() const { return output_; }  // null when tied
+  std::string name() const override { return "DecoderLM"; }
+  std::string extra_repr() const override;
+
+ private:
+  std::string who() const;
+
+  LMConfig config_;
+  std::shared_ptr<Embedding> tok_embeddings_;
+  std::shared_ptr<Module> pos_;
+  std::shared_ptr<SinusoidalPositionalEncoding> sinusoidal_;
+  std::shared_ptr<LearnedPositionalEmbedding> learned_;
+  std::shared_ptr<ModuleList<TransformerBlock>> layers_;
+  std::shared_ptr<Module> norm_;
+  std::shared_ptr<Linear> output_;
+};
+
+// Writes <dir>/config.json (LMConfig::to_json, dtype = the parameters') and
+// <dir>/model.safetensors (nn::save: the state dict under PyTorch's names); creates dir.
+void save_pretrained(const DecoderLM& model, const std::string& dir);
+// Builds the model from <dir>/config.json and loads <dir>/model.safetensors into it (strict).
+std::shared_ptr<DecoderLM> load_pretrained(const std::string& dir);
+
+}  // namespace xg::nn

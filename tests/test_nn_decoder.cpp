@@ -1,0 +1,562 @@
+// Tests for nn/decoder.cpp (DecoderLM): logits and gradients against PyTorch (tied and untied,
+// RoPE / learned / sinusoidal positions), float64 gradient checks, KV-cache decoding against
+// the full forward (MHA, GQA, MLA), generation (greedy, seeded sampling, eos, modes), the
+// MoE auxiliary loss, config JSON and save_pretrained / load_pretrained, errors.
+#include "nn/decoder.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/graph.hpp"
+#include "autograd/index.hpp"
+#include "autograd/shape.hpp"
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+using namespace xg::nn;
+using test::expect_module_matches_torch;
+using V = std::vector<Tensor>;
+
+namespace {
+
+std::vector<std::string> names(const Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [n, p] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+// Random float64 parameters at a scale that keeps the logits moderate.
+void randomize64(Module& m, uint64_t seed, double scale = 0.5) {
+  m.to(kFloat64);
+  Generator gen(seed);
+  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), kFloat64, &gen) * scale);
+}
+
+Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  Generator gen(seed);
+  return randint(0, V, {B, T}, &gen);
+}
+
+// The fixture script's models.
+LMConfig llama_lm() {
+  LMConfig c;
+  c.vocab_size = 11;
+  c.n_layers = 2;
+  c.block = BlockConfig::llama(16, 4, 2);
+  c.block.d_ff = 32;
+  c.block.max_seq_len = 64;
+  return c;
+}
+
+LMConfig gpt2_tied_lm() {
+  LMConfig c;
+  c.vocab_size = 11;
+  c.n_layers = 2;
+  c.block.d_model = 16;
+  c.block.n_heads = 4;
+  c.block.d_ff = 32;  // defaults: Pre-Norm, LayerNorm, GELU (fc1, fc2), MHA, learned positions
+  c.block.max_seq_len = 16;
+  c.tie_embeddings = true;
+  return c;
+}
+
+LMConfig teaching_tied_lm() {
+  LMConfig c;
+  c.vocab_size = 11;
+  c.n_layers = 2;
+  c.block = BlockConfig::teaching(16, 4);
+  c.block.d_ff = 24;
+  c.block.max_seq_len = 16;
+  c.final_norm = false;  // Post-Norm blocks end normalised
+  c.tie_embeddings = true;
+  return c;
+}
+
+// Small models of each attention kind for cache and generation tests.
+LMConfig small_lm(AttentionKind kind) {
+  LMConfig c;
+  c.vocab_size = 13;
+  c.n_layers = 2;
+  c.block.d_model = 16;
+  c.block.n_heads = 4;
+  c.block.d_ff = 24;
+  c.block.max_seq_len = 32;
+  c.block.attention = kind;
+  if (kind == AttentionKind::MHA) {
+    c.block.position = PositionKind::Learned;  // positions added at the input, offset by start_pos
+  } else if (kind == AttentionKind::GQA) {
+    c.block = BlockConfig::llama(16, 4, 2);
+    c.block.d_ff = 24;
+    c.block.max_seq_len = 32;
+  } else {
+    c.block.position = PositionKind::RoPE;
+    c.block.norm = NormKind::RMSNorm;
+    c.block.ffn = FFNKind::SwiGLU;
+    c.block.mla_latent_dim = 6;
+    c.block.mla_rope_dim = 2;
+  }
+  return c;
+}
+
+}  // namespace
+
+// --- against PyTorch ------------------------------------------------------------------------
+
+TEST(NnDecoderTorch, LLaMAUntied) {
+  DecoderLM lm(llama_lm());
+  expect_module_matches_torch("nn_decoder", "llama_untied", lm, [&](const V& x) { return lm(x[0]); });
+}
+
+TEST(NnDecoderTorch, GPT2Tied) {
+  DecoderLM lm(gpt2_tied_lm());
+  expect_module_matches_torch("nn_decoder", "gpt2_tied", lm, [&](const V& x) { return lm(x[0]); });
+}
+
+TEST(NnDecoderTorch, TeachingTied) {
+  DecoderLM lm(teaching_tied_lm());
+  expect_module_matches_torch("nn_decoder", "teaching_tied", lm, [&](const V& x) { return lm(x[0]); });
+}
+
+// --- structure ----------------------------------------------------------------------------
+
+TEST(NnDecoder, ChildNames) {
+  DecoderLM untied(llama_lm());
+  std::vector<std::string> n = names(untied);
+  EXPECT_EQ(n.front(), "tok_embeddings.weight");
+  EXPECT_EQ(n[1], "layers.0.norm_attn.weight");
+  EXPECT_NE(std::find(n.begin(), n.end(), "layers.1.attention.w_k.weight"), n.end());
+  EXPECT_NE(std::find(n.begin(), n.end(), "layers.1.ffn.W_down.weight"), n.end());
+  EXPECT_EQ(n[n.size() - 2], "norm.weight");
+  EXPECT_EQ(n.back(), "output.weight");
+  EXPECT_EQ(untied.pos(), nullptr);  // RoPE lives in the attention
+
+  DecoderLM tied(gpt2_tied_lm());
+  n = names(tied);
+  EXPECT_EQ(std::count(n.begin(), n.end(), "tok_embeddings.weight"), 1);
+  EXPECT_EQ(n[1], "pos.weight");
+  EXPECT_EQ(std::count_if(n.begin(), n.end(), [](const std::string& s) { return s.rfind("output", 0) == 0; }), 0);
+  EXPECT_EQ(tied.output(), nullptr);
+  LMConfig untied_cfg = gpt2_tied_lm();
+  untied_cfg.tie_embeddings = false;
+  EXPECT_EQ(DecoderLM(untied_cfg).num_parameters() - tied.num_parameters(), 11 * 16);
+
+  DecoderLM teaching(teaching_tied_lm());
+  const TensorMap sd = teaching.state_dict();
+  EXPECT_EQ(sd.count("pos.pe"), 1u);  // the sinusoidal table is a persistent buffer
+  EXPECT_EQ(sd.at("pos.pe").shape(), (Shape{16, 16}));
+  EXPECT_EQ(teaching.norm(), nullptr);
+  EXPECT_EQ((*teaching.layers())[1]->config().n_layers, 2);
+}
+
+TEST(NnDecoder, KVCacheBytes) {
+  DecoderLM gqa(small_lm(AttentionKind::GQA));  // 2 layers x (K and V of 2 kv heads of 4)
+  EXPECT_EQ(gqa.kv_cache_bytes_per_token(4), 2 * 2 * 2 * 4 * 4);
+  DecoderLM mla(small_lm(AttentionKind::MLA));  // 2 layers x latent 6
+  EXPECT_EQ(mla.kv_cache_bytes_per_token(2), 2 * 6 * 2);
+}
+
+// --- gradient checks ----------------------------------------------------------------------
+
+TEST(NnDecoderGradcheck, Untied) {
+  LMConfig c;
+  c.vocab_size = 7;
+  c.n_layers = 2;
+  c.block = BlockConfig::llama(8, 2, 1);
+  c.block.d_ff = 12;
+  c.block.max_seq_len = 8;
+  DecoderLM lm(c);
+  randomize64(lm, 1);
+  const Tensor tokens = random_tokens(2, 4, 7, 2);
+  auto* attn = dynamic_cast<GroupedQueryAttention*>((*lm.layers())[0]->attention().get());
+  auto* ffn = dynamic_cast<SwiGLU*>((*lm.layers())[1]->ffn().get());
+  EXPECT_GRADCHECK([&](const V&) { return lm(tokens); },
+                   {lm.tok_embeddings()->weight(), attn->w_q()->weight(), attn->w_v()->weight(),
+                    ffn->down()->weight(), dynamic_cast<RMSNorm*>(lm.norm().get())->weight(), lm.output()->weight()});
+}
+
+TEST(NnDecoderGradcheck, TiedLearnedPositions) {
+  LMConfig c;
+  c.vocab_size = 7;
+  c.n_layers = 2;
+  c.block.d_model = 8;
+  c.block.n_heads = 2;
+  c.block.d_ff = 12;
+  c.block.max_seq_len = 6;
+  c.tie_embeddings = true;
+  DecoderLM lm(c);
+  randomize64(lm, 3);
+  const Tensor tokens = random_tokens(2, 4, 7, 4);
+  auto* attn = dynamic_cast<MultiHeadAttention*>((*lm.layers())[1]->attention().get());
+  auto* ffn = dynamic_cast<FFN*>((*lm.layers())[0]->ffn().get());
+  auto* norm = dynamic_cast<LayerNorm*>(lm.norm().get());
+  // The embedding is used twice (input and LM head): both paths reach its gradient.
+  EXPECT_GRADCHECK([&](const V&) { return lm(tokens); },
+                   {lm.tok_embeddings()->weight(), dynamic_cast<LearnedPositionalEmbedding*>(lm.pos().get())->weight(),
+                    attn->w_k()->weight(), ffn->up()->weight(), norm->weight(), norm->bias()});
+}
+
+// --- KV cache: decoding token by token gives the full forward's logits ----------------------
+
+namespace {
+
+void expect_cached_decode_matches(AttentionKind kind, bool decoupled = false) {
+  LMConfig c = small_lm(kind);
+  c.block.mla_decoupled_rope_key = decoupled;
+  DecoderLM lm(c);
+  randomize64(lm, 11);
+  const Tensor tokens = random_tokens(2, 9, c.vocab_size, 12);
+  const Tensor full = lm(tokens);
+  NoGradGuard no_grad;
+  std::vector<KVCache> caches;
+  V parts = {lm(narrow(tokens, 1, 0, 4), 0, &caches)};  // prefill 4 tokens
+  for (int64_t t = 4; t < 9; ++t)
+    parts.push_back(lm(narrow(tokens, 1, t, 1), t % 2 ? t : -1, &caches));  // explicit or "after the cache"
+  ASSERT_EQ(caches.size(), 2u);
+  EXPECT_EQ(caches[1].length, 9);
+  if (kind == AttentionKind::MLA) {  // MLA caches its latent, not keys and values
+    EXPECT_FALSE(caches[0].k.defined());
+    EXPECT_EQ(caches[0].latent.shape(), (Shape{2, 9, 6}));
+    EXPECT_EQ(caches[0].k_rope.defined(), decoupled);
+  } else {
+    EXPECT_EQ(caches[0].k.size(2), 9);
+  }
+  EXPECT_TRUE(test::tensors_close(cat(parts, int64_t{1}), full, 1e-10, 1e-12));
+  // Rolling back: re-decoding the last 3 tokens from position 6 gives their logits again.
+  const Tensor again = lm(narrow(tokens, 1, 6, 3), 6, &caches);
+  EXPECT_TRUE(test::tensors_close(again, narrow(full, 1, 6, 3), 1e-10, 1e-12));
+}
+
+}  // namespace
+
+TEST(NnDecoderCache, MHALearnedPositions) { expect_cached_decode_matches(AttentionKind::MHA); }
+TEST(NnDecoderCache, GQARope) { expect_cached_decode_matches(AttentionKind::GQA); }
+TEST(NnDecoderCache, MLALatent) { expect_cached_decode_matches(AttentionKind::MLA); }
+TEST(NnDecoderCache, MLADecoupledRopeKey) { expect_cached_decode_matches(AttentionKind::MLA, true); }
+
+TEST(NnDecoderCache, SinusoidalPositions) {
+  LMConfig c = teaching_tied_lm();
+  DecoderLM lm(c);
+  randomize64(lm, 13);
+  const Tensor tokens = random_tokens(1, 6, 11, 14);
+  const Tensor full = lm(tokens);
+  std::vector<KVCache> caches;
+  V parts = {lm(narrow(tokens, 1, 0, 2), 0, &caches)};
+  for (int64_t t = 2; t < 6; ++t) parts.push_back(lm(narrow(tokens, 1, t, 1), t, &caches));
+  EXPECT_TRUE(test::tensors_close(cat(parts, int64_t{1}), full, 1e-10, 1e-12));
+}
+
+// --- generation ---------------------------------------------------------------------------
+
+namespace {
+
+// Token-by-token generation by full forwards over the whole sequence (no cache): the reference.
+Tensor generate_by_full_forwards(const DecoderLM& lm, const Tensor& prompt, int64_t n, const SamplingOptions& s,
+                                 uint64_t seed) {
+  NoGradGuard no_grad;
+  Generator gen(seed);
+  Tensor seq = prompt;
+  const int64_t B = prompt.size(0), Vn = lm.config().vocab_size;
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor logits = lm(seq);
+    const Tensor last = reshape(narrow(logits, 1, seq.size(1) - 1, 1), {B, Vn});
+    std::vector<int64_t> next;
+    for (int64_t b = 0; b < B; ++b) next.push_back(sample_token(reshape(narrow(last, 0, b, 1), {Vn}), s, gen));
+    seq = cat({seq, from_vector(next, {B, 1})}, int64_t{1});
+  }
+  return seq;
+}
+
+}  // namespace
+
+TEST(NnDecoderGenerate, GreedyEqualsArgmaxOfFullForwards) {
+  for (AttentionKind kind : {AttentionKind::MHA, AttentionKind::GQA, AttentionKind::MLA}) {
+    DecoderLM lm(small_lm(kind));
+    randomize64(lm, 21);
+    const Tensor prompt = random_tokens(2, 3, 13, 22);
+    GenerateOptions o;
+    o.temperature = 0;
+    const Tensor out = lm.generate(prompt, 8, o);
+    ASSERT_EQ(out.shape(), (Shape{2, 11}));
+    EXPECT_EQ(narrow(out, 1, 0, 3).to_vector(), prompt.to_vector());  // the prompt comes first
+    // argmax over repeated full forwards
+    NoGradGuard no_grad;
+    Tensor seq = prompt;
+    for (int i = 0; i < 8; ++i) {
+      const Tensor logits = lm(seq);
+      const Tensor next = argmax(narrow(logits, 1, seq.size(1) - 1, 1), -1);  // [B, 1]
+      seq = cat({seq, next}, int64_t{1});
+    }
+    EXPECT_EQ(out.to_vector(), seq.to_vector()) << "attention kind " << attention_kind_name(kind);
+  }
+}
+
+TEST(NnDecoderGenerate, SeededSamplingIsReproducible) {
+  DecoderLM lm(small_lm(AttentionKind::GQA));
+  randomize64(lm, 31, 0.3);
+  const Tensor prompt = random_tokens(3, 2, 13, 32);
+  GenerateOptions o;
+  o.temperature = 0.9;
+  o.top_k = 6;
+  o.top_p = 0.95;
+  o.seed = 42;
+  const Tensor a = lm.generate(prompt, 10, o);
+  const Tensor b = lm.generate(prompt, 10, o);
+  EXPECT_EQ(a.to_vector(), b.to_vector());
+  // The same draws as sampling after full forwards with a generator of the same seed.
+  const Tensor ref = generate_by_full_forwards(lm, prompt, 10, {0.9, 6, 0.95}, 42);
+  EXPECT_EQ(a.to_vector(), ref.to_vector());
+  o.seed = 43;
+  EXPECT_NE(lm.generate(prompt, 10, o).to_vector(), a.to_vector());
+}
+
+TEST(NnDecoderGenerate, EosStopsARowAndPads) {
+  DecoderLM lm(small_lm(AttentionKind::MHA));
+  randomize64(lm, 41);
+  const Tensor prompt = random_tokens(2, 2, 13, 42);
+  GenerateOptions o;
+  o.temperature = 0;
+  const Tensor free_run = lm.generate(prompt, 6, o);
+  std::vector<double> f = free_run.to_vector();  // rows of 8
+  // eos: the latest of row 0's new tokens that is new in that row (so that row 0 stops midway)
+  int64_t chosen = 2;
+  for (int64_t t = 3; t < 8; ++t)
+    if (std::find(f.begin() + 2, f.begin() + t, f[t]) == f.begin() + t) chosen = t;
+  o.eos_id = static_cast<int64_t>(f[chosen]);
+  const Tensor stopped = lm.generate(prompt, 6, o);
+  // Expected: each row as in the free run up to its first eos among the new tokens, then eos;
+  // the output ends once every row has stopped.
+  std::vector<int64_t> first_eos(2, 8);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 2; t < 8; ++t)
+      if (static_cast<int64_t>(f[b * 8 + t]) == o.eos_id) {
+        first_eos[b] = t;
+        break;
+      }
+  const int64_t width = std::max(first_eos[0], first_eos[1]) == 8 ? 8 : std::max(first_eos[0], first_eos[1]) + 1;
+  ASSERT_EQ(stopped.shape(), (Shape{2, width}));
+  const std::vector<double> s = stopped.to_vector();
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < width; ++t)
+      EXPECT_EQ(s[b * width + t], t <= first_eos[b] ? f[b * 8 + t] : static_cast<double>(o.eos_id))
+          << "row " << b << " position " << t;
+  EXPECT_EQ(first_eos[0], chosen);
+}
+
+TEST(NnDecoderGenerate, EvalSemanticsWithoutChangingModes) {
+  LMConfig c = small_lm(AttentionKind::GQA);
+  c.block.dropout = 0.3;
+  DecoderLM lm(c);
+  randomize64(lm, 51);
+  const Tensor prompt = random_tokens(2, 3, 13, 52);
+  GenerateOptions o;
+  o.temperature = 0;
+  lm.eval();
+  const Tensor in_eval = lm.generate(prompt, 6, o);
+  lm.train();
+  (*lm.layers())[0]->eval();  // a mixed state, restored as it was
+  const Tensor in_train = lm.generate(prompt, 6, o);
+  EXPECT_EQ(in_train.to_vector(), in_eval.to_vector());  // dropout was off
+  EXPECT_TRUE(lm.is_training());
+  EXPECT_FALSE((*lm.layers())[0]->is_training());
+  EXPECT_FALSE((*lm.layers())[0]->attention()->is_training());
+  EXPECT_TRUE((*lm.layers())[1]->is_training());
+  EXPECT_TRUE(lm.tok_embeddings()->is_training());
+  EXPECT_FALSE(in_train.requires_grad());
+  for (const Tensor& p : lm.parameters()) EXPECT_FALSE(p.grad().defined());
+  // and a zero-length continuation is the prompt
+  EXPECT_EQ(lm.generate(prompt, 0, o).to_vector(), prompt.to_vector());
+}
+
+// --- the MoE auxiliary loss ---------------------------------------------------------------
+
+TEST(NnDecoder, ForwardWithAuxSumsTheBlocksLosses) {
+  LMConfig c;
+  c.vocab_size = 9;
+  c.n_layers = 2;
+  c.block.d_model = 8;
+  c.block.n_heads = 2;
+  c.block.ffn = FFNKind::MoE;
+  c.block.num_experts = 4;
+  c.block.top_k = 2;
+  c.block.position = PositionKind::None;
+  DecoderLM lm(c);
+  const Tensor tokens = random_tokens(2, 5, 9, 61);
+  const LMOutput out = lm.forward_with_aux(tokens);
+  ASSERT_TRUE(out.aux_loss.defined());
+  const AttnMask causal = AttnMask::causal_mask();
+  const BlockOutput r0 = (*lm.layers())[0]->forward(lm.tok_embeddings()->forward(tokens), causal);
+  const BlockOutput r1 = (*lm.layers())[1]->forward(r0.out, causal);
+  EXPECT_NEAR(out.aux_loss.item(), r0.aux_loss.item() + r1.aux_loss.item(), 1e-7);
+  EXPECT_GT(out.aux_loss.item(), 0.0);
+  EXPECT_TRUE(test::tensors_close(out.logits, lm(tokens), 0, 0));
+  EXPECT_FALSE(DecoderLM(small_lm(AttentionKind::MHA)).forward_with_aux(tokens).aux_loss.defined());
+}
+
+// --- config JSON and save_pretrained / load_pretrained --------------------------------------
+
+TEST(NnDecoderConfig, JsonRoundTrip) {
+  LMConfig c;
+  c.vocab_size = 101;
+  c.n_layers = 3;
+  c.tie_embeddings = true;
+  c.final_norm = false;
+  c.dtype = kFloat64;
+  BlockConfig& b = c.block;
+  b.d_model = 24;
+  b.n_heads = 6;
+  b.n_kv_heads = 3;
+  b.d_ff = 40;
+  b.norm_position = NormPosition::DeepNorm;
+  b.norm = NormKind::RMSNorm;
+  b.norm_eps = 1.25e-7;
+  b.ffn = FFNKind::MoE;
+  b.ffn_naming = FFNNaming::Sequential;
+  b.swiglu_naming = SwiGLUNaming::LLaMA;
+  b.num_experts = 5;
+  b.top_k = 3;
+  b.moe_aux_loss_coef = 0.125;
+  b.moe_expert = ExpertKind::SwiGLU;
+  b.attention = AttentionKind::MLA;
+  b.mla_head_dim = 8;
+  b.mla_latent_dim = 12;
+  b.mla_rope_dim = 4;
+  b.mla_q_latent_dim = 0;
+  b.mla_decoupled_rope_key = true;
+  b.position = PositionKind::RoPE;
+  b.rope_layout = RopeLayout::Interleaved;
+  b.rope_base = 500000.0;
+  b.max_seq_len = 77;
+  b.dropout = 0.1;
+  b.bias = false;
+  b.naming = BlockNaming::LLaMA;
+  const std::string text = c.to_json();
+  EXPECT_NE(text.find("\"norm_position\": \"deepnorm\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"rope_layout\": \"interleaved\""), std::string::npos) << text;
+  const LMConfig d = LMConfig::from_json(text);
+  EXPECT_EQ(d.to_json(), text);
+  EXPECT_EQ(d.vocab_size, 101);
+  EXPECT_EQ(d.block.n_layers, 3);
+  EXPECT_EQ(d.dtype, kFloat64);
+  EXPECT_EQ(d.block.norm_position, NormPosition::DeepNorm);
+  EXPECT_EQ(d.block.moe_expert, ExpertKind::SwiGLU);
+  EXPECT_EQ(d.block.swiglu_naming, SwiGLUNaming::LLaMA);
+  EXPECT_DOUBLE_EQ(d.block.norm_eps, 1.25e-7);
+  EXPECT_DOUBLE_EQ(d.block.dropout, 0.1);
+  EXPECT_TRUE(d.block.mla_decoupled_rope_key);
+  // Fields left out keep their defaults.
+  const LMConfig partial = LMConfig::from_json(R"({"vocab_size": 50, "block": {"d_model": 32}})");
+  EXPECT_EQ(partial.vocab_size, 50);
+  EXPECT_EQ(partial.n_layers, LMConfig().n_layers);
+  EXPECT_EQ(partial.block.d_model, 32);
+  EXPECT_EQ(partial.block.n_heads, BlockConfig().n_heads);
+}
+
+namespace {
+
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    path = std::filesystem::temp_directory_path() /
+           ("xgrad_" + tag + "_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST(NnDecoderConfig, SavePretrainedLoadPretrained) {
+  for (const LMConfig& c : {gpt2_tied_lm(), small_lm(AttentionKind::MLA)}) {
+    DecoderLM lm(c);
+    if (c.block.attention == AttentionKind::MLA) randomize64(lm, 71);  // a float64 model
+    TempDir dir("lm");
+    save_pretrained(lm, (dir.path / "model").string());
+    EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "config.json"));
+    EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "model.safetensors"));
+    std::shared_ptr<DecoderLM> back = load_pretrained((dir.path / "model").string());
+    EXPECT_EQ(back->tok_embeddings()->weight().dtype(), lm.tok_embeddings()->weight().dtype());
+    EXPECT_EQ(names(*back), names(lm));
+    const Tensor tokens = random_tokens(2, 5, c.vocab_size, 72);
+    EXPECT_TRUE(test::tensors_close(back->forward(tokens), lm(tokens), 0, 0));
+    EXPECT_EQ(back->config().block.attention, c.block.attention);
+    EXPECT_EQ(back->config().tie_embeddings, c.tie_embeddings);
+  }
+}
+
+// --- errors -------------------------------------------------------------------------------
+
+TEST(NnDecoderErrors, BadTokens) {
+  DecoderLM lm(llama_lm());
+  const std::string who = "DecoderLM(vocab_size=11, n_layers=2, d_model=16)";
+  EXPECT_XG_ERROR(lm(randn({2, 3})), who + ": expected tokens int64 [B, T], got float32 [2,3]");
+  EXPECT_XG_ERROR(lm(from_vector(std::vector<int64_t>{1, 2, 3}, {3})), "expected tokens int64 [B, T], got int64 [3]");
+  EXPECT_XG_ERROR(lm(from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 11}, {2, 4})),
+                  who + ": token id 11 at [1,3] is out of range [0, 11) (tokens [2,4])");
+  EXPECT_XG_ERROR(lm(from_vector(std::vector<int64_t>{-1, 2}, {1, 2})), "token id -1 at [0,0] is out of range");
+  std::vector<KVCache> caches(3);
+  EXPECT_XG_ERROR(lm(random_tokens(1, 2, 11, 1), 0, &caches), "expected 2 KV caches (one per layer), got 3");
+  EXPECT_XG_ERROR(lm(random_tokens(1, 2, 11, 1), -1), "start_pos must be >= 0 (or -1 with caches), got -1");
+}
+
+TEST(NnDecoderErrors, LongerThanMaxSeqLen) {
+  for (PositionKind kind : {PositionKind::Learned, PositionKind::Sinusoidal, PositionKind::RoPE}) {
+    LMConfig c = small_lm(AttentionKind::MHA);
+    c.block.position = kind;
+    c.block.max_seq_len = 8;
+    DecoderLM lm(c);
+    EXPECT_XG_ERROR(lm(random_tokens(1, 9, 13, 1)), "DecoderLM(vocab_size=13, n_layers=2, d_model=16): positions 0..8 "
+                                                    "of tokens [1,9] (start_pos 0) exceed max_seq_len 8");
+    EXPECT_XG_ERROR(lm(random_tokens(2, 3, 13, 1), 6), "positions 6..8 of tokens [2,3] (start_pos 6) exceed max_seq_len 8");
+    EXPECT_XG_ERROR(lm.generate(random_tokens(1, 5, 13, 1), 4),
+                    "generate: the prompt's 5 tokens (prompt [1,5]) + max_new_tokens 4 exceed max_seq_len 8");
+  }
+  LMConfig c = small_lm(AttentionKind::MHA);
+  c.block.position = PositionKind::None;  // no table, no limit
+  c.block.max_seq_len = 8;
+  DecoderLM lm(c);
+  EXPECT_EQ(lm(random_tokens(1, 12, 13, 1)).shape(), (Shape{1, 12, 13}));
+}
+
+TEST(NnDecoderErrors, BadGenerateArguments) {
+  DecoderLM lm(small_lm(AttentionKind::MHA));
+  EXPECT_XG_ERROR(lm.generate(randn({1, 3}), 2), "generate: expected a prompt int64 [B, T0] with B, T0 >= 1, got float32 [1,3]");
+  GenerateOptions o;
+  o.eos_id = 13;
+  EXPECT_XG_ERROR(lm.generate(random_tokens(1, 2, 13, 1), 2, o), "eos_id must be -1 (none) or in [0, 13), got 13");
+  o.eos_id = -1;
+  o.top_p = 0;
+  EXPECT_XG_ERROR(lm.generate(random_tokens(1, 2, 13, 1), 2, o), "top_p must be in (0, 1], got 0");
+}
+
+TEST(NnDecoderErrors, BadConfig) {
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": 11, "n_layer": 2})", "my.json"),
+                  "my.json: unknown field 'n_layer'");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"n_head": 2}})", "my.json"), "my.json: unknown field 'block.n_head'");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": "eleven"})", "my.json"),
+                  "my.json: field 'vocab_size' must be an integer, got \"eleven\"");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm_position": "middle"}})", "my.json"),
+                  "my.json: field 'block.norm_position' must be one of \"post\", \"pre\", \"deepnorm\", got \"middle\"");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"bias": 1}})", "my.json"),
+                  "field 'block.bias' must be true or false, got 1");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"d_model": 16, "n_heads": 3}})", "my.json"),
+                  "my.json: block: field 'n_heads' (3) must divide d_model (16)");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": 0})", "my.json"), "my.json: field 'vocab_size' must be positive");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": 3})", "my.json"), "field 'block' must be a JSON object, got 3");
+  EXPECT_XG_ERROR(LMConfig::from_json("{\"vocab_size\": ", "my.json"), "my.json: not valid JSON");
+  LMConfig c = llama_lm();
+  c.vocab_size = 0;
+  EXPECT_XG_ERROR(DecoderLM{c}, "DecoderLM: field 'vocab_size' must be positive, got 0");
+
+  // load_pretrained names the file.
+  TempDir dir("badcfg");
+  std::filesystem::create_directories(dir.path);
+  {
+    std::ofstream out(dir.path / "config.json");
+    out << R"({"vocab_size": 11, "block": {"ffn": "swish"}})";
+  }
+  EXPECT_XG_ERROR(load_pretrained(dir.path.string()),
+                  (dir.path / "config.json").string() + ": field 'block.ffn' must be one of");
+  EXPECT_XG_ERROR(load_pretrained((dir.path / "missing").string()), "load_pretrained: cannot open");
+}
