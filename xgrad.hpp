@@ -5,6 +5,7 @@
 #include "autograd/ops.hpp"
 #include "autograd/safetensors.hpp"
 #include "autograd/xarray.hpp"
+#include "losses/losses.hpp"
 #include "nn/attention.hpp"
 #include "nn/block.hpp"
 #include "nn/decoder.hpp"

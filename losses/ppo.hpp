@@ -1,0 +1,40 @@
+// Proximal Policy Optimization: the second seed's clipped surrogate loss, TRL's clipped
+// value loss and entropy bonus, generalized advantage estimation (GAE).
+#pragma once
+
+#include "autograd/tensor.hpp"
+
+namespace xg::losses {
+
+// The seed's ppo_clip_loss: ratio = exp(new - old);
+// loss = -mean(min(ratio A, clamp(ratio, 1 - eps, 1 + eps) A)).
+// old_log_probs, new_log_probs, advantages share one shape ([B] as in the seed, or [B, T]
+// per token); with `mask` (that shape, nonzero = keep) the mean runs over kept entries only.
+// Differentiable with respect to all three (old and A normally come detached).
+Tensor ppo_clip_loss(const Tensor& old_log_probs, const Tensor& new_log_probs, const Tensor& advantages,
+                     double clip_epsilon = 0.2, const Tensor& mask = Tensor());
+
+// TRL's clipped value loss: v_clip = clamp(new_values, old_values - c, old_values + c);
+// loss = 0.5 * mean(max((new_values - returns)^2, (v_clip - returns)^2)) (masked mean with
+// `mask`). All of one shape.
+Tensor ppo_value_loss(const Tensor& new_values, const Tensor& old_values, const Tensor& returns,
+                      double clip_range_value = 0.2, const Tensor& mask = Tensor());
+
+// The entropy bonus: the (masked) mean of entropy_from_logits(logits) over positions:
+// logits [..., V], mask [...]. Subtract it times a coefficient from the loss:
+// loss = pg_loss + vf_coef * value_loss - ent_coef * ppo_entropy_bonus(logits, mask).
+Tensor ppo_entropy_bonus(const Tensor& logits, const Tensor& mask = Tensor());
+
+struct Gae {
+  Tensor advantages;  // [B, T] (or [T])
+  Tensor returns;     // advantages + values
+};
+
+// Generalized advantage estimation over the last dim (time), as TRL's PPO trainer:
+// delta_t = r_t + gamma V_{t+1} - V_t (V_T = 0), A_t = delta_t + gamma lam A_{t+1}.
+// rewards and values: [T] or [B, T], one shape; padded steps should hold reward 0 and
+// value 0. Not differentiable (computed under no_grad, as in TRL); whiten the advantages
+// with masked_whiten.
+Gae compute_gae(const Tensor& rewards, const Tensor& values, double gamma = 1.0, double lam = 0.95);
+
+}  // namespace xg::losses
