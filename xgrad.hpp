@@ -16,3 +16,4 @@
 #include "nn/norm.hpp"
 #include "nn/position.hpp"
 #include "nn/sampling.hpp"
+#include "optim/optim.hpp"

@@ -23,12 +23,6 @@
 
 #include <cblas.h>
 
-// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
-// intrinsic headers when xsimd's exp is inlined (as in softmax.cpp); silenced for this header.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <array>
@@ -41,6 +35,7 @@
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/row_kernels.hpp"
 
 namespace xg {
 
@@ -107,35 +102,13 @@ std::vector<Segment> make_segments(const Plan& p, int64_t block) {
   return segs;
 }
 
-template <class T>
-using Batch = xsimd::batch<T>;
-
 // row[0, L) <- softmax(row[0, L)) (max subtracted, sums in double), row[L, Tk) <- 0.
 // Writes the row's max and 1/sum to stats[0], stats[1], from which backward recomputes the
 // very same weights. An all -inf row becomes NaN, as PyTorch's softmax.
 template <class T>
 void softmax_row(T* row, int64_t L, int64_t Tk, T* stats) {
-  constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < L; ++j) m = row[j] > m ? row[j] : m;
-  const Batch<T> vm(m);
-  double total = 0;
-  for (int64_t b0 = 0; b0 < L; b0 += 256) {  // float partial sums flushed into a double
-    const int64_t b1 = std::min(L, b0 + 256);
-    Batch<T> acc(T(0));
-    int64_t j = b0;
-    for (; j + W <= b1; j += W) {
-      const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(row + j) - vm);
-      e.store_unaligned(row + j);
-      acc += e;
-    }
-    T part = xsimd::hadd(acc);
-    for (; j < b1; ++j) {
-      row[j] = std::exp(row[j] - m);
-      part += row[j];
-    }
-    total += part;
-  }
+  const T m = row_max(row, L);
+  const double total = exp_shifted(row, m, row, L);
   const T inv = static_cast<T>(1 / total);
 #pragma omp simd
   for (int64_t j = 0; j < L; ++j) row[j] *= inv;

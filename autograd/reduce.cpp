@@ -4,12 +4,6 @@
 // the reduced dims moved last. Backward spreads the gradient back over the reduced dims.
 #include "autograd/reduce.hpp"
 
-// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
-// intrinsic headers when xsimd's exp is inlined; silenced for this header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +14,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/row_kernels.hpp"
 
 namespace xg {
 
@@ -423,26 +418,6 @@ ValuesIndices extreme_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_ma
     return Grads{dx};
   });
   return {values, indices};
-}
-
-// sum of exp(x[i] - m) over a contiguous row, vectorised (SIMD partial sums in T, flushed
-// into a double every 256 elements).
-template <class T>
-double sum_exp_shifted(const T* x, T m, int64_t n) {
-  using B = xsimd::batch<T>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  const B vm(m);
-  double total = 0;
-  for (int64_t b0 = 0; b0 < n; b0 += 256) {
-    const int64_t b1 = std::min(n, b0 + 256);
-    B acc(T(0));
-    int64_t i = b0;
-    for (; i + W <= b1; i += W) acc += xsimd::exp(B::load_unaligned(x + i) - vm);
-    T part = xsimd::hadd(acc);
-    for (; i < b1; ++i) part += std::exp(x[i] - m);
-    total += part;
-  }
-  return total;
 }
 
 // out = m + log(sum exp(x - m)), m the row max (0 where it is infinite); x: [O, R, I] -> [O, I]

@@ -3,13 +3,6 @@
 // When dim is last (I == 1) every row is contiguous and rows run in parallel.
 #include "autograd/softmax.hpp"
 
-// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
-// intrinsic headers (the _mm512_undefined_* idiom) when xsimd's exp is inlined; silenced
-// for this header only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +11,7 @@
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/row_kernels.hpp"
 #include "autograd/op_util.hpp"
 
 namespace xg {
@@ -27,10 +21,6 @@ using Grads = std::vector<Tensor>;
 namespace {
 
 constexpr int64_t kBlock = 64;     // columns per task when dim is not last
-constexpr int64_t kSumBlock = 256;  // float partial sums are flushed into a double this often
-
-template <class T>
-using Batch = xsimd::batch<T>;
 
 struct Layout {
   int64_t O = 1, D = 1, I = 1;  // x viewed as [O, D, I]
@@ -46,40 +36,6 @@ Layout layout(const Shape& shape, int64_t dim) {
     else l.I *= n;
   }
   return l;
-}
-
-template <class T>
-T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-// y[i] = exp(x[i] - m) for a contiguous row; returns the sum of y (SIMD partial sums in T,
-// flushed into a double every kSumBlock elements).
-template <class T>
-double exp_shifted(const T* x, T m, T* y, int64_t n) {
-  constexpr int64_t B = static_cast<int64_t>(Batch<T>::size);
-  const Batch<T> vm(m);
-  double total = 0;
-  for (int64_t b0 = 0; b0 < n; b0 += kSumBlock) {
-    const int64_t b1 = std::min(n, b0 + kSumBlock);
-    Batch<T> acc(T(0));
-    int64_t i = b0;
-    for (; i + B <= b1; i += B) {
-      const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - vm);
-      e.store_unaligned(y + i);
-      acc += e;
-    }
-    T part = xsimd::hadd(acc);
-    for (; i < b1; ++i) {
-      y[i] = std::exp(x[i] - m);
-      part += y[i];
-    }
-    total += part;
-  }
-  return total;
 }
 
 // y[i] = exp(x[i] - m[i]) elementwise over n columns.

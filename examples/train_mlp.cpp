@@ -21,35 +21,32 @@ static std::pair<xg::Tensor, xg::Tensor> make_spiral(int64_t n) {
   return {xg::from_vector(x, {3 * n, 2}), xg::from_vector(y, {3 * n}, xg::kInt64)};
 }
 
+// A two-layer perceptron, written as a PyTorch user would write an nn.Module.
+struct MLP : xg::nn::Module {
+  MLP(int64_t in, int64_t hidden, int64_t out) {
+    fc1 = register_module("fc1", std::make_shared<xg::nn::Linear>(in, hidden));
+    fc2 = register_module("fc2", std::make_shared<xg::nn::Linear>(hidden, out));
+  }
+  xg::Tensor forward(const xg::Tensor& x) const { return (*fc2)(xg::relu((*fc1)(x))); }
+  std::shared_ptr<xg::nn::Linear> fc1, fc2;
+};
+
 int main() {
   xg::manual_seed(0);
   auto [x, y] = make_spiral(100);
 
-  // model: 2 -> 64 -> 3, weights [out, in] like torch.nn.Linear
-  xg::Tensor w1 = (xg::randn({64, 2}) * 0.5).requires_grad_();
-  xg::Tensor b1 = xg::zeros({64}).requires_grad_();
-  xg::Tensor w2 = (xg::randn({3, 64}) * 0.1).requires_grad_();
-  xg::Tensor b2 = xg::zeros({3}).requires_grad_();
-  std::vector<xg::Tensor> params = {w1, b1, w2, b2};
-  const double lr = 0.5;
+  MLP model(2, 64, 3);
+  xg::optim::AdamWOptions opts;
+  opts.lr = 1e-2;
+  xg::optim::AdamW opt(model.parameters(), opts);
 
   double first = 0, last = 0;
   for (int step = 0; step <= 300; ++step) {
-    xg::Tensor h = xg::relu(xg::linear(x, w1, b1));
-    xg::Tensor logits = xg::linear(h, w2, b2);
-    // cross-entropy: mean of -log p(label)
-    xg::Tensor logp = xg::log_softmax(logits, -1);
-    xg::Tensor loss = -xg::mean(xg::gather(logp, 1, y.unsqueeze(1)));
-
-    for (xg::Tensor& p : params) p.zero_grad();
+    xg::Tensor loss = xg::losses::cross_entropy(model.forward(x), y);
+    opt.zero_grad();
     loss.backward();
-    {
-      xg::NoGradGuard no_grad;  // plain SGD step
-      for (xg::Tensor& p : params) {
-        xg::Tensor p_data = p.detach();
-        xg::add_(p_data, p.grad(), -lr);
-      }
-    }
+    opt.step();
+
     if (step == 0) first = loss.item();
     last = loss.item();
     if (step % 50 == 0) std::printf("step %3d  loss %.4f\n", step, last);

@@ -3,12 +3,6 @@
 // logit; backward writes softmax - (smoothed) onehot straight into dx. Rows run in parallel.
 #include "losses/cross_entropy.hpp"
 
-// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
-// intrinsic headers when xsimd's exp is inlined (as in autograd/softmax.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +12,7 @@
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/row_kernels.hpp"
 #include "autograd/op_util.hpp"
 
 namespace xg::losses {
@@ -25,37 +20,6 @@ namespace xg::losses {
 using Grads = std::vector<Tensor>;
 
 namespace {
-
-template <class T>
-using Batch = xsimd::batch<T>;
-
-constexpr int64_t kSumBlock = 256;  // float partial sums are flushed into a double this often
-
-template <class T>
-T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-// sum_i exp(x[i] - m) over a contiguous row, without storing the exponentials.
-template <class T>
-double sum_exp(const T* x, T m, int64_t n) {
-  constexpr int64_t B = static_cast<int64_t>(Batch<T>::size);
-  const Batch<T> vm(m);
-  double total = 0;
-  for (int64_t b0 = 0; b0 < n; b0 += kSumBlock) {
-    const int64_t b1 = std::min(n, b0 + kSumBlock);
-    Batch<T> acc(T(0));
-    int64_t i = b0;
-    for (; i + B <= b1; i += B) acc += xsimd::exp(Batch<T>::load_unaligned(x + i) - vm);
-    T part = xsimd::hadd(acc);
-    for (; i < b1; ++i) part += std::exp(x[i] - m);
-    total += part;
-  }
-  return total;
-}
 
 // sum_i (m - x[i]) in double (the label-smoothing term needs sum_c -log_softmax(x)_c).
 template <class T>
@@ -90,7 +54,7 @@ void forward_rows(const T* x, const int64_t* t, int64_t N, int64_t C, int64_t ig
     }
     const T* xr = x + i * C;
     const T m = row_max(xr, C);
-    const double logs = std::log(sum_exp(xr, m, C));
+    const double logs = std::log(sum_exp_shifted(xr, m, C));
     stats[2 * i] = m;
     stats[2 * i + 1] = static_cast<T>(logs);
     // -log_softmax(x)_c = (m - x_c) + logs

@@ -2,12 +2,6 @@
 // predicted distribution as one fused row op (x: [N, V], rows in parallel, SIMD exp).
 #include "losses/logprobs.hpp"
 
-// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
-// intrinsic headers when xsimd's exp is inlined (as in autograd/softmax.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <xsimd/xsimd.hpp>
-#pragma GCC diagnostic pop
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +11,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/kernels.hpp"
+#include "autograd/row_kernels.hpp"
 #include "autograd/reduce.hpp"
 #include "losses/cross_entropy.hpp"
 #include "losses/util.hpp"
@@ -67,19 +62,6 @@ Tensor sequence_logprobs(const Tensor& logits, const Tensor& labels, const Tenso
 }
 
 namespace {
-
-template <class T>
-using Batch = xsimd::batch<T>;
-
-constexpr int64_t kSumBlock = 256;
-
-template <class T>
-T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
 
 // Over a row: s = sum exp(x - m) and a = sum exp(x - m) (x - m), skipping zero terms
 // (x = -inf); float partial sums flushed into doubles.

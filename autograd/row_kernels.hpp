@@ -1,0 +1,68 @@
+// Internal to xgrad's .cpp files: vectorised kernels over one contiguous row that softmax,
+// logsumexp, attention and the losses share: the row max, and exp(x - m) with its sum
+// (xsimd's exp; float partial sums flushed into a double every kSumBlock elements, so a
+// float32 row of any length sums as accurately as PyTorch's).
+#pragma once
+
+// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
+// intrinsic headers (the _mm512_undefined_* idiom) when xsimd's exp is inlined; silenced
+// for this header only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <xsimd/xsimd.hpp>
+#pragma GCC diagnostic pop
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace xg {
+
+template <class T>
+using Batch = xsimd::batch<T>;
+
+constexpr int64_t kSumBlock = 256;
+
+// max of x[0, n); -inf for an empty row.
+template <class T>
+T row_max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// y[i] = exp(x[i] - m) (y may be x, or null to only sum); returns the sum of the exponentials.
+template <class T>
+double exp_shifted(const T* x, T m, T* y, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
+  const Batch<T> vm(m);
+  double total = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += kSumBlock) {
+    const int64_t b1 = std::min(n, b0 + kSumBlock);
+    Batch<T> acc(T(0));
+    int64_t i = b0;
+    for (; i + W <= b1; i += W) {
+      const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - vm);
+      if (y) e.store_unaligned(y + i);
+      acc += e;
+    }
+    T part = xsimd::hadd(acc);
+    for (; i < b1; ++i) {
+      const T e = std::exp(x[i] - m);
+      if (y) y[i] = e;
+      part += e;
+    }
+    total += part;
+  }
+  return total;
+}
+
+// sum_i exp(x[i] - m), without storing the exponentials.
+template <class T>
+double sum_exp_shifted(const T* x, T m, int64_t n) {
+  return exp_shifted<T>(x, m, nullptr, n);
+}
+
+}  // namespace xg
