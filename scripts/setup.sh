@@ -9,6 +9,7 @@ PACKAGES=(
   libxtensor-dev libxtensor-blas-dev libxsimd-dev
   libboost-program-options-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  gnuplot-nox                     # experiments/: PNG and SVG plots (optional at run time)
 )
 # `scripts/setup.sh --fixtures` also installs PyTorch, needed only to regenerate
 # tests/fixtures (never at build or test time).

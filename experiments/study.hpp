@@ -1,0 +1,136 @@
+// The Pre-Norm vs Post-Norm gradient study (the first seed's §3.3, issue 6): two deep
+// residual nets built from the same initial tensors, one Post-Norm `x = norm(x + f(x))`, one
+// Pre-Norm `x = x + f(norm(x))`, one forward/backward through an MSE loss, and each layer's
+// weight-gradient norm. The executable experiments/prenorm_vs_postnorm.cpp only parses flags
+// and writes files; everything measured lives here so that tests call it directly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/safetensors.hpp"
+#include "nn/block.hpp"
+
+namespace xg::experiments {
+
+// What each of the net's layers computes as its sublayer f.
+enum class Sublayer {
+  Linear,     // f(h) = relu(linear(h)): the seed's net (layers.{i} is an nn.Linear(d, d))
+  FFN,        // f(h) = fc2(relu(fc1(h))), d_ff = 4 d (layers.{i}.fc1 / fc2)
+  Attention,  // f(h) = multi-head self-attention (layers.{i}.w_q/w_k/w_v/w_o), input [B, T, d]
+  Block,      // layers.{i} is a whole TransformerBlock (MHA + ReLU FFN) with Post/Pre norms
+};
+const char* sublayer_name(Sublayer s);            // "linear", "ffn", "attention", "block"
+Sublayer parse_sublayer(const std::string& name);  // throws xg::Error on anything else
+nn::NormKind parse_norm(const std::string& name);  // "layernorm" | "rmsnorm"
+
+struct StudyConfig {
+  int64_t layers = 8;
+  int64_t d_model = 4;
+  int64_t batch = 2;
+  int64_t seq_len = 4;  // tokens per sequence (attention and block sublayers only)
+  int64_t heads = 1;    // attention heads (attention and block sublayers); must divide d_model
+  uint64_t seed = 42;
+  nn::NormKind norm = nn::NormKind::LayerNorm;
+  // A final norm after the last layer of the Pre-Norm net ("final_norm"), as real Pre-Norm
+  // models have. The Post-Norm net already ends with a norm and never gets one.
+  bool final_norm = false;
+  Sublayer sublayer = Sublayer::Linear;
+  void validate() const;  // throws xg::Error naming the flag and the rule broken
+};
+
+// One net: `layers` sublayers and (except for the block sublayer, whose blocks own their
+// norms) one norm per layer, under PyTorch's names layers.{i}.*, norms.{i}.*.
+class DeepNet : public nn::Module {
+ public:
+  DeepNet(const StudyConfig& config, nn::NormPosition position);
+  Tensor forward(const Tensor& x) const;
+  // Gradient norm of layer i's weight matrices (every parameter of layers.{i} with 2 dims,
+  // i.e. no biases and no norm gains): for the seed's net, layers[i].weight.grad.norm().
+  double layer_grad_norm(int64_t i) const;
+  std::string name() const override { return "DeepNet"; }
+
+ private:
+  StudyConfig config_;
+  nn::NormPosition position_;
+  std::shared_ptr<nn::ModuleList<nn::Module>> layers_;
+  std::shared_ptr<nn::ModuleList<nn::Module>> norms_;
+  std::shared_ptr<nn::Module> final_norm_;
+};
+
+// The initial state both nets start from: the parameters by PyTorch's names, the input x
+// and the target.
+struct Init {
+  TensorMap params;
+  Tensor x, target;
+};
+// Builds the Post-Norm net's initial state with xgrad's generator seeded with config.seed,
+// then draws x and target from randn (the seed's order: both nets, then x, then target).
+Init make_init(const StudyConfig& config);
+// Reads an init (`--init`): x, target and every parameter the config's net has, under
+// `prefix` + name. Other tensors in the file are ignored; missing or mis-shaped ones are an
+// error naming the file and the tensor.
+Init load_init(const std::string& path, const StudyConfig& config, const std::string& prefix = "");
+void save_init(const std::string& path, const Init& init);  // `--save-init`
+// PyTorch's own seed-42 init of the seed's nets (torch.manual_seed(42) twice, randn x and
+// target), compiled in from tests/fixtures/gen_prenorm.py, so that the default run prints
+// PyTorch's numbers. Only for the seed's shape: true from uses_torch_seed42_init.
+bool uses_torch_seed42_init(const StudyConfig& config);  // 8 layers, d 4, batch 2, Linear, LayerNorm, seed 42
+Init torch_seed42_init(const StudyConfig& config);      // throws xg::Error for any other config
+
+struct StudyResult {
+  std::vector<double> grad_post, grad_pre;  // per layer, bottom (layer 1) first
+  double loss_post = 0, loss_pre = 0;
+  // grad[i] / grad[top layer]: vanishing measured independently of the loss scale.
+  std::vector<double> rel_post() const;
+  std::vector<double> rel_pre() const;
+  double ratio_layer1() const { return grad_pre.at(0) / grad_post.at(0); }  // Pre / Post
+};
+
+// Builds both nets from `init`, runs one forward/backward each, returns the gradient norms.
+StudyResult run_study(const StudyConfig& config, const Init& init);
+
+// --- the depth sweep (issue 6, part 2) ------------------------------------------------------
+
+struct Quartiles {
+  double q1 = 0, median = 0, q3 = 0;
+};
+Quartiles quartiles(std::vector<double> values);  // linear interpolation (numpy's default)
+
+struct SweepPoint {
+  int64_t d_model = 0, depth = 0;
+  Quartiles post_layer1, pre_layer1, ratio;  // over seeds
+  // Median over seeds of each layer's gradient norm relative to the top layer.
+  std::vector<double> rel_post_median, rel_pre_median;
+};
+// For each d_model and depth, `seeds` runs with seeds base.seed, base.seed + 1, ...
+std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int64_t>& depths,
+                                  const std::vector<int64_t>& d_models, int64_t seeds);
+
+// --- real Transformer blocks at initialisation (Xiong et al. 2020; issue 6, part 3) --------
+
+struct XiongConfig {
+  int64_t d_model = 64;
+  int64_t heads = 4;
+  int64_t batch = 4;
+  int64_t seq_len = 16;
+  int64_t vocab = 64;  // size of the linear head trained with cross-entropy on random labels
+  uint64_t seed = 42;
+  // The paper's (fairseq's) init: Xavier-uniform weight matrices and zero biases in the
+  // attention and the FFN. Off: PyTorch's nn.Linear default (kaiming_uniform, a = sqrt 5).
+  bool xavier = true;
+};
+struct XiongProfile {
+  int64_t depth = 0;
+  // Per layer (bottom first): norm of the gradient of the FFN's second weight matrix W2
+  // (fc2.weight), the quantity of the paper's figure 3.
+  std::vector<double> post, pre;
+};
+// Post-LN: x = LN(x + attn(x)), x = LN(x + ffn(x)); Pre-LN: x = x + attn(LN(x)),
+// x = x + ffn(LN(x)) and a final LN, as in the paper; both from the same initial weights,
+// then a linear head and cross-entropy against random labels.
+XiongProfile run_xiong(const XiongConfig& config, int64_t depth);
+
+}  // namespace xg::experiments

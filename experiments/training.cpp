@@ -1,0 +1,93 @@
+#include "experiments/training.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "autograd/random.hpp"
+#include "losses/cross_entropy.hpp"
+#include "nn/decoder.hpp"
+#include "optim/adam.hpp"
+#include "optim/schedule.hpp"
+
+namespace xg::experiments {
+
+std::vector<uint8_t> read_corpus(const std::string& path, int64_t min_bytes) {
+  std::ifstream f(path, std::ios::binary);
+  check(static_cast<bool>(f), "--corpus: cannot read '", path, "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  check(static_cast<int64_t>(bytes.size()) >= min_bytes, "--corpus: '", path, "' has ", bytes.size(),
+        " bytes, need at least ", min_bytes);
+  return bytes;
+}
+
+TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn::NormPosition norm, int64_t depth,
+                   double lr, bool warmup) {
+  check(depth >= 1, "train_run: depth must be at least 1, got ", depth);
+  check(tc.steps >= 1, "--train-steps: must be at least 1, got ", tc.steps);
+  const int64_t n = static_cast<int64_t>(corpus.size());
+  check(n > tc.seq_len + 1, "train_run: the corpus (", n, " bytes) is shorter than a sequence");
+  TrainRun run;
+  run.norm = norm;
+  run.depth = depth;
+  run.lr = lr;
+  run.warmup = warmup;
+
+  manual_seed(tc.seed);
+  nn::LMConfig lc;
+  lc.vocab_size = 256;
+  lc.n_layers = depth;
+  lc.block.d_model = tc.d_model;
+  lc.block.n_heads = tc.heads;
+  lc.block.norm_position = norm;
+  lc.block.norm = nn::NormKind::LayerNorm;
+  lc.block.ffn = nn::FFNKind::GELU;
+  lc.block.position = nn::PositionKind::Learned;
+  lc.block.max_seq_len = tc.seq_len;
+  lc.final_norm = norm == nn::NormPosition::Pre;
+  nn::DecoderLM model(lc);
+
+  optim::AdamWOptions opts;
+  opts.lr = lr;
+  opts.betas = {0.9, 0.98};
+  opts.weight_decay = 0.0;
+  optim::AdamW opt(model.parameters(), opts);
+  optim::LambdaLR sched(opt, warmup ? optim::linear_warmup(tc.warmup) : optim::constant_schedule());
+
+  std::vector<double> counts(256, 0.0);
+  for (uint8_t c : corpus) counts[c] += 1;
+  for (double c : counts)
+    if (c > 0) run.unigram_entropy -= c / n * std::log(c / n);
+  Generator data_gen(tc.seed + 1);  // the batches: the same for every configuration
+  const int64_t B = tc.batch, T = tc.seq_len;
+  for (int64_t step = 0; step < tc.steps; ++step) {
+    std::vector<int64_t> in(B * T), tgt(B * T);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t start = static_cast<int64_t>(data_gen.next_u64() % static_cast<uint64_t>(n - T - 1));
+      for (int64_t t = 0; t < T; ++t) {
+        in[b * T + t] = corpus[start + t];
+        tgt[b * T + t] = corpus[start + t + 1];
+      }
+    }
+    Tensor logits = model(from_vector(in, {B, T}));
+    Tensor loss = losses::cross_entropy(logits, from_vector(tgt, {B, T}));
+    const double l = loss.item();
+    run.losses.push_back(l);
+    if (!std::isfinite(l)) break;  // diverged: nothing more to learn from this run
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    sched.step();
+  }
+  const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(run.losses.size()) / 10);
+  double s = 0;
+  for (int64_t i = static_cast<int64_t>(run.losses.size()) - k; i < static_cast<int64_t>(run.losses.size()); ++i)
+    s += run.losses[i];
+  run.final_loss = s / k;
+  run.status = !std::isfinite(run.final_loss) || run.final_loss > run.losses.front() ? "diverged"
+               : run.final_loss >= run.unigram_entropy - 0.05                 ? "stalled"
+                                                                              : "ok";
+  return run;
+}
+
+}  // namespace xg::experiments

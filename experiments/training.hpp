@@ -1,0 +1,50 @@
+// Training stability of Post-Norm, Pre-Norm and DeepNorm decoders (issue 6, part 4): small
+// byte-level decoder LMs trained on real text at several depths, with and without a
+// learning-rate warmup, at several learning rates; loss curves and which runs diverge.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/block.hpp"
+
+namespace xg::experiments {
+
+struct TrainConfig {
+  std::string corpus = "/usr/share/common-licenses/GPL-3";  // any text file (Debian's base-files has this one)
+  int64_t d_model = 32;
+  int64_t heads = 4;
+  int64_t seq_len = 32;
+  int64_t batch = 8;
+  int64_t steps = 150;
+  int64_t warmup = 50;  // steps of linear warmup in the runs "with warmup"
+  uint64_t seed = 42;
+};
+
+struct TrainRun {
+  nn::NormPosition norm = nn::NormPosition::Pre;
+  int64_t depth = 0;
+  double lr = 0;
+  bool warmup = false;
+  std::vector<double> losses;  // per step (NaN/inf kept as they came)
+  double final_loss = 0;       // mean of the last 10% of the steps
+  // "diverged": the loss became non-finite or ended above where it started; "stalled": it
+  // ended within 0.05 nats of the corpus's unigram entropy or above it (the model learned the
+  // byte frequencies at best, nothing of the context); "ok" otherwise.
+  std::string status;
+  double unigram_entropy = 0;  // of the corpus's bytes, nats
+};
+
+// The corpus as bytes; throws xg::Error naming the file if it cannot be read or is shorter
+// than two sequences.
+std::vector<uint8_t> read_corpus(const std::string& path, int64_t min_bytes);
+
+// One run: a DecoderLM (byte vocabulary, learned positions, LayerNorm, GELU MHA blocks of the
+// given norm position; a final norm except for Post-Norm/DeepNorm, whose last block ends in one),
+// AdamW (betas 0.9/0.98, no weight decay, no gradient clipping, so that instability shows),
+// random windows of the corpus. Same seed -> same batches for every configuration.
+TrainRun train_run(const TrainConfig& config, const std::vector<uint8_t>& corpus, nn::NormPosition norm,
+                   int64_t depth, double lr, bool warmup);
+
+}  // namespace xg::experiments

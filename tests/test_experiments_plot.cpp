@@ -1,0 +1,73 @@
+// experiments/plot.cpp: the gnuplot driver writes its data and script, and (with gnuplot
+// installed, as scripts/setup.sh does) PNG and SVG images.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "experiments/plot.hpp"
+#include "torch_fixture.hpp"
+
+namespace ex = xg::experiments;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool nonempty_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+}
+
+ex::PlotSpec two_series() {
+  ex::PlotSpec spec;
+  spec.title = "it's \"quoted\"";
+  spec.xlabel = "layer";
+  spec.ylabel = "norm";
+  spec.logy = true;
+  spec.series.push_back({"Post", {1, 2, 3}, {0.5, 0.25, 0.125}, {}, {}, false, 1});
+  spec.series.push_back({"Pre", {1, 2, 3}, {4, 4, 4}, {3, 3, 3}, {5, 5, 5}, true, 2});
+  return spec;
+}
+
+}  // namespace
+
+TEST(ExperimentsPlot, WritesDataScriptAndImages) {
+  const std::string dir = XGRAD_BINARY_DIR;
+  std::string why;
+  bool ok = ex::plot(dir, "test_experiments_plot", two_series(), &why);
+  const std::string dat = slurp(dir + "/test_experiments_plot.dat");
+  EXPECT_NE(dat.find("# Post\n1 0.5\n2 0.25\n3 0.125\n\n\n# Pre\n1 4 3 5\n"), std::string::npos) << dat;
+  const std::string gp = slurp(dir + "/test_experiments_plot.gp");
+  EXPECT_NE(gp.find("set logscale y"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 1 using 1:2:3:4 with yerrorlines lt 2"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set title \"it's \\\"quoted\\\"\""), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set terminal svg"), std::string::npos) << gp;
+  EXPECT_EQ(ok, ex::gnuplot_available()) << why;
+  if (ex::gnuplot_available()) {
+    EXPECT_TRUE(nonempty_file(dir + "/test_experiments_plot.png"));
+    EXPECT_TRUE(nonempty_file(dir + "/test_experiments_plot.svg"));
+  } else {
+    EXPECT_NE(why.find("gnuplot not found"), std::string::npos) << why;
+  }
+}
+
+TEST(ExperimentsPlot, Errors) {
+  ex::PlotSpec spec = two_series();
+  spec.series[0].y.pop_back();
+  EXPECT_XG_ERROR(ex::plot(XGRAD_BINARY_DIR, "test_experiments_plot_bad", spec),
+                  "series 'Post' has 3 x values and 2 y values");
+  spec = two_series();
+  spec.series[1].yhi.pop_back();
+  EXPECT_XG_ERROR(ex::plot(XGRAD_BINARY_DIR, "test_experiments_plot_bad", spec), "one error bar per point");
+  std::string why;
+  EXPECT_FALSE(ex::plot("/nonexistent/folder", "x", two_series(), &why));
+  EXPECT_NE(why.find("cannot write /nonexistent/folder/x.dat"), std::string::npos) << why;
+}

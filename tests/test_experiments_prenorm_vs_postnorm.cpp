@@ -1,0 +1,105 @@
+// experiments/prenorm_vs_postnorm.cpp: the executable's flag handling (one-line errors, exit
+// status 2) and its outputs, run as a user would.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+CliRun run(const std::string& args) {
+  const std::string base = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli";
+  const std::string cmd = std::string("'") + XGRAD_PRENORM_EXE + "' " + args + " >" + base + ".out 2>" + base + ".err";
+  int st = std::system(cmd.c_str());
+  CliRun r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST(ExperimentsPrenormCli, UnknownFlagIsOneLineAndStatus2) {
+  CliRun r = run("--bogus 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("prenorm_vs_postnorm: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(ExperimentsPrenormCli, BadValuesAreOneLineAndStatus2) {
+  for (const char* args : {"--norm batchnorm", "--sublayer conv", "--layers abc", "--layers 0", "--depths 4,x",
+                           "--d-model 6 --heads 4", "--seeds 0",
+                           "--train-lrs 0.1,abc", "--train-steps 0", "--xiong-heads 3"}) {
+    CliRun r = run(args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+  }
+  CliRun r = run("--norm batchnorm");
+  EXPECT_NE(r.err.find("--norm: expected layernorm or rmsnorm, got 'batchnorm'"), std::string::npos) << r.err;
+}
+
+TEST(ExperimentsPrenormCli, HelpListsTheFlags) {
+  CliRun r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* flag : {"--layers", "--d-model", "--batch", "--seed", "--norm", "--final-norm", "--sublayer",
+                           "--init", "--save-init", "--out", "--sweep", "--xiong", "--train", "--corpus"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(ExperimentsPrenormCli, InitRunPrintsTheSeedTableAndWritesOutputs) {
+  const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_out";
+  CliRun r = run("--init '" + std::string(XGRAD_FIXTURE_DIR) + "/prenorm.safetensors' --out '" + dir + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The seed's table layout, with PyTorch's numbers (tests/fixtures/gen_prenorm.py prints them).
+  EXPECT_NE(r.out.find(" Layer    Post-Norm grad     Pre-Norm grad\n" + std::string(42, '-')), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Layer 1:          0.411592          6.629197"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Pre-Norm / Post-Norm = 16.11x"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(slurp(dir + "/prenorm.json"));
+  EXPECT_TRUE(j.contains("git_revision"));
+  EXPECT_EQ(j["seed"], 42);
+  EXPECT_EQ(j["flags"]["layers"], 8);
+  EXPECT_EQ(j["grad_post"].size(), 8u);
+  EXPECT_NEAR(j["ratio_layer1"].get<double>(), 6.629197 / 0.411592, 1e-4);
+  std::string csv = slurp(dir + "/prenorm.csv");
+  EXPECT_EQ(csv.rfind("layer,post_grad,pre_grad,post_rel_top,pre_rel_top\n1,", 0), 0u) << csv;
+  EXPECT_EQ(lines(csv), 9);
+}
+
+TEST(ExperimentsPrenormCli, DefaultRunIsPyTorchsSeedExperiment) {
+  const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_default";
+  CliRun r = run("--out '" + dir + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("init: PyTorch's torch.manual_seed(42) tensors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Layer 8:          0.532629          4.577710"), std::string::npos) << r.out;
+  CliRun x = run("--xgrad-init --out '" + dir + "'");
+  ASSERT_EQ(x.status, 0) << x.err;
+  EXPECT_NE(x.out.find("init: xgrad generator, seed 42"), std::string::npos) << x.out;
+  EXPECT_EQ(x.out.find("Layer 8:          0.532629          4.577710"), std::string::npos) << x.out;
+}
