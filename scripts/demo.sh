@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds xgrad, and runs the main demo.
+# Installs what is missing, builds xgrad, and runs the main demo: the Pre-Norm vs Post-Norm
+# gradient study (the seed's table with PyTorch's seed-42 numbers, the depth sweep, and the
+# Xiong et al. block profile), writing CSV/JSON and plots to out/prenorm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j "$(nproc)" --target train_mlp
-./build/examples/train_mlp
+cmake --build build -j "$(nproc)" --target prenorm_vs_postnorm
+./build/experiments/prenorm_vs_postnorm --sweep --xiong --out out/prenorm
