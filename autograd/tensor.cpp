@@ -62,14 +62,14 @@ int64_t shape_numel(const Shape& shape) {
 
 namespace {
 
-// NOTE: freed buffers of 1 MB and more are kept for reuse, by exact size. On this kind of
+// NOTE: freed buffers of 128 KB and more are kept for reuse, by exact size. On this kind of
 // VM a fresh page costs a fault plus a zero-fill, which measured 20-25% of a LayerNorm or
 // attention backward; a training step frees and asks for the same sizes every step, so
 // after the first step almost nothing is faulted in again. At most 1 GiB is held;
 // empty_cache() returns it all.
 class BufferCache {
  public:
-  static constexpr std::size_t kMin = std::size_t{1} << 20;
+  static constexpr std::size_t kMin = std::size_t{128} << 10;
   static constexpr std::size_t kMaxHeld = std::size_t{1} << 30;
 
   void* take(std::size_t padded) {
