@@ -3,7 +3,12 @@
 
 Each case is timed like Google Benchmark: calibrate an iteration count that runs about
 --min-time seconds, then take --reps repetitions of the mean time per iteration and report
-their median. Run with Debian's PyTorch:
+their median. Each case runs in a fresh process: PyTorch's CPU tensors come straight from
+glibc malloc, and what earlier cases freed decides whether a 16 MB buffer is page-faulted
+in again (measured: softmax forward + backward at 36 GB/s alone, 2.8 GB/s after the
+forward case in the same process), and even alone it varies from run to run, so each case
+runs in --procs fresh processes (default 3) and the median of their medians is reported.
+Run with Debian's PyTorch:
 
   /usr/bin/python3 bench/torch_micro.py --threads 2 1
   # side by side with xgrad (a JSON written by xgrad_bench --benchmark_out=...):
@@ -12,6 +17,8 @@ their median. Run with Debian's PyTorch:
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -138,17 +145,35 @@ def load_xgrad(path):
     return res
 
 
+def run_isolated(name, threads, reps, min_time):
+    """Times one case in a fresh interpreter; returns {"wall": s, "cpu": s} per iteration."""
+    cmd = [sys.executable, __file__, "--one", name, "--threads", str(threads), "--reps", str(reps),
+           "--min-time", str(min_time)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, nargs="+", default=[2, 1])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.5)
+    ap.add_argument("--procs", type=int, default=3, help="fresh processes per case (median of their medians)")
     ap.add_argument("--filter", default="", help="substring of the benchmark names to run")
     ap.add_argument("--xgrad", nargs="*", default=[], metavar="THREADS=FILE",
                     help="xgrad_bench JSON per thread count, e.g. 2=xg2.json 1=xg1.json: prints a markdown "
                          "table side by side")
     ap.add_argument("--json", help="write the PyTorch medians (seconds) here")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # child mode: time one case, print JSON
     args = ap.parse_args()
+
+    if args.one:
+        torch.set_num_threads(args.threads[0])
+        make = dict(cases())[args.one]
+        step, _, _ = make()
+        wall, cpu = time_step(step, args.min_time, args.reps, with_cpu=True)
+        print(json.dumps({"wall": wall, "cpu": cpu}))
+        return
 
     xg = {int(t): load_xgrad(f) for t, f in (x.split("=", 1) for x in args.xgrad)}
     print(f"torch {torch.__version__}", flush=True)
@@ -158,8 +183,9 @@ def main():
         for name, make in cases():
             if args.filter not in name:
                 continue
-            step, work, unit = make()
-            sec = time_step(step, args.min_time, args.reps)
+            _, work, unit = make()
+            sec = statistics.median(run_isolated(name, threads, args.reps, args.min_time)["wall"]
+                                    for _ in range(args.procs))
             torch_sec[(name, threads)] = sec
             if (name, work, unit) not in rows:
                 rows.append((name, work, unit))
