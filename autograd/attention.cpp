@@ -34,6 +34,7 @@
 #include "autograd/broadcast.hpp"
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/op_util.hpp"
 #include "autograd/kernels.hpp"
 #include "autograd/row_kernels.hpp"
 
@@ -349,7 +350,6 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   return p;
 }
 
-bool wants(const Grads& in, std::size_t k) { return k < in.size() && in[k].defined() && in[k].requires_grad(); }
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/op_util.hpp"
 #include "autograd/kernels.hpp"
 
 namespace xg {
@@ -20,7 +21,6 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
 
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   check(a.defined() && b.defined(), op, ": undefined tensor argument");

@@ -11,6 +11,7 @@
 
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/op_util.hpp"
 #include "autograd/kernels.hpp"
 
 namespace xg {
@@ -31,7 +32,6 @@ struct Rows {
   int64_t R = 1, C = 0;  // x viewed as [R, C]
 };
 
-bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
 
 // Validates x and the optional [C] parameters of `op`; returns x's [R, C] view.
 Rows check_inputs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {

@@ -8,9 +8,10 @@
 
 namespace xg {
 
-// True when input k of a backward closure needs a gradient (tinygrad's needs_input_grad).
+// True when input k of a backward closure needs a gradient (tinygrad's needs_input_grad);
+// false for an input that is absent (an optional input past the end of the list).
 inline bool wants(const std::vector<Tensor>& in, std::size_t k) {
-  return in[k].defined() && in[k].requires_grad();
+  return k < in.size() && in[k].defined() && in[k].requires_grad();
 }
 
 // Dim d in [-n, n) mapped to [0, n); otherwise an error naming the op and the shape.

@@ -8,6 +8,7 @@
 
 #include "autograd/dispatch.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/op_util.hpp"
 #include "autograd/kernels.hpp"
 
 namespace xg {
@@ -16,7 +17,6 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-bool wants(const Grads& in, std::size_t k) { return in[k].defined() && in[k].requires_grad(); }
 
 // The pair (a, b) = (x[ia], x[ib]) of feature pair i.
 inline int64_t first_of(RopeLayout layout, int64_t i) { return layout == RopeLayout::Interleaved ? 2 * i : i; }
