@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unordered_set>
 
 #include "autograd/graph.hpp"
 
@@ -77,10 +78,9 @@ NamedTensors Module::named_parameters(bool recurse) const {
   collect_named(out, "", true, recurse, false);
   // A module shared under two names (tied weights) is listed once, like PyTorch.
   NamedTensors unique;
-  for (auto& p : out) {
-    bool seen = std::any_of(unique.begin(), unique.end(), [&](const auto& u) { return u.second.node() == p.second.node(); });
-    if (!seen) unique.push_back(std::move(p));
-  }
+  std::unordered_set<const Node*> seen;
+  for (auto& p : out)
+    if (seen.insert(p.second.node()).second) unique.push_back(std::move(p));
   return unique;
 }
 
