@@ -25,7 +25,10 @@ std::string slurp(const std::string& path) {
 }
 
 CliRun run(const std::string& args) {
-  const std::string base = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli";
+  // CTest runs each test in its own process, in parallel: name the capture files after
+  // the test so that two runs never read each other's output.
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::string base = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_" + test;
   const std::string cmd = std::string("'") + XGRAD_PRENORM_EXE + "' " + args + " >" + base + ".out 2>" + base + ".err";
   int st = std::system(cmd.c_str());
   CliRun r;
