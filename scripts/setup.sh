@@ -8,6 +8,7 @@ PACKAGES=(
   libopenblas-openmp-dev          # OpenBLAS built on libgomp: BLAS and our loops share threads
   libxtensor-dev libxtensor-blas-dev libxsimd-dev
   libboost-program-options-dev nlohmann-json3-dev
+  zlib1g-dev                      # finetune/data: reads R's compressed lazy-load database (janeaustenr)
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox                     # experiments/: PNG and SVG plots (optional at run time)
 )

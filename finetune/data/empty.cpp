@@ -1,0 +1,1 @@
+// Keeps xgrad_data a valid library while finetune/data/ is empty.
