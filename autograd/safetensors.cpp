@@ -1,5 +1,7 @@
-// safetensors reader (validating) and writer (temporary file + rename).
+// safetensors reader (validating) and writer (temporary file, fsync, rename).
 #include "autograd/safetensors.hpp"
+
+#include "autograd/atomic_file.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -210,35 +212,26 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw Error(str_cat("save_safetensors: cannot open ", tmp, " for writing"));
-    unsigned char len_bytes[8];
-    for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(h.size() >> (8 * i));
-    f.write(reinterpret_cast<const char*>(len_bytes), 8);
-    f.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const auto& [name, t] : tensors) {
-      if (t.dtype() == kBool) {
-        std::vector<unsigned char> b(static_cast<std::size_t>(t.numel()));
-        const bool* p = t.data<bool>();
-        for (std::size_t i = 0; i < b.size(); ++i) b[i] = p[i] ? 1 : 0;
-        f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-      } else {
-        f.write(static_cast<const char*>(t.raw_data()),
-                static_cast<std::streamsize>(static_cast<uint64_t>(t.numel()) * itemsize(t.dtype())));
-      }
-    }
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw Error(str_cat("save_safetensors: writing ", tmp, " failed"));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(str_cat("save_safetensors: cannot rename ", tmp, " to ", path));
-  }
+  write_file_atomic(
+      path,
+      [&](std::ostream& f) {
+        unsigned char len_bytes[8];
+        for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(h.size() >> (8 * i));
+        f.write(reinterpret_cast<const char*>(len_bytes), 8);
+        f.write(h.data(), static_cast<std::streamsize>(h.size()));
+        for (const auto& [name, t] : tensors) {
+          if (t.dtype() == kBool) {
+            std::vector<unsigned char> b(static_cast<std::size_t>(t.numel()));
+            const bool* p = t.data<bool>();
+            for (std::size_t i = 0; i < b.size(); ++i) b[i] = p[i] ? 1 : 0;
+            f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+          } else {
+            f.write(static_cast<const char*>(t.raw_data()),
+                    static_cast<std::streamsize>(static_cast<uint64_t>(t.numel()) * itemsize(t.dtype())));
+          }
+        }
+      },
+      "save_safetensors");
 }
 
 }  // namespace xg

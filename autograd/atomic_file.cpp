@@ -1,0 +1,60 @@
+// write_file_atomic: temporary file + fsync + rename + fsync of the folder (POSIX).
+#include "autograd/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "autograd/tensor.hpp"
+
+namespace xg {
+
+namespace {
+
+// fsync of an existing path (a file, or a folder opened read-only); false on failure.
+bool sync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write,
+                       const std::string& who) {
+  const std::string tmp = str_cat(path, ".tmp.", ::getpid());
+  try {
+    {
+      std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+      if (!f) throw Error(str_cat(who, ": cannot open ", tmp, " for writing"));
+      write(f);
+      f.flush();
+      if (!f) throw Error(str_cat(who, ": writing ", tmp, " failed (disk full?)"));
+    }
+    if (!sync_path(tmp, false)) throw Error(str_cat(who, ": cannot fsync ", tmp));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(str_cat(who, ": cannot rename ", tmp, " to ", path));
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  // The rename itself is durable once the folder's entry is on disk. A folder that cannot be
+  // opened (rare: permissions) leaves the file complete, only its rename less durable.
+  sync_path(parent_dir(path), true);
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who) {
+  write_file_atomic(path, [&](std::ostream& f) { f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); },
+                    who);
+}
+
+}  // namespace xg

@@ -1,0 +1,20 @@
+// Crash-safe file writing: a temporary file in the same folder, flushed, fsynced and renamed
+// over the target, so a reader (or a crash) sees either the old file or the new one, never half.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+
+namespace xg {
+
+// Calls `write` on a stream into `<path>.tmp.<pid>`, then flushes and fsyncs it, renames it
+// to `path` and fsyncs the folder. On any failure (including an exception from `write`) the
+// temporary file is removed, `path` is untouched and an xg::Error names `who` and the file.
+void write_file_atomic(const std::string& path, const std::function<void(std::ostream&)>& write,
+                       const std::string& who);
+
+// The same for a string of bytes.
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who);
+
+}  // namespace xg

@@ -1,0 +1,109 @@
+// RunLog: progress line on a terminal, plain lines elsewhere, JSON lines on disk.
+#include "finetune/run_log.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "autograd/error.hpp"
+
+namespace xg::finetune {
+
+namespace {
+
+std::string metric_text(const Metrics& m) {
+  std::string s;
+  for (const auto& [k, v] : m) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.4g", s.empty() ? "" : "  ", k.c_str(), v);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace
+
+RunLog::RunLog(std::string program, const std::string& log_path, int64_t total_steps, int tty)
+    : program_(std::move(program)), total_(total_steps), tty_(tty < 0 ? ::isatty(STDERR_FILENO) == 1 : tty == 1) {
+  if (!log_path.empty()) {
+    file_.open(log_path, std::ios::app);
+    if (!file_) throw Error(str_cat(program_, ": cannot open ", log_path, " for appending"));
+  }
+}
+
+RunLog::~RunLog() { clear_line(); }
+
+void RunLog::clear_line() {
+  if (line_open_) std::fputc('\n', stderr);
+  line_open_ = false;
+}
+
+std::string RunLog::format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = std::lround(seconds);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+double RunLog::eta_seconds(int64_t step) const {
+  if (first_step_ < 0 || step <= first_step_) return NAN;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_time_).count();
+  return elapsed / static_cast<double>(step - first_step_) * static_cast<double>(total_ - step);
+}
+
+void RunLog::append(const std::string& kind, int64_t step, const Metrics& m, const std::string& text) {
+  if (!file_) return;
+  nlohmann::json j = {{"kind", kind}, {"step", step}};
+  for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(std::to_string(v));
+  if (!text.empty()) j["text"] = text;
+  file_ << j.dump() << '\n';
+  file_.flush();
+}
+
+void RunLog::train_step(int64_t step, const Metrics& m, double tokens_per_s, int64_t every) {
+  if (first_step_ < 0) {
+    first_step_ = step - 1;
+    first_time_ = std::chrono::steady_clock::now();
+  }
+  Metrics rec = m;
+  rec["tokens_per_s"] = tokens_per_s;
+  append("train", step, rec, "");
+  char head[96];
+  std::snprintf(head, sizeof head, "%s: step %lld/%lld  ", program_.c_str(), static_cast<long long>(step),
+                static_cast<long long>(total_));
+  char tail[96];
+  std::snprintf(tail, sizeof tail, "  %.0f tok/s  ETA %s", tokens_per_s, format_duration(eta_seconds(step)).c_str());
+  const std::string line = head + metric_text(m) + tail;
+  if (tty_) {
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+    line_open_ = true;
+  } else if (every > 0 && (step % every == 0 || step == total_)) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
+}
+
+void RunLog::event(const std::string& kind, int64_t step, const Metrics& m, const std::string& text) {
+  append(kind, step, m, text);
+  clear_line();
+  std::printf("%s: %s step %lld  %s%s%s\n", program_.c_str(), kind.c_str(), static_cast<long long>(step),
+              metric_text(m).c_str(), text.empty() ? "" : "  ", text.c_str());
+  std::fflush(stdout);
+}
+
+void RunLog::note(const std::string& text) {
+  clear_line();
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace xg::finetune

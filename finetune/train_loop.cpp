@@ -1,0 +1,167 @@
+// TrainLoop: the step loop with accumulation, clipping, schedule, evaluation and checkpoints.
+#include "finetune/train_loop.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "autograd/error.hpp"
+#include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
+
+namespace xg::finetune {
+
+void LoopOptions::validate(const std::string& who) const {
+  check(steps > 0, who, ": --steps must be positive, got ", steps);
+  check(grad_accum > 0, who, ": --grad-accum must be positive, got ", grad_accum);
+  check(lr > 0 && std::isfinite(lr), who, ": --lr must be positive, got ", lr);
+  check(warmup >= 0, who, ": --warmup must be >= 0, got ", warmup);
+  check(schedule == "constant" || schedule == "cosine" || schedule == "linear", who,
+        ": --schedule: expected constant, cosine or linear, got '", schedule, "'");
+  check(min_lr_ratio >= 0 && min_lr_ratio <= 1, who, ": min_lr_ratio must be in [0, 1], got ", min_lr_ratio);
+  check(weight_decay >= 0, who, ": --weight-decay must be >= 0, got ", weight_decay);
+  check(clip >= 0, who, ": --clip must be >= 0 (0 = off), got ", clip);
+  check(eval_every >= 0 && checkpoint_every >= 0 && log_every >= 0, who,
+        ": --eval-every, --checkpoint-every and --log-every must be >= 0");
+}
+
+optim::Schedule make_schedule(const LoopOptions& o) {
+  if (o.schedule == "constant") return o.warmup > 0 ? optim::linear_warmup(o.warmup) : optim::constant_schedule();
+  if (o.schedule == "linear") return optim::linear_decay(o.warmup, o.steps, o.min_lr_ratio);
+  return optim::cosine_with_warmup(o.warmup, o.steps, o.min_lr_ratio);
+}
+
+TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options)
+    : program_(std::move(program)), model_(model), trainable_(std::move(trainable)), o_(std::move(options)) {
+  o_.validate(program_);
+  check(!trainable_.empty(), program_, ": nothing to train (every parameter is frozen)");
+  optim::AdamWOptions ao;
+  ao.lr = o_.lr;
+  ao.betas = {o_.beta1, o_.beta2};
+  ao.weight_decay = o_.weight_decay;
+  opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(trainable_, ao));
+  sched_ = std::make_unique<optim::LambdaLR>(*opt_, make_schedule(o_));
+  if (!o_.out_dir.empty()) std::filesystem::create_directories(o_.out_dir);
+  log_ = std::make_unique<RunLog>(program_, o_.out_dir.empty() ? "" : o_.out_dir + "/log.jsonl", o_.steps);
+}
+
+std::string TrainLoop::checkpoint_path() const {
+  return o_.out_dir.empty() ? "" : o_.out_dir + "/checkpoint.safetensors";
+}
+
+void TrainLoop::save(int64_t step) {
+  if (o_.out_dir.empty()) return;
+  Checkpoint c;
+  for (const auto& [name, p] : trainable_) c.model.emplace(name, p);
+  c.optim = opt_->state_dict();
+  c.sched = sched_->state_dict();
+  c.progress.step = step;
+  c.progress.tokens_seen = tokens_seen_;
+  c.progress.data_rng = data_rng_.state();
+  c.progress.global_rng = default_generator().state();
+  c.progress.extra = run_identity;
+  save_checkpoint(checkpoint_path(), c);
+}
+
+bool TrainLoop::try_resume() {
+  const std::string path = checkpoint_path();
+  if (!o_.resume) return false;
+  check(!path.empty(), program_, ": --resume needs --out (the folder holding checkpoint.safetensors)");
+  if (!std::filesystem::exists(path)) {
+    log_->note(str_cat(program_, ": --resume: no checkpoint at ", path, " yet; starting from step 0"));
+    return false;
+  }
+  Checkpoint c = load_checkpoint(path);
+  for (const auto& [k, v] : run_identity) {
+    auto it = c.progress.extra.find(k);
+    check(it != c.progress.extra.end() && it->second == v, program_, ": --resume: ", path, " was written by a run with a different ",
+          k, " (checkpoint: '", it == c.progress.extra.end() ? std::string("<none>") : it->second, "', now: '", v, "')");
+  }
+  for (const auto& [name, p] : trainable_) {
+    auto it = c.model.find(name);
+    check(it != c.model.end(), program_, ": --resume: ", path, " has no tensor for parameter '", name, "'");
+    check(it->second.shape() == p.shape(), program_, ": --resume: ", path, ": '", name, "' has shape ",
+          shape_str(it->second.shape()), ", the model's is ", shape_str(p.shape()));
+    Tensor dst = p;  // a handle to the parameter's storage
+    dst.copy_(it->second);
+  }
+  check(c.model.size() == trainable_.size(), program_, ": --resume: ", path, " holds ", c.model.size(),
+        " model tensors, the run trains ", trainable_.size());
+  opt_->load_state_dict(c.optim);
+  sched_->load_state_dict(c.sched);
+  data_rng_.set_state(c.progress.data_rng);
+  default_generator().set_state(c.progress.global_rng);
+  start_step_ = c.progress.step;
+  tokens_seen_ = c.progress.tokens_seen;
+  check(start_step_ <= o_.steps, program_, ": --resume: the checkpoint is at step ", start_step_, ", past --steps ",
+        o_.steps);
+  // The log keeps the records of the steps redone after the checkpoint; this record says
+  // where the resumed run took over.
+  log_->event("resume", start_step_, {}, str_cat("from ", path));
+  return true;
+}
+
+Metrics TrainLoop::run_eval(int64_t step) {
+  if (!evaluate) return {};
+  model_.eval();
+  Metrics m;
+  {
+    NoGradGuard no_grad;
+    m = evaluate(step);
+  }
+  model_.train();
+  log_->event("eval", step, m);
+  if (on_eval) on_eval(step);
+  return m;
+}
+
+Metrics TrainLoop::run() {
+  check(static_cast<bool>(micro_step), program_, ": TrainLoop::run needs micro_step");
+  data_rng_.manual_seed(o_.seed);
+  manual_seed(o_.seed);
+  start_step_ = 0;
+  tokens_seen_ = 0;
+  try_resume();
+  model_.train();
+  std::vector<Tensor> params;
+  for (const auto& [name, p] : trainable_) params.push_back(p);
+
+  Metrics last_eval;
+  bool evaluated_last = false;
+  for (int64_t step = start_step_; step < o_.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double lr = sched_->get_lr()[0];
+    opt_->zero_grad();
+    Metrics sum;
+    int64_t tokens = 0;
+    for (int64_t m = 0; m < o_.grad_accum; ++m) {
+      MicroResult r = micro_step(step, m, data_rng_);
+      const double loss = r.loss.item();
+      check(std::isfinite(loss), program_, ": the loss became ", loss, " at step ", step + 1,
+            " (try a lower --lr, a longer --warmup or --clip); the last checkpoint is kept");
+      (r.loss * (1.0 / static_cast<double>(o_.grad_accum))).backward();
+      sum["loss"] += loss;
+      for (const auto& [k, v] : r.metrics) sum[k] += v;
+      tokens += r.tokens;
+    }
+    for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum);
+    if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm(params, o_.clip);
+    opt_->step();
+    sched_->step();
+    tokens_seen_ += tokens;
+    sum["lr"] = lr;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    log_->train_step(step + 1, sum, secs > 0 ? static_cast<double>(tokens) / secs : 0.0, o_.log_every);
+    evaluated_last = false;
+    if (o_.eval_every > 0 && (step + 1) % o_.eval_every == 0) {
+      last_eval = run_eval(step + 1);
+      evaluated_last = true;
+    }
+    if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) save(step + 1);
+  }
+  if (!evaluated_last) last_eval = run_eval(o_.steps);
+  save(o_.steps);
+  return last_eval;
+}
+
+}  // namespace xg::finetune

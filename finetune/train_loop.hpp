@@ -1,0 +1,92 @@
+// The loop every trainer shares (pre-training, SFT, DPO, GRPO): AdamW over the trainable
+// parameters, LR schedule, gradient accumulation, clipping, periodic evaluation, logging and
+// checkpoints that resume bit for bit.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "autograd/random.hpp"
+#include "finetune/checkpoint.hpp"
+#include "finetune/run_log.hpp"
+#include "nn/module.hpp"
+#include "optim/optim.hpp"
+
+namespace xg::finetune {
+
+struct LoopOptions {
+  int64_t steps = 1000;  // optimizer steps
+  int64_t grad_accum = 1;  // micro-batches per step
+  double lr = 1e-3;
+  int64_t warmup = 0;                // linear warmup steps
+  std::string schedule = "cosine";   // constant | cosine | linear (decay after the warmup)
+  double min_lr_ratio = 0.1;         // floor of cosine / end of linear, as a fraction of lr
+  double weight_decay = 0.1;         // AdamW's, on matrices only (not on 1-d params)
+  double beta1 = 0.9, beta2 = 0.95;  // AdamW's betas (0.95: the usual LM choice; torch defaults 0.999)
+  double clip = 1.0;                 // max global grad norm; 0 = off
+  int64_t log_every = 10;            // plain log lines when not on a terminal
+  int64_t eval_every = 0;            // 0 = only at the end
+  int64_t checkpoint_every = 0;      // 0 = only at the end
+  std::string out_dir;               // checkpoint.safetensors and log.jsonl go here ("" = none)
+  bool resume = false;               // continue from <out_dir>/checkpoint.safetensors
+  uint64_t seed = 0;                 // of the data generator and of xg::default_generator()
+
+  void validate(const std::string& who) const;
+};
+
+// One micro-batch's loss (before the 1/grad_accum scaling the loop applies), the number of
+// tokens it trained on, and metrics to log (averaged over the step's micro-batches).
+struct MicroResult {
+  Tensor loss;
+  int64_t tokens = 0;
+  Metrics metrics;
+};
+
+class TrainLoop {
+ public:
+  // trainable: the parameters the optimizer updates, by name (frozen ones left out). `model`
+  // is switched to train() for steps and eval() for evaluations.
+  TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options);
+
+  // micro(step, micro_index, data_rng): draws its batch from data_rng and returns its loss.
+  std::function<MicroResult(int64_t step, int64_t micro, Generator& data_rng)> micro_step;
+  // evaluate(step): held-out metrics (run without a graph, model in eval mode). Optional.
+  std::function<Metrics(int64_t step)> evaluate;
+  // on_eval(step): after each evaluation (e.g. print a sample). Optional.
+  std::function<void(int64_t step)> on_eval;
+  // Extra strings saved in every checkpoint and checked on resume (e.g. the model config):
+  // a resumed run with different values is an error naming the key.
+  std::map<std::string, std::string> run_identity;
+
+  // Runs from step 0, or from the checkpoint when options.resume and it exists. Returns the
+  // last evaluation's metrics (empty without `evaluate`).
+  Metrics run();
+
+  int64_t start_step() const { return start_step_; }
+  optim::AdamW& optimizer() { return *opt_; }
+  RunLog& log() { return *log_; }
+  std::string checkpoint_path() const;
+  // Writes the checkpoint for `step` steps done (atomically).
+  void save(int64_t step);
+
+ private:
+  bool try_resume();
+  Metrics run_eval(int64_t step);
+
+  std::string program_;
+  nn::Module& model_;
+  nn::NamedTensors trainable_;
+  LoopOptions o_;
+  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<optim::LambdaLR> sched_;
+  std::unique_ptr<RunLog> log_;
+  Generator data_rng_;
+  int64_t start_step_ = 0;
+  int64_t tokens_seen_ = 0;
+};
+
+// The schedule LoopOptions names (validated there).
+optim::Schedule make_schedule(const LoopOptions& o);
+
+}  // namespace xg::finetune
