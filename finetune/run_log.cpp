@@ -64,7 +64,8 @@ void RunLog::append(const std::string& kind, int64_t step, const Metrics& m, con
   nlohmann::json j = {{"kind", kind}, {"step", step}};
   for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(std::to_string(v));
   if (!text.empty()) j["text"] = text;
-  file_ << j.dump() << '\n';
+  // Samples of a byte-level model may be invalid UTF-8: such bytes become U+FFFD in the log.
+  file_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   file_.flush();
 }
 
@@ -95,8 +96,10 @@ void RunLog::train_step(int64_t step, const Metrics& m, double tokens_per_s, int
 void RunLog::event(const std::string& kind, int64_t step, const Metrics& m, const std::string& text) {
   append(kind, step, m, text);
   clear_line();
-  std::printf("%s: %s step %lld  %s%s%s\n", program_.c_str(), kind.c_str(), static_cast<long long>(step),
-              metric_text(m).c_str(), text.empty() ? "" : "  ", text.c_str());
+  std::string line = str_cat(program_, ": ", kind, " step ", step);
+  for (const std::string& part : {metric_text(m), text})
+    if (!part.empty()) line += "  " + part;
+  std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }
 

@@ -111,7 +111,6 @@ Metrics TrainLoop::run_eval(int64_t step) {
   }
   model_.train();
   log_->event("eval", step, m);
-  if (on_eval) on_eval(step);
   return m;
 }
 
@@ -157,6 +156,7 @@ Metrics TrainLoop::run() {
       last_eval = run_eval(step + 1);
       evaluated_last = true;
     }
+    if (after_step) after_step(step + 1);
     if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) save(step + 1);
   }
   if (!evaluated_last) last_eval = run_eval(o_.steps);

@@ -53,8 +53,8 @@ class TrainLoop {
   std::function<MicroResult(int64_t step, int64_t micro, Generator& data_rng)> micro_step;
   // evaluate(step): held-out metrics (run without a graph, model in eval mode). Optional.
   std::function<Metrics(int64_t step)> evaluate;
-  // on_eval(step): after each evaluation (e.g. print a sample). Optional.
-  std::function<void(int64_t step)> on_eval;
+  // after_step(step): after each optimizer step (step = steps done), e.g. to print a sample. Optional.
+  std::function<void(int64_t step)> after_step;
   // Extra strings saved in every checkpoint and checked on resume (e.g. the model config):
   // a resumed run with different values is an error naming the key.
   std::map<std::string, std::string> run_identity;

@@ -1,6 +1,8 @@
 // DecoderLM, its KV-cache generation, and its config as JSON (save_pretrained / load_pretrained).
 #include "nn/decoder.hpp"
 
+#include "autograd/atomic_file.hpp"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -407,17 +409,7 @@ void save_pretrained(const DecoderLM& model, const std::string& dir) {
   check(!ec, "save_pretrained: cannot create directory ", dir, " (", ec.message(), ")");
   LMConfig config = model.config();
   config.dtype = model.tok_embeddings()->weight().dtype();  // after any Module::to
-  const std::string path = (fs::path(dir) / "config.json").string();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "save_pretrained: cannot write ", tmp);
-    out << config.to_json();
-    out.close();
-    check(out.good(), "save_pretrained: writing ", tmp, " failed");
-  }
-  fs::rename(tmp, path, ec);
-  check(!ec, "save_pretrained: cannot rename ", tmp, " to ", path, " (", ec.message(), ")");
+  write_file_atomic((fs::path(dir) / "config.json").string(), config.to_json(), "save_pretrained");
   save(model, (fs::path(dir) / "model.safetensors").string());
 }
 

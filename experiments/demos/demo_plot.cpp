@@ -1,0 +1,157 @@
+// Heatmap grids (`matrix with image`, one multiplot panel per map) and clustered bar charts
+// (`histograms`) in the same data + script + gnuplot scheme as experiments/plot.cpp.
+#include "experiments/demos/demo_plot.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "autograd/error.hpp"
+#include "experiments/plot.hpp"
+
+namespace xg::experiments {
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string gp_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Writes STEM.gp (PNG then SVG of `body`) and runs gnuplot in `dir`.
+bool run_gnuplot(const std::string& dir, const std::string& stem, const std::string& body, int width, int height,
+                 std::string* why) {
+  auto fail = [&](const std::string& msg) {
+    if (why) *why = msg;
+    return false;
+  };
+  {
+    std::ofstream gp(dir + "/" + stem + ".gp");
+    if (!gp) return fail("cannot write " + dir + "/" + stem + ".gp");
+    gp << "# Regenerate with: gnuplot " << stem << ".gp  (in this folder)\n"
+       << "set terminal pngcairo size " << width << "," << height << " font \",10\"\n"
+       << "set output " << gp_quote(stem + ".png") << "\n"
+       << body << "unset multiplot\n"
+       << "set terminal svg size " << width << "," << height << " dynamic font \"sans,10\"\n"
+       << "set output " << gp_quote(stem + ".svg") << "\n"
+       << body << "unset multiplot\n"
+       << "unset output\n";
+  }
+  if (!gnuplot_available()) return fail("gnuplot not found (install gnuplot-nox); wrote " + stem + ".dat/.gp only");
+  const std::string cmd = "cd " + shell_quote(dir) + " && gnuplot " + shell_quote(stem + ".gp") + " 2>" +
+                          shell_quote(stem + ".gnuplot.log");
+  if (std::system(cmd.c_str()) != 0)
+    return fail("gnuplot failed on " + dir + "/" + stem + ".gp (see " + stem + ".gnuplot.log)");
+  std::remove((dir + "/" + stem + ".gnuplot.log").c_str());
+  return true;
+}
+
+}  // namespace
+
+bool plot_heatmaps(const std::string& dir, const std::string& stem, const HeatmapGrid& grid, std::string* why) {
+  check(!grid.panels.empty() && grid.columns > 0, "plot_heatmaps ", stem, ": needs at least one panel");
+  {
+    std::ofstream dat(dir + "/" + stem + ".dat");
+    if (!dat) {
+      if (why) *why = "cannot write " + dir + "/" + stem + ".dat";
+      return false;
+    }
+    dat << std::setprecision(8);
+    for (const Heatmap& h : grid.panels) {
+      check(!h.values.empty(), "plot_heatmaps ", stem, ": panel '", h.title, "' is empty");
+      dat << "# " << h.title << "\n";
+      for (const auto& row : h.values) {
+        check(row.size() == h.values[0].size(), "plot_heatmaps ", stem, ": panel '", h.title, "' is ragged");
+        for (std::size_t j = 0; j < row.size(); ++j) dat << (j ? " " : "") << row[j];
+        dat << "\n";
+      }
+      dat << "\n\n";
+    }
+  }
+  const int cols = grid.columns;
+  const int rows = static_cast<int>((grid.panels.size() + cols - 1) / cols);
+  std::ostringstream body;
+  body << "set multiplot layout " << rows << "," << cols << " title " << gp_quote(grid.title) << " noenhanced\n"
+       << "set xlabel " << gp_quote(grid.xlabel) << " noenhanced\n"
+       << "set ylabel " << gp_quote(grid.ylabel) << " noenhanced\n"
+       << "set size ratio -1\nunset key\nset tics out\n";
+  for (std::size_t p = 0; p < grid.panels.size(); ++p) {
+    const Heatmap& h = grid.panels[p];
+    const std::size_t n_rows = h.values.size(), n_cols = h.values[0].size();
+    double lim = 0;
+    for (const auto& row : h.values)
+      for (double v : row) lim = std::max(lim, std::fabs(v));
+    if (h.diverging) {
+      body << "set palette defined (0 \"#2166ac\", 1 \"#f7f7f7\", 2 \"#b2182b\")\n"
+           << "set cbrange [" << -lim << ":" << (lim > 0 ? lim : 1) << "]\n";
+    } else {
+      body << "set palette defined (0 \"#ffffcc\", 1 \"#fd8d3c\", 2 \"#800026\")\nset autoscale cb\n";
+    }
+    body << "set title " << gp_quote(h.title) << " noenhanced\n"
+         << "set xrange [-0.5:" << n_cols - 0.5 << "]\n"
+         << "set yrange [" << n_rows - 0.5 << ":-0.5]\n"
+         << "plot " << gp_quote(stem + ".dat") << " index " << p << " matrix with image\n";
+  }
+  const int width = 400 * cols + 80, height = 340 * rows + 40;
+  return run_gnuplot(dir, stem, body.str(), width, height, why);
+}
+
+bool plot_bars(const std::string& dir, const std::string& stem, const BarChart& chart, std::string* why) {
+  check(!chart.categories.empty() && chart.values.size() == chart.categories.size(), "plot_bars ", stem,
+        ": needs one row of values per category");
+  for (const auto& row : chart.values)
+    check(row.size() == chart.series.size(), "plot_bars ", stem, ": needs one value per series in each category");
+  {
+    std::ofstream dat(dir + "/" + stem + ".dat");
+    if (!dat) {
+      if (why) *why = "cannot write " + dir + "/" + stem + ".dat";
+      return false;
+    }
+    dat << std::setprecision(10) << "# category";
+    for (const auto& s : chart.series) dat << " | " << s;
+    dat << "\n";
+    for (std::size_t c = 0; c < chart.categories.size(); ++c) {
+      dat << gp_quote(chart.categories[c]);
+      for (double v : chart.values[c]) dat << " " << v;
+      dat << "\n";
+    }
+  }
+  std::ostringstream body;
+  body << "set title " << gp_quote(chart.title) << " noenhanced\n"
+       << "set ylabel " << gp_quote(chart.ylabel) << " noenhanced\n"
+       << "set style data histograms\nset style histogram clustered gap 1\n"
+       << "set style fill solid 0.85 border -1\nset boxwidth 0.9\n"
+       << "set key outside right top noenhanced\nset grid ytics\nset yrange [" << (chart.logy ? "*" : "0") << ":*]\n"
+       << "set offsets 0, 0, graph 0.08, 0\n"
+       << "set xtics noenhanced\n";
+  if (chart.logy) body << "set logscale y\n";
+  body << "plot ";
+  for (std::size_t s = 0; s < chart.series.size(); ++s) {
+    if (s) body << ", \\\n     ";
+    body << gp_quote(stem + ".dat") << " using " << s + 2 << (s == 0 ? ":xtic(1)" : "") << " title "
+         << gp_quote(chart.series[s]) << " lt " << s + 1;
+    body << ", '' using ($0 + " << (static_cast<double>(s) + 0.5 - chart.series.size() / 2.0) / (chart.series.size() + 1.0) << "):"
+         << s + 2 << ":(sprintf(\"%.3g\", $" << s + 2 << ")) with labels offset 0,0.6 font \",8\" notitle";
+  }
+  body << "\n";
+  return run_gnuplot(dir, stem, body.str(), 900, 560, why);
+}
+
+}  // namespace xg::experiments

@@ -1,0 +1,124 @@
+// KV-cache sizes: the seed's §7/§9 arithmetic, then one layer of each attention kind decoding
+// with xgrad's KVCache, counting the floats it really keeps.
+#include "experiments/demos/kvcache.hpp"
+
+#include "autograd/ops.hpp"
+#include "nn/attention.hpp"
+
+namespace xg::experiments::demos {
+
+std::vector<CacheRow> cache_table(const CacheTableConfig& c) {
+  check(c.q_heads > 0 && c.head_dim > 0 && c.seq_len > 0 && c.bytes_per_element > 0,
+        "kvcache: heads, head_dim, seq_len and bytes per element must be positive");
+  std::vector<CacheRow> rows;
+  for (const CacheScheme& s : c.schemes) {
+    CacheRow r;
+    r.name = s.name;
+    if (s.kind == CacheKind::MLA) {
+      r.elements_per_token = s.latent_dim + s.rope_dim;  // c_KV (+ the shared RoPE key)
+    } else {
+      check(s.kv_heads > 0 && c.q_heads % s.kv_heads == 0, "kvcache: ", s.name, ": kv heads ", s.kv_heads,
+            " must divide the ", c.q_heads, " query heads");
+      r.kv_heads = s.kv_heads;
+      r.q_per_group = c.q_heads / s.kv_heads;
+      r.elements_per_token = 2 * s.kv_heads * c.head_dim;  // K and V
+    }
+    r.bytes_per_token = r.elements_per_token * c.bytes_per_element;
+    r.bytes = r.bytes_per_token * c.seq_len;
+    r.mib = static_cast<double>(r.bytes) / (1024.0 * 1024.0);
+    rows.push_back(r);
+  }
+  for (CacheRow& r : rows) r.percent_of_first = 100.0 * static_cast<double>(r.bytes) / static_cast<double>(rows[0].bytes);
+  return rows;
+}
+
+CacheTableConfig seed_section7(int64_t seq_len, int64_t bytes_per_element) {
+  CacheTableConfig c{"§7: 32 query heads x 128, MHA / GQA / MQA", 32, 128, seq_len, bytes_per_element, {}};
+  c.schemes = {{"MHA", CacheKind::MHA, 32}, {"GQA-4", CacheKind::GQA, 4}, {"GQA-8", CacheKind::GQA, 8},
+               {"MQA", CacheKind::MQA, 1}};
+  return c;
+}
+
+CacheTableConfig seed_section9(int64_t seq_len, int64_t bytes_per_element) {
+  CacheTableConfig c{"§9: d_model 512, 8 query heads x 64, MHA / GQA / MLA (latent 64)", 8, 64, seq_len,
+                     bytes_per_element, {}};
+  // NOTE: the seed's MLA row counts the joint latent c_KV alone ("极简假设"); DeepSeek-V2 also
+  // caches a decoupled RoPE key per token (the seed's text says real MLA handles RoPE apart).
+  c.schemes = {{"MHA", CacheKind::MHA, 8}, {"GQA-4", CacheKind::GQA, 4}, {"GQA-2", CacheKind::GQA, 2},
+               {"MLA", CacheKind::MLA, 0, 64, 0}};
+  return c;
+}
+
+void CacheCheckConfig::validate() const {
+  check(d_model > 0 && heads > 0 && d_model % heads == 0, "kvcache: --check-heads must divide --check-d-model ",
+        d_model, ", got ", heads);
+  check(latent_dim > 0 && rope_dim >= 0 && rope_dim % 2 == 0,
+        "kvcache: --check-latent must be positive and --check-rope-dim even");
+  check(batch > 0 && prefill > 0 && decode >= 0, "kvcache: --batch and --prefill must be positive, --decode >= 0");
+}
+
+namespace {
+
+// Prefill then token-by-token decoding through `forward(x, mask, cache)`.
+template <class Attn>
+nn::KVCache decode(const Attn& attn, int64_t d_model, const CacheCheckConfig& c, Generator& gen) {
+  nn::KVCache cache;
+  attn.forward(randn({c.batch, c.prefill, d_model}, kFloat32, &gen), AttnMask::causal_mask(), &cache);
+  for (int64_t t = 0; t < c.decode; ++t) attn.forward(randn({c.batch, 1, d_model}, kFloat32, &gen), {}, &cache);
+  return cache;
+}
+
+}  // namespace
+
+std::vector<CacheCheck> check_caches(const CacheCheckConfig& c) {
+  c.validate();
+  NoGradGuard no_grad;
+  Generator gen(c.seed);
+  const int64_t hs = c.d_model / c.heads, tokens = c.prefill + c.decode;
+  std::vector<CacheCheck> out;
+  auto record = [&](const std::string& name, const nn::KVCache& cache, int64_t per_token_elements,
+                    int64_t module_bytes_per_token) {
+    out.push_back({name, per_token_elements * c.batch * tokens, cache.bytes() / 4, cache.length,
+                   module_bytes_per_token});
+  };
+  std::vector<std::pair<std::string, int64_t>> gqa = {{"MHA", c.heads}};
+  for (int64_t kv = c.heads / 2; kv > 1; kv /= 2)
+    if (c.heads % kv == 0) gqa.push_back({"GQA-" + std::to_string(kv), kv});
+  if (c.heads > 1) gqa.push_back({"MQA", 1});
+  for (const auto& [name, kv] : gqa) {
+    nn::GroupedQueryAttentionOptions o;
+    o.d_model = c.d_model;
+    o.n_heads = c.heads;
+    o.n_kv_heads = kv;
+    o.rope = true;
+    nn::GroupedQueryAttention attn(o);
+    record(name, decode(attn, c.d_model, c, gen), 2 * kv * hs, attn.kv_cache_bytes_per_token(4));
+  }
+  {  // the first seed's MLA: latent only, no RoPE, no q compression
+    nn::MultiLatentAttentionOptions o;
+    o.model_dim = c.d_model;
+    o.head_num = c.heads;
+    o.head_dim = hs;
+    o.latent_dim = c.latent_dim;
+    o.rope_dim = 0;
+    o.q_latent_dim = 0;
+    o.naming = nn::LatentAttentionNaming::Seed1;
+    nn::MultiLatentAttention attn(o);
+    record("MLA", decode(attn, c.d_model, c, gen), c.latent_dim, attn.kv_cache_bytes_per_token(4));
+  }
+  if (c.rope_dim > 0) {  // DeepSeek-V2: a shared RoPE key cached beside the latent
+    nn::MultiLatentAttentionOptions o;
+    o.model_dim = c.d_model;
+    o.head_num = c.heads;
+    o.head_dim = hs;
+    o.latent_dim = c.latent_dim;
+    o.rope_dim = c.rope_dim;
+    o.decoupled_rope_key = true;
+    nn::MultiLatentAttention attn(o);
+    record("MLA+RoPE key", decode(attn, c.d_model, c, gen), c.latent_dim + c.rope_dim,
+           attn.kv_cache_bytes_per_token(4));
+  }
+  return out;
+}
+
+}  // namespace xg::experiments::demos
