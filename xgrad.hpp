@@ -1,10 +1,18 @@
 // xgrad: everything in one include.
 #pragma once
 
+#include "autograd/atomic_file.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/safetensors.hpp"
 #include "autograd/xarray.hpp"
+#include "finetune/checkpoint.hpp"
+#include "finetune/dataset.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/objectives.hpp"
+#include "finetune/peft.hpp"
+#include "finetune/tokenizer.hpp"
+#include "finetune/train_loop.hpp"
 #include "losses/losses.hpp"
 #include "nn/attention.hpp"
 #include "nn/block.hpp"

@@ -121,6 +121,7 @@ Metrics TrainLoop::run() {
   start_step_ = 0;
   tokens_seen_ = 0;
   try_resume();
+  if (o_.eval_at_start && start_step_ == 0) run_eval(0);
   model_.train();
   std::vector<Tensor> params;
   for (const auto& [name, p] : trainable_) params.push_back(p);

@@ -27,6 +27,7 @@ struct LoopOptions {
   double clip = 1.0;                 // max global grad norm; 0 = off
   int64_t log_every = 10;            // plain log lines when not on a terminal
   int64_t eval_every = 0;            // 0 = only at the end
+  bool eval_at_start = false;        // also evaluate before the first step (not on resume)
   int64_t checkpoint_every = 0;      // 0 = only at the end
   std::string out_dir;               // checkpoint.safetensors and log.jsonl go here ("" = none)
   bool resume = false;               // continue from <out_dir>/checkpoint.safetensors

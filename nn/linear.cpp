@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "autograd/elementwise.hpp"
 #include "autograd/index.hpp"
 #include "autograd/matmul.hpp"
 #include "nn/init.hpp"
@@ -28,7 +29,9 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Dtype dtype
 Tensor Linear::forward(const Tensor& x) const {
   check(x.dim() >= 1 && x.size(-1) == in_, "Linear(in_features=", in_, "): expected input [..., ", in_, "], got ",
         shape_str(x.shape()));
-  return linear(x, weight_, bias_);
+  Tensor y = linear(x, weight_, bias_);
+  if (adapter_ && adapter_->active()) y = y + adapter_->delta(x);
+  return y;
 }
 
 std::string Linear::extra_repr() const {

@@ -6,6 +6,16 @@
 
 namespace xg::nn {
 
+// A term added to a Linear's output: y = x W^T + b + adapter.delta(x). LoRA
+// (finetune/lora.hpp) implements it; an adapter registers its own parameters as children of
+// the Linear it is attached to, so they appear under the Linear's dotted name.
+class LinearAdapter {
+ public:
+  virtual ~LinearAdapter() = default;
+  virtual bool active() const = 0;                   // false: forward skips delta (disabled, merged)
+  virtual Tensor delta(const Tensor& x) const = 0;  // x: [..., in] -> [..., out]
+};
+
 // y = x W^T + b, weight [out, in]. Init as nn.Linear: kaiming_uniform(a = sqrt 5) for the
 // weight (= U(+-1/sqrt(in))), U(+-1/sqrt(in)) for the bias.
 class Linear : public Module {
@@ -20,9 +30,14 @@ class Linear : public Module {
   std::string name() const override { return "Linear"; }
   std::string extra_repr() const override;
 
+  // The adapter added to forward's output (null: none, forward is the plain x W^T + b).
+  const std::shared_ptr<LinearAdapter>& adapter() const { return adapter_; }
+  void set_adapter(std::shared_ptr<LinearAdapter> adapter) { adapter_ = std::move(adapter); }
+
  private:
   int64_t in_, out_;
   Tensor weight_, bias_;
+  std::shared_ptr<LinearAdapter> adapter_;
 };
 
 // Rows of a [num_embeddings, dim] table, init N(0, 1) as nn.Embedding.

@@ -1,1 +1,0 @@
-// Keeps xgrad_data a valid library while finetune/data/ is empty.

@@ -1,0 +1,91 @@
+// attach_dpo / dpo_eval: Direct Preference Optimization against the adapter-disabled model.
+#include "autograd/error.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/reduce.hpp"
+#include "autograd/shape.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/objective_util.hpp"
+#include "finetune/objectives.hpp"
+#include "losses/losses.hpp"
+
+namespace xg::finetune {
+
+namespace {
+
+// Summed response log-probs of each row of a collate_dpo batch: [2B] (chosen rows, then rejected).
+Tensor response_logps(const nn::DecoderLM& model, const SftBatch& b) {
+  return losses::sequence_logprobs(model(b.input_ids), losses::shift_labels(b.labels));
+}
+
+Tensor ref_response_logps(const nn::DecoderLM& model, const SftBatch& b) {
+  NoGradGuard no_grad;
+  DisableAdapters reference(model);
+  return response_logps(model, b);
+}
+
+Tensor first_half(const Tensor& t) { return narrow(t, 0, 0, t.shape()[0] / 2); }
+Tensor second_half(const Tensor& t) { return narrow(t, 0, t.shape()[0] / 2, t.shape()[0] / 2); }
+
+// Response tokens (with EOS) per row, to compare log-probs of responses of different lengths.
+std::vector<double> response_lengths(const SftBatch& b) {
+  Tensor t = losses::shift_labels(b.labels);
+  const int64_t B = t.shape()[0], T = t.shape()[1];
+  std::vector<double> n(static_cast<std::size_t>(B), 0);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t j = 0; j < T; ++j) n[i] += t.data<int64_t>()[i * T + j] != -100;
+  return n;
+}
+
+}  // namespace
+
+Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task) {
+  check(!rows.empty(), "dpo_eval: no rows");
+  const ByteTokenizer tok;
+  NoGradGuard no_grad;
+  double loss = 0, pref = 0, reward_acc = 0, margin = 0;
+  for (std::size_t i = 0; i < rows.size(); i += static_cast<std::size_t>(task.batch)) {
+    std::vector<DpoExample> chunk(rows.begin() + static_cast<std::ptrdiff_t>(i),
+                                  rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), i + task.batch)));
+    const SftBatch b = collate_dpo(tok, chunk, task.max_len);
+    const Tensor pol = response_logps(model, b), ref = ref_response_logps(model, b);
+    const double n = static_cast<double>(chunk.size());
+    losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
+                                           task.beta, task.label_smoothing);
+    loss += o.loss.item() * n;
+    reward_acc += o.reward_accuracy.item() * n;
+    margin += o.reward_margin.item() * n;
+    const std::vector<double> len = response_lengths(b);
+    const int64_t B = static_cast<int64_t>(chunk.size());
+    Tensor p = pol.to(kFloat64);
+    for (int64_t r = 0; r < B; ++r)
+      pref += p.data<double>()[r] / len[r] > p.data<double>()[B + r] / len[B + r];
+  }
+  const double n = static_cast<double>(rows.size());
+  return {{"loss", loss / n}, {"pref_accuracy", pref / n}, {"reward_accuracy", reward_acc / n}, {"reward_margin", margin / n}};
+}
+
+void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task) {
+  check(task.train && !task.train->empty(), "DPO: no training rows");
+  check(task.batch > 0 && task.max_len >= 2 && task.beta > 0, "DPO: batch must be positive, max_len >= 2, beta > 0");
+  check(!lora_adapters(model).empty(), "DPO: the model has no LoRA adapters (the reference is the model without them)");
+  loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
+    const ByteTokenizer tok;
+    const SftBatch b = collate_dpo(tok, draw_rows(*task.train, task.batch, rng), task.max_len);
+    const Tensor ref = ref_response_logps(model, b);
+    const Tensor pol = response_logps(model, b);
+    losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
+                                           task.beta, task.label_smoothing);
+    Metrics m = {{"rewards/chosen", mean(o.chosen_rewards).item()},
+                 {"rewards/rejected", mean(o.rejected_rewards).item()},
+                 {"rewards/margins", o.reward_margin.item()},
+                 {"rewards/accuracies", o.reward_accuracy.item()}};
+    int64_t tokens = b.attention_mask.to(kFloat64).sum().item<int64_t>();
+    return MicroResult{o.loss, tokens, m};
+  };
+  if (task.heldout && !task.heldout->empty())
+    loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) {
+      return dpo_eval(model, rows, task);
+    };
+}
+
+}  // namespace xg::finetune

@@ -1,0 +1,160 @@
+// attach_grpo / grpo_eval / grpo_reward: Group Relative Policy Optimization with a verifiable
+// reward, sampling with the KV-cache generator, KL to the adapter-disabled reference.
+#include <algorithm>
+
+#include "autograd/error.hpp"
+#include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/reduce.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/objective_util.hpp"
+#include "finetune/objectives.hpp"
+#include "losses/losses.hpp"
+
+namespace xg::finetune {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// Samples of one prompt: out [G, T0 + n] from generate. Per row: the completion's ids up to
+// and including the first EOS (or all n when it never stopped).
+struct Completions {
+  Tensor ids;                      // [G, T]
+  int64_t prompt_len = 0;
+  std::vector<int64_t> lengths;    // completion tokens per row (EOS included)
+  std::vector<std::string> texts;  // decoded, without EOS
+};
+
+Completions split_completions(const Tensor& out, int64_t prompt_len) {
+  const ByteTokenizer tok;
+  Completions c;
+  c.ids = out;
+  c.prompt_len = prompt_len;
+  const int64_t G = out.shape()[0], T = out.shape()[1];
+  const int64_t* p = out.data<int64_t>();
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<int64_t> row;
+    int64_t len = 0;
+    for (int64_t t = prompt_len; t < T; ++t) {
+      ++len;
+      if (p[g * T + t] == tok.eos_id()) break;
+      row.push_back(p[g * T + t]);
+    }
+    c.lengths.push_back(len);
+    c.texts.push_back(tok.decode(row));
+  }
+  return c;
+}
+
+// Labels [G, T] that keep only the completion tokens (prompt and what follows EOS: -100).
+Tensor completion_labels(const Completions& c) {
+  Tensor labels = c.ids.clone();
+  const int64_t G = labels.shape()[0], T = labels.shape()[1];
+  int64_t* l = labels.data<int64_t>();
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t t = 0; t < T; ++t)
+      if (t < c.prompt_len || t >= c.prompt_len + c.lengths[g]) l[g * T + t] = -100;
+  return labels;
+}
+
+Tensor prompt_batch(const std::string& prompt, int64_t rows) {
+  const ByteTokenizer tok;
+  std::vector<int64_t> ids = encode_prompt(tok, prompt), all;
+  for (int64_t r = 0; r < rows; ++r) all.insert(all.end(), ids.begin(), ids.end());
+  return from_vector(all, {rows, static_cast<int64_t>(ids.size())});
+}
+
+int64_t room(const nn::DecoderLM& model, int64_t prompt_len, int64_t wanted) {
+  const int64_t max = model.max_seq_len();
+  return max < 0 ? wanted : std::max<int64_t>(0, std::min(wanted, max - prompt_len));
+}
+
+}  // namespace
+
+double grpo_reward(const std::string& kind, const std::string& completion, const std::vector<std::string>& answers) {
+  check(kind == "exact" || kind == "prefix", "--reward: expected exact or prefix, got '", kind, "'");
+  const std::string got = trim(completion);
+  double best = 0;
+  for (const std::string& a : answers) {
+    const std::string want = trim(a);
+    if (got == want) return 1.0;
+    if (kind == "prefix" && !got.empty() && (want.rfind(got, 0) == 0 || got.rfind(want, 0) == 0)) best = 0.5;
+  }
+  return best;
+}
+
+Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task) {
+  check(!rows.empty(), "grpo_eval: no rows");
+  const ByteTokenizer tok;
+  double reward = 0, exact = 0;
+  for (const GrpoExample& row : rows) {
+    Tensor prompt = prompt_batch(row.prompt, 1);
+    nn::GenerateOptions g;
+    g.temperature = 0;  // greedy
+    g.eos_id = tok.eos_id();
+    Tensor out = model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g);
+    const Completions c = split_completions(out, prompt.shape()[1]);
+    reward += grpo_reward(task.reward, c.texts[0], row.answers);
+    exact += grpo_reward("exact", c.texts[0], row.answers);
+  }
+  const double n = static_cast<double>(rows.size());
+  return {{"reward", reward / n}, {"exact_match", exact / n}};
+}
+
+void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
+  check(task.train && !task.train->empty(), "GRPO: no training rows");
+  check(task.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt, got ", task.group_size);
+  check(task.max_new_tokens >= 1 && task.temperature > 0 && task.clip_eps > 0 && task.beta >= 0,
+        "GRPO: max_new_tokens >= 1, temperature > 0, clip_eps > 0 and beta >= 0 are required");
+  grpo_reward(task.reward, "", {});  // validates the reward's name now, not at the first step
+  check(!lora_adapters(model).empty(), "GRPO: the model has no LoRA adapters (the reference is the model without them)");
+  loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
+    const ByteTokenizer tok;
+    const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
+    Tensor prompt = prompt_batch(row.prompt, task.group_size);
+    nn::GenerateOptions g;
+    g.temperature = task.temperature;
+    g.seed = rng.next_u64();
+    g.eos_id = tok.eos_id();
+    const Completions c =
+        split_completions(model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g),
+                          prompt.shape()[1]);
+    std::vector<double> rewards;
+    for (const std::string& text : c.texts) rewards.push_back(grpo_reward(task.reward, text, row.answers));
+    const Tensor adv = losses::compute_grpo_advantages(from_vector(rewards, {1, task.group_size})).reshape({task.group_size});
+
+    const Tensor targets = losses::shift_labels(completion_labels(c));
+    Tensor ref;
+    {
+      NoGradGuard no_grad;
+      DisableAdapters reference(model);
+      ref = losses::token_logprobs(model(c.ids), targets);
+    }
+    const Tensor lp = losses::token_logprobs(model(c.ids), targets);
+    const Tensor kl = losses::compute_kl_penalty(lp, ref, Tensor(), losses::Reduction::None);
+    losses::GrpoOptions o;
+    o.completion_mask = ne(targets, full({}, -100.0, kInt64));
+    const Tensor loss = losses::grpo_loss(lp.detach(), lp, adv, task.clip_eps, task.beta, kl, o);
+
+    double mean_reward = 0, mean_len = 0;
+    int64_t tokens = 0;
+    for (std::size_t i = 0; i < rewards.size(); ++i) {
+      mean_reward += rewards[i] / static_cast<double>(rewards.size());
+      mean_len += static_cast<double>(c.lengths[i]) / static_cast<double>(rewards.size());
+      tokens += c.ids.shape()[1];
+    }
+    const double kl_mean = losses::compute_kl_penalty(lp.detach(), ref, o.completion_mask).item();
+    return MicroResult{loss, tokens, {{"reward", mean_reward}, {"completion_len", mean_len}, {"kl", kl_mean}}};
+  };
+  if (task.heldout && !task.heldout->empty())
+    loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) {
+      return grpo_eval(model, rows, task);
+    };
+}
+
+}  // namespace xg::finetune

@@ -1,0 +1,330 @@
+// LoRA: the adapter behind nn::Linear's hook, LoRALinear, target matching, injection,
+// merge/unmerge, adapter scale and the DisableAdapters guard.
+#include "finetune/lora.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/matmul.hpp"
+#include "nn/init.hpp"
+
+namespace xg::finetune {
+
+// NOTE: the second seed's LoRALinear (§5.2) differs from PEFT / PyTorch in three places, and
+// xgrad follows PEFT: (1) `self.weight.requires_grad = False` sets an attribute on the
+// nn.Linear module and freezes nothing (PEFT freezes the base parameters); (2) its base
+// output is computed under torch.no_grad(), which also cuts the gradient to x through the
+// base path (PEFT only freezes W, so x gets W^T g + the adapter's part); (3) its comments give
+// A as [in_features, rank] and B as [rank, out_features], while nn.Linear stores lora_a.weight
+// as [rank, in] and lora_b.weight as [out, rank] (PEFT's lora_A.weight / lora_B.weight shapes).
+// Its names lora_a / lora_b are PEFT's lora_A / lora_B here, and its default alpha 1.0 is
+// PEFT's 8 (with r 8).
+
+double LoRAConfig::scaling() const {
+  return use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+}
+
+namespace {
+// What one adapter needs (targets matter only for injection).
+void check_numbers(const LoRAConfig& c, const std::string& who) {
+  check(c.r >= 1, who, ": r must be at least 1, got ", c.r);
+  check(std::isfinite(c.alpha), who, ": lora_alpha must be a finite number, got ", c.alpha);
+  check(c.dropout >= 0 && c.dropout < 1, who, ": lora_dropout must be in [0, 1), got ", c.dropout);
+}
+}  // namespace
+
+void LoRAConfig::validate(const std::string& who) const {
+  check_numbers(*this, who);
+  check(!targets.empty(), who, ": target modules must not be empty");
+}
+
+LoRAWeight::LoRAWeight(int64_t in_features, int64_t out_features, Dtype dtype)
+    : in_(in_features), out_(out_features) {
+  weight_ = register_parameter("weight", zeros({out_features, in_features}, dtype));
+}
+
+std::string LoRAWeight::extra_repr() const {
+  return str_cat("in_features=", in_, ", out_features=", out_, ", bias=false");
+}
+
+std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRAConfig& config, Generator& gen) {
+  check_numbers(config, "LoRA");
+  check(base.adapter() == nullptr, "LoRA: this Linear(in_features=", base.in_features(),
+        ", out_features=", base.out_features(), ") already has an adapter");
+  const Dtype dt = base.weight().dtype();
+  std::shared_ptr<LoRAAdapter> a(new LoRAAdapter());
+  a->A_ = std::make_shared<LoRAWeight>(base.in_features(), config.r, dt);
+  a->B_ = std::make_shared<LoRAWeight>(config.r, base.out_features(), dt);
+  Tensor A = a->A_->weight();
+  nn::init::kaiming_uniform_(A, std::sqrt(5.0), &gen);  // B stays zero: delta = 0 at init
+  a->base_weight_ = base.weight();
+  a->r_ = config.r;
+  a->alpha_ = config.alpha;
+  a->dropout_ = config.dropout;
+  a->use_rslora_ = config.use_rslora;
+  a->base_scaling_ = config.scaling();
+  a->A_->train(base.is_training());
+  a->B_->train(base.is_training());
+  for (Tensor& p : base.parameters()) p.requires_grad_(false);
+  base.register_module("lora_A", a->A_);
+  base.register_module("lora_B", a->B_);
+  base.set_adapter(a);
+  return a;
+}
+
+// delta = scaling * (dropout(x) A^T) B^T, as PEFT's lora_B(lora_A(dropout(x))) * scaling.
+Tensor LoRAAdapter::delta(const Tensor& x) const {
+  const Tensor h = dropout_ > 0 ? xg::dropout(x, dropout_, A_->is_training()) : x;
+  return linear(linear(h, A_->weight()), B_->weight()) * scaling();
+}
+
+void LoRAAdapter::set_scale(double scale) {
+  check(std::isfinite(scale), "LoRA: adapter scale must be finite, got ", scale);
+  check(!merged_, "LoRA: cannot change the scale of a merged adapter (unmerge first)");
+  scale_ = scale;
+}
+
+// W += scaling B A   (B: [out, r], A: [r, in] -> [out, in])
+void LoRAAdapter::merge() {
+  check(!merged_, "LoRA: merge: the adapter is already merged");
+  NoGradGuard no_grad;
+  Tensor W = base_weight_;
+  add_(W, matmul(B_->weight(), A_->weight()), scaling());
+  merged_scaling_ = scaling();
+  merged_ = true;
+}
+
+void LoRAAdapter::unmerge() {
+  check(merged_, "LoRA: unmerge: the adapter is not merged");
+  NoGradGuard no_grad;
+  Tensor W = base_weight_;
+  add_(W, matmul(B_->weight(), A_->weight()), -merged_scaling_);
+  merged_ = false;
+}
+
+std::shared_ptr<LoRAAdapter> lora_of(const nn::Linear& linear) {
+  return std::dynamic_pointer_cast<LoRAAdapter>(linear.adapter());
+}
+
+LoRALinear::LoRALinear(int64_t in_features, int64_t out_features, const LoRAConfig& config, Generator& gen,
+                       bool bias, Dtype dtype)
+    : nn::Linear(in_features, out_features, bias, dtype) {
+  lora_ = LoRAAdapter::attach(*this, config, gen);
+}
+
+LoRALinear::LoRALinear(const nn::Linear& base, const LoRAConfig& config, Generator& gen)
+    : nn::Linear(base.in_features(), base.out_features(), base.bias().defined(), base.weight().dtype()) {
+  weight().copy_(base.weight());
+  if (base.bias().defined()) bias().copy_(base.bias());
+  lora_ = LoRAAdapter::attach(*this, config, gen);
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(const nn::Module& model) {
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> out;
+  std::set<const nn::Module*> seen;
+  for (const auto& [path, m] : model.named_modules()) {
+    auto lin = std::dynamic_pointer_cast<nn::Linear>(m);
+    if (lin && seen.insert(lin.get()).second) out.emplace_back(path, lin);
+  }
+  return out;
+}
+
+namespace {
+
+// The repo's names for each short target name (nn/attention.cpp, nn/ffn.cpp).
+const std::map<std::string, std::vector<std::string>>& short_names() {
+  static const std::map<std::string, std::vector<std::string>> m = {
+      {"q", {"w_q", "W_q", "q_proj"}},
+      {"k", {"w_k", "W_k", "k_proj"}},
+      {"v", {"w_v", "W_v", "v_proj"}},
+      {"o", {"w_o", "W_o", "o_proj"}},
+      {"gate", {"w_gate", "W_gate", "w1", "gate_proj"}},
+      {"up", {"w_up", "W_up", "w3", "fc1", "up_proj"}},
+      {"down", {"w_down", "W_down", "w2", "fc2", "down_proj"}},
+  };
+  return m;
+}
+
+bool is_target_list(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ',';
+  });
+}
+
+std::string leaf(const std::string& path) {
+  const auto dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// PEFT's rule for a list entry (name == key or name.endswith("." + key)), plus short names.
+bool entry_matches(const std::string& entry, const std::string& path) {
+  if (path == entry) return true;
+  if (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
+      path[path.size() - entry.size() - 1] == '.')
+    return true;
+  auto it = short_names().find(entry);
+  if (it == short_names().end()) return false;
+  const std::string last = leaf(path);
+  return std::find(it->second.begin(), it->second.end(), last) != it->second.end();
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string available(const std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>>& lins) {
+  if (lins.empty()) return "the model has no Linear modules";
+  std::string s = "available Linear modules: ";
+  for (std::size_t i = 0; i < lins.size(); ++i) s += (i ? ", " : "") + lins[i].first;
+  return s;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select(const nn::Module& model,
+                                                                         const std::string& targets,
+                                                                         const std::string& who) {
+  const auto lins = linear_modules(model);
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> out;
+  check(!targets.empty(), who, ": target modules must not be empty");
+  if (is_target_list(targets)) {
+    const auto entries = split_list(targets);
+    check(!entries.empty(), who, ": target modules '", targets, "' name no module");
+    for (const auto& e : entries) {
+      const bool any = std::any_of(lins.begin(), lins.end(), [&](const auto& l) { return entry_matches(e, l.first); });
+      check(any, who, ": target module '", e, "' matches no Linear module in the model; ", available(lins));
+    }
+    for (const auto& l : lins)
+      if (std::any_of(entries.begin(), entries.end(), [&](const std::string& e) { return entry_matches(e, l.first); }))
+        out.push_back(l);
+  } else {
+    std::regex re;
+    try {
+      re = std::regex(targets, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw Error(str_cat(who, ": invalid target regex '", targets, "': ", e.what()));
+    }
+    for (const auto& l : lins)
+      if (std::regex_match(l.first, re)) out.push_back(l);
+    check(!out.empty(), who, ": target regex '", targets, "' matches no Linear module path; ", available(lins));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> match_targets(const nn::Module& model, const std::string& targets, const std::string& who) {
+  std::vector<std::string> out;
+  for (const auto& l : select(model, targets, who)) out.push_back(l.first);
+  return out;
+}
+
+bool targets_are_regex(const std::string& targets) { return !is_target_list(targets); }
+
+std::vector<std::string> peft_target_names(const nn::Module& model, const std::string& targets) {
+  check(is_target_list(targets), "peft_target_names: '", targets, "' is a regex, not a list");
+  std::set<std::string> names;
+  const auto lins = linear_modules(model);
+  for (const auto& e : split_list(targets)) {
+    if (!short_names().count(e)) {
+      names.insert(e);
+      continue;
+    }
+    for (const auto& l : lins)
+      if (entry_matches(e, l.first)) names.insert(l.first == e ? e : leaf(l.first));
+  }
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::string> inject_lora(nn::Module& model, const LoRAConfig& config, Generator& gen) {
+  config.validate("inject_lora");
+  const auto chosen = select(model, config.targets, "inject_lora");
+  for (const auto& [path, lin] : chosen)
+    check(lin->adapter() == nullptr, "inject_lora: module '", path, "' already has an adapter");
+  model.requires_grad_(false);
+  std::vector<std::string> paths;
+  for (const auto& [path, lin] : chosen) {
+    LoRAAdapter::attach(*lin, config, gen);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> lora_adapters(const nn::Module& model) {
+  std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> out;
+  // The model itself may be the adapted Linear (a LoRALinear), under the empty path.
+  if (const auto* self = dynamic_cast<const nn::Linear*>(&model))
+    if (auto a = lora_of(*self)) out.emplace_back("", a);
+  for (const auto& [path, lin] : linear_modules(model))
+    if (auto a = lora_of(*lin)) out.emplace_back(path, a);
+  return out;
+}
+
+nn::NamedTensors named_lora_parameters(const nn::Module& model) {
+  nn::NamedTensors out;
+  for (const auto& [path, a] : lora_adapters(model)) {
+    out.emplace_back(path + ".lora_A.weight", a->A());
+    out.emplace_back(path + ".lora_B.weight", a->B());
+  }
+  return out;
+}
+
+std::vector<Tensor> lora_parameters(const nn::Module& model) {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_lora_parameters(model)) out.push_back(t);
+  return out;
+}
+
+namespace {
+std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> require_adapters(const nn::Module& model,
+                                                                                   const char* who) {
+  auto all = lora_adapters(model);
+  check(!all.empty(), who, ": the model has no LoRA adapters (inject_lora or load_adapter first)");
+  return all;
+}
+}  // namespace
+
+void merge(nn::Module& model) {
+  for (auto& [path, a] : require_adapters(model, "merge"))
+    if (!a->merged()) a->merge();
+}
+
+void unmerge(nn::Module& model) {
+  for (auto& [path, a] : require_adapters(model, "unmerge"))
+    if (a->merged()) a->unmerge();
+}
+
+void set_adapter_scale(nn::Module& model, double scale) {
+  check(std::isfinite(scale), "set_adapter_scale: scale must be finite, got ", scale);
+  auto all = require_adapters(model, "set_adapter_scale");
+  for (auto& [path, a] : all)
+    check(!a->merged(), "set_adapter_scale: the adapter of '", path, "' is merged (unmerge first)");
+  for (auto& [path, a] : all) a->set_scale(scale);
+}
+
+DisableAdapters::DisableAdapters(const nn::Module& model) {
+  auto all = lora_adapters(model);
+  for (auto& [path, a] : all)
+    check(!a->merged(), "DisableAdapters: the adapter of '", path,
+          "' is merged into the weight, so the base model is not available (unmerge first)");
+  for (auto& [path, a] : all) {
+    saved_.emplace_back(a, a->enabled());
+    a->set_enabled(false);
+  }
+}
+
+DisableAdapters::~DisableAdapters() {
+  for (auto& [a, on] : saved_) a->set_enabled(on);
+}
+
+}  // namespace xg::finetune

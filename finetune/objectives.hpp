@@ -1,0 +1,61 @@
+// The finetuning objectives xg-finetune runs, each wired into a TrainLoop: what one
+// micro-batch computes (micro_step) and what the held-out evaluation reports (evaluate).
+// The reference policy of DPO and GRPO is the same model with its LoRA adapters disabled.
+#pragma once
+
+#include <vector>
+
+#include "finetune/dataset.hpp"
+#include "finetune/train_loop.hpp"
+#include "nn/decoder.hpp"
+
+namespace xg::finetune {
+
+// SFT (sft_loss: next-token cross-entropy on the response and its EOS, prompt masked).
+// Micro-batches draw `batch` rows uniformly (with replacement) from the data generator.
+// Evaluation: the mean loss per response token over (up to `eval_rows` of) the held-out rows.
+struct SftTask {
+  const std::vector<SftExample>* train = nullptr;
+  const std::vector<SftExample>* heldout = nullptr;  // optional
+  int64_t batch = 8, max_len = 128, eval_rows = 256;
+};
+void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task);
+// Mean per-token loss of `rows` (in batches of `batch`), as attach_sft's evaluation reports it.
+Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows, int64_t batch, int64_t max_len);
+
+// DPO (losses::dpo_loss, sigmoid with label smoothing) on prompt/chosen/rejected rows; the
+// reference log-probs come from the adapter-disabled model in the same micro-step.
+// Logged: TRL's rewards/chosen, rewards/rejected, rewards/margins, rewards/accuracies.
+// Evaluation on held-out rows: pref_accuracy (the policy gives the chosen response the
+// higher log-probability per token), reward_accuracy and reward_margin (implicit rewards
+// against the reference), and the DPO loss.
+struct DpoTask {
+  const std::vector<DpoExample>* train = nullptr;
+  const std::vector<DpoExample>* heldout = nullptr;  // optional
+  int64_t batch = 8, max_len = 128, eval_rows = 256;
+  double beta = 0.1, label_smoothing = 0.0;
+};
+void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task);
+Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task);
+
+// GRPO: one prompt per micro-batch; `group_size` completions sampled with the KV-cache
+// generator (temperature, up to max_new_tokens, stopping at EOS), each scored by `reward`,
+// group-normalised advantages, the clipped surrogate over the completion tokens and the k3
+// KL to the adapter-disabled reference (losses::grpo_loss, compute_kl_penalty). One policy
+// update per batch of samples, so the old log-probs are the current ones, detached.
+// Evaluation: the mean reward of greedy completions of (up to eval_rows) held-out prompts.
+struct GrpoTask {
+  const std::vector<GrpoExample>* train = nullptr;
+  const std::vector<GrpoExample>* heldout = nullptr;  // optional
+  int64_t group_size = 8, max_new_tokens = 24, eval_rows = 128;
+  double temperature = 1.0, beta = 0.04, clip_eps = 0.2;
+  std::string reward = "exact";  // exact | prefix (see grpo_reward)
+};
+void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
+// The reward of one completion (decoded bytes up to EOS): "exact": 1 when it equals one of
+// the answers after trimming spaces, else 0; "prefix": that, or 0.5 when an answer is a
+// prefix of it or it of an answer (a denser signal for small models). Other names throw.
+double grpo_reward(const std::string& kind, const std::string& completion, const std::vector<std::string>& answers);
+Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task);
+
+}  // namespace xg::finetune

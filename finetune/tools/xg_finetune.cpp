@@ -1,0 +1,193 @@
+// xg-finetune: LoRA-finetunes a base model (an xg-train output folder) with SFT, DPO or GRPO.
+// Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's format),
+// checkpoint.safetensors (--resume), log.jsonl, args.json, summary.json and, with --merge,
+// <out>/merged/{config.json,model.safetensors} (the base with the adapters folded in).
+#include <cmath>
+#include <filesystem>
+
+#include "autograd/atomic_file.hpp"
+#include "finetune/dataset.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/objectives.hpp"
+#include "finetune/peft.hpp"
+#include "finetune/tools/cli.hpp"
+#include "xgrad.hpp"
+
+using namespace xg;
+namespace ft = xg::finetune;
+namespace cli = xg::finetune::cli;
+namespace po = boost::program_options;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kProg = "xg-finetune";
+
+struct Flags {
+  std::string base, data, eval_data, objective = "sft";
+  ft::LoRAConfig lora;
+  double epochs = 0, beta = -1, label_smoothing = 0;
+  int64_t batch = 8, max_len = 128, eval_rows = 256;
+  ft::GrpoTask grpo;
+  bool merge = false;
+  ft::LoopOptions loop;
+};
+
+// The base with the adapters folded into its weights, saved as a plain model folder.
+void save_merged(nn::DecoderLM& model, const std::string& dir) {
+  ft::merge(model);
+  nn::DecoderLM plain(model.config());
+  TensorMap state;
+  for (const auto& [name, t] : model.state_dict())
+    if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
+  plain.load_state_dict(state, true);
+  nn::save_pretrained(plain, dir);
+  ft::unmerge(model);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  ft::LoopOptions& o = f.loop;
+  f.lora.r = 8;
+  f.lora.alpha = 16;
+  f.lora.dropout = 0.05;
+  f.lora.targets = "q,k,v,o,gate,up,down";
+  o.lr = 1e-3;
+  o.warmup = 20;
+  o.steps = 300;
+  o.weight_decay = 0;
+  o.eval_every = 100;
+  o.checkpoint_every = 100;
+  o.eval_at_start = true;
+  po::options_description opts("xg-finetune options");
+  // clang-format off
+  opts.add_options()
+    ("help", "show this help")
+    ("base", po::value(&f.base)->required(), "base model folder (config.json + model.safetensors, from xg-train)")
+    ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
+    ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
+    ("objective", po::value(&f.objective)->default_value(f.objective), "sft | dpo | grpo")
+    ("out", po::value(&o.out_dir)->required(), "output folder (adapter, checkpoint, logs)")
+    ("lora-r", po::value(&f.lora.r)->default_value(f.lora.r), "LoRA rank")
+    ("lora-alpha", po::value(&f.lora.alpha)->default_value(f.lora.alpha), "LoRA alpha (scaling alpha / r)")
+    ("lora-dropout", po::value(&f.lora.dropout)->default_value(f.lora.dropout), "dropout on the adapter input")
+    ("lora-targets", po::value(&f.lora.targets)->default_value(f.lora.targets),
+     "comma list of q,k,v,o,gate,up,down or module names, or a regex over module paths")
+    ("use-rslora", po::bool_switch(&f.lora.use_rslora), "scale by alpha / sqrt(r) (rsLoRA)")
+    ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW over the adapters)")
+    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warmup steps")
+    ("schedule", po::value(&o.schedule)->default_value(o.schedule), "cosine | linear | constant")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay on the adapters")
+    ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
+    ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
+    ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
+    ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
+    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step")
+    ("max-len", po::value(&f.max_len)->default_value(f.max_len), "tokens per row (prompt + response), longer rows truncated")
+    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the adapters' init, the data order, dropout and sampling")
+    ("beta", po::value(&f.beta)->default_value(f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
+    ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
+    ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
+    ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
+    ("reward", po::value(&f.grpo.reward)->default_value(f.grpo.reward), "GRPO reward: exact | prefix")
+    ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO completion length")
+    ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
+    ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (and at 0 and the end)")
+    ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
+    ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps")
+    ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
+    ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in")
+    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)");
+  // clang-format on
+  po::variables_map vm;
+  return cli::run_main(
+      kProg,
+      [&] {
+        if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
+        cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
+        cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
+        cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
+                     "--batch and --eval-rows must be positive and --max-len at least 2");
+        cli::require(f.epochs >= 0, "--epochs must be positive");
+        if (f.beta < 0) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
+        try {
+          f.lora.validate(kProg);
+          o.validate(kProg);
+        } catch (const Error& e) {
+          throw cli::UsageError(e.what());
+        }
+        return -1;
+      },
+      [&] {
+        // Everything that can be wrong with the inputs is found before anything is written.
+        std::vector<ft::SftExample> sft_train, sft_eval;
+        std::vector<ft::DpoExample> dpo_train, dpo_eval;
+        std::vector<ft::GrpoExample> grpo_train, grpo_eval;
+        int64_t rows = 0;
+        if (f.objective == "sft") {
+          sft_train = ft::read_sft_jsonl(f.data);
+          if (!f.eval_data.empty()) sft_eval = ft::read_sft_jsonl(f.eval_data);
+          rows = static_cast<int64_t>(sft_train.size());
+        } else if (f.objective == "dpo") {
+          dpo_train = ft::read_dpo_jsonl(f.data);
+          if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data);
+          rows = static_cast<int64_t>(dpo_train.size());
+        } else {
+          grpo_train = ft::read_grpo_jsonl(f.data);
+          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data);
+          rows = static_cast<int64_t>(grpo_train.size());
+        }
+        if (f.epochs > 0) {
+          const double per_step = static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum);
+          o.steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rows) / per_step)));
+          if (o.warmup >= o.steps) o.warmup = o.steps / 10;
+        }
+        std::shared_ptr<nn::DecoderLM> model = nn::load_pretrained(f.base);
+        Generator lora_gen(o.seed);
+        const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen);
+
+        std::filesystem::create_directories(o.out_dir);
+        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
+                     {"git_revision", XGRAD_GIT_REVISION}};
+        write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
+        const nn::NamedTensors trainable = ft::named_lora_parameters(*model);
+        int64_t n_train = 0;
+        for (const auto& [name, p] : trainable) n_train += p.numel();
+        std::printf("%s: %s on %lld rows, %lld steps; LoRA r=%lld alpha=%g on %zu modules: %lld trainable of %lld parameters\n",
+                    kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
+                    static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
+                    static_cast<long long>(model->num_parameters()));
+
+        ft::TrainLoop loop(kProg, *model, trainable, o);
+        loop.run_identity["base"] = f.base;
+        loop.run_identity["objective"] = f.objective;
+        loop.run_identity["data"] = f.data;
+        loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
+                                            " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
+        if (f.objective == "sft") {
+          ft::attach_sft(loop, *model, {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows});
+        } else if (f.objective == "dpo") {
+          ft::attach_dpo(loop, *model,
+                         {&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
+                          f.label_smoothing});
+        } else {
+          f.grpo.train = &grpo_train;
+          f.grpo.heldout = grpo_eval.empty() ? nullptr : &grpo_eval;
+          f.grpo.beta = f.beta;
+          f.grpo.eval_rows = f.eval_rows;
+          ft::attach_grpo(loop, *model, f.grpo);
+        }
+        const ft::Metrics last = loop.run();
+        ft::save_adapter(*model, o.out_dir, f.lora, f.base);
+        if (f.merge) save_merged(*model, o.out_dir + "/merged");
+        json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
+                        {"adapted_modules", adapted}};
+        for (const auto& [k, v] : last) summary["final_" + k] = v;
+        write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
+        std::printf("%s: wrote %s/{adapter_model.safetensors,adapter_config.json}%s\n", kProg, o.out_dir.c_str(),
+                    f.merge ? " and merged/" : "");
+        return 0;
+      });
+}

@@ -1,0 +1,228 @@
+// xg-train: pre-trains a byte-level DecoderLM on a text file. Writes <out>/config.json and
+// model.safetensors (load_pretrained reads them), checkpoint.safetensors (--resume),
+// log.jsonl, args.json and summary.json.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/atomic_file.hpp"
+#include "finetune/dataset.hpp"
+#include "finetune/tools/cli.hpp"
+#include "finetune/train_loop.hpp"
+#include "xgrad.hpp"
+
+using namespace xg;
+namespace ft = xg::finetune;
+namespace cli = xg::finetune::cli;
+namespace po = boost::program_options;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kProg = "xg-train";
+
+struct Flags {
+  // model
+  int64_t d_model = 128, layers = 4, heads = 4, kv_heads = 0, d_ff = 0, max_seq_len = 1024;
+  std::string ffn = "swiglu", norm = "rmsnorm", norm_position = "pre", pos = "rope";
+  double dropout = 0.0;
+  bool tie_embeddings = false;
+  // data
+  std::string data, eval_data;
+  int64_t seq_len = 128, batch = 16, eval_batches = 16;
+  // run
+  ft::LoopOptions loop;
+  int64_t sample_every = 0, sample_tokens = 200;
+  std::string sample_prompt = "It is a truth universally acknowledged";
+};
+
+nn::LMConfig model_config(const Flags& f) {
+  nn::BlockConfig b = nn::BlockConfig::llama(f.d_model, f.heads, f.kv_heads);
+  b.ffn = cli::choice<nn::FFNKind>("ffn", f.ffn,
+                                   {{"swiglu", nn::FFNKind::SwiGLU}, {"gelu", nn::FFNKind::GELU}, {"relu", nn::FFNKind::ReLU}});
+  b.norm = cli::choice<nn::NormKind>("norm", f.norm, {{"rmsnorm", nn::NormKind::RMSNorm}, {"layernorm", nn::NormKind::LayerNorm}});
+  b.norm_position = cli::choice<nn::NormPosition>(
+      "norm-position", f.norm_position,
+      {{"pre", nn::NormPosition::Pre}, {"post", nn::NormPosition::Post}, {"deepnorm", nn::NormPosition::DeepNorm}});
+  b.position = cli::choice<nn::PositionKind>("pos", f.pos,
+                                             {{"rope", nn::PositionKind::RoPE},
+                                              {"sinusoidal", nn::PositionKind::Sinusoidal},
+                                              {"learned", nn::PositionKind::Learned},
+                                              {"none", nn::PositionKind::None}});
+  b.d_ff = f.d_ff;
+  b.dropout = f.dropout;
+  b.max_seq_len = std::max(f.max_seq_len, f.seq_len);
+  cli::require(f.heads > 0 && f.d_model % f.heads == 0,
+               "--heads: must be positive and divide --d-model " + std::to_string(f.d_model));
+  cli::require(f.kv_heads >= 0 && (f.kv_heads == 0 || f.heads % f.kv_heads == 0),
+               "--kv-heads: must divide --heads " + std::to_string(f.heads) + " (0 = --heads)");
+  nn::LMConfig c;
+  c.vocab_size = ft::ByteTokenizer::kVocabSize;
+  c.n_layers = f.layers;
+  c.block = b;
+  c.tie_embeddings = f.tie_embeddings;
+  try {
+    c.validate(kProg);
+  } catch (const Error& e) {
+    throw cli::UsageError(e.what());
+  }
+  return c;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), kProg, ": cannot open ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Bits per byte of `eval` under the byte frequencies of `train` (add-one smoothed): what a
+// model that ignores context achieves, the baseline the LM must beat.
+double unigram_bits_per_byte(const std::string& train, const std::string& eval) {
+  std::vector<double> count(256, 1.0);
+  for (unsigned char c : train) count[c] += 1;
+  const double total = static_cast<double>(train.size()) + 256;
+  double bits = 0;
+  for (unsigned char c : eval) bits -= std::log2(count[c] / total);
+  return eval.empty() ? 0 : bits / static_cast<double>(eval.size());
+}
+
+// Mean next-byte loss over the first `max_batches` consecutive windows of `data`.
+ft::Metrics evaluate(const nn::DecoderLM& model, const ft::TextDataset& data, int64_t batch, int64_t seq_len,
+                     int64_t max_batches) {
+  const int64_t n = std::min(max_batches, data.num_batches(batch, seq_len));
+  double sum = 0, rows = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ft::LmBatch b = data.batch_at(i, batch, seq_len);
+    const double r = static_cast<double>(b.x.shape()[0]);
+    sum += losses::cross_entropy(model(b.x), b.y).item() * r;
+    rows += r;
+  }
+  const double loss = sum / rows;
+  return {{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  ft::LoopOptions& o = f.loop;
+  o.lr = 2e-3;
+  o.warmup = 100;
+  o.steps = 1000;
+  o.eval_every = 100;
+  o.checkpoint_every = 100;
+  po::options_description opts("xg-train options");
+  // clang-format off
+  opts.add_options()
+    ("help", "show this help")
+    ("data", po::value(&f.data)->required(), "training text file (bytes)")
+    ("eval-data", po::value(&f.eval_data), "held-out text file (bytes); without it no held-out loss")
+    ("out", po::value(&o.out_dir)->required(), "output folder (config.json, model.safetensors, checkpoint, logs)")
+    ("d-model", po::value(&f.d_model)->default_value(f.d_model), "model width")
+    ("layers", po::value(&f.layers)->default_value(f.layers), "number of blocks")
+    ("heads", po::value(&f.heads)->default_value(f.heads), "attention heads")
+    ("kv-heads", po::value(&f.kv_heads)->default_value(f.kv_heads), "key/value heads (GQA; 0 = --heads, 1 = MQA)")
+    ("ffn", po::value(&f.ffn)->default_value(f.ffn), "swiglu | gelu | relu")
+    ("d-ff", po::value(&f.d_ff)->default_value(f.d_ff), "FFN hidden width (0 = the kind's default)")
+    ("norm", po::value(&f.norm)->default_value(f.norm), "rmsnorm | layernorm")
+    ("norm-position", po::value(&f.norm_position)->default_value(f.norm_position), "pre | post | deepnorm")
+    ("pos", po::value(&f.pos)->default_value(f.pos), "rope | sinusoidal | learned | none")
+    ("dropout", po::value(&f.dropout)->default_value(f.dropout), "dropout in the blocks")
+    ("tie-embeddings", po::bool_switch(&f.tie_embeddings), "share the token embedding with the LM head")
+    ("max-seq-len", po::value(&f.max_seq_len)->default_value(f.max_seq_len), "longest sequence the positions allow")
+    ("seq-len", po::value(&f.seq_len)->default_value(f.seq_len), "tokens per training window")
+    ("batch", po::value(&f.batch)->default_value(f.batch), "windows per micro-batch")
+    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step")
+    ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW)")
+    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warmup steps")
+    ("schedule", po::value(&o.schedule)->default_value(o.schedule), "cosine | linear | constant (after the warmup)")
+    ("min-lr-ratio", po::value(&o.min_lr_ratio)->default_value(o.min_lr_ratio), "final lr / peak lr (cosine, linear)")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")
+    ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
+    ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
+    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the init, the data order and dropout")
+    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)")
+    ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (0 = at the end)")
+    ("eval-batches", po::value(&f.eval_batches)->default_value(f.eval_batches), "held-out batches per evaluation")
+    ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps (0 = at the end)")
+    ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
+    ("sample-every", po::value(&f.sample_every)->default_value(f.sample_every), "print a sample every N steps (0 = at the end only)")
+    ("sample-prompt", po::value(&f.sample_prompt)->default_value(f.sample_prompt), "prompt of the samples")
+    ("sample-tokens", po::value(&f.sample_tokens)->default_value(f.sample_tokens), "bytes per sample");
+  // clang-format on
+  po::variables_map vm;
+  nn::LMConfig config;
+  return cli::run_main(
+      kProg,
+      [&] {
+        if (cli::parse(argc, argv, opts, vm, "usage: xg-train --data FILE --out DIR [options]")) return 0;
+        config = model_config(f);
+        cli::require(f.seq_len >= 1 && f.batch >= 1 && f.eval_batches >= 1,
+                     "--seq-len, --batch and --eval-batches must be positive");
+        cli::require(f.sample_tokens >= 0 && f.sample_every >= 0, "--sample-tokens and --sample-every must be >= 0");
+        try {
+          o.validate(kProg);
+        } catch (const Error& e) {
+          throw cli::UsageError(e.what());
+        }
+        return -1;
+      },
+      [&] {
+        const ft::TextDataset train(f.data);
+        std::unique_ptr<ft::TextDataset> heldout;
+        if (!f.eval_data.empty()) heldout = std::make_unique<ft::TextDataset>(f.eval_data);
+        std::filesystem::create_directories(o.out_dir);
+        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", XGRAD_GIT_REVISION}};
+        write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
+
+        manual_seed(o.seed);  // the init
+        nn::DecoderLM model(config);
+        const double baseline =
+            heldout ? unigram_bits_per_byte(read_file(f.data), read_file(f.eval_data)) : std::nan("");
+        std::printf("%s: %lld parameters, %lld training bytes%s; unigram baseline %.3f bits/byte\n", kProg,
+                    static_cast<long long>(model.num_parameters()), static_cast<long long>(train.size()),
+                    heldout ? (", " + std::to_string(heldout->size()) + " held-out bytes").c_str() : "", baseline);
+
+        ft::TrainLoop loop(kProg, model, model.named_parameters(), o);
+        loop.run_identity["config"] = config.to_json();
+        loop.run_identity["data"] = f.data;
+        loop.micro_step = [&](int64_t, int64_t, Generator& rng) {
+          ft::LmBatch b = train.random_batch(rng, f.batch, f.seq_len);
+          return ft::MicroResult{losses::cross_entropy(model(b.x), b.y), b.x.numel(), {}};
+        };
+        if (heldout)
+          loop.evaluate = [&](int64_t) {
+            ft::Metrics m = evaluate(model, *heldout, f.batch, f.seq_len, f.eval_batches);
+            m["baseline_bits_per_byte"] = baseline;
+            return m;
+          };
+        const ft::ByteTokenizer tok;
+        auto sample = [&](int64_t step) {
+          if (f.sample_tokens == 0) return;
+          std::vector<int64_t> ids = tok.encode(f.sample_prompt, true);
+          Tensor prompt = from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+          nn::GenerateOptions g;
+          g.temperature = 0.8;
+          g.top_k = 40;
+          g.seed = 1234;
+          g.eos_id = tok.eos_id();
+          Tensor out = model.generate(prompt, std::min(f.sample_tokens, model.max_seq_len() - prompt.shape()[1]), g);
+          std::vector<int64_t> all(out.data<int64_t>(), out.data<int64_t>() + out.numel());
+          loop.log().event("sample", step, {}, tok.decode(all));
+        };
+        loop.after_step = [&](int64_t step) {
+          if (f.sample_every > 0 && step % f.sample_every == 0) sample(step);
+        };
+        ft::Metrics last = loop.run();
+        if (f.sample_every == 0) sample(o.steps);
+        nn::save_pretrained(model, o.out_dir);
+        json summary = {{"steps", o.steps}, {"parameters", model.num_parameters()}, {"train_bytes", train.size()}};
+        for (const auto& [k, v] : last) summary["final_" + k] = v;
+        write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
+        std::printf("%s: wrote %s/{config.json,model.safetensors,checkpoint.safetensors}\n", kProg, o.out_dir.c_str());
+        return 0;
+      });
+}

@@ -1,0 +1,164 @@
+// Tests for finetune/dataset: TextDataset windows, the JSONL readers and their file:line
+// errors, and SFT/DPO collation (padding, masking, truncation) against the losses' API.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "autograd/random.hpp"
+#include "finetune/dataset.hpp"
+#include "losses/logprobs.hpp"
+#include "losses/sft.hpp"
+#include "torch_fixture.hpp"
+
+using namespace xg::finetune;
+
+namespace {
+
+// A per-test file under the build tree (CTest runs tests in parallel).
+std::string write_file(const std::string& suffix, const std::string& text) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string path =
+      std::string(XGRAD_BINARY_DIR) + "/ft_dataset_" + info->test_suite_name() + "_" + info->name() + "_" + suffix;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::vector<int64_t> ints(const xg::Tensor& t) {
+  std::vector<int64_t> v;
+  for (double d : t.to_vector()) v.push_back(static_cast<int64_t>(d));
+  return v;
+}
+
+constexpr int64_t P = ByteTokenizer::kPad, BOS = ByteTokenizer::kBos, EOS = ByteTokenizer::kEos, M = -100;
+
+}  // namespace
+
+TEST(FinetuneDataset, RandomBatchIsShiftedWindowsOfTheText) {
+  const std::string text = "the quick brown fox";
+  TextDataset ds(write_file("a.txt", text));
+  EXPECT_EQ(ds.size(), 19);
+  xg::Generator gen(7), gen2(7);
+  LmBatch b = ds.random_batch(gen, 5, 4);
+  EXPECT_EQ(b.x.shape(), (xg::Shape{5, 4}));
+  EXPECT_EQ(b.y.shape(), (xg::Shape{5, 4}));
+  EXPECT_EQ(b.x.dtype(), xg::kInt64);
+  const auto x = ints(b.x), y = ints(b.y);
+  for (int r = 0; r < 5; ++r) {
+    std::string xs, ys;
+    for (int t = 0; t < 4; ++t) {
+      xs.push_back(static_cast<char>(x[r * 4 + t]));
+      ys.push_back(static_cast<char>(y[r * 4 + t]));
+    }
+    const std::size_t at = text.find(xs + ys.back());
+    ASSERT_NE(at, std::string::npos) << "row " << r << " is not a window: " << xs;
+    EXPECT_EQ(text.substr(at + 1, 4), ys);
+  }
+  EXPECT_EQ(ints(ds.random_batch(gen2, 5, 4).x), x);  // same seed, same batch
+}
+
+TEST(FinetuneDataset, BatchAtCutsConsecutiveWindows) {
+  TextDataset ds(write_file("a.txt", "abcdefghijk"));  // 11 tokens: windows of 3 start at 0, 3, 6
+  EXPECT_EQ(ds.num_batches(2, 3), 2);
+  LmBatch b0 = ds.batch_at(0, 2, 3), b1 = ds.batch_at(1, 2, 3);
+  EXPECT_EQ(ints(b0.x), (std::vector<int64_t>{'a', 'b', 'c', 'd', 'e', 'f'}));
+  EXPECT_EQ(ints(b0.y), (std::vector<int64_t>{'b', 'c', 'd', 'e', 'f', 'g'}));
+  EXPECT_EQ(b1.x.shape(), (xg::Shape{1, 3}));  // the last batch holds the one window left
+  EXPECT_EQ(ints(b1.x), (std::vector<int64_t>{'g', 'h', 'i'}));
+  EXPECT_EQ(ints(b1.y), (std::vector<int64_t>{'h', 'i', 'j'}));
+  EXPECT_XG_ERROR(ds.batch_at(2, 2, 3), "index 2 out of range [0, 2)");
+}
+
+TEST(FinetuneDataset, TextErrorsNameTheFile) {
+  const std::string empty = write_file("empty.txt", "");
+  EXPECT_XG_ERROR(TextDataset ds(empty), empty + ": empty text file");
+  const std::string shortf = write_file("short.txt", "abc");
+  TextDataset ds(shortf);
+  xg::Generator gen(0);
+  EXPECT_XG_ERROR(ds.random_batch(gen, 1, 3), shortf + ": 3 tokens, too short for seq_len 3 (needs 4)");
+  EXPECT_XG_ERROR(ds.batch_at(0, 1, 5), shortf + ": 3 tokens, too short for seq_len 5");
+  EXPECT_XG_ERROR(ds.random_batch(gen, 0, 2), "batch 0 and seq_len 2 must be positive");
+  EXPECT_XG_ERROR(TextDataset ds2(shortf + ".missing"), ".missing: cannot open file");
+}
+
+TEST(FinetuneDataset, ReadsJsonlRowsSkippingBlankLines) {
+  const auto sft = read_sft_jsonl(write_file("sft.jsonl",
+      "{\"prompt\": \"Define the noun \\\"cat\\\".\", \"response\": \"feline mammal\"}\n\n"
+      "{\"response\": \"b\", \"prompt\": \"a\", \"extra\": 1}\n"));
+  ASSERT_EQ(sft.size(), 2u);
+  EXPECT_EQ(sft[0].prompt, "Define the noun \"cat\".");
+  EXPECT_EQ(sft[0].response, "feline mammal");
+  EXPECT_EQ(sft[1].prompt, "a");
+  const auto dpo = read_dpo_jsonl(write_file("dpo.jsonl", "{\"prompt\":\"p\",\"chosen\":\"c\",\"rejected\":\"r\"}"));
+  ASSERT_EQ(dpo.size(), 1u);
+  EXPECT_EQ(dpo[0].chosen, "c");
+  EXPECT_EQ(dpo[0].rejected, "r");
+  const auto grpo = read_grpo_jsonl(write_file("grpo.jsonl", "{\"prompt\":\"p\",\"answers\":[\"bad\",\"evil\"]}\n"));
+  ASSERT_EQ(grpo.size(), 1u);
+  EXPECT_EQ(grpo[0].answers, (std::vector<std::string>{"bad", "evil"}));
+}
+
+TEST(FinetuneDataset, JsonlErrorsNameFileAndLine) {
+  const std::string bad = write_file("bad.jsonl", "{\"prompt\":\"a\",\"response\":\"b\"}\n{\"prompt\": oops}\n");
+  EXPECT_XG_ERROR(read_sft_jsonl(bad), bad + ":2: invalid JSON");
+  const std::string missing = write_file("missing.jsonl", "{\"prompt\":\"a\",\"response\":\"b\"}\n\n{\"prompt\":\"a\"}\n");
+  EXPECT_XG_ERROR(read_sft_jsonl(missing), missing + ":3: missing field \"response\" (expected a string)");
+  const std::string num = write_file("num.jsonl", "{\"prompt\":1,\"chosen\":\"c\",\"rejected\":\"r\"}\n");
+  EXPECT_XG_ERROR(read_dpo_jsonl(num), num + ":1: field \"prompt\" must be a string, got number");
+  const std::string arr = write_file("arr.jsonl", "[1, 2]\n");
+  EXPECT_XG_ERROR(read_sft_jsonl(arr), arr + ":1: expected a JSON object, got array");
+  const std::string empty = write_file("empty.jsonl", "\n  \n");
+  EXPECT_XG_ERROR(read_sft_jsonl(empty), empty + ": no rows (the file is empty)");
+  EXPECT_XG_ERROR(read_sft_jsonl(empty + ".missing"), ".missing: cannot open file");
+  const std::string ans = write_file("ans.jsonl", "{\"prompt\":\"p\",\"answers\":[\"a\"]}\n{\"prompt\":\"p\",\"answers\":[\"a\",2]}\n");
+  EXPECT_XG_ERROR(read_grpo_jsonl(ans), ans + ":2: answers[1] must be a string, got number");
+  const std::string noans = write_file("noans.jsonl", "{\"prompt\":\"p\",\"answers\":\"a\"}\n");
+  EXPECT_XG_ERROR(read_grpo_jsonl(noans), noans + ":1: field \"answers\" must be a non-empty list of strings, got string");
+}
+
+TEST(FinetuneDataset, CollateSftPadsAndMasksThePrompt) {
+  ByteTokenizer tok;
+  EXPECT_EQ(encode_prompt(tok, "ab"), (std::vector<int64_t>{BOS, 'a', 'b', '\n'}));
+  SftBatch b = collate_sft(tok, {{"ab", "cd"}, {"x", "y"}}, 64);
+  EXPECT_EQ(b.input_ids.shape(), (xg::Shape{2, 7}));
+  EXPECT_EQ(ints(b.input_ids), (std::vector<int64_t>{BOS, 'a', 'b', '\n', 'c', 'd', EOS,  //
+                                                     BOS, 'x', '\n', 'y', EOS, P, P}));
+  EXPECT_EQ(ints(b.labels), (std::vector<int64_t>{M, M, M, M, 'c', 'd', EOS,  //
+                                                  M, M, M, 'y', EOS, M, M}));
+  EXPECT_EQ(ints(b.prompt_lengths), (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(ints(b.attention_mask), (std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}));
+  // The loss's own masking from prompt_lengths and the mask selects exactly our labels.
+  const xg::Tensor from_loss = xg::losses::sft_labels(b.input_ids, b.prompt_lengths, b.attention_mask);
+  EXPECT_EQ(ints(from_loss), ints(xg::losses::shift_labels(b.labels)));
+}
+
+TEST(FinetuneDataset, CollateTruncatesTheResponseEndThenThePrompt) {
+  ByteTokenizer tok;
+  // [BOS a b \n] + [x y z EOS] cut to 6: the response loses z and EOS.
+  SftBatch a = collate_sft(tok, {{"ab", "xyz"}}, 6);
+  EXPECT_EQ(ints(a.input_ids), (std::vector<int64_t>{BOS, 'a', 'b', '\n', 'x', 'y'}));
+  EXPECT_EQ(ints(a.prompt_lengths), (std::vector<int64_t>{4}));
+  // A prompt longer than max_len keeps its first max_len - 1 tokens and one response token.
+  SftBatch b = collate_sft(tok, {{"abcdef", "xyz"}}, 5);
+  EXPECT_EQ(ints(b.input_ids), (std::vector<int64_t>{BOS, 'a', 'b', 'c', 'x'}));
+  EXPECT_EQ(ints(b.labels), (std::vector<int64_t>{M, M, M, M, 'x'}));
+  EXPECT_EQ(ints(b.prompt_lengths), (std::vector<int64_t>{4}));
+  EXPECT_XG_ERROR(collate_sft(tok, {{"a", "b"}}, 1), "collate_sft: max_len 1 must be >= 2");
+  EXPECT_XG_ERROR(collate_sft(tok, {}, 8), "collate_sft: no rows to collate");
+}
+
+TEST(FinetuneDataset, CollateDpoStacksChosenThenRejected) {
+  ByteTokenizer tok;
+  SftBatch b = collate_dpo(tok, {{"p", "good", "bad"}, {"q", "yes", "no"}}, 64);
+  EXPECT_EQ(b.input_ids.shape(), (xg::Shape{4, 8}));  // [BOS p \n g o o d EOS]
+  EXPECT_EQ(ints(b.prompt_lengths), (std::vector<int64_t>{3, 3, 3, 3}));
+  const auto ids = ints(b.input_ids), labels = ints(b.labels);
+  auto row = [&](const std::vector<int64_t>& v, int r) {
+    return std::vector<int64_t>(v.begin() + r * 8, v.begin() + r * 8 + 8);
+  };
+  EXPECT_EQ(row(ids, 0), (std::vector<int64_t>{BOS, 'p', '\n', 'g', 'o', 'o', 'd', EOS}));
+  EXPECT_EQ(row(ids, 1), (std::vector<int64_t>{BOS, 'q', '\n', 'y', 'e', 's', EOS, P}));
+  EXPECT_EQ(row(ids, 2), (std::vector<int64_t>{BOS, 'p', '\n', 'b', 'a', 'd', EOS, P}));
+  EXPECT_EQ(row(labels, 3), (std::vector<int64_t>{M, M, M, 'n', 'o', EOS, M, M}));
+}

@@ -1,0 +1,326 @@
+// Tests for finetune/peft.cpp: adapter files with PEFT's names, shapes and config keys, exact
+// save -> load round trips, and errors (wrong base model, bad config, failed saves) that name
+// the file and the key and leave nothing behind.
+#include "finetune/peft.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "autograd/graph.hpp"
+#include "nn/decoder.hpp"
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+using namespace xg::finetune;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+nn::LMConfig tiny_llama(int64_t n_layers = 2, int64_t d_model = 8) {
+  nn::LMConfig c;
+  c.vocab_size = 11;
+  c.n_layers = n_layers;
+  c.block = nn::BlockConfig::llama(d_model, 2, 1);
+  c.block.d_ff = 16;
+  c.block.max_seq_len = 16;
+  return c;
+}
+
+LoRAConfig cfg(int64_t r, double alpha, const std::string& targets, bool rslora = false, double dropout = 0) {
+  LoRAConfig c;
+  c.r = r;
+  c.alpha = alpha;
+  c.targets = targets;
+  c.use_rslora = rslora;
+  c.dropout = dropout;
+  return c;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * itemsize(a.dtype())) == 0;
+}
+
+void randomize_b(const nn::Module& model, uint64_t seed) {
+  Generator g(seed);
+  NoGradGuard ng;
+  for (auto& [path, a] : lora_adapters(model)) {
+    Tensor B = a->B();
+    B.copy_(randn(B.shape(), B.dtype(), &g) * 0.3);
+  }
+}
+
+Tensor tokens(uint64_t seed) {
+  Generator g(seed);
+  return randint(0, 11, {2, 5}, &g);
+}
+
+// A fresh folder per test (CTest runs tests in parallel), removed at the end.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path = fs::temp_directory_path() / str_cat("xg_peft_", info->name(), "_", ::getpid());
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& s) const { return (path / s).string(); }
+};
+
+json read_json(const std::string& file) {
+  std::ifstream in(file);
+  return json::parse(in);
+}
+
+void write_text(const std::string& file, const std::string& text) {
+  std::ofstream out(file);
+  out << text;
+}
+
+// A model with adapters on q, v (2 layers), B randomized, saved to <tmp>/adapter.
+struct Saved {
+  TempDir tmp;
+  nn::DecoderLM model{tiny_llama()};
+  std::string dir;
+  Saved(const LoRAConfig& c = cfg(2, 4, "q,v")) {
+    Generator gen(1);
+    inject_lora(model, c, gen);
+    randomize_b(model, 2);
+    dir = tmp / "adapter";
+    save_adapter(model, dir, c, "xg/tiny-llama");
+  }
+};
+
+}  // namespace
+
+TEST(FinetunePeft, FileHasPeftNamesShapesAndConfig) {
+  Saved s;
+  EXPECT_TRUE(fs::exists(s.dir + "/adapter_model.safetensors"));
+  EXPECT_TRUE(fs::exists(s.dir + "/adapter_config.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(s.dir), fs::directory_iterator()), 2);  // no staged files left
+  std::map<std::string, std::string> meta;
+  TensorMap w = load_safetensors(s.dir + "/adapter_model.safetensors", &meta);
+  EXPECT_EQ(meta["format"], "pt");
+  std::map<std::string, Shape> shapes;
+  for (const auto& [k, t] : w) shapes[k] = t.shape();
+  // d_model 8, GQA with 1 kv head of 4: w_q [8, 8], w_v [4, 8].
+  const std::map<std::string, Shape> want = {
+      {"base_model.model.layers.0.attention.w_q.lora_A.weight", {2, 8}},
+      {"base_model.model.layers.0.attention.w_q.lora_B.weight", {8, 2}},
+      {"base_model.model.layers.0.attention.w_v.lora_A.weight", {2, 8}},
+      {"base_model.model.layers.0.attention.w_v.lora_B.weight", {4, 2}},
+      {"base_model.model.layers.1.attention.w_q.lora_A.weight", {2, 8}},
+      {"base_model.model.layers.1.attention.w_q.lora_B.weight", {8, 2}},
+      {"base_model.model.layers.1.attention.w_v.lora_A.weight", {2, 8}},
+      {"base_model.model.layers.1.attention.w_v.lora_B.weight", {4, 2}},
+  };
+  EXPECT_EQ(shapes, want);
+  for (const auto& [path, a] : lora_adapters(s.model)) {
+    EXPECT_TRUE(bitwise_equal(w.at(peft_key(path, 'A')), a->A())) << path;
+    EXPECT_TRUE(bitwise_equal(w.at(peft_key(path, 'B')), a->B())) << path;
+  }
+
+  json c = read_json(s.dir + "/adapter_config.json");
+  EXPECT_EQ(c["peft_type"], "LORA");
+  EXPECT_EQ(c["task_type"], "CAUSAL_LM");
+  EXPECT_EQ(c["r"], 2);
+  EXPECT_TRUE(c["r"].is_number_integer());
+  EXPECT_EQ(c["lora_alpha"], 4);
+  EXPECT_EQ(c["lora_dropout"], 0.0);
+  EXPECT_EQ(c["target_modules"], json({"w_q", "w_v"}));  // the model's names, so PEFT's matching finds them
+  EXPECT_EQ(c["bias"], "none");
+  EXPECT_EQ(c["use_rslora"], false);
+  EXPECT_EQ(c["fan_in_fan_out"], false);
+  EXPECT_EQ(c["base_model_name_or_path"], "xg/tiny-llama");
+  EXPECT_EQ(c["inference_mode"], true);
+  // Sorted keys, indent 2, as PEFT's json.dumps(sort_keys=True, indent=2).
+  std::ifstream in(s.dir + "/adapter_config.json");
+  std::string first, second;
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(first, "{");
+  EXPECT_EQ(second, "  \"alpha_pattern\": {},");
+}
+
+TEST(FinetunePeft, RoundTripIsExact) {
+  Saved s;
+  nn::DecoderLM fresh(tiny_llama());
+  fresh.load_state_dict(s.model.state_dict(), /*strict=*/false);  // the same base weights
+  AdapterInfo info = load_adapter(fresh, s.dir);
+  EXPECT_EQ(info.config.r, 2);
+  EXPECT_EQ(info.config.alpha, 4.0);
+  EXPECT_EQ(info.config.targets, "w_q,w_v");
+  EXPECT_EQ(info.base_model_name_or_path, "xg/tiny-llama");
+  EXPECT_EQ(info.modules, (std::vector<std::string>{"layers.0.attention.w_q", "layers.0.attention.w_v",
+                                                    "layers.1.attention.w_q", "layers.1.attention.w_v"}));
+  Tensor t = tokens(3);
+  EXPECT_TRUE(bitwise_equal(fresh(t), s.model(t)));
+  auto a = named_lora_parameters(s.model), b = named_lora_parameters(fresh);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(bitwise_equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  // Loaded adapters train like injected ones: only A and B require grad.
+  for (const auto& [n, p] : fresh.named_parameters())
+    EXPECT_EQ(p.requires_grad(), n.find(".lora_") != std::string::npos) << n;
+  // Loading twice is an error naming the module.
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), "module 'layers.0.attention.w_q' already has an adapter");
+}
+
+TEST(FinetunePeft, RegexTargetsAndRsLoraRoundTrip) {
+  Saved s(cfg(3, 6, R"(layers\.1\..*W_(up|down))", true, 0.1));
+  json c = read_json(s.dir + "/adapter_config.json");
+  EXPECT_EQ(c["target_modules"], R"(layers\.1\..*W_(up|down))");
+  EXPECT_EQ(c["use_rslora"], true);
+  EXPECT_EQ(c["lora_dropout"], 0.1);
+  nn::DecoderLM fresh(tiny_llama());
+  fresh.load_state_dict(s.model.state_dict(), false);
+  AdapterInfo info = load_adapter(fresh, s.dir);
+  EXPECT_EQ(info.modules, (std::vector<std::string>{"layers.1.ffn.W_up", "layers.1.ffn.W_down"}));
+  EXPECT_TRUE(info.config.use_rslora);
+  EXPECT_DOUBLE_EQ(lora_adapters(fresh)[0].second->scaling(), 6 / std::sqrt(3.0));
+  s.model.eval();
+  fresh.eval();  // dropout off
+  Tensor t = tokens(4);
+  EXPECT_TRUE(bitwise_equal(fresh(t), s.model(t)));
+}
+
+TEST(FinetunePeft, ShortNamesInConfigLoad) {
+  Saved s;
+  json c = read_json(s.dir + "/adapter_config.json");
+  c["target_modules"] = {"q", "v"};  // xgrad's short names also work in a config
+  write_text(s.dir + "/adapter_config.json", c.dump());
+  nn::DecoderLM fresh(tiny_llama());
+  EXPECT_EQ(load_adapter(fresh, s.dir).modules.size(), 4u);
+}
+
+TEST(FinetunePeft, DifferentBaseModelIsAnError) {
+  Saved s;
+  const std::string wfile = s.dir + "/adapter_model.safetensors";
+  // Wrong shapes: d_model 12 instead of 8.
+  nn::DecoderLM wide(tiny_llama(2, 12));
+  EXPECT_XG_ERROR(load_adapter(wide, s.dir),
+                  wfile + ": key 'base_model.model.layers.0.attention.w_q.lora_A.weight' has shape [2,8] but module "
+                          "'layers.0.attention.w_q' (Linear(in_features=12, out_features=12), r=2) needs [2,12]");
+  EXPECT_TRUE(lora_adapters(wide).empty());
+  for (const auto& [n, p] : wide.named_parameters()) EXPECT_TRUE(p.requires_grad()) << n;
+  // Missing modules: one layer instead of two.
+  nn::DecoderLM shallow(tiny_llama(1));
+  EXPECT_XG_ERROR(load_adapter(shallow, s.dir),
+                  wfile + ": key 'base_model.model.layers.1.attention.w_q.lora_A.weight': the model has no Linear "
+                          "module 'layers.1.attention.w_q'");
+  EXPECT_TRUE(lora_adapters(shallow).empty());
+  // Deeper model: target_modules select modules the file has no weights for.
+  nn::DecoderLM deep(tiny_llama(3));
+  EXPECT_XG_ERROR(load_adapter(deep, s.dir), "select module 'layers.2.attention.w_q' but " + wfile + " has no weights");
+  EXPECT_TRUE(lora_adapters(deep).empty());
+  // Same names, other shapes: the teaching block's MHA has w_v [8, 8] where GQA had [4, 8].
+  nn::LMConfig teach = tiny_llama();
+  teach.block = nn::BlockConfig{};
+  teach.block.d_model = 8;
+  teach.block.n_heads = 2;
+  teach.block.d_ff = 16;
+  teach.block.max_seq_len = 16;
+  nn::DecoderLM other(teach);  // w_q, w_k, w_v, w_o, fc1, fc2
+  EXPECT_XG_ERROR(load_adapter(other, s.dir),
+                  wfile + ": key 'base_model.model.layers.0.attention.w_v.lora_B.weight' has shape [4,2] but module "
+                          "'layers.0.attention.w_v' (Linear(in_features=8, out_features=8), r=2) needs [8,2]");
+  EXPECT_TRUE(lora_adapters(other).empty());
+}
+
+TEST(FinetunePeft, KeysThatAreNotLoRAWeights) {
+  Saved s;
+  const std::string wfile = s.dir + "/adapter_model.safetensors";
+  TensorMap w = load_safetensors(wfile);
+  TensorMap extra = w;
+  extra.emplace("base_model.model.layers.0.attention.w_q.lora_magnitude_vector", zeros({8}));
+  save_safetensors(wfile, extra);
+  nn::DecoderLM fresh(tiny_llama());
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir),
+                  wfile + ": key 'base_model.model.layers.0.attention.w_q.lora_magnitude_vector' is not a LoRA weight");
+  TensorMap half = w;
+  half.erase("base_model.model.layers.1.attention.w_v.lora_B.weight");
+  save_safetensors(wfile, half);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), wfile + ": module 'layers.1.attention.w_v' has lora_A but no lora_B");
+  EXPECT_TRUE(lora_adapters(fresh).empty());
+}
+
+TEST(FinetunePeft, MalformedConfigNamesTheFile) {
+  Saved s;
+  const std::string cfile = s.dir + "/adapter_config.json";
+  const json good = read_json(cfile);
+  nn::DecoderLM fresh(tiny_llama());
+  auto with = [&](const std::string& key, const json& value) {
+    json c = good;
+    if (value.is_discarded())
+      c.erase(key);
+    else
+      c[key] = value;
+    write_text(cfile, c.dump(2));
+  };
+  write_text(cfile, "{\"peft_type\": \"LORA\", \"r\": ");
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": invalid JSON");
+  with("peft_type", "PREFIX_TUNING");
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": peft_type is 'PREFIX_TUNING', only \"LORA\"");
+  with("r", "8");
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": r must be a positive integer, got \"8\"");
+  with("r", json::value_t::discarded);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": r must be a positive integer (missing)");
+  with("lora_alpha", json::array());
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": lora_alpha must be a number, got []");
+  with("lora_dropout", 1.5);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": lora_dropout must be in [0, 1), got 1.5");
+  with("target_modules", 3);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": target_modules must be a string or a non-empty list");
+  with("target_modules", {"W_q", "W_(v"});
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": target_modules entries must be module names");
+  with("target_modules", {"w_q"});  // the file also has w_v weights
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir),
+                  "module 'layers.0.attention.w_v' is not selected by target_modules 'w_q' of " + cfile);
+  with("target_modules", {"w_q", "nope"});
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": target_modules: target module 'nope' matches no Linear");
+  with("use_dora", true);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": use_dora true is not supported");
+  with("bias", "all");
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": bias \"all\" is not supported");
+  with("r", 3);  // the weights have r = 2
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), "has shape [2,8] but module 'layers.0.attention.w_q'");
+  EXPECT_TRUE(lora_adapters(fresh).empty());
+  fs::remove(cfile);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), "load_adapter: cannot read " + cfile);
+}
+
+TEST(FinetunePeft, FailedSaveWritesNothing) {
+  TempDir tmp;
+  nn::DecoderLM model(tiny_llama(1));
+  const std::string dir = tmp / "out";
+  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q")), "save_adapter: the model has no LoRA adapters");
+  EXPECT_FALSE(fs::exists(dir));
+  Generator gen(1);
+  inject_lora(model, cfg(2, 4, "q,v"), gen);
+  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(4, 4, "q,v")),
+                  "save_adapter: the adapter of 'layers.0.attention.w_q' has r=2, lora_alpha=4");
+  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q")), "'layers.0.attention.w_v' has an adapter but targets 'q' do not select it");
+  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q,v,o")), "select 'layers.0.attention.w_o', which has no adapter");
+  LoRALinear bare(4, 3, cfg(2, 4, "q"), gen);
+  EXPECT_XG_ERROR(save_adapter(bare, dir, cfg(2, 4, "q")), "save_adapter: the adapter is on the model itself");
+  EXPECT_FALSE(fs::exists(dir));
+  // The target folder is a file / below a file.
+  fs::create_directories(tmp.path);
+  write_text(dir, "x");
+  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q,v")), "save_adapter: '" + dir + "' exists and is not a directory");
+  EXPECT_XG_ERROR(save_adapter(model, dir + "/sub", cfg(2, 4, "q,v")), "save_adapter: cannot create directory");
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path), fs::directory_iterator()), 1);
+  // A folder where the weights file cannot be written: nothing is left and the folder is removed.
+  fs::remove(dir);
+  fs::create_directories(dir + "/adapter_model.safetensors");  // a directory in the way of the rename
+  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q,v")), "save_adapter: cannot write the adapter into");
+  EXPECT_FALSE(fs::exists(dir + "/adapter_config.json"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // only the obstacle
+}

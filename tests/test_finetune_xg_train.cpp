@@ -1,0 +1,147 @@
+// finetune/tools/xg_train.cpp, run as a user would: it trains and writes a loadable model,
+// a run killed with SIGKILL resumes to bitwise the same weights, and bad input is one line.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "finetune/checkpoint.hpp"
+#include "nn/decoder.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kExe = std::string(XGRAD_TOOL_DIR) + "/xg-train";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_xg_train_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A text with structure a tiny model picks up in a few dozen steps.
+void write_text(const fs::path& p, int lines, int offset) {
+  std::ofstream f(p);
+  for (int i = 0; i < lines; ++i)
+    f << "line " << (i + offset) % 10 << ": the quick brown fox jumps over the lazy dog.\n";
+}
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+CliRun run(const std::string& args, const fs::path& dir) {
+  const std::string cmd = kExe + " " + args + " >" + (dir / "stdout").string() + " 2>" + (dir / "stderr").string();
+  const int st = std::system(cmd.c_str());
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(dir / "stdout"), slurp(dir / "stderr")};
+}
+
+std::string tiny_flags(const fs::path& dir, const fs::path& out) {
+  return "--data " + (dir / "train.txt").string() + " --eval-data " + (dir / "eval.txt").string() + " --out " +
+         out.string() +
+         " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 5 --lr 3e-3 --dropout 0.1"
+         " --eval-batches 4 --seed 5";
+}
+
+}  // namespace
+
+TEST(XgTrain, TrainsAndWritesALoadableModel) {
+  const fs::path d = fresh_dir("trains");
+  write_text(d / "train.txt", 400, 0);
+  write_text(d / "eval.txt", 40, 3);
+  CliRun r = run(tiny_flags(d, d / "out") + " --steps 40 --eval-every 10 --sample-tokens 20", d);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("unigram baseline"), std::string::npos) << r.out;
+  // Held-out loss falls between the first and the last evaluation.
+  std::vector<double> evals;
+  std::ifstream log(d / "out" / "log.jsonl");
+  for (std::string line; std::getline(log, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == "eval") evals.push_back(j["loss"].get<double>());
+  }
+  ASSERT_EQ(evals.size(), 4u);
+  EXPECT_LT(evals.back(), 0.8 * evals.front());
+  auto model = xg::nn::load_pretrained((d / "out").string());
+  EXPECT_EQ(model->config().vocab_size, 259);
+  EXPECT_EQ(model->config().n_layers, 2);
+  auto args = nlohmann::json::parse(slurp(d / "out" / "args.json"));
+  EXPECT_EQ(args["flags"]["steps"], 40);
+  EXPECT_TRUE(args.contains("git_revision"));
+  EXPECT_TRUE(fs::exists(d / "out" / "summary.json"));
+}
+
+TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
+  const fs::path d = fresh_dir("kill");
+  write_text(d / "train.txt", 400, 0);
+  write_text(d / "eval.txt", 40, 3);
+  const std::string common = " --steps 30 --checkpoint-every 5 --eval-every 0 --sample-tokens 0";
+  CliRun full = run(tiny_flags(d, d / "full") + common, d);
+  ASSERT_EQ(full.status, 0) << full.err;
+
+  // Start the same run, SIGKILL it once a mid-run checkpoint exists, then --resume.
+  const fs::path out = d / "killed";
+  const std::string cmd = "exec " + kExe + " " + tiny_flags(d, out) + common + " >/dev/null 2>&1";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const fs::path ckpt = out / "checkpoint.safetensors";
+  int64_t killed_at = -1;
+  for (int i = 0; i < 3000 && killed_at < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (!fs::exists(ckpt)) continue;
+    kill(pid, SIGKILL);
+    killed_at = xg::finetune::load_checkpoint(ckpt.string()).progress.step;
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_GE(killed_at, 5) << "no checkpoint appeared";
+  ASSERT_TRUE(WIFSIGNALED(st)) << "the run finished before it could be killed";
+  CliRun resumed = run(tiny_flags(d, out) + common + " --resume", d);
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
+  EXPECT_EQ(slurp(out / "model.safetensors"), slurp(d / "full" / "model.safetensors"));
+}
+
+TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
+  const fs::path d = fresh_dir("errors");
+  write_text(d / "train.txt", 40, 0);
+  CliRun r = run("--bogus 1", d);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("xg-train: unrecognised option '--bogus'"), std::string::npos) << r.err;
+  r = run("--data x --out " + (d / "o").string() + " --ffn conv", d);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--ffn: expected one of gelu, relu, swiglu, got 'conv'"), std::string::npos) << r.err;
+  r = run("--data x --out " + (d / "o").string() + " --heads 3", d);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--heads: must be positive and divide --d-model 128"), std::string::npos) << r.err;
+  r = run("--data x --out " + (d / "o").string() + " --schedule exp", d);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--schedule: expected constant, cosine or linear"), std::string::npos) << r.err;
+  std::ofstream(d / "empty.txt").close();
+  r = run("--data " + (d / "empty.txt").string() + " --out " + (d / "o").string(), d);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("empty.txt"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(d / "o")) << "nothing is written for bad input";
+}
