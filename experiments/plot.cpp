@@ -1,3 +1,5 @@
+// The gnuplot driver (see plot.hpp): line plots from a PlotSpec, and the script writing and
+// gnuplot run that the demos' heatmaps and bar charts share.
 #include "experiments/plot.hpp"
 
 #include <cstdio>
@@ -10,23 +12,55 @@
 
 namespace xg::experiments {
 
-namespace {
-
-// Single-quoted for the shell (a ' inside becomes '\'').
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
 
-// Double-quoted for gnuplot.
 std::string gp_quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     out += c;
   }
   return out + "\"";
+}
+
+namespace {
+
+bool fail(std::string* why, const std::string& msg) {
+  if (why) *why = msg;
+  return false;
+}
+
+// Writes DIR/STEM.gp (the PNG terminal and `png_body`, then the SVG terminal and `svg_body`) and
+// runs gnuplot on it in `dir`, its stderr in STEM.gnuplot.log (removed when it succeeds).
+bool write_and_run(const std::string& dir, const std::string& stem, const std::string& png_terminal,
+                   const std::string& png_body, const std::string& svg_terminal, const std::string& svg_body,
+                   std::string* why) {
+  {
+    std::ofstream gp(dir + "/" + stem + ".gp");
+    if (!gp) return fail(why, "cannot write " + dir + "/" + stem + ".gp");
+    gp << "# Regenerate with: gnuplot " << stem << ".gp  (in this folder)\n"
+       << "set terminal " << png_terminal << "\n"
+       << "set output " << gp_quote(stem + ".png") << "\n"
+       << png_body << "set terminal " << svg_terminal << "\n"
+       << "set output " << gp_quote(stem + ".svg") << "\n"
+       << svg_body << "unset output\n";
+  }
+  if (!gnuplot_available())
+    return fail(why, "gnuplot not found (install gnuplot-nox); wrote " + stem + ".dat/.gp only");
+  const std::string cmd = "cd " + shell_quote(dir) + " && gnuplot " + shell_quote(stem + ".gp") + " 2>" +
+                          shell_quote(stem + ".gnuplot.log");
+  if (std::system(cmd.c_str()) != 0)
+    return fail(why, "gnuplot failed on " + dir + "/" + stem + ".gp (see " + stem + ".gnuplot.log)");
+  std::remove((dir + "/" + stem + ".gnuplot.log").c_str());
+  return true;
 }
 
 }  // namespace
@@ -34,13 +68,9 @@ std::string gp_quote(const std::string& s) {
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 bool plot(const std::string& dir, const std::string& stem, const PlotSpec& spec, std::string* why) {
-  auto fail = [&](const std::string& msg) {
-    if (why) *why = msg;
-    return false;
-  };
   {
     std::ofstream dat(dir + "/" + stem + ".dat");
-    if (!dat) return fail("cannot write " + dir + "/" + stem + ".dat");
+    if (!dat) return fail(why, "cannot write " + dir + "/" + stem + ".dat");
     dat << std::setprecision(10);
     for (std::size_t s = 0; s < spec.series.size(); ++s) {
       const Series& ser = spec.series[s];
@@ -79,25 +109,15 @@ bool plot(const std::string& dir, const std::string& stem, const PlotSpec& spec,
     body << " lw 2 pt 7 ps 0.6 dt " << (ser.dashed ? 2 : 1) << " title " << gp_quote(ser.title);
   }
   body << "\n";
-  {
-    std::ofstream gp(dir + "/" + stem + ".gp");
-    if (!gp) return fail("cannot write " + dir + "/" + stem + ".gp");
-    gp << "# Regenerate with: gnuplot " << stem << ".gp  (in this folder)\n"
-       << "set terminal pngcairo size 900,560 font \",11\"\n"
-       << "set output " << gp_quote(stem + ".png") << "\n"
-       << body.str()
-       << "set terminal svg size 900,560 dynamic font \"sans,11\"\n"
-       << "set output " << gp_quote(stem + ".svg") << "\n"
-       << "replot\n"
-       << "unset output\n";
-  }
-  if (!gnuplot_available()) return fail("gnuplot not found (install gnuplot-nox); wrote " + stem + ".dat/.gp only");
-  const std::string cmd = "cd " + shell_quote(dir) + " && gnuplot " + shell_quote(stem + ".gp") + " 2>" +
-                          shell_quote(stem + ".gnuplot.log");
-  if (std::system(cmd.c_str()) != 0)
-    return fail("gnuplot failed on " + dir + "/" + stem + ".gp (see " + stem + ".gnuplot.log)");
-  std::remove((dir + "/" + stem + ".gnuplot.log").c_str());
-  return true;
+  return write_and_run(dir, stem, "pngcairo size 900,560 font \",11\"", body.str(),
+                       "svg size 900,560 dynamic font \"sans,11\"", "replot\n", why);
+}
+
+bool run_gnuplot_script(const std::string& dir, const std::string& stem, const std::string& body, int width,
+                        int height, std::string* why) {
+  const std::string size = std::to_string(width) + "," + std::to_string(height);
+  return write_and_run(dir, stem, "pngcairo size " + size + " font \",10\"", body + "unset multiplot\n",
+                       "svg size " + size + " dynamic font \"sans,10\"", body + "unset multiplot\n", why);
 }
 
 }  // namespace xg::experiments

@@ -29,4 +29,16 @@ bool gnuplot_available();
 // ran and succeeded; otherwise false with a one-line reason in *why.
 bool plot(const std::string& dir, const std::string& stem, const PlotSpec& spec, std::string* why = nullptr);
 
+// The plumbing under plot() and the demos' plots (experiments/demos/demo_plot.cpp):
+// `s` single-quoted for the shell (a ' inside becomes '\''),
+std::string shell_quote(const std::string& s);
+// and double-quoted for gnuplot (", \ and newlines escaped).
+std::string gp_quote(const std::string& s);
+
+// Writes DIR/STEM.gp drawing `body` (gnuplot commands, possibly a multiplot) into STEM.png, then
+// again into STEM.svg, both width x height pixels, and runs gnuplot on it in `dir`. Returns as
+// plot() does; gnuplot's messages stay in DIR/STEM.gnuplot.log when it fails.
+bool run_gnuplot_script(const std::string& dir, const std::string& stem, const std::string& body, int width,
+                        int height, std::string* why = nullptr);
+
 }  // namespace xg::experiments

@@ -2,103 +2,31 @@
 // then, on request, a depth sweep (--sweep) and real Transformer blocks at init (--xiong).
 // Prints the tables; writes CSV, JSON (flags, seed, git revision) and gnuplot plots to --out.
 // The measurements live in experiments/study.cpp; this file parses flags and writes files.
-#include <sys/stat.h>
-
 #include <boost/program_options.hpp>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "experiments/cli_util.hpp"
 #include "experiments/plot.hpp"
 #include "experiments/study.hpp"
 #include "experiments/training.hpp"
 
-#ifndef XGRAD_GIT_REVISION
-#define XGRAD_GIT_REVISION "unknown"
-#endif
-
 namespace po = boost::program_options;
 namespace ex = xg::experiments;
+namespace cli = xg::experiments::cli;
 using nlohmann::json;
 
 namespace {
 
 constexpr const char* kProg = "prenorm_vs_postnorm";
 
-// A usage error: reported in one line, exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::vector<double> parse_doubles(const std::string& flag, const std::string& text) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || !(v > 0))
-      throw UsageError("--" + flag + ": expected a comma-separated list of positive numbers, got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("--" + flag + ": expected at least one value");
-  return out;
-}
-
-std::vector<int64_t> parse_list(const std::string& flag, const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 1)
-      throw UsageError("--" + flag + ": expected a comma-separated list of positive integers, got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("--" + flag + ": expected at least one value");
-  return out;
-}
-
-void make_dir(const std::string& dir) {
-  std::string path;
-  std::stringstream ss(dir);
-  std::string part;
-  if (!dir.empty() && dir[0] == '/') path = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    path += part + "/";
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-      throw std::runtime_error("cannot create output folder " + path);
-  }
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot write " + path);
-  f << text;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
+std::vector<int64_t> parse_positive_ints(const std::string& flag, const std::string& text) {
+  return cli::parse_ints(flag, text, 1, "positive integers");
 }
 
 std::vector<double> iota_1(std::size_t n) {
@@ -109,19 +37,12 @@ std::vector<double> iota_1(std::size_t n) {
 
 void report_plot(const std::string& dir, const std::string& stem, const ex::PlotSpec& spec, bool& warned) {
   std::string why;
-  if (ex::plot(dir, stem, spec, &why)) {
-    std::cout << "wrote " << dir << "/" << stem << ".png and .svg\n";
-  } else if (!warned) {
-    std::cout << "no plot: " << why << "\n";
-    warned = true;
-  }
+  const bool ok = ex::plot(dir, stem, spec, &why);
+  cli::report_plot(dir, stem, ok, why, warned);
 }
 
 json base_json(const std::string& part, const json& flags, uint64_t seed) {
-  return json{{"experiment", std::string(kProg) + " " + part},
-              {"git_revision", XGRAD_GIT_REVISION},
-              {"seed", seed},
-              {"flags", flags}};
+  return cli::experiment_json(kProg, part, seed, flags);
 }
 
 // --- part 1 -------------------------------------------------------------------------------------
@@ -163,9 +84,9 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
   std::ostringstream csv;
   csv << "layer,post_grad,pre_grad,post_rel_top,pre_rel_top\n";
   for (int64_t i = 0; i < c.layers; ++i)
-    csv << i + 1 << "," << fmt("%.9g", r.grad_post[i]) << "," << fmt("%.9g", r.grad_pre[i]) << ","
-        << fmt("%.9g", rel_post[i]) << "," << fmt("%.9g", rel_pre[i]) << "\n";
-  write_text(out + "/prenorm.csv", csv.str());
+    csv << i + 1 << "," << cli::fmt("%.9g", r.grad_post[i]) << "," << cli::fmt("%.9g", r.grad_pre[i]) << ","
+        << cli::fmt("%.9g", rel_post[i]) << "," << cli::fmt("%.9g", rel_pre[i]) << "\n";
+  cli::write_text(out + "/prenorm.csv", csv.str());
   json j = base_json("part 1", flags, c.seed);
   j["init"] = init_desc;
   j["loss_post"] = r.loss_post;
@@ -175,7 +96,7 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
   j["grad_pre"] = r.grad_pre;
   j["rel_top_post"] = rel_post;
   j["rel_top_pre"] = rel_pre;
-  write_text(out + "/prenorm.json", j.dump(2) + "\n");
+  cli::write_text(out + "/prenorm.json", j.dump(2) + "\n");
   std::cout << "wrote " << out << "/prenorm.csv and prenorm.json\n";
 
   ex::PlotSpec spec;
@@ -200,14 +121,14 @@ void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const s
   csv << "d_model,depth,seeds,post_l1_q1,post_l1_median,post_l1_q3,pre_l1_q1,pre_l1_median,pre_l1_q3,"
          "ratio_q1,ratio_median,ratio_q3\n";
   json rows = json::array();
-  auto q3s = [](const ex::Quartiles& q) { return fmt("%.3g", q.q1) + " " + fmt("%.3g", q.median) + " " + fmt("%.3g", q.q3); };
+  auto q3s = [](const ex::Quartiles& q) { return cli::fmt("%.3g", q.q1) + " " + cli::fmt("%.3g", q.median) + " " + cli::fmt("%.3g", q.q3); };
   for (const auto& p : points) {
     std::printf("%7lld %5lld  %-30s  %-30s  %-30s\n", static_cast<long long>(p.d_model),
                 static_cast<long long>(p.depth), q3s(p.post_layer1).c_str(), q3s(p.pre_layer1).c_str(),
                 q3s(p.ratio).c_str());
     csv << p.d_model << "," << p.depth << "," << seeds;
     for (const auto* q : {&p.post_layer1, &p.pre_layer1, &p.ratio})
-      csv << "," << fmt("%.9g", q->q1) << "," << fmt("%.9g", q->median) << "," << fmt("%.9g", q->q3);
+      csv << "," << cli::fmt("%.9g", q->q1) << "," << cli::fmt("%.9g", q->median) << "," << cli::fmt("%.9g", q->q3);
     csv << "\n";
     auto qj = [](const ex::Quartiles& q) { return json{{"q1", q.q1}, {"median", q.median}, {"q3", q.q3}}; };
     rows.push_back({{"d_model", p.d_model},
@@ -218,11 +139,11 @@ void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const s
                     {"rel_top_post_median", p.rel_post_median},
                     {"rel_top_pre_median", p.rel_pre_median}});
   }
-  write_text(out + "/sweep.csv", csv.str());
+  cli::write_text(out + "/sweep.csv", csv.str());
   json j = base_json("--sweep", flags, c.seed);
   j["seeds"] = seeds;
   j["points"] = rows;
-  write_text(out + "/sweep.json", j.dump(2) + "\n");
+  cli::write_text(out + "/sweep.json", j.dump(2) + "\n");
   std::cout << "\nwrote " << out << "/sweep.csv and sweep.json\n";
 
   ex::PlotSpec ratio;
@@ -281,7 +202,7 @@ void part3(const ex::XiongConfig& xc, const std::vector<int64_t>& depths, const 
     std::printf("\ndepth %lld\n%6s  %12s  %12s\n", static_cast<long long>(depth), "Layer", "Post-LN", "Pre-LN");
     for (int64_t i = 0; i < depth; ++i) {
       std::printf("%6lld  %12.6f  %12.6f\n", static_cast<long long>(i + 1), p.post[i], p.pre[i]);
-      csv << depth << "," << i + 1 << "," << fmt("%.9g", p.post[i]) << "," << fmt("%.9g", p.pre[i]) << "\n";
+      csv << depth << "," << i + 1 << "," << cli::fmt("%.9g", p.post[i]) << "," << cli::fmt("%.9g", p.pre[i]) << "\n";
     }
     const double top_ratio = p.post.back() / p.pre.back();
     std::printf("top/bottom: Post-LN %.2fx, Pre-LN %.2fx; top layer Post-LN / Pre-LN = %.2fx (sqrt(L) = %.2f)\n",
@@ -291,13 +212,13 @@ void part3(const ex::XiongConfig& xc, const std::vector<int64_t>& depths, const 
     spec.series.push_back({"Post-LN " + std::to_string(depth), iota_1(depth), p.post, {}, {}, false, color});
     spec.series.push_back({"Pre-LN " + std::to_string(depth), iota_1(depth), p.pre, {}, {}, true, color});
   }
-  write_text(out + "/xiong.csv", csv.str());
+  cli::write_text(out + "/xiong.csv", csv.str());
   json j = base_json("--xiong", flags, xc.seed);
   j["d_model"] = xc.d_model;
   j["heads"] = xc.heads;
   j["init"] = xc.xavier ? "xavier_uniform, zero biases" : "nn.Linear default";
   j["profiles"] = profs;
-  write_text(out + "/xiong.json", j.dump(2) + "\n");
+  cli::write_text(out + "/xiong.json", j.dump(2) + "\n");
   std::cout << "\nwrote " << out << "/xiong.csv and xiong.json\n";
   report_plot(out, "xiong", spec, warned);
 }
@@ -321,7 +242,7 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
   for (int64_t depth : depths)
     for (double lr : lrs) {
       ex::PlotSpec spec;
-      spec.title = "Training loss, depth " + std::to_string(depth) + ", lr " + fmt("%g", lr);
+      spec.title = "Training loss, depth " + std::to_string(depth) + ", lr " + cli::fmt("%g", lr);
       spec.xlabel = "step";
       spec.ylabel = "cross-entropy (nats/byte)";
       int color = 0;
@@ -334,11 +255,11 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
           std::printf("%-9s %5lld %8g %7s  %10.4f %10.4f  %s\n", name, static_cast<long long>(depth), lr,
                       warmup ? "yes" : "no", r.losses.front(), r.final_loss, r.status.c_str());
           std::fflush(stdout);
-          summary << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << fmt("%.6g", r.losses.front())
-                  << "," << fmt("%.6g", r.final_loss) << "," << r.status << "\n";
+          summary << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << cli::fmt("%.6g", r.losses.front())
+                  << "," << cli::fmt("%.6g", r.final_loss) << "," << r.status << "\n";
           for (std::size_t i = 0; i < r.losses.size(); ++i)
             curves << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << i << ","
-                   << fmt("%.6g", r.losses[i]) << "\n";
+                   << cli::fmt("%.6g", r.losses[i]) << "\n";
           runs.push_back({{"norm", name}, {"depth", depth}, {"lr", lr}, {"warmup", warmup},
                           {"final_loss", r.final_loss}, {"status", r.status}, {"losses", r.losses}});
           ex::Series s{std::string(name) + (warmup ? " + warmup" : ""), {}, {}, {}, {}, warmup, color};
@@ -350,16 +271,16 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
           spec.series.push_back(s);
         }
       }
-      report_plot(out, "train_d" + std::to_string(depth) + "_lr" + fmt("%g", lr), spec, warned);
+      report_plot(out, "train_d" + std::to_string(depth) + "_lr" + cli::fmt("%g", lr), spec, warned);
     }
   std::printf("\n(the corpus's unigram entropy is %.4f nats/byte: \"stalled\" runs ended there)\n", unigram);
-  write_text(out + "/train.csv", summary.str());
-  write_text(out + "/train_curves.csv", curves.str());
+  cli::write_text(out + "/train.csv", summary.str());
+  cli::write_text(out + "/train_curves.csv", curves.str());
   json j = base_json("--train", flags, tc.seed);
   j["corpus"] = tc.corpus;
   j["unigram_entropy"] = unigram;
   j["runs"] = runs;
-  write_text(out + "/train.json", j.dump(2) + "\n");
+  cli::write_text(out + "/train.json", j.dump(2) + "\n");
   std::cout << "wrote " << out << "/train.csv, train_curves.csv and train.json\n";
 }
 
@@ -447,16 +368,16 @@ int main(int argc, char** argv) {
       if (vm["warmup"].defaulted()) tc.warmup = 500;
       tc.d_model = 64;
     }
-    train_depths = parse_list("train-depths", train_depths_s);
-    lrs = parse_doubles("train-lrs", lrs_s);
-    if (tc.steps < 1) throw UsageError("--train-steps: must be at least 1, got " + std::to_string(tc.steps));
-    if (tc.warmup < 1) throw UsageError("--warmup: must be at least 1, got " + std::to_string(tc.warmup));
-    depths = parse_list("depths", depths_s);
-    dims = parse_list("sweep-d-models", dims_s);
-    xiong_depths = parse_list("xiong-depths", xiong_s);
-    if (seeds < 1) throw UsageError("--seeds: must be at least 1, got " + std::to_string(seeds));
+    train_depths = parse_positive_ints("train-depths", train_depths_s);
+    lrs = cli::parse_doubles("train-lrs", lrs_s, /*positive=*/true, /*finite=*/false);
+    if (tc.steps < 1) throw cli::UsageError("--train-steps: must be at least 1, got " + std::to_string(tc.steps));
+    if (tc.warmup < 1) throw cli::UsageError("--warmup: must be at least 1, got " + std::to_string(tc.warmup));
+    depths = parse_positive_ints("depths", depths_s);
+    dims = parse_positive_ints("sweep-d-models", dims_s);
+    xiong_depths = parse_positive_ints("xiong-depths", xiong_s);
+    if (seeds < 1) throw cli::UsageError("--seeds: must be at least 1, got " + std::to_string(seeds));
     if (xc.d_model < 1 || xc.heads < 1 || xc.d_model % xc.heads != 0)
-      throw UsageError("--xiong-heads: must be at least 1 and divide --xiong-d-model " + std::to_string(xc.d_model));
+      throw cli::UsageError("--xiong-heads: must be at least 1 and divide --xiong-d-model " + std::to_string(xc.d_model));
     c.validate();
   } catch (const std::exception& e) {  // po::error, UsageError, xg::Error from validation
     std::cerr << kProg << ": " << e.what() << " (see --help)\n";
@@ -466,19 +387,11 @@ int main(int argc, char** argv) {
   tc.seed = c.seed;
   xc.xavier = vm.count("xiong-torch-init") == 0;
 
-  json flags;
-  for (const auto& [name, v] : vm) {
-    const auto& val = v.value();
-    if (val.type() == typeid(int64_t)) flags[name] = v.as<int64_t>();
-    else if (val.type() == typeid(uint64_t)) flags[name] = v.as<uint64_t>();
-    else if (val.type() == typeid(std::string)) flags[name] = v.as<std::string>();
-    else if (val.type() == typeid(bool)) flags[name] = v.as<bool>();
-    else flags[name] = true;  // switches without a value (--sweep, --xiong, --quick)
-  }
+  const json flags = cli::flags_json(vm);
 
   bool warned = false;
   try {
-    make_dir(out);
+    cli::make_dir(out);
     part1(c, init_file, vm.count("xgrad-init") > 0, save_init, out, flags, warned);
   } catch (const xg::Error& e) {  // a bad --init file, say: still the user's input
     std::cerr << kProg << ": " << e.what() << "\n";

@@ -2,13 +2,9 @@
 // KV cache, §8 QK-Norm) and the second seed's §4.1 softmax overflow, one subcommand each.
 // Prints the seed's tables; writes CSV, JSON (flags, seed, git revision) and gnuplot plots to --out.
 // The computations live in experiments/demos/; this file parses flags and writes files.
-#include <sys/stat.h>
-
 #include <boost/program_options.hpp>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -17,6 +13,7 @@
 #include <vector>
 
 #include "autograd/error.hpp"
+#include "experiments/cli_util.hpp"
 #include "experiments/demos/demo_plot.hpp"
 #include "experiments/demos/kvcache.hpp"
 #include "experiments/demos/norms.hpp"
@@ -26,93 +23,27 @@
 #include "experiments/demos/swiglu.hpp"
 #include "experiments/plot.hpp"
 
-#ifndef XGRAD_GIT_REVISION
-#define XGRAD_GIT_REVISION "unknown"
-#endif
-
 namespace po = boost::program_options;
 namespace ex = xg::experiments;
 namespace dm = xg::experiments::demos;
+namespace cli = xg::experiments::cli;
 using nlohmann::json;
 
 namespace {
 
 constexpr const char* kProg = "seed_demos";
 
-// A usage error: reported in one line, exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using cli::UsageError;
 
-// --- flag parsing helpers ------------------------------------------------------------------------
+// --- flag parsing and output helpers ---------------------------------------------------------------
 
+// Numbers must be finite here (NaN and inf are what the softmax demo computes, not takes).
 std::vector<double> parse_doubles(const std::string& flag, const std::string& text, bool positive) {
-  std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || !std::isfinite(v) || (positive && !(v > 0)))
-      throw UsageError("--" + flag + ": expected a comma-separated list of " +
-                       (positive ? "positive numbers" : "numbers") + ", got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("--" + flag + ": expected at least one value");
-  return out;
+  return cli::parse_doubles(flag, text, positive, /*finite=*/true);
 }
 
-std::vector<int64_t> parse_ints(const std::string& flag, const std::string& text, int64_t min) {
-  std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < min)
-      throw UsageError("--" + flag + ": expected a comma-separated list of integers >= " + std::to_string(min) +
-                       ", got '" + text + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("--" + flag + ": expected at least one value");
-  return out;
-}
-
-void make_dir(const std::string& dir) {
-  std::string path;
-  std::stringstream ss(dir);
-  std::string part;
-  if (!dir.empty() && dir[0] == '/') path = "/";
-  while (std::getline(ss, part, '/')) {
-    if (part.empty()) continue;
-    path += part + "/";
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
-      throw std::runtime_error("cannot create output folder " + path);
-  }
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  if (!f) throw std::runtime_error("cannot write " + path);
-  f << text;
-}
-
-std::string fmt(const char* f, double v) {
-  if (std::isnan(v)) return "nan";  // printf may print "-nan"
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+// printf may print "-nan": the demos' tables and CSV files say "nan".
+std::string fmt(const char* f, double v) { return std::isnan(v) ? "nan" : cli::fmt(f, v); }
 
 std::string list(const std::vector<double>& v, const char* f) {
   std::string s = "[";
@@ -140,20 +71,10 @@ struct Run {
   uint64_t seed = 42;
   bool quick = false;
   bool warned = false;  // "no plot" reported once
-  json base(const std::string& demo) const {
-    return json{{"experiment", std::string(kProg) + " " + demo},
-                {"git_revision", XGRAD_GIT_REVISION},
-                {"seed", seed},
-                {"flags", flags}};
-  }
+  json base(const std::string& demo) const { return cli::experiment_json(kProg, demo, seed, flags); }
   void wrote(const std::string& what) const { std::cout << "wrote " << out << "/" << what << "\n"; }
   void plotted(const std::string& stem, bool ok, const std::string& why) {
-    if (ok) {
-      std::cout << "wrote " << out << "/" << stem << ".png and .svg\n";
-    } else if (!warned) {
-      std::cout << "no plot: " << why << "\n";
-      warned = true;
-    }
+    cli::report_plot(out, stem, ok, why, warned);
   }
   void line_plot(const std::string& stem, const ex::PlotSpec& spec) {
     std::string why;
@@ -255,7 +176,7 @@ void add_softmax(po::options_description& o, Flags& f) {
 void run_positions(const Flags& f, Run& run) {
   dm::PositionsConfig c = f.pos;
   c.seed = run.seed;
-  c.shifts = parse_ints("shifts", f.pos_shifts, 1);
+  c.shifts = cli::parse_ints("shifts", f.pos_shifts, 1);
   dm::PositionsResult r = dm::run_positions(c);
   const int64_t T = c.seq_len;
   std::cout << "=== Positional encodings: none vs sinusoidal vs RoPE (first seed §4.2) ===\n"
@@ -304,8 +225,8 @@ void run_positions(const Flags& f, Run& run) {
     for (const auto* s : schemes) prof << "," << fmt("%.9g", s->score_profile[d]);
     prof << "\n";
   }
-  write_text(run.out + "/positions_maps.csv", maps.str());
-  write_text(run.out + "/positions_profile.csv", prof.str());
+  cli::write_text(run.out + "/positions_maps.csv", maps.str());
+  cli::write_text(run.out + "/positions_profile.csv", prof.str());
   json j = run.base("positions");
   for (const auto* s : schemes)
     j["schemes"][s->name] = {{"weight_profile", s->weight_profile}, {"score_profile", s->score_profile},
@@ -314,7 +235,7 @@ void run_positions(const Flags& f, Run& run) {
                              {"max_shift_change", s->max_shift_change}};
   j["shifts"] = c.shifts;
   j["max_abs_score"] = r.max_abs_score;
-  write_text(run.out + "/positions.json", j.dump(2) + "\n");
+  cli::write_text(run.out + "/positions.json", j.dump(2) + "\n");
   run.wrote("positions_maps.csv, positions_profile.csv and positions.json");
 
   ex::HeatmapGrid grid;
@@ -424,9 +345,9 @@ void run_kvcache(const Flags& f, Run& run) {
   j["check"] = {{"d_model", cc.d_model}, {"heads", cc.heads}, {"latent_dim", cc.latent_dim}, {"rope_dim", cc.rope_dim},
                 {"batch", cc.batch}, {"prefill", cc.prefill}, {"decode", cc.decode}, {"rows", jc},
                 {"all_match", all_match}};
-  write_text(run.out + "/kvcache.csv", csv.str());
-  write_text(run.out + "/kvcache_check.csv", ccsv.str());
-  write_text(run.out + "/kvcache.json", j.dump(2) + "\n");
+  cli::write_text(run.out + "/kvcache.csv", csv.str());
+  cli::write_text(run.out + "/kvcache_check.csv", ccsv.str());
+  cli::write_text(run.out + "/kvcache.json", j.dump(2) + "\n");
   run.wrote("kvcache.csv, kvcache_check.csv and kvcache.json");
   if (!all_match) throw std::runtime_error("kvcache: the cached floats differ from the formula (see the table)");
 }
@@ -492,7 +413,7 @@ void run_qknorm(const Flags& f, Run& run) {
               r.logit_bound, r.max_prob_bound);
   ent.series = {e_plain, e_qk};
   mp.series = {m_plain, m_qk};
-  write_text(run.out + "/qknorm.csv", csv.str());
+  cli::write_text(run.out + "/qknorm.csv", csv.str());
   json j = run.base("qknorm");
   auto ex_json = [](const dm::QKExample& e) {
     return json{{"q_norm_range", {e.q_norm_min, e.q_norm_max}}, {"k_norm_range", {e.k_norm_min, e.k_norm_max}},
@@ -504,7 +425,7 @@ void run_qknorm(const Flags& f, Run& run) {
   j["max_entropy"] = r.max_entropy;
   j["logit_bound"] = r.logit_bound;
   j["max_prob_bound"] = r.max_prob_bound;
-  write_text(run.out + "/qknorm.json", j.dump(2) + "\n");
+  cli::write_text(run.out + "/qknorm.json", j.dump(2) + "\n");
   run.wrote("qknorm.csv and qknorm.json");
   run.line_plot("qknorm_entropy", ent);
   run.line_plot("qknorm_max_prob", mp);
@@ -570,7 +491,7 @@ void run_norms(const Flags& f, Run& run) {
   j["homework"] = rj(h);
   j["homework"]["x"] = c.homework;
   j["params"] = {{"dim", c.param_dim}, {"layernorm", r.layernorm_params}, {"rmsnorm", r.rmsnorm_params}};
-  write_text(run.out + "/norms.json", j.dump(2) + "\n");
+  cli::write_text(run.out + "/norms.json", j.dump(2) + "\n");
   run.wrote("norms.json");
 }
 
@@ -578,7 +499,7 @@ void run_norms(const Flags& f, Run& run) {
 
 void run_swiglu(const Flags& f, Run& run) {
   dm::SwiGLUConfig c;
-  c.d_models = parse_ints("d-models", f.swiglu_d_models, 1);
+  c.d_models = cli::parse_ints("d-models", f.swiglu_d_models, 1);
   c.multiple_of = f.swiglu_multiple_of;
   auto rows = dm::run_swiglu(c);
   std::cout << "=== SwiGLU vs ReLU FFN parameter counts (first seed §2) ===\n"
@@ -618,11 +539,11 @@ void run_swiglu(const Flags& f, Run& run) {
     bars.values.push_back({r.relu_params / 1e6, r.swiglu_params / 1e6});
   }
   std::printf("\n");
-  write_text(run.out + "/swiglu.csv", csv.str());
+  cli::write_text(run.out + "/swiglu.csv", csv.str());
   json j = run.base("swiglu");
   j["multiple_of"] = c.multiple_of;
   j["rows"] = jr;
-  write_text(run.out + "/swiglu.json", j.dump(2) + "\n");
+  cli::write_text(run.out + "/swiglu.json", j.dump(2) + "\n");
   run.wrote("swiglu.csv and swiglu.json");
   std::string why;
   bool ok = ex::plot_bars(run.out, "swiglu", bars, &why);
@@ -637,7 +558,7 @@ void run_softmax(const Flags& f, Run& run) {
   std::stringstream ss(f.softmax_logits);
   std::string row;
   while (std::getline(ss, row, ';')) c.logits.push_back(parse_doubles("logits", row, false));
-  c.targets = parse_ints("targets", f.softmax_targets, 0);
+  c.targets = cli::parse_ints("targets", f.softmax_targets, 0);
   try {
     c.validate();
   } catch (const xg::Error& e) {
@@ -670,7 +591,7 @@ void run_softmax(const Flags& f, Run& run) {
   j["ce_mean"] = num(r.ce_mean);
   j["ce_mean_formula"] = num(r.ce_mean_formula);
   j["overflow_at"] = r.overflow_at;
-  write_text(run.out + "/softmax.json", j.dump(2) + "\n");
+  cli::write_text(run.out + "/softmax.json", j.dump(2) + "\n");
   run.wrote("softmax.json");
 }
 
@@ -727,17 +648,8 @@ void print_help(std::ostream& os) {
 }
 
 json flags_json(const po::variables_map& vm, const std::string& sub) {
-  json flags;
+  json flags = cli::flags_json(vm);
   flags["subcommand"] = sub;
-  for (const auto& [name, v] : vm) {
-    const auto& val = v.value();
-    if (val.type() == typeid(int64_t)) flags[name] = v.as<int64_t>();
-    else if (val.type() == typeid(uint64_t)) flags[name] = v.as<uint64_t>();
-    else if (val.type() == typeid(double)) flags[name] = v.as<double>();
-    else if (val.type() == typeid(std::string)) flags[name] = v.as<std::string>();
-    else if (val.type() == typeid(bool)) flags[name] = v.as<bool>();  // --quick
-    else flags[name] = true;
-  }
   return flags;
 }
 
@@ -799,7 +711,7 @@ int main(int argc, char** argv) {
   json fj = flags_json(vm, sub);
   try {
     if (chosen) {
-      make_dir(out);
+      cli::make_dir(out);
       Run run{out, fj, seed, quick};
       chosen->run(flags, run);
     } else {
@@ -816,7 +728,7 @@ int main(int argc, char** argv) {
         sj[s.name] = flags_json(dvm, s.name);
         sj[s.name].erase("subcommand");
         Run run{out + "/" + s.name, sj, seed, quick};
-        make_dir(run.out);
+        cli::make_dir(run.out);
         s.run(defaults, run);
         std::cout << "\n";
       }

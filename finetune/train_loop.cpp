@@ -16,6 +16,7 @@ void LoopOptions::validate(const std::string& who) const {
   check(grad_accum > 0, who, ": --grad-accum must be positive, got ", grad_accum);
   check(lr > 0 && std::isfinite(lr), who, ": --lr must be positive, got ", lr);
   check(warmup >= 0, who, ": --warmup must be >= 0, got ", warmup);
+  check(warmup <= steps, who, ": --warmup ", warmup, " is longer than the run (--steps ", steps, ")");
   check(schedule == "constant" || schedule == "cosine" || schedule == "linear", who,
         ": --schedule: expected constant, cosine or linear, got '", schedule, "'");
   check(min_lr_ratio >= 0 && min_lr_ratio <= 1, who, ": min_lr_ratio must be in [0, 1], got ", min_lr_ratio);

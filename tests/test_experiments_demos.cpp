@@ -1,17 +1,14 @@
 // experiments/demos/ and experiments/seed_demos.cpp: each demonstration's key numbers (RoPE's
 // relative-position property, KV-cache sizes, QK-Norm, norms, FFN counts, softmax overflow) and the CLI.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
+#include "cli_run.hpp"
 #include "experiments/demos/kvcache.hpp"
 #include "experiments/demos/norms.hpp"
 #include "experiments/demos/positions.hpp"
@@ -298,59 +295,31 @@ TEST(DemosSoftmax, BadConfigIsAnError) {
 
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using xg::test::CliRun;
+using xg::test::count_lines;
+using xg::test::slurp;
+using xg::test::test_file_base;
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
-// Capture files named after the test: CTest runs the tests in parallel processes.
-std::string test_base() {
-  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  return std::string(XGRAD_BINARY_DIR) + "/test_seed_demos_" + test;
-}
-
-CliRun run(const std::string& args) {
-  const std::string base = test_base();
-  const std::string cmd = std::string("'") + XGRAD_SEED_DEMOS_EXE + "' " + args + " >" + base + ".out 2>" + base + ".err";
-  int st = std::system(cmd.c_str());
-  CliRun r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  return r;
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+CliRun run(const std::string& args) { return xg::test::run_cli(XGRAD_SEED_DEMOS_EXE, args); }
 
 }  // namespace
 
 TEST(SeedDemosCli, BadSubcommandIsOneLineAndStatus2) {
   CliRun r = run("bogus --out x");
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.rfind("seed_demos: unknown subcommand 'bogus'", 0), 0u) << r.err;
   EXPECT_EQ(r.out, "");
   CliRun none = run("");
   EXPECT_EQ(none.status, 2);
-  EXPECT_EQ(lines(none.err), 1) << none.err;
+  EXPECT_EQ(count_lines(none.err), 1) << none.err;
   EXPECT_NE(none.err.find("expected a subcommand"), std::string::npos) << none.err;
 }
 
 TEST(SeedDemosCli, BadFlagsAndValuesAreOneLineAndStatus2) {
-  const std::string out = " --out '" + test_base() + "_dir'";
+  const std::string out = " --out '" + test_file_base() + "_dir'";
   for (const char* args :
        {"positions --bogus 1", "norms --seq-len 3", "positions --seq-len abc", "positions --seq-len 1",
         "positions --shifts 1,x", "positions --d-head 7", "kvcache --check-heads 3", "kvcache --dtype-bytes 0",
@@ -358,7 +327,7 @@ TEST(SeedDemosCli, BadFlagsAndValuesAreOneLineAndStatus2) {
         "softmax --logits '1,2;3'", "norms --x 1", "all --seq-len 4", "all extra"}) {
     CliRun r = run(args + out);
     EXPECT_EQ(r.status, 2) << args;
-    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
     EXPECT_EQ(r.err.rfind("seed_demos: ", 0), 0u) << args << ": " << r.err;
   }
   CliRun r = run("positions --shifts 1,x" + out);
@@ -381,7 +350,7 @@ TEST(SeedDemosCli, HelpListsSubcommandsAndFlags) {
 }
 
 TEST(SeedDemosCli, AllWritesEveryOutput) {
-  const std::string dir = test_base() + "_all";
+  const std::string dir = test_file_base() + "_all";
   CliRun r = run("all --quick --seed 7 --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   // Numbers each demo prints.
@@ -415,13 +384,13 @@ TEST(SeedDemosCli, AllWritesEveryOutput) {
   EXPECT_EQ(s["rows"][0]["naive"][0], "nan");
   std::string maps = slurp(dir + "/positions/positions_maps.csv");
   EXPECT_EQ(maps.rfind("scheme,i,j,score,weight\nnone,0,0,", 0), 0u);
-  EXPECT_EQ(lines(maps), 1 + 3 * 16 * 16);
+  EXPECT_EQ(count_lines(maps), 1 + 3 * 16 * 16);
   auto sw = nlohmann::json::parse(slurp(dir + "/swiglu/swiglu.json"));
   EXPECT_EQ(sw["rows"].size(), 2u);  // --quick: d_model 64 and 512
 }
 
 TEST(SeedDemosCli, OneSubcommandRecordsItsFlags) {
-  const std::string dir = test_base() + "_kv";
+  const std::string dir = test_file_base() + "_kv";
   CliRun r = run("kvcache --seq-len 2048 --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   // Homework 2's numbers: 2048 tokens, 32 heads x 128, fp16: 32 MiB for MHA, 4 MiB for GQA-4.

@@ -3,10 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "cli_run.hpp"
 #include "experiments/plot.hpp"
 #include "torch_fixture.hpp"
 
@@ -14,12 +13,7 @@ namespace ex = xg::experiments;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using xg::test::slurp;
 
 bool nonempty_file(const std::string& path) {
   struct stat st;
@@ -70,4 +64,38 @@ TEST(ExperimentsPlot, Errors) {
   std::string why;
   EXPECT_FALSE(ex::plot("/nonexistent/folder", "x", two_series(), &why));
   EXPECT_NE(why.find("cannot write /nonexistent/folder/x.dat"), std::string::npos) << why;
+}
+
+TEST(ExperimentsPlot, Quoting) {
+  EXPECT_EQ(ex::shell_quote("a b"), "'a b'");
+  EXPECT_EQ(ex::shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ex::gp_quote("plain"), "\"plain\"");
+  EXPECT_EQ(ex::gp_quote("a \"b\" c\\d"), "\"a \\\"b\\\" c\\\\d\"");
+  EXPECT_EQ(ex::gp_quote("two\nlines"), "\"two\\nlines\"");
+}
+
+TEST(ExperimentsPlot, RunGnuplotScriptDrawsTheBodyIntoPngThenSvg) {
+  const std::string dir = XGRAD_BINARY_DIR;
+  const std::string stem = "test_experiments_plot_script";
+  const std::string body = "set multiplot layout 1,2\nplot x\nplot x*x\n";
+  std::string why;
+  bool ok = ex::run_gnuplot_script(dir, stem, body, 640, 320, &why);
+  const std::string gp = slurp(dir + "/" + stem + ".gp");
+  EXPECT_EQ(gp, "# Regenerate with: gnuplot " + stem + ".gp  (in this folder)\n"
+                "set terminal pngcairo size 640,320 font \",10\"\n"
+                "set output \"" + stem + ".png\"\n" + body + "unset multiplot\n"
+                "set terminal svg size 640,320 dynamic font \"sans,10\"\n"
+                "set output \"" + stem + ".svg\"\n" + body + "unset multiplot\n"
+                "unset output\n");
+  EXPECT_EQ(ok, ex::gnuplot_available()) << why;
+  if (ex::gnuplot_available()) {
+    EXPECT_TRUE(nonempty_file(dir + "/" + stem + ".png"));
+    EXPECT_TRUE(nonempty_file(dir + "/" + stem + ".svg"));
+    // A script gnuplot rejects: false, with the log kept beside it.
+    EXPECT_FALSE(ex::run_gnuplot_script(dir, stem + "_bad", "plot with nonsense\n", 640, 320, &why));
+    EXPECT_EQ(why, "gnuplot failed on " + dir + "/" + stem + "_bad.gp (see " + stem + "_bad.gnuplot.log)");
+    EXPECT_TRUE(nonempty_file(dir + "/" + stem + "_bad.gnuplot.log"));
+  }
+  EXPECT_FALSE(ex::run_gnuplot_script("/nonexistent/folder", "x", body, 640, 320, &why));
+  EXPECT_EQ(why, "cannot write /nonexistent/folder/x.gp");
 }

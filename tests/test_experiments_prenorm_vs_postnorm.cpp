@@ -1,55 +1,26 @@
 // experiments/prenorm_vs_postnorm.cpp: the executable's flag handling (one-line errors, exit
 // status 2) and its outputs, run as a user would.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "cli_run.hpp"
 
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
+using xg::test::CliRun;
+using xg::test::count_lines;
+using xg::test::slurp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-CliRun run(const std::string& args) {
-  // CTest runs each test in its own process, in parallel: name the capture files after
-  // the test so that two runs never read each other's output.
-  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  const std::string base = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_" + test;
-  const std::string cmd = std::string("'") + XGRAD_PRENORM_EXE + "' " + args + " >" + base + ".out 2>" + base + ".err";
-  int st = std::system(cmd.c_str());
-  CliRun r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  return r;
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
+CliRun run(const std::string& args) { return xg::test::run_cli(XGRAD_PRENORM_EXE, args); }
 
 }  // namespace
 
 TEST(ExperimentsPrenormCli, UnknownFlagIsOneLineAndStatus2) {
   CliRun r = run("--bogus 3");
   EXPECT_EQ(r.status, 2);
-  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("prenorm_vs_postnorm: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
@@ -61,7 +32,7 @@ TEST(ExperimentsPrenormCli, BadValuesAreOneLineAndStatus2) {
                            "--train-lrs 0.1,abc", "--train-steps 0", "--xiong-heads 3"}) {
     CliRun r = run(args);
     EXPECT_EQ(r.status, 2) << args;
-    EXPECT_EQ(lines(r.err), 1) << args << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
   }
   CliRun r = run("--norm batchnorm");
   EXPECT_NE(r.err.find("--norm: expected layernorm or rmsnorm, got 'batchnorm'"), std::string::npos) << r.err;
@@ -92,7 +63,7 @@ TEST(ExperimentsPrenormCli, InitRunPrintsTheSeedTableAndWritesOutputs) {
   EXPECT_NEAR(j["ratio_layer1"].get<double>(), 6.629197 / 0.411592, 1e-4);
   std::string csv = slurp(dir + "/prenorm.csv");
   EXPECT_EQ(csv.rfind("layer,post_grad,pre_grad,post_rel_top,pre_rel_top\n1,", 0), 0u) << csv;
-  EXPECT_EQ(lines(csv), 9);
+  EXPECT_EQ(count_lines(csv), 9);
 }
 
 TEST(ExperimentsPrenormCli, DefaultRunIsPyTorchsSeedExperiment) {

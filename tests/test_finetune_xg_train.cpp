@@ -15,19 +15,16 @@
 
 #include "finetune/checkpoint.hpp"
 #include "nn/decoder.hpp"
+#include "tests/cli_run.hpp"
 
 namespace fs = std::filesystem;
+using xg::test::CliRun;
+using xg::test::run_cli;
+using xg::test::slurp;
 
 namespace {
 
 const std::string kExe = std::string(XGRAD_TOOL_DIR) + "/xg-train";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 fs::path fresh_dir(const std::string& name) {
   fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_xg_train_" + name);
@@ -43,16 +40,7 @@ void write_text(const fs::path& p, int lines, int offset) {
     f << "line " << (i + offset) % 10 << ": the quick brown fox jumps over the lazy dog.\n";
 }
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-CliRun run(const std::string& args, const fs::path& dir) {
-  const std::string cmd = kExe + " " + args + " >" + (dir / "stdout").string() + " 2>" + (dir / "stderr").string();
-  const int st = std::system(cmd.c_str());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, slurp(dir / "stdout"), slurp(dir / "stderr")};
-}
+CliRun run(const std::string& args) { return run_cli(kExe, args); }
 
 std::string tiny_flags(const fs::path& dir, const fs::path& out) {
   return "--data " + (dir / "train.txt").string() + " --eval-data " + (dir / "eval.txt").string() + " --out " +
@@ -67,7 +55,7 @@ TEST(XgTrain, TrainsAndWritesALoadableModel) {
   const fs::path d = fresh_dir("trains");
   write_text(d / "train.txt", 400, 0);
   write_text(d / "eval.txt", 40, 3);
-  CliRun r = run(tiny_flags(d, d / "out") + " --steps 40 --eval-every 10 --sample-tokens 20", d);
+  CliRun r = run(tiny_flags(d, d / "out") + " --steps 40 --eval-every 10 --sample-tokens 20");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("unigram baseline"), std::string::npos) << r.out;
   // Held-out loss falls between the first and the last evaluation.
@@ -82,7 +70,7 @@ TEST(XgTrain, TrainsAndWritesALoadableModel) {
   auto model = xg::nn::load_pretrained((d / "out").string());
   EXPECT_EQ(model->config().vocab_size, 259);
   EXPECT_EQ(model->config().n_layers, 2);
-  auto args = nlohmann::json::parse(slurp(d / "out" / "args.json"));
+  auto args = nlohmann::json::parse(slurp((d / "out" / "args.json").string()));
   EXPECT_EQ(args["flags"]["steps"], 40);
   EXPECT_TRUE(args.contains("git_revision"));
   EXPECT_TRUE(fs::exists(d / "out" / "summary.json"));
@@ -93,7 +81,7 @@ TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
   write_text(d / "train.txt", 400, 0);
   write_text(d / "eval.txt", 40, 3);
   const std::string common = " --steps 30 --checkpoint-every 5 --eval-every 0 --sample-tokens 0";
-  CliRun full = run(tiny_flags(d, d / "full") + common, d);
+  CliRun full = run(tiny_flags(d, d / "full") + common);
   ASSERT_EQ(full.status, 0) << full.err;
 
   // Start the same run, SIGKILL it once a mid-run checkpoint exists, then --resume.
@@ -117,29 +105,29 @@ TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
   waitpid(pid, &st, 0);
   ASSERT_GE(killed_at, 5) << "no checkpoint appeared";
   ASSERT_TRUE(WIFSIGNALED(st)) << "the run finished before it could be killed";
-  CliRun resumed = run(tiny_flags(d, out) + common + " --resume", d);
+  CliRun resumed = run(tiny_flags(d, out) + common + " --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
-  EXPECT_EQ(slurp(out / "model.safetensors"), slurp(d / "full" / "model.safetensors"));
+  EXPECT_EQ(slurp((out / "model.safetensors").string()), slurp((d / "full" / "model.safetensors").string()));
 }
 
 TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
   const fs::path d = fresh_dir("errors");
   write_text(d / "train.txt", 40, 0);
-  CliRun r = run("--bogus 1", d);
+  CliRun r = run("--bogus 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("xg-train: unrecognised option '--bogus'"), std::string::npos) << r.err;
-  r = run("--data x --out " + (d / "o").string() + " --ffn conv", d);
+  r = run("--data x --out " + (d / "o").string() + " --ffn conv");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--ffn: expected one of gelu, relu, swiglu, got 'conv'"), std::string::npos) << r.err;
-  r = run("--data x --out " + (d / "o").string() + " --heads 3", d);
+  r = run("--data x --out " + (d / "o").string() + " --heads 3");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--heads: must be positive and divide --d-model 128"), std::string::npos) << r.err;
-  r = run("--data x --out " + (d / "o").string() + " --schedule exp", d);
+  r = run("--data x --out " + (d / "o").string() + " --schedule exp");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--schedule: expected constant, cosine or linear"), std::string::npos) << r.err;
   std::ofstream(d / "empty.txt").close();
-  r = run("--data " + (d / "empty.txt").string() + " --out " + (d / "o").string(), d);
+  r = run("--data " + (d / "empty.txt").string() + " --out " + (d / "o").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("empty.txt"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

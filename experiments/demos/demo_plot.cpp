@@ -1,10 +1,9 @@
 // Heatmap grids (`matrix with image`, one multiplot panel per map) and clustered bar charts
-// (`histograms`) in the same data + script + gnuplot scheme as experiments/plot.cpp.
+// (`histograms`), run through experiments/plot.cpp's run_gnuplot_script.
 #include "experiments/demos/demo_plot.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -13,57 +12,6 @@
 #include "experiments/plot.hpp"
 
 namespace xg::experiments {
-
-namespace {
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string gp_quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
-// Writes STEM.gp (PNG then SVG of `body`) and runs gnuplot in `dir`.
-bool run_gnuplot(const std::string& dir, const std::string& stem, const std::string& body, int width, int height,
-                 std::string* why) {
-  auto fail = [&](const std::string& msg) {
-    if (why) *why = msg;
-    return false;
-  };
-  {
-    std::ofstream gp(dir + "/" + stem + ".gp");
-    if (!gp) return fail("cannot write " + dir + "/" + stem + ".gp");
-    gp << "# Regenerate with: gnuplot " << stem << ".gp  (in this folder)\n"
-       << "set terminal pngcairo size " << width << "," << height << " font \",10\"\n"
-       << "set output " << gp_quote(stem + ".png") << "\n"
-       << body << "unset multiplot\n"
-       << "set terminal svg size " << width << "," << height << " dynamic font \"sans,10\"\n"
-       << "set output " << gp_quote(stem + ".svg") << "\n"
-       << body << "unset multiplot\n"
-       << "unset output\n";
-  }
-  if (!gnuplot_available()) return fail("gnuplot not found (install gnuplot-nox); wrote " + stem + ".dat/.gp only");
-  const std::string cmd = "cd " + shell_quote(dir) + " && gnuplot " + shell_quote(stem + ".gp") + " 2>" +
-                          shell_quote(stem + ".gnuplot.log");
-  if (std::system(cmd.c_str()) != 0)
-    return fail("gnuplot failed on " + dir + "/" + stem + ".gp (see " + stem + ".gnuplot.log)");
-  std::remove((dir + "/" + stem + ".gnuplot.log").c_str());
-  return true;
-}
-
-}  // namespace
 
 bool plot_heatmaps(const std::string& dir, const std::string& stem, const HeatmapGrid& grid, std::string* why) {
   check(!grid.panels.empty() && grid.columns > 0, "plot_heatmaps ", stem, ": needs at least one panel");
@@ -110,7 +58,7 @@ bool plot_heatmaps(const std::string& dir, const std::string& stem, const Heatma
          << "plot " << gp_quote(stem + ".dat") << " index " << p << " matrix with image\n";
   }
   const int width = 400 * cols + 80, height = 340 * rows + 40;
-  return run_gnuplot(dir, stem, body.str(), width, height, why);
+  return run_gnuplot_script(dir, stem, body.str(), width, height, why);
 }
 
 bool plot_bars(const std::string& dir, const std::string& stem, const BarChart& chart, std::string* why) {
@@ -151,7 +99,7 @@ bool plot_bars(const std::string& dir, const std::string& stem, const BarChart& 
          << s + 2 << ":(sprintf(\"%.3g\", $" << s + 2 << ")) with labels offset 0,0.6 font \",8\" notitle";
   }
   body << "\n";
-  return run_gnuplot(dir, stem, body.str(), 900, 560, why);
+  return run_gnuplot_script(dir, stem, body.str(), 900, 560, why);
 }
 
 }  // namespace xg::experiments

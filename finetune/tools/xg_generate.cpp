@@ -1,0 +1,85 @@
+// xg-generate: samples from a base model (an xg-train or xg-finetune --merge folder),
+// optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of matching shapes).
+#include <iostream>
+
+#include "finetune/dataset.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/peft.hpp"
+#include "finetune/tools/cli.hpp"
+#include "xgrad.hpp"
+
+using namespace xg;
+namespace ft = xg::finetune;
+namespace cli = xg::finetune::cli;
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  std::string base, prompt, adapter, format = "auto";
+  double adapter_scale = 1.0;
+  int64_t max_new = 200, samples = 1;
+  nn::GenerateOptions g;
+  g.temperature = 0.8;
+  po::options_description opts("xg-generate options");
+  // clang-format off
+  opts.add_options()
+    ("help", "show this help")
+    ("base", po::value(&base)->required(), "model folder (config.json + model.safetensors)")
+    ("prompt", po::value(&prompt)->default_value(""), "text to continue (raw) or instruction (instruct)")
+    ("format", po::value(&format)->default_value(format),
+     "raw: BOS + prompt, continued; instruct: BOS + prompt + newline, the template xg-finetune trains on "
+     "(auto: instruct with --adapter, raw without)")
+    ("max-new-tokens", po::value(&max_new)->default_value(max_new), "bytes to generate at most (stops at EOS)")
+    ("adapter", po::value(&adapter), "LoRA adapter folder (adapter_config.json + adapter_model.safetensors)")
+    ("adapter-scale", po::value(&adapter_scale)->default_value(adapter_scale), "multiplier of the adapters' output")
+    ("temperature", po::value(&g.temperature)->default_value(g.temperature), "0 = greedy")
+    ("top-k", po::value(&g.top_k)->default_value(g.top_k), "keep the k most likely bytes (0 = off)")
+    ("top-p", po::value(&g.top_p)->default_value(g.top_p), "nucleus sampling mass (1 = off)")
+    ("samples", po::value(&samples)->default_value(samples), "independent samples to print")
+    ("seed", po::value(&g.seed)->default_value(g.seed), "seed of the sampling");
+  // clang-format on
+  po::variables_map vm;
+  return cli::run_main(
+      "xg-generate",
+      [&] {
+        if (cli::parse(argc, argv, opts, vm, "usage: xg-generate --base DIR [--prompt TEXT] [--adapter DIR] [options]"))
+          return 0;
+        if (format == "auto") format = adapter.empty() ? "raw" : "instruct";
+        cli::choice<int>("format", format, {{"raw", 0}, {"instruct", 1}});
+        cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");
+        cli::require(g.temperature >= 0, "--temperature must be >= 0");
+        cli::require(g.top_k >= 0, "--top-k must be >= 0");
+        cli::require(g.top_p > 0 && g.top_p <= 1, "--top-p must be in (0, 1]");
+        cli::require(vm["adapter-scale"].defaulted() || !adapter.empty(), "--adapter-scale needs --adapter");
+        return -1;
+      },
+      [&] {
+        std::shared_ptr<nn::DecoderLM> model = nn::load_pretrained(base);
+        if (!adapter.empty()) {
+          ft::load_adapter(*model, adapter);
+          if (adapter_scale != 1.0) ft::set_adapter_scale(*model, adapter_scale);
+        }
+        model->eval();
+        const ft::ByteTokenizer tok;
+        const std::vector<int64_t> ids = format == "instruct" ? ft::encode_prompt(tok, prompt) : tok.encode(prompt, true);
+        const int64_t T0 = static_cast<int64_t>(ids.size());
+        std::vector<int64_t> rows;
+        for (int64_t s = 0; s < samples; ++s) rows.insert(rows.end(), ids.begin(), ids.end());
+        g.eos_id = tok.eos_id();
+        int64_t room = max_new;
+        if (model->max_seq_len() >= 0) room = std::min(room, model->max_seq_len() - T0);
+        check(room > 0, "xg-generate: the prompt (", T0, " tokens) fills the model's ", model->max_seq_len(), " positions");
+        Tensor out = model->generate(from_vector(rows, {samples, T0}), room, g);
+        const int64_t T = out.shape()[1];
+        for (int64_t s = 0; s < samples; ++s) {
+          std::vector<int64_t> gen;
+          for (int64_t t = T0; t < T; ++t) {
+            const int64_t id = out.data<int64_t>()[s * T + t];
+            if (id == tok.eos_id()) break;
+            gen.push_back(id);
+          }
+          if (samples > 1) std::cout << "--- sample " << s + 1 << "\n";
+          std::cout << (format == "raw" ? prompt : "") << tok.decode(gen) << "\n";
+        }
+        return 0;
+      });
+}

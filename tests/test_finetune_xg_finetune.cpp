@@ -1,0 +1,201 @@
+// finetune/tools/xg_finetune.cpp and xg_generate.cpp, run as a user would, on a tiny base
+// model: SFT teaches an answer that xg-generate then prints (with the adapter, and merged),
+// DPO raises the preference for the chosen answer, GRPO runs, and bad input is one line
+// with nothing written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "autograd/random.hpp"
+#include "nn/decoder.hpp"
+#include "tests/cli_run.hpp"
+
+namespace fs = std::filesystem;
+using xg::test::CliRun;
+using xg::test::run_cli;
+using xg::test::slurp;
+using nlohmann::json;
+
+namespace {
+
+CliRun run(const std::string& tool, const std::string& args) {
+  return run_cli(std::string(XGRAD_TOOL_DIR) + "/" + tool, args);
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_xg_finetune_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// A randomly initialised byte-level LLaMA-style model, saved as xg-train saves one.
+fs::path tiny_base(const fs::path& d) {
+  xg::nn::LMConfig c;
+  c.vocab_size = 259;
+  c.n_layers = 2;
+  c.block = xg::nn::BlockConfig::llama(32, 2, 1);
+  c.block.max_seq_len = 64;
+  xg::manual_seed(3);
+  xg::nn::DecoderLM model(c);
+  xg::nn::save_pretrained(model, (d / "base").string());
+  return d / "base";
+}
+
+void write_lines(const fs::path& p, const std::vector<json>& rows) {
+  std::ofstream f(p);
+  for (const json& r : rows) f << r.dump() << "\n";
+}
+
+std::vector<json> eval_records(const fs::path& log, const std::string& key) {
+  std::vector<json> out;
+  std::ifstream f(log);
+  for (std::string line; std::getline(f, line);) {
+    json j = json::parse(line);
+    if (j["kind"] == "eval") out.push_back(j[key]);
+  }
+  return out;
+}
+
+const char* kWords[] = {"apple", "river", "stone", "cloud", "glass", "tiger", "bread", "flute"};
+
+}  // namespace
+
+TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
+  const fs::path d = fresh_dir("sft");
+  const fs::path base = tiny_base(d);
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
+  write_lines(d / "train.jsonl", rows);
+  write_lines(d / "eval.jsonl", {{{"prompt", "Is lemon a word?"}, {"response", "yes"}}});
+  CliRun r = run("xg-finetune",
+                 "--base " + base.string() + " --data " + (d / "train.jsonl").string() + " --eval-data " +
+                     (d / "eval.jsonl").string() + " --out " + (d / "out").string() +
+                     " --steps 60 --warmup 5 --lr 1e-2 --batch 4 --eval-every 30 --lora-r 4 --lora-dropout 0 --merge");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const std::vector<json> loss = eval_records(d / "out" / "log.jsonl", "loss");
+  ASSERT_EQ(loss.size(), 3u);  // steps 0, 30, 60
+  // NOTE: not near 0: behind the frozen final RMSNorm and the random LM head of this untrained
+  // base, logits cannot grow sharp; the greedy answer below is right nonetheless.
+  EXPECT_LT(loss.back().get<double>(), 0.5 * loss.front().get<double>());
+  // PEFT's files.
+  json cfg = json::parse(slurp((d / "out" / "adapter_config.json").string()));
+  EXPECT_EQ(cfg["peft_type"], "LORA");
+  EXPECT_EQ(cfg["r"], 4);
+  EXPECT_EQ(cfg["base_model_name_or_path"], base.string());
+  // The held-out prompt is answered with the taught answer, with the adapter and merged.
+  CliRun g = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "out").string() +
+                                    " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_EQ(g.out, "yes\n");
+  CliRun m = run("xg-generate", "--base " + (d / "out" / "merged").string() +
+                                    " --format instruct --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
+  ASSERT_EQ(m.status, 0) << m.err;
+  EXPECT_EQ(m.out, "yes\n");
+  // With the adapter scaled to 0 the base model speaks again.
+  CliRun z = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "out").string() +
+                                    " --adapter-scale 0 --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
+  ASSERT_EQ(z.status, 0) << z.err;
+  EXPECT_NE(z.out, "yes\n");
+}
+
+TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
+  const fs::path d = fresh_dir("dpo");
+  const fs::path base = tiny_base(d);
+  std::vector<json> rows;
+  for (const char* w : kWords)
+    rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}});
+  write_lines(d / "train.jsonl", rows);
+  CliRun r = run("xg-finetune", "--objective dpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                                    " --eval-data " + (d / "train.jsonl").string() + " --out " + (d / "out").string() +
+                                    " --steps 30 --warmup 3 --lr 1e-2 --batch 4 --eval-every 30 --lora-dropout 0");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const std::vector<json> acc = eval_records(d / "out" / "log.jsonl", "reward_accuracy");
+  const std::vector<json> margin = eval_records(d / "out" / "log.jsonl", "reward_margin");
+  ASSERT_EQ(acc.size(), 2u);
+  EXPECT_EQ(acc.front().get<double>(), 0.0);  // policy = reference: every implicit reward is 0
+  EXPECT_EQ(acc.back().get<double>(), 1.0);
+  EXPECT_GT(margin.back().get<double>(), 0.5);
+  EXPECT_NE(r.out.find("rewards/margins"), std::string::npos) << r.out;
+}
+
+TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
+  const fs::path d = fresh_dir("grpo");
+  const fs::path base = tiny_base(d);
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}});
+  write_lines(d / "train.jsonl", rows);
+  CliRun r = run("xg-finetune", "--objective grpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                                    " --eval-data " + (d / "train.jsonl").string() + " --out " + (d / "out").string() +
+                                    " --steps 4 --warmup 1 --group-size 4 --max-new-tokens 6 --reward prefix --eval-rows 4");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(eval_records(d / "out" / "log.jsonl", "reward").size(), 2u);
+  std::ifstream log(d / "out" / "log.jsonl");
+  int train = 0;
+  for (std::string line; std::getline(log, line);) {
+    json j = json::parse(line);
+    if (j["kind"] != "train") continue;
+    ++train;
+    EXPECT_TRUE(j.contains("reward") && j.contains("kl") && j.contains("completion_len")) << line;
+    EXPECT_LE(j["completion_len"].get<double>(), 6.0);
+  }
+  EXPECT_EQ(train, 4);
+  EXPECT_TRUE(fs::exists(d / "out" / "adapter_model.safetensors"));
+}
+
+TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
+  const fs::path d = fresh_dir("errors");
+  const fs::path base = tiny_base(d);
+  const std::string out = (d / "out").string();
+  std::ofstream(d / "bad.jsonl") << "{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"a\"}\n";
+  CliRun r = run("xg-finetune", "--base " + base.string() + " --data " + (d / "bad.jsonl").string() + " --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("bad.jsonl:2:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("response"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  std::ofstream(d / "ok.jsonl") << "{\"prompt\": \"a\", \"response\": \"b\"}\n";
+  r = run("xg-finetune", "--base " + base.string() + " --data " + (d / "ok.jsonl").string() + " --out " + out +
+                             " --lora-targets q,fc9");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("fc9"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layers.0.attention.w_q"), std::string::npos) << r.err;  // lists the modules
+  EXPECT_FALSE(fs::exists(out));
+
+  r = run("xg-finetune", "--base " + (d / "nowhere").string() + " --data " + (d / "ok.jsonl").string() + " --out " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("nowhere/config.json"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+
+  r = run("xg-finetune", "--base x --data y --out z --objective ppo");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--objective: expected one of dpo, grpo, sft, got 'ppo'"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --lora-r 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("r"), std::string::npos) << r.err;
+
+  // An adapter made for another base: the error names the file and the key.
+  xg::nn::LMConfig c;
+  c.vocab_size = 259;
+  c.n_layers = 1;
+  c.block = xg::nn::BlockConfig::llama(16, 2, 1);
+  xg::nn::DecoderLM small(c);
+  xg::nn::save_pretrained(small, (d / "small").string());
+  r = run("xg-finetune", "--base " + (d / "small").string() + " --data " + (d / "ok.jsonl").string() + " --out " +
+                             (d / "small_out").string() + " --steps 2 --warmup 0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  CliRun g = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "small_out").string());
+  EXPECT_EQ(g.status, 1);
+  EXPECT_NE(g.err.find("adapter_model.safetensors"), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find("key 'base_model.model.layers.0."), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find("has shape"), std::string::npos) << g.err;
+  g = run("xg-generate", "--base " + base.string() + " --top-p 0");
+  EXPECT_EQ(g.status, 2);
+  EXPECT_NE(g.err.find("--top-p must be in (0, 1]"), std::string::npos) << g.err;
+}
