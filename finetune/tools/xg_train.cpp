@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
     ("sample-every", po::value(&f.sample_every)->default_value(f.sample_every), "print a sample every N steps (0 = at the end only)")
     ("sample-prompt", po::value(&f.sample_prompt)->default_value(f.sample_prompt), "prompt of the samples")
-    ("sample-tokens", po::value(&f.sample_tokens)->default_value(f.sample_tokens), "bytes per sample");
+    ("sample-tokens", po::value(&f.sample_tokens)->default_value(f.sample_tokens), "bytes per sample (at most --seq-len, prompt included)");
   // clang-format on
   po::variables_map vm;
   nn::LMConfig config;
@@ -209,7 +209,10 @@ int main(int argc, char** argv) {
           g.top_k = 40;
           g.seed = 1234;
           g.eos_id = tok.eos_id();
-          Tensor out = model.generate(prompt, std::min(f.sample_tokens, model.max_seq_len() - prompt.shape()[1]), g);
+          // Past the training windows' length the positions are untrained: stop there.
+          const int64_t n = std::min(f.sample_tokens, f.seq_len - prompt.shape()[1]);
+          if (n <= 0) return;
+          Tensor out = model.generate(prompt, n, g);
           std::vector<int64_t> all(out.data<int64_t>(), out.data<int64_t>() + out.numel());
           loop.log().event("sample", step, {}, tok.decode(all));
         };
