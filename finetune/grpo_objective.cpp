@@ -78,7 +78,9 @@ int64_t room(const nn::DecoderLM& model, int64_t prompt_len, int64_t wanted) {
 
 double grpo_reward(const std::string& kind, const std::string& completion, const std::vector<std::string>& answers) {
   check(kind == "exact" || kind == "prefix", "--reward: expected exact or prefix, got '", kind, "'");
-  const std::string got = trim(completion);
+  // The answer is the completion's first line: a small model that does not stop at EOS
+  // is judged on what it said first, not on the rambling after it.
+  const std::string got = trim(completion.substr(0, completion.find('\n')));
   double best = 0;
   for (const std::string& a : answers) {
     const std::string want = trim(a);

@@ -52,8 +52,8 @@ struct GrpoTask {
   std::string reward = "exact";  // exact | prefix (see grpo_reward)
 };
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
-// The reward of one completion (decoded bytes up to EOS): "exact": 1 when it equals one of
-// the answers after trimming spaces, else 0; "prefix": that, or 0.5 when an answer is a
+// The reward of one completion (decoded bytes up to EOS; its first line is the answer):
+// "exact": 1 when that line equals one of the answers after trimming spaces, else 0; "prefix": that, or 0.5 when an answer is a
 // prefix of it or it of an answer (a denser signal for small models). Other names throw.
 double grpo_reward(const std::string& kind, const std::string& completion, const std::vector<std::string>& answers);
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task);
