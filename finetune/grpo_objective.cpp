@@ -85,7 +85,11 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
   for (const std::string& a : answers) {
     const std::string want = trim(a);
     if (got == want) return 1.0;
-    if (kind == "prefix" && !got.empty() && (want.rfind(got, 0) == 0 || got.rfind(want, 0) == 0)) best = 0.5;
+    if (kind == "prefix" && !got.empty()) {
+      std::size_t common = 0;
+      while (common < got.size() && common < want.size() && got[common] == want[common]) ++common;
+      best = std::max(best, 0.5 * static_cast<double>(common) / static_cast<double>(std::max(got.size(), want.size())));
+    }
   }
   return best;
 }

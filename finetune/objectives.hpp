@@ -53,8 +53,11 @@ struct GrpoTask {
 };
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
 // The reward of one completion (decoded bytes up to EOS; its first line is the answer):
-// "exact": 1 when that line equals one of the answers after trimming spaces, else 0; "prefix": that, or 0.5 when an answer is a
-// prefix of it or it of an answer (a denser signal for small models). Other names throw.
+// "exact": 1 when that line equals one of the answers after trimming spaces, else 0;
+// "prefix": that, or partial credit 0.5 * (common prefix length) / max(length of the line,
+// length of the answer), the best over the answers: a denser, still programmatic signal for
+// models that rarely get an answer exactly (e.g. "unhapy" for "unhappy" earns 0.5 * 5/7).
+// Other names throw.
 double grpo_reward(const std::string& kind, const std::string& completion, const std::vector<std::string>& answers);
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task);
 

@@ -14,9 +14,11 @@ TEST(FinetuneObjectives, GrpoRewardJudgesTheFirstLine) {
   EXPECT_EQ(grpo_reward("exact", "unhappily", answers), 0.0);
   EXPECT_EQ(grpo_reward("exact", "", answers), 0.0);
   EXPECT_EQ(grpo_reward("exact", "more\nunhappy", answers), 0.0);  // only the first line counts
-  EXPECT_EQ(grpo_reward("prefix", "unhappy person", answers), 0.5);  // an answer is its prefix
-  EXPECT_EQ(grpo_reward("prefix", "unha", answers), 0.5);           // it is an answer's prefix
+  EXPECT_DOUBLE_EQ(grpo_reward("prefix", "unhapy", answers), 0.5 * 5 / 7);     // common prefix "unhap"
+  EXPECT_DOUBLE_EQ(grpo_reward("prefix", "unhappy person", answers), 0.5 * 7 / 14);  // long lines pay
+  EXPECT_DOUBLE_EQ(grpo_reward("prefix", "sa", answers), 0.5 * 2 / 3);
   EXPECT_EQ(grpo_reward("prefix", "glad", answers), 0.0);
+  EXPECT_EQ(grpo_reward("prefix", "", answers), 0.0);
   EXPECT_EQ(grpo_reward("prefix", "sad", answers), 1.0);
   EXPECT_XG_ERROR(grpo_reward("bleu", "sad", answers), "--reward: expected exact or prefix, got 'bleu'");
 }
