@@ -3,12 +3,17 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace xg::test {
 
@@ -49,6 +54,29 @@ inline CliRun run_cli(const std::string& exe, const std::string& args) {
   r.out = slurp(base + ".out");
   r.err = slurp(base + ".err");
   return r;
+}
+
+// Starts `command` through /bin/sh, waits (polling every 2 ms, up to timeout_ms) until `file`
+// exists, then SIGKILLs the process, as a crash would. Returns true when it was killed by
+// that signal after the file appeared (false: the file never appeared, or the process had
+// already exited).
+inline bool kill_when_file_appears(const std::string& command, const std::string& file, int timeout_ms = 10000) {
+  const std::string cmd = "exec " + command;
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool appeared = false;
+  for (int waited = 0; waited < timeout_ms && !appeared; waited += 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    appeared = std::filesystem::exists(file);
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return appeared && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
 }
 
 }  // namespace xg::test

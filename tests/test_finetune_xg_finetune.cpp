@@ -148,6 +148,32 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
   EXPECT_TRUE(fs::exists(d / "out" / "adapter_model.safetensors"));
 }
 
+TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
+  const fs::path d = fresh_dir("resume");
+  const fs::path base = tiny_base(d);
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
+  write_lines(d / "train.jsonl", rows);
+  // Adapter dropout draws from the global generator: the checkpoint must restore it too.
+  const std::string flags = "--base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                            " --steps 80 --warmup 2 --batch 4 --checkpoint-every 4 --lora-dropout 0.1 --seed 9";
+  CliRun full = run("xg-finetune", flags + " --out " + (d / "full").string());
+  ASSERT_EQ(full.status, 0) << full.err;
+  const fs::path out = d / "killed";
+  ASSERT_TRUE(xg::test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
+                                                   out.string() + " >/dev/null 2>&1",
+                                               (out / "checkpoint.safetensors").string()))
+      << "the run finished before a checkpoint appeared, or none did";
+  CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
+  EXPECT_EQ(slurp((out / "adapter_model.safetensors").string()), slurp((d / "full" / "adapter_model.safetensors").string()));
+  // Resuming with other LoRA settings is refused, naming the setting.
+  CliRun other = run("xg-finetune", flags + " --out " + out.string() + " --resume --lora-r 4");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find("different lora"), std::string::npos) << other.err;
+}
+
 TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   const fs::path d = fresh_dir("errors");
   const fs::path base = tiny_base(d);
