@@ -12,6 +12,7 @@
 #include <string>
 
 #include "autograd/error.hpp"
+#include "finetune/train_loop.hpp"
 
 namespace xg::finetune::cli {
 
@@ -84,6 +85,38 @@ inline nlohmann::json flags_json(const po::variables_map& vm) {
     else j[name] = true;
   }
   return j;
+}
+
+// The flags of the training loop every trainer shares (xg-train, xg-finetune), bound to `o`,
+// whose current values are the defaults shown. `seed_help` says what the seed drives.
+inline po::options_description loop_flags(LoopOptions& o, const std::string& seed_help) {
+  po::options_description g("training loop");
+  // clang-format off
+  g.add_options()
+    ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW over the trained parameters)")
+    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warmup steps")
+    ("schedule", po::value(&o.schedule)->default_value(o.schedule), "cosine | linear | constant (after the warmup)")
+    ("min-lr-ratio", po::value(&o.min_lr_ratio)->default_value(o.min_lr_ratio), "final lr / peak lr (cosine, linear)")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (not on 1-d parameters)")
+    ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
+    ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
+    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step")
+    ("seed", po::value(&o.seed)->default_value(o.seed), seed_help.c_str())
+    ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (0 = at the end only)")
+    ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps (0 = at the end only)")
+    ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
+    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)");
+  // clang-format on
+  return g;
+}
+
+// LoopOptions::validate, reported as a usage error (one line, exit status 2).
+inline void validate_loop(const LoopOptions& o, const std::string& program) {
+  try {
+    o.validate(program);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
 }
 
 }  // namespace xg::finetune::cli

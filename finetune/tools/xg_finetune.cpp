@@ -76,17 +76,9 @@ int main(int argc, char** argv) {
     ("lora-targets", po::value(&f.lora.targets)->default_value(f.lora.targets),
      "comma list of q,k,v,o,gate,up,down or module names, or a regex over module paths")
     ("use-rslora", po::bool_switch(&f.lora.use_rslora), "scale by alpha / sqrt(r) (rsLoRA)")
-    ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW over the adapters)")
-    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warmup steps")
-    ("schedule", po::value(&o.schedule)->default_value(o.schedule), "cosine | linear | constant")
-    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay on the adapters")
-    ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
-    ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
     ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
     ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
-    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step")
     ("max-len", po::value(&f.max_len)->default_value(f.max_len), "tokens per row (prompt + response), longer rows truncated")
-    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the adapters' init, the data order, dropout and sampling")
     ("beta", po::value(&f.beta)->default_value(f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
     ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
     ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
@@ -94,13 +86,10 @@ int main(int argc, char** argv) {
     ("reward", po::value(&f.grpo.reward)->default_value(f.grpo.reward), "GRPO reward: exact | prefix")
     ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO completion length")
     ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
-    ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (and at 0 and the end)")
     ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
-    ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps")
-    ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
-    ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in")
-    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)");
+    ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in");
   // clang-format on
+  opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
   po::variables_map vm;
   return cli::run_main(
       kProg,
@@ -114,10 +103,10 @@ int main(int argc, char** argv) {
         if (f.beta < 0) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
         try {
           f.lora.validate(kProg);
-          o.validate(kProg);
         } catch (const Error& e) {
           throw cli::UsageError(e.what());
         }
+        cli::validate_loop(o, kProg);
         return -1;
       },
       [&] {

@@ -135,24 +135,12 @@ int main(int argc, char** argv) {
     ("max-seq-len", po::value(&f.max_seq_len)->default_value(f.max_seq_len), "longest sequence the positions allow")
     ("seq-len", po::value(&f.seq_len)->default_value(f.seq_len), "tokens per training window")
     ("batch", po::value(&f.batch)->default_value(f.batch), "windows per micro-batch")
-    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step")
-    ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW)")
-    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warmup steps")
-    ("schedule", po::value(&o.schedule)->default_value(o.schedule), "cosine | linear | constant (after the warmup)")
-    ("min-lr-ratio", po::value(&o.min_lr_ratio)->default_value(o.min_lr_ratio), "final lr / peak lr (cosine, linear)")
-    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (matrices only)")
-    ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
-    ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
-    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the init, the data order and dropout")
-    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)")
-    ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (0 = at the end)")
     ("eval-batches", po::value(&f.eval_batches)->default_value(f.eval_batches), "held-out batches per evaluation")
-    ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps (0 = at the end)")
-    ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
     ("sample-every", po::value(&f.sample_every)->default_value(f.sample_every), "print a sample every N steps (0 = at the end only)")
     ("sample-prompt", po::value(&f.sample_prompt)->default_value(f.sample_prompt), "prompt of the samples")
     ("sample-tokens", po::value(&f.sample_tokens)->default_value(f.sample_tokens), "bytes per sample (at most --seq-len, prompt included)");
   // clang-format on
+  opts.add(cli::loop_flags(o, "seed of the init, the data order and dropout"));
   po::variables_map vm;
   nn::LMConfig config;
   return cli::run_main(
@@ -163,11 +151,7 @@ int main(int argc, char** argv) {
         cli::require(f.seq_len >= 1 && f.batch >= 1 && f.eval_batches >= 1,
                      "--seq-len, --batch and --eval-batches must be positive");
         cli::require(f.sample_tokens >= 0 && f.sample_every >= 0, "--sample-tokens and --sample-every must be >= 0");
-        try {
-          o.validate(kProg);
-        } catch (const Error& e) {
-          throw cli::UsageError(e.what());
-        }
+        cli::validate_loop(o, kProg);
         return -1;
       },
       [&] {
