@@ -1,5 +1,6 @@
 // Test helpers for running a command-line executable as a user would: its exit status, stdout
-// and stderr (captured in files named after the current test), and reading files back.
+// and stderr (captured in files named after the current test), per-test scratch folders, and
+// reading files back.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -42,6 +43,17 @@ inline int count_lines(const std::string& s) {
 inline std::string test_file_base() {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   return std::string(XGRAD_BINARY_DIR) + "/cli_" + info->test_suite_name() + "_" + info->name();
+}
+
+// XGRAD_BINARY_DIR/dir_<Suite>_<Test>[_<sub>]: a scratch folder of the current test, emptied
+// and created (named after the test, so tests running in parallel never share one).
+inline std::filesystem::path fresh_test_dir(const std::string& sub = "") {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::filesystem::path d = std::filesystem::path(XGRAD_BINARY_DIR) /
+                            (std::string("dir_") + info->test_suite_name() + "_" + info->name() + (sub.empty() ? "" : "_" + sub));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 // Runs `'exe' args` through the shell (args as typed on a command line, quoted as needed).

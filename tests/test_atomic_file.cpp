@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "autograd/atomic_file.hpp"
+#include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace fs = std::filesystem;
@@ -19,17 +20,10 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_atomic_file_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 }  // namespace
 
 TEST(AtomicFile, WritesAndReplaces) {
-  const fs::path d = fresh_dir("replace");
+  const fs::path d = xg::test::fresh_test_dir("replace");
   xg::write_file_atomic((d / "a.txt").string(), std::string("first"), "test");
   EXPECT_EQ(slurp(d / "a.txt"), "first");
   xg::write_file_atomic((d / "a.txt").string(), std::string("second, longer"), "test");
@@ -38,7 +32,7 @@ TEST(AtomicFile, WritesAndReplaces) {
 }
 
 TEST(AtomicFile, FailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
-  const fs::path d = fresh_dir("fail");
+  const fs::path d = xg::test::fresh_test_dir("fail");
   const std::string path = (d / "ckpt.bin").string();
   xg::write_file_atomic(path, std::string("old checkpoint"), "test");
   EXPECT_THROW(xg::write_file_atomic(

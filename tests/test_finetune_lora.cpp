@@ -8,54 +8,19 @@
 #include "autograd/graph.hpp"
 #include "losses/cross_entropy.hpp"
 #include "nn/decoder.hpp"
+#include "tests/lora_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
 using namespace xg::finetune;
+using xg::test::bitwise_equal;
+using xg::test::lora_cfg;
+using xg::test::randomize_b;
+using xg::test::tiny_llama;
+using xg::test::tiny_tokens;
 using V = std::vector<Tensor>;
 
 namespace {
-
-LoRAConfig cfg(int64_t r, double alpha, const std::string& targets = "q,v", bool rslora = false, double dropout = 0) {
-  LoRAConfig c;
-  c.r = r;
-  c.alpha = alpha;
-  c.targets = targets;
-  c.use_rslora = rslora;
-  c.dropout = dropout;
-  return c;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * itemsize(a.dtype())) == 0;
-}
-
-// A tiny LLaMA-style model: w_q, w_k, w_v, w_o (GQA), W_gate, W_up, W_down (SwiGLU), output.
-nn::LMConfig tiny_llama(int64_t n_layers = 2) {
-  nn::LMConfig c;
-  c.vocab_size = 11;
-  c.n_layers = n_layers;
-  c.block = nn::BlockConfig::llama(8, 2, 1);
-  c.block.d_ff = 16;
-  c.block.max_seq_len = 16;
-  return c;
-}
-
-Tensor tokens(uint64_t seed) {
-  Generator g(seed);
-  return randint(0, 11, {2, 5}, &g);
-}
-
-// Gives every adapter a nonzero B (as after some training steps).
-void randomize_b(const nn::Module& model, uint64_t seed) {
-  Generator g(seed);
-  NoGradGuard ng;
-  for (auto& [path, a] : lora_adapters(model)) {
-    Tensor B = a->B();
-    B.copy_(randn(B.shape(), B.dtype(), &g) * 0.3);
-  }
-}
 
 std::vector<std::string> param_names(const nn::Module& m) {
   std::vector<std::string> out;
@@ -72,16 +37,16 @@ std::shared_ptr<nn::Linear> lin_at(const nn::Module& m, const std::string& path)
 }  // namespace
 
 TEST(FinetuneLora, ConfigScaling) {
-  EXPECT_DOUBLE_EQ(cfg(4, 8).scaling(), 2.0);
-  EXPECT_DOUBLE_EQ(cfg(4, 8, "q", true).scaling(), 4.0);  // alpha / sqrt(r)
-  EXPECT_XG_ERROR(cfg(0, 8).validate(), "r must be at least 1, got 0");
-  EXPECT_XG_ERROR(cfg(2, 8, "q", false, 1.0).validate(), "lora_dropout must be in [0, 1), got 1");
-  EXPECT_XG_ERROR(cfg(2, 8, "").validate(), "target modules must not be empty");
+  EXPECT_DOUBLE_EQ(lora_cfg(4, 8).scaling(), 2.0);
+  EXPECT_DOUBLE_EQ(lora_cfg(4, 8, "q", true).scaling(), 4.0);  // alpha / sqrt(r)
+  EXPECT_XG_ERROR(lora_cfg(0, 8).validate(), "r must be at least 1, got 0");
+  EXPECT_XG_ERROR(lora_cfg(2, 8, "q", false, 1.0).validate(), "lora_dropout must be in [0, 1), got 1");
+  EXPECT_XG_ERROR(lora_cfg(2, 8, "").validate(), "target modules must not be empty");
 }
 
 TEST(FinetuneLora, InitOutputEqualsBaseBitwise) {
   Generator gen(1);
-  LoRALinear lin(6, 5, cfg(3, 6), gen);
+  LoRALinear lin(6, 5, lora_cfg(3, 6), gen);
   EXPECT_EQ(param_names(lin), (std::vector<std::string>{"weight", "bias", "lora_A.weight", "lora_B.weight"}));
   EXPECT_EQ(lin.lora().A().shape(), (Shape{3, 6}));
   EXPECT_EQ(lin.lora().B().shape(), (Shape{5, 3}));
@@ -99,27 +64,27 @@ TEST(FinetuneLora, InitOutputEqualsBaseBitwise) {
 
   // Injected into a model: the logits are bit-for-bit the base model's.
   nn::DecoderLM model(tiny_llama());
-  Tensor t = tokens(2);
+  Tensor t = tiny_tokens(2);
   Tensor before = model(t);
   Generator g2(3);
-  inject_lora(model, cfg(2, 4, "q,k,v,o,gate,up,down"), g2);
+  inject_lora(model, lora_cfg(2, 4, "q,k,v,o,gate,up,down"), g2);
   EXPECT_TRUE(bitwise_equal(model(t), before));
 }
 
 TEST(FinetuneLora, MatchesTorch) {
   Generator gen(0);
-  LoRALinear lin(5, 4, cfg(3, 6.0), gen);  // scaling 2
+  LoRALinear lin(5, 4, lora_cfg(3, 6.0), gen);  // scaling 2
   test::expect_module_matches_torch("lora", "lora", lin, [&](const V& x) { return lin(x[0]); });
   // The frozen base weight gets no gradient; x does (through W and through the adapter).
   EXPECT_FALSE(lin.weight().grad().defined());
   EXPECT_FALSE(lin.bias().grad().defined());
-  LoRALinear rs(6, 3, cfg(4, 3.0, "q", true), gen, /*bias=*/false);  // scaling 1.5
+  LoRALinear rs(6, 3, lora_cfg(4, 3.0, "q", true), gen, /*bias=*/false);  // scaling 1.5
   test::expect_module_matches_torch("lora", "lora_rslora_nobias", rs, [&](const V& x) { return rs(x[0]); });
 }
 
 TEST(FinetuneLora, GradcheckFloat64) {
   Generator gen(4);
-  LoRALinear lin(4, 3, cfg(2, 3.0), gen);
+  LoRALinear lin(4, 3, lora_cfg(2, 3.0), gen);
   lin.to(kFloat64);
   {
     NoGradGuard ng;
@@ -127,7 +92,7 @@ TEST(FinetuneLora, GradcheckFloat64) {
     B.copy_(test::randn64({3, 2}, 5).detach());
   }
   EXPECT_GRADCHECK([&](const V& v) { return lin(v[0]); }, {test::randn64({2, 3, 4}, 6), lin.lora().A(), lin.lora().B()});
-  LoRALinear rs(3, 5, cfg(3, 2.0, "q", true), gen, false, kFloat64);
+  LoRALinear rs(3, 5, lora_cfg(3, 2.0, "q", true), gen, false, kFloat64);
   {
     NoGradGuard ng;
     Tensor B = rs.lora().B();
@@ -139,7 +104,7 @@ TEST(FinetuneLora, GradcheckFloat64) {
 TEST(FinetuneLora, CopyOfLinearKeepsItsOutput) {
   nn::Linear base(4, 3);
   Generator gen(9);
-  LoRALinear lin(base, cfg(2, 2, /*targets=*/""), gen);  // targets matter only for injection
+  LoRALinear lin(base, lora_cfg(2, 2, /*targets=*/""), gen);  // targets matter only for injection
   Tensor x = randn({5, 4});
   EXPECT_TRUE(bitwise_equal(lin(x), base(x)));
   EXPECT_TRUE(base.weight().requires_grad());  // the original is untouched
@@ -149,7 +114,7 @@ TEST(FinetuneLora, CopyOfLinearKeepsItsOutput) {
 TEST(FinetuneLora, InjectShortNamesIntoDecoder) {
   nn::DecoderLM model(tiny_llama());
   Generator gen(1);
-  auto paths = inject_lora(model, cfg(2, 4, "q,k,v,o,gate,up,down"), gen);
+  auto paths = inject_lora(model, lora_cfg(2, 4, "q,k,v,o,gate,up,down"), gen);
   std::vector<std::string> want;
   for (int l = 0; l < 2; ++l)
     for (const char* n : {"attention.w_q", "attention.w_k", "attention.w_v", "attention.w_o", "ffn.W_gate",
@@ -180,11 +145,11 @@ TEST(FinetuneLora, InjectShortNamesIntoDecoder) {
 TEST(FinetuneLora, GradientsReachOnlyAdapters) {
   nn::DecoderLM model(tiny_llama());
   Generator gen(2);
-  inject_lora(model, cfg(2, 4, "q,v,down"), gen);
+  inject_lora(model, lora_cfg(2, 4, "q,v,down"), gen);
   randomize_b(model, 3);
-  Tensor t = tokens(4);
+  Tensor t = tiny_tokens(4);
   Tensor logits = model(t);
-  Tensor loss = losses::cross_entropy(logits.reshape({10, 11}), tokens(5).reshape({10}));
+  Tensor loss = losses::cross_entropy(logits.reshape({10, 11}), tiny_tokens(5).reshape({10}));
   loss.backward();
   int adapters = 0;
   for (const auto& [n, p] : model.named_parameters()) {
@@ -238,25 +203,25 @@ TEST(FinetuneLora, ShortNamesCoverTheRepoNamings) {
 TEST(FinetuneLora, UnknownTargetListsModulesAndChangesNothing) {
   nn::DecoderLM model(tiny_llama(1));
   Generator gen(1);
-  EXPECT_XG_ERROR(inject_lora(model, cfg(2, 4, "q,foo"), gen),
+  EXPECT_XG_ERROR(inject_lora(model, lora_cfg(2, 4, "q,foo"), gen),
                   "inject_lora: target module 'foo' matches no Linear module in the model; available Linear "
                   "modules: layers.0.attention.w_q, layers.0.attention.w_k, layers.0.attention.w_v, "
                   "layers.0.attention.w_o, layers.0.ffn.W_gate, layers.0.ffn.W_up, layers.0.ffn.W_down, output");
   EXPECT_TRUE(lora_adapters(model).empty());
   for (const auto& [n, p] : model.named_parameters()) EXPECT_TRUE(p.requires_grad()) << n;
   // Twice on the same module: an error naming it.
-  inject_lora(model, cfg(2, 4, "q"), gen);
-  EXPECT_XG_ERROR(inject_lora(model, cfg(2, 4, "q,v"), gen), "module 'layers.0.attention.w_q' already has an adapter");
+  inject_lora(model, lora_cfg(2, 4, "q"), gen);
+  EXPECT_XG_ERROR(inject_lora(model, lora_cfg(2, 4, "q,v"), gen), "module 'layers.0.attention.w_q' already has an adapter");
   EXPECT_EQ(lora_adapters(model).size(), 1u);
-  EXPECT_XG_ERROR(LoRAAdapter::attach(*model.output(), cfg(0, 4), gen), "LoRA: r must be at least 1");
-  EXPECT_XG_ERROR(LoRAAdapter::attach(*lin_at(model, "layers.0.attention.w_q"), cfg(2, 4), gen),
+  EXPECT_XG_ERROR(LoRAAdapter::attach(*model.output(), lora_cfg(0, 4), gen), "LoRA: r must be at least 1");
+  EXPECT_XG_ERROR(LoRAAdapter::attach(*lin_at(model, "layers.0.attention.w_q"), lora_cfg(2, 4), gen),
                   "already has an adapter");
 }
 
 TEST(FinetuneLora, MergeEqualsAdapterForwardAndUnmergeRestores) {
   // Against PyTorch's merged weight, float64.
   Generator gen(0);
-  LoRALinear lin(5, 4, cfg(3, 6.0), gen);
+  LoRALinear lin(5, 4, lora_cfg(3, 6.0), gen);
   lin.to(kFloat64);
   TensorMap params;
   for (const char* k : {"weight", "bias", "lora_A.weight", "lora_B.weight"})
@@ -276,11 +241,11 @@ TEST(FinetuneLora, MergeEqualsAdapterForwardAndUnmergeRestores) {
   // A whole float32 model: merged logits equal adapter logits within 1e-5.
   nn::DecoderLM model(tiny_llama());
   Generator g2(5);
-  inject_lora(model, cfg(4, 8, "q,k,v,o,gate,up,down"), g2);
+  inject_lora(model, lora_cfg(4, 8, "q,k,v,o,gate,up,down"), g2);
   randomize_b(model, 6);
   Tensor W = lin_at(model, "layers.0.attention.w_q")->weight();
   Tensor W_before = W.clone().detach();
-  Tensor t = tokens(7);
+  Tensor t = tiny_tokens(7);
   Tensor adapter_logits = model(t);
   merge(model);
   Tensor merged_logits = model(t);
@@ -293,10 +258,10 @@ TEST(FinetuneLora, MergeEqualsAdapterForwardAndUnmergeRestores) {
 
 TEST(FinetuneLora, DisableAdaptersGivesTheBaseModel) {
   nn::DecoderLM model(tiny_llama());
-  Tensor t = tokens(8);
+  Tensor t = tiny_tokens(8);
   Tensor base_logits = model(t);
   Generator gen(1);
-  inject_lora(model, cfg(2, 4, "q,v,up"), gen);
+  inject_lora(model, lora_cfg(2, 4, "q,v,up"), gen);
   randomize_b(model, 2);
   Tensor lora_logits = model(t);
   EXPECT_FALSE(test::tensors_close(lora_logits, base_logits, 0, 1e-4));
@@ -311,7 +276,7 @@ TEST(FinetuneLora, DisableAdaptersGivesTheBaseModel) {
 
 TEST(FinetuneLora, AdapterScale) {
   Generator gen(3);
-  LoRALinear lin(4, 3, cfg(2, 4), gen, true, kFloat64);
+  LoRALinear lin(4, 3, lora_cfg(2, 4), gen, true, kFloat64);
   {
     NoGradGuard ng;
     Tensor B = lin.lora().B();
@@ -332,8 +297,8 @@ TEST(FinetuneLora, AdapterScale) {
 
 TEST(FinetuneLora, DropoutOnlyInTraining) {
   Generator gen(3);
-  LoRALinear drop(6, 4, cfg(3, 3, "q", false, 0.5), gen);
-  LoRALinear none(6, 4, cfg(3, 3), gen);
+  LoRALinear drop(6, 4, lora_cfg(3, 3, "q", false, 0.5), gen);
+  LoRALinear none(6, 4, lora_cfg(3, 3), gen);
   none.load_state_dict(drop.state_dict());
   {
     NoGradGuard ng;
@@ -353,9 +318,9 @@ TEST(FinetuneLora, BaseStateDictLoadsIntoInjectedModel) {
   TensorMap sd = base.state_dict();
   nn::DecoderLM model(tiny_llama(1));
   Generator gen(1);
-  inject_lora(model, cfg(2, 4, "q"), gen);
+  inject_lora(model, lora_cfg(2, 4, "q"), gen);
   EXPECT_XG_ERROR(model.load_state_dict(sd), "missing keys: layers.0.attention.w_q.lora_A.weight");
   model.load_state_dict(sd, /*strict=*/false);
-  Tensor t = tokens(1);
+  Tensor t = tiny_tokens(1);
   EXPECT_TRUE(bitwise_equal(model(t), base(t)));
 }

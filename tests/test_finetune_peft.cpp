@@ -12,53 +12,20 @@
 
 #include "autograd/graph.hpp"
 #include "nn/decoder.hpp"
+#include "tests/lora_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
 using namespace xg::finetune;
+using xg::test::bitwise_equal;
+using xg::test::lora_cfg;
+using xg::test::randomize_b;
+using xg::test::tiny_llama;
+using xg::test::tiny_tokens;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-nn::LMConfig tiny_llama(int64_t n_layers = 2, int64_t d_model = 8) {
-  nn::LMConfig c;
-  c.vocab_size = 11;
-  c.n_layers = n_layers;
-  c.block = nn::BlockConfig::llama(d_model, 2, 1);
-  c.block.d_ff = 16;
-  c.block.max_seq_len = 16;
-  return c;
-}
-
-LoRAConfig cfg(int64_t r, double alpha, const std::string& targets, bool rslora = false, double dropout = 0) {
-  LoRAConfig c;
-  c.r = r;
-  c.alpha = alpha;
-  c.targets = targets;
-  c.use_rslora = rslora;
-  c.dropout = dropout;
-  return c;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), static_cast<std::size_t>(a.numel()) * itemsize(a.dtype())) == 0;
-}
-
-void randomize_b(const nn::Module& model, uint64_t seed) {
-  Generator g(seed);
-  NoGradGuard ng;
-  for (auto& [path, a] : lora_adapters(model)) {
-    Tensor B = a->B();
-    B.copy_(randn(B.shape(), B.dtype(), &g) * 0.3);
-  }
-}
-
-Tensor tokens(uint64_t seed) {
-  Generator g(seed);
-  return randint(0, 11, {2, 5}, &g);
-}
 
 // A fresh folder per test (CTest runs tests in parallel), removed at the end.
 struct TempDir {
@@ -87,7 +54,7 @@ struct Saved {
   TempDir tmp;
   nn::DecoderLM model{tiny_llama()};
   std::string dir;
-  Saved(const LoRAConfig& c = cfg(2, 4, "q,v")) {
+  Saved(const LoRAConfig& c = lora_cfg(2, 4, "q,v")) {
     Generator gen(1);
     inject_lora(model, c, gen);
     randomize_b(model, 2);
@@ -158,7 +125,7 @@ TEST(FinetunePeft, RoundTripIsExact) {
   EXPECT_EQ(info.base_model_name_or_path, "xg/tiny-llama");
   EXPECT_EQ(info.modules, (std::vector<std::string>{"layers.0.attention.w_q", "layers.0.attention.w_v",
                                                     "layers.1.attention.w_q", "layers.1.attention.w_v"}));
-  Tensor t = tokens(3);
+  Tensor t = tiny_tokens(3);
   EXPECT_TRUE(bitwise_equal(fresh(t), s.model(t)));
   auto a = named_lora_parameters(s.model), b = named_lora_parameters(fresh);
   ASSERT_EQ(a.size(), b.size());
@@ -174,7 +141,7 @@ TEST(FinetunePeft, RoundTripIsExact) {
 }
 
 TEST(FinetunePeft, RegexTargetsAndRsLoraRoundTrip) {
-  Saved s(cfg(3, 6, R"(layers\.1\..*W_(up|down))", true, 0.1));
+  Saved s(lora_cfg(3, 6, R"(layers\.1\..*W_(up|down))", true, 0.1));
   json c = read_json(s.dir + "/adapter_config.json");
   EXPECT_EQ(c["target_modules"], R"(layers\.1\..*W_(up|down))");
   EXPECT_EQ(c["use_rslora"], true);
@@ -187,7 +154,7 @@ TEST(FinetunePeft, RegexTargetsAndRsLoraRoundTrip) {
   EXPECT_DOUBLE_EQ(lora_adapters(fresh)[0].second->scaling(), 6 / std::sqrt(3.0));
   s.model.eval();
   fresh.eval();  // dropout off
-  Tensor t = tokens(4);
+  Tensor t = tiny_tokens(4);
   EXPECT_TRUE(bitwise_equal(fresh(t), s.model(t)));
 }
 
@@ -300,27 +267,27 @@ TEST(FinetunePeft, FailedSaveWritesNothing) {
   TempDir tmp;
   nn::DecoderLM model(tiny_llama(1));
   const std::string dir = tmp / "out";
-  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q")), "save_adapter: the model has no LoRA adapters");
+  EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(2, 4, "q")), "save_adapter: the model has no LoRA adapters");
   EXPECT_FALSE(fs::exists(dir));
   Generator gen(1);
-  inject_lora(model, cfg(2, 4, "q,v"), gen);
-  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(4, 4, "q,v")),
+  inject_lora(model, lora_cfg(2, 4, "q,v"), gen);
+  EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(4, 4, "q,v")),
                   "save_adapter: the adapter of 'layers.0.attention.w_q' has r=2, lora_alpha=4");
-  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q")), "'layers.0.attention.w_v' has an adapter but targets 'q' do not select it");
-  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q,v,o")), "select 'layers.0.attention.w_o', which has no adapter");
-  LoRALinear bare(4, 3, cfg(2, 4, "q"), gen);
-  EXPECT_XG_ERROR(save_adapter(bare, dir, cfg(2, 4, "q")), "save_adapter: the adapter is on the model itself");
+  EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(2, 4, "q")), "'layers.0.attention.w_v' has an adapter but targets 'q' do not select it");
+  EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(2, 4, "q,v,o")), "select 'layers.0.attention.w_o', which has no adapter");
+  LoRALinear bare(4, 3, lora_cfg(2, 4, "q"), gen);
+  EXPECT_XG_ERROR(save_adapter(bare, dir, lora_cfg(2, 4, "q")), "save_adapter: the adapter is on the model itself");
   EXPECT_FALSE(fs::exists(dir));
   // The target folder is a file / below a file.
   fs::create_directories(tmp.path);
   write_text(dir, "x");
-  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q,v")), "save_adapter: '" + dir + "' exists and is not a directory");
-  EXPECT_XG_ERROR(save_adapter(model, dir + "/sub", cfg(2, 4, "q,v")), "save_adapter: cannot create directory");
+  EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(2, 4, "q,v")), "save_adapter: '" + dir + "' exists and is not a directory");
+  EXPECT_XG_ERROR(save_adapter(model, dir + "/sub", lora_cfg(2, 4, "q,v")), "save_adapter: cannot create directory");
   EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path), fs::directory_iterator()), 1);
   // A folder where the weights file cannot be written: nothing is left and the folder is removed.
   fs::remove(dir);
   fs::create_directories(dir + "/adapter_model.safetensors");  // a directory in the way of the rename
-  EXPECT_XG_ERROR(save_adapter(model, dir, cfg(2, 4, "q,v")), "save_adapter: cannot write the adapter into");
+  EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(2, 4, "q,v")), "save_adapter: cannot write the adapter into");
   EXPECT_FALSE(fs::exists(dir + "/adapter_config.json"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // only the obstacle
 }

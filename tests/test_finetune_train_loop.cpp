@@ -7,6 +7,7 @@
 
 #include "finetune/train_loop.hpp"
 #include "nn/linear.hpp"
+#include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
 #include "xgrad.hpp"
 
@@ -44,12 +45,6 @@ ft::MicroResult toy_step(const Toy& m, Generator& rng) {
   return {mean(d * d), 8, {}};
 }
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_finetune_train_loop_" + name);
-  fs::remove_all(d);
-  return d;
-}
-
 ft::LoopOptions options(const fs::path& out) {
   ft::LoopOptions o;
   o.steps = 12;
@@ -73,7 +68,7 @@ struct Interrupt {};
 
 TEST(FinetuneTrainLoop, LowersTheLossAndEvaluates) {
   Toy m;
-  ft::LoopOptions o = options(fresh_dir("lowers"));
+  ft::LoopOptions o = options(xg::test::fresh_test_dir("lowers"));
   o.steps = 60;
   ft::TrainLoop loop("test", m, m.named_parameters(), o);
   loop.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(m, rng); };
@@ -95,13 +90,13 @@ TEST(FinetuneTrainLoop, LowersTheLossAndEvaluates) {
 TEST(FinetuneTrainLoop, ResumeAfterACrashIsBitwiseIdentical) {
   // Uninterrupted.
   Toy a;
-  ft::TrainLoop la("test", a, a.named_parameters(), options(fresh_dir("full")));
+  ft::TrainLoop la("test", a, a.named_parameters(), options(xg::test::fresh_test_dir("full")));
   la.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(a, rng); };
   la.run();
 
   // Dies in step 7 (after the step-4 checkpoint, before the step-8 one), then resumes in a
   // fresh model and loop, as a new process would.
-  const fs::path out = fresh_dir("crash");
+  const fs::path out = xg::test::fresh_test_dir("crash");
   {
     Toy b;
     ft::TrainLoop lb("test", b, b.named_parameters(), options(out));
@@ -126,7 +121,7 @@ TEST(FinetuneTrainLoop, ResumeAfterACrashIsBitwiseIdentical) {
 }
 
 TEST(FinetuneTrainLoop, ResumeChecksTheRunIdentity) {
-  const fs::path out = fresh_dir("identity");
+  const fs::path out = xg::test::fresh_test_dir("identity");
   Toy a;
   ft::TrainLoop la("test", a, a.named_parameters(), options(out));
   la.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(a, rng); };
@@ -143,7 +138,7 @@ TEST(FinetuneTrainLoop, ResumeChecksTheRunIdentity) {
 
 TEST(FinetuneTrainLoop, NonFiniteLossStopsWithAClearError) {
   Toy m;
-  ft::TrainLoop loop("xg-train", m, m.named_parameters(), options(fresh_dir("nan")));
+  ft::TrainLoop loop("xg-train", m, m.named_parameters(), options(xg::test::fresh_test_dir("nan")));
   loop.micro_step = [&](int64_t step, int64_t, Generator& rng) {
     ft::MicroResult r = toy_step(m, rng);
     if (step == 2) r.loss = r.loss * std::nan("");
@@ -167,7 +162,7 @@ TEST(FinetuneTrainLoop, BadOptionsNameTheFlag) {
 }
 
 TEST(FinetuneCheckpoint, RoundTripAndErrors) {
-  const fs::path d = fresh_dir("ckpt");
+  const fs::path d = xg::test::fresh_test_dir("ckpt");
   fs::create_directories(d);
   ft::Checkpoint c;
   c.model["w"] = ones({2, 2});

@@ -15,13 +15,6 @@ namespace {
 
 const std::string kExe = std::string(XGRAD_TOOL_DIR) + "/xg-data";
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_xg_data_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 }  // namespace
 
 TEST(XgData, BadFlagsAreOneLineAndStatus2) {
@@ -35,7 +28,7 @@ TEST(XgData, BadFlagsAreOneLineAndStatus2) {
 }
 
 TEST(XgData, MissingPackagesFailAndWriteNothing) {
-  const fs::path d = fresh_dir("missing");
+  const fs::path d = xg::test::fresh_test_dir("missing");
   fs::create_directories(d / "pkgs" / "usr" / "share");  // extracted, but without the packages
   xg::test::CliRun r = run_cli(kExe, "--pkgs " + (d / "pkgs").string() + " --out " + (d / "out").string());
   EXPECT_NE(r.status, 0);

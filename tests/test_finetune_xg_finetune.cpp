@@ -27,13 +27,6 @@ CliRun run(const std::string& tool, const std::string& args) {
   return run_cli(std::string(XGRAD_TOOL_DIR) + "/" + tool, args);
 }
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_xg_finetune_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 // A randomly initialised byte-level LLaMA-style model, saved as xg-train saves one.
 fs::path tiny_base(const fs::path& d) {
   xg::nn::LMConfig c;
@@ -67,7 +60,7 @@ const char* kWords[] = {"apple", "river", "stone", "cloud", "glass", "tiger", "b
 }  // namespace
 
 TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
-  const fs::path d = fresh_dir("sft");
+  const fs::path d = xg::test::fresh_test_dir("sft");
   const fs::path base = tiny_base(d);
   std::vector<json> rows;
   for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
@@ -105,7 +98,7 @@ TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
 }
 
 TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
-  const fs::path d = fresh_dir("dpo");
+  const fs::path d = xg::test::fresh_test_dir("dpo");
   const fs::path base = tiny_base(d);
   std::vector<json> rows;
   for (const char* w : kWords)
@@ -125,7 +118,7 @@ TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
 }
 
 TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
-  const fs::path d = fresh_dir("grpo");
+  const fs::path d = xg::test::fresh_test_dir("grpo");
   const fs::path base = tiny_base(d);
   std::vector<json> rows;
   for (const char* w : kWords) rows.push_back({{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}});
@@ -149,7 +142,7 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
 }
 
 TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
-  const fs::path d = fresh_dir("resume");
+  const fs::path d = xg::test::fresh_test_dir("resume");
   const fs::path base = tiny_base(d);
   std::vector<json> rows;
   for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
@@ -175,7 +168,7 @@ TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
 }
 
 TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
-  const fs::path d = fresh_dir("errors");
+  const fs::path d = xg::test::fresh_test_dir("errors");
   const fs::path base = tiny_base(d);
   const std::string out = (d / "out").string();
   std::ofstream(d / "bad.jsonl") << "{\"prompt\": \"a\", \"response\": \"b\"}\n{\"prompt\": \"a\"}\n";

@@ -26,13 +26,6 @@ namespace {
 
 const std::string kExe = std::string(XGRAD_TOOL_DIR) + "/xg-train";
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::path(XGRAD_BINARY_DIR) / ("test_xg_train_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 // A text with structure a tiny model picks up in a few dozen steps.
 void write_text(const fs::path& p, int lines, int offset) {
   std::ofstream f(p);
@@ -52,7 +45,7 @@ std::string tiny_flags(const fs::path& dir, const fs::path& out) {
 }  // namespace
 
 TEST(XgTrain, TrainsAndWritesALoadableModel) {
-  const fs::path d = fresh_dir("trains");
+  const fs::path d = xg::test::fresh_test_dir("trains");
   write_text(d / "train.txt", 400, 0);
   write_text(d / "eval.txt", 40, 3);
   CliRun r = run(tiny_flags(d, d / "out") + " --steps 40 --eval-every 10 --sample-tokens 20");
@@ -77,7 +70,7 @@ TEST(XgTrain, TrainsAndWritesALoadableModel) {
 }
 
 TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
-  const fs::path d = fresh_dir("kill");
+  const fs::path d = xg::test::fresh_test_dir("kill");
   write_text(d / "train.txt", 400, 0);
   write_text(d / "eval.txt", 40, 3);
   const std::string common = " --steps 30 --checkpoint-every 5 --eval-every 0 --sample-tokens 0";
@@ -97,7 +90,7 @@ TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
 }
 
 TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
-  const fs::path d = fresh_dir("errors");
+  const fs::path d = xg::test::fresh_test_dir("errors");
   write_text(d / "train.txt", 40, 0);
   CliRun r = run("--bogus 1");
   EXPECT_EQ(r.status, 2);
