@@ -115,8 +115,10 @@ Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, co
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   check(task.train && !task.train->empty(), "GRPO: no training rows");
   check(task.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt, got ", task.group_size);
-  check(task.max_new_tokens >= 1 && task.temperature > 0 && task.clip_eps > 0 && task.beta >= 0,
-        "GRPO: max_new_tokens >= 1, temperature > 0, clip_eps > 0 and beta >= 0 are required");
+  check(task.max_new_tokens >= 1, "--max-new-tokens: GRPO needs at least 1, got ", task.max_new_tokens);
+  check(task.temperature > 0, "--temperature: GRPO samples, so it must be > 0, got ", task.temperature);
+  check(task.clip_eps > 0, "--clip-eps must be > 0, got ", task.clip_eps);
+  check(task.beta >= 0, "--beta must be >= 0, got ", task.beta);
   grpo_reward(task.reward, "", {});  // validates the reward's name now, not at the first step
   check(!lora_adapters(model).empty(), "GRPO: the model has no LoRA adapters (the reference is the model without them)");
   loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {

@@ -195,6 +195,12 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   r = run("xg-finetune", "--base x --data y --out z --objective ppo");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--objective: expected one of dpo, grpo, sft, got 'ppo'"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective grpo --group-size 1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--group-size: GRPO needs at least 2 completions per prompt"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective dpo --beta 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--beta must be > 0"), std::string::npos) << r.err;
   r = run("xg-finetune", "--base x --data y --out z --lora-r 0");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("r"), std::string::npos) << r.err;

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
     ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
     ("max-len", po::value(&f.max_len)->default_value(f.max_len), "tokens per row (prompt + response), longer rows truncated")
-    ("beta", po::value(&f.beta)->default_value(f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
+    ("beta", po::value(&f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
     ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
     ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
@@ -100,7 +100,15 @@ int main(int argc, char** argv) {
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
                      "--batch and --eval-rows must be positive and --max-len at least 2");
         cli::require(f.epochs >= 0, "--epochs must be positive");
-        if (f.beta < 0) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
+        if (!vm.count("beta")) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
+        cli::require(f.beta > 0 || (f.objective == "grpo" && f.beta == 0),
+                     "--beta must be > 0 (>= 0 for grpo), got " + std::to_string(f.beta));
+        if (f.objective == "grpo") {
+          cli::require(f.grpo.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt");
+          cli::require(f.grpo.max_new_tokens >= 1, "--max-new-tokens must be positive");
+          cli::require(f.grpo.temperature > 0, "--temperature must be > 0 (GRPO samples)");
+          cli::require(f.grpo.clip_eps > 0, "--clip-eps must be > 0");
+        }
         try {
           f.lora.validate(kProg);
         } catch (const Error& e) {
