@@ -23,6 +23,7 @@ class TextDataset {
   explicit TextDataset(const std::string& path);
   const std::string& path() const { return path_; }
   int64_t size() const { return static_cast<int64_t>(bytes_.size()); }  // tokens
+  const std::string& text() const { return bytes_; }  // the file's bytes
 
   // `batch` windows of seq_len + 1 tokens starting at uniform random offsets.
   LmBatch random_batch(Generator& gen, int64_t batch, int64_t seq_len) const;

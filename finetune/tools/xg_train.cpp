@@ -3,8 +3,6 @@
 // log.jsonl, args.json and summary.json.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "autograd/atomic_file.hpp"
 #include "finetune/dataset.hpp"
@@ -68,14 +66,6 @@ nn::LMConfig model_config(const Flags& f) {
     throw cli::UsageError(e.what());
   }
   return c;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), kProg, ": cannot open ", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Bits per byte of `eval` under the byte frequencies of `train` (add-one smoothed): what a
@@ -165,7 +155,7 @@ int main(int argc, char** argv) {
         manual_seed(o.seed);  // the init
         nn::DecoderLM model(config);
         const double baseline =
-            heldout ? unigram_bits_per_byte(read_file(f.data), read_file(f.eval_data)) : std::nan("");
+            heldout ? unigram_bits_per_byte(train.text(), heldout->text()) : std::nan("");
         std::printf("%s: %lld parameters, %lld training bytes%s; unigram baseline %.3f bits/byte\n", kProg,
                     static_cast<long long>(model.num_parameters()), static_cast<long long>(train.size()),
                     heldout ? (", " + std::to_string(heldout->size()) + " held-out bytes").c_str() : "", baseline);
