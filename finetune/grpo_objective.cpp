@@ -97,19 +97,27 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task) {
   check(!rows.empty(), "grpo_eval: no rows");
   const ByteTokenizer tok;
-  double reward = 0, exact = 0;
-  for (const GrpoExample& row : rows) {
+  double reward = 0, exact = 0, sampled = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const GrpoExample& row = rows[i];
     Tensor prompt = prompt_batch(row.prompt, 1);
+    const int64_t n_new = room(model, prompt.shape()[1], task.max_new_tokens);
     nn::GenerateOptions g;
     g.temperature = 0;  // greedy
     g.eos_id = tok.eos_id();
-    Tensor out = model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g);
-    const Completions c = split_completions(out, prompt.shape()[1]);
+    const Completions c = split_completions(model.generate(prompt, n_new, g), prompt.shape()[1]);
     reward += grpo_reward(task.reward, c.texts[0], row.answers);
     exact += grpo_reward("exact", c.texts[0], row.answers);
+
+    g.temperature = task.temperature;
+    g.seed = 0x5EED0000u + i;  // fixed per row: every evaluation draws with the same seeds
+    Tensor group = prompt_batch(row.prompt, task.group_size);
+    const Completions s = split_completions(model.generate(group, n_new, g), group.shape()[1]);
+    for (const std::string& text : s.texts)
+      sampled += grpo_reward(task.reward, text, row.answers) / static_cast<double>(task.group_size);
   }
   const double n = static_cast<double>(rows.size());
-  return {{"reward", reward / n}, {"exact_match", exact / n}};
+  return {{"reward", reward / n}, {"exact_match", exact / n}, {"sampled_reward", sampled / n}};
 }
 
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {

@@ -43,7 +43,9 @@ Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows
 // group-normalised advantages, the clipped surrogate over the completion tokens and the k3
 // KL to the adapter-disabled reference (losses::grpo_loss, compute_kl_penalty). One policy
 // update per batch of samples, so the old log-probs are the current ones, detached.
-// Evaluation: the mean reward of greedy completions of (up to eval_rows) held-out prompts.
+// Evaluation on (up to eval_rows) held-out prompts: "reward" and "exact_match" of the greedy
+// completion, and "sampled_reward", the mean reward of group_size completions sampled as in
+// training (the same seeds at every evaluation, so evaluations differ only by the model).
 struct GrpoTask {
   const std::vector<GrpoExample>* train = nullptr;
   const std::vector<GrpoExample>* heldout = nullptr;  // optional

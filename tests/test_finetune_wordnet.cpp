@@ -186,6 +186,21 @@ TEST(FinetuneWordnet, DpoRejectsASiblingOrTheAntonymGloss) {
   EXPECT_EQ(rejected("Define the adverb \"a cappella\"."), "<no row>");
 }
 
+TEST(FinetuneWordnet, DpoAntonymRejectsTheAntonymGlossOnly) {
+  const Datasets d = build_datasets(WordNet::load(tiny_wordnet()), LemmaSplit{0.0, 3});
+  auto pair = [&](const std::string& prompt) {
+    const auto* r = find_row(d.dpo_antonym.train, [&](const DpoRow& x) { return x.prompt == prompt; });
+    return r ? r->chosen + " | " + r->rejected : "<no row>";
+  };
+  EXPECT_EQ(pair("Define the adjective \"good\"."), "having desirable qualities | having undesirable qualities");
+  EXPECT_EQ(pair("Define the adjective \"bad\"."), "having undesirable qualities | having desirable qualities");
+  EXPECT_EQ(pair("Define the verb \"inhale\"."), "draw in air | expel air");
+  EXPECT_EQ(pair("Define the adjective \"evil\"."), "<no row>");  // the antonym pointer is bad's only
+  EXPECT_EQ(pair("Define the noun \"cat\"."), "<no row>");        // a sibling, but no antonym
+  EXPECT_EQ(d.dpo_antonym.train.size(), 4u);
+  EXPECT_TRUE(d.dpo_antonym.heldout.empty());
+}
+
 TEST(FinetuneWordnet, LemmaSplitIsDeterministicAndKeepsHeldOutWordsOutOfTraining) {
   const LemmaSplit s{0.05, 11};
   EXPECT_EQ(s.heldout("Ice_cream"), s.heldout("ice cream"));
@@ -217,6 +232,8 @@ TEST(FinetuneWordnet, LemmaSplitIsDeterministicAndKeepsHeldOutWordsOutOfTraining
   for (const auto& r : d.grpo.train)
     for (const auto& a : r.answers) EXPECT_FALSE(half.heldout(a)) << r.prompt << " -> " << a;
   for (const auto& r : d.dpo.heldout) EXPECT_TRUE(half.heldout(word_of(r.prompt))) << r.prompt;
+  for (const auto& r : d.dpo_antonym.heldout) EXPECT_TRUE(half.heldout(word_of(r.prompt))) << r.prompt;
+  for (const auto& r : d.dpo_antonym.train) EXPECT_FALSE(half.heldout(word_of(r.prompt))) << r.prompt;
 }
 
 TEST(FinetuneWordnet, RealAdverbFileIfExtracted) {

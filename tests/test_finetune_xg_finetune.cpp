@@ -128,6 +128,9 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
                                     " --steps 4 --warmup 1 --group-size 4 --max-new-tokens 6 --reward prefix --eval-rows 4");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_EQ(eval_records(d / "out" / "log.jsonl", "reward").size(), 2u);
+  const auto sampled = eval_records(d / "out" / "log.jsonl", "sampled_reward");  // 4 samples x 4 prompts
+  ASSERT_EQ(sampled.size(), 2u);
+  for (const json& s : sampled) EXPECT_TRUE(s.get<double>() >= 0 && s.get<double>() <= 1) << s;
   std::ifstream log(d / "out" / "log.jsonl");
   int train = 0;
   for (std::string line; std::getline(log, line);) {

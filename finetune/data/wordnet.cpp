@@ -314,6 +314,16 @@ Datasets build_datasets(const WordNet& wn, const LemmaSplit& split) {
           if (!r.empty() && r != def) rejected = r;
         }
         if (!rejected.empty()) (held ? d.dpo.heldout : d.dpo.train).push_back({define, def, rejected});
+        for (const Pointer& p : first.pointers) {
+          if (p.symbol != "!" || (p.source != 0 && p.source != k)) continue;
+          const Synset& t = wn.synset(p.pos, p.offset);
+          if (p.target > static_cast<int>(t.words.size())) continue;  // names no word of t
+          const std::string r = definition(t.gloss);
+          const std::string other = t.words[p.target > 0 ? static_cast<std::size_t>(p.target) - 1 : 0].lemma;
+          if (r.empty() || r == def || (!held && split.heldout(other))) continue;
+          (held ? d.dpo_antonym.heldout : d.dpo_antonym.train).push_back({define, def, r});
+          break;
+        }
       }
 
       // The first sense's hypernym (nouns, verbs): its first word.

@@ -87,13 +87,16 @@ template <class Row> struct Split { std::vector<Row> train, heldout; };
 struct Datasets {
   Split<SftRow> sft;    // define, hypernym and antonym pairs
   Split<DpoRow> dpo;    // define prompts: correct gloss vs a sibling's (or the antonym's) gloss
+  Split<DpoRow> dpo_antonym;  // define prompts: correct gloss vs the antonym's gloss
   Split<GrpoRow> grpo;  // antonym prompts with every accepted answer
 };
 
 // Prompts: `Define the noun "X".` -> the first sense's definition; `Name a more general word
 // for the noun "X".` -> the first word of the first sense's hypernym (nouns, verbs);
 // `Give an antonym of the adjective "X".` -> the first antonym (senses in frequency order);
-// GRPO answers: all antonyms. A row is held out when its word is; a training row whose
+// GRPO answers: all antonyms. DPO rejects a sibling's definition (the antonym's when the
+// concept has no sibling); dpo_antonym always rejects the definition of the first sense's
+// antonym, the pairs where a word's form (un-, in-, dis-) can tell the sides apart. A row is held out when its word is; a training row whose
 // answer is a held-out word is dropped, so held-out words never appear as prompt or answer
 // in the training rows (they may still occur inside a definition's text).
 Datasets build_datasets(const WordNet& wn, const LemmaSplit& split);

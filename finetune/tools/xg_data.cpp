@@ -125,6 +125,8 @@ int run(const fs::path& pkgs, const fs::path& out, const std::string& heldout_no
   w.write("sft_heldout.jsonl", jsonl(d.sft.heldout, sft));
   w.write("dpo_train.jsonl", jsonl(d.dpo.train, dpo));
   w.write("dpo_heldout.jsonl", jsonl(d.dpo.heldout, dpo));
+  w.write("dpo_antonym_train.jsonl", jsonl(d.dpo_antonym.train, dpo));
+  w.write("dpo_antonym_heldout.jsonl", jsonl(d.dpo_antonym.heldout, dpo));
   w.write("grpo_train.jsonl", jsonl(d.grpo.train, grpo));
   w.write("grpo_heldout.jsonl", jsonl(d.grpo.heldout, grpo));
   manifest["wordnet"] = {
@@ -134,6 +136,8 @@ int run(const fs::path& pkgs, const fs::path& out, const std::string& heldout_no
   const std::map<std::string, std::size_t> rows = {
       {"sft_train.jsonl", d.sft.train.size()},   {"sft_heldout.jsonl", d.sft.heldout.size()},
       {"dpo_train.jsonl", d.dpo.train.size()},   {"dpo_heldout.jsonl", d.dpo.heldout.size()},
+      {"dpo_antonym_train.jsonl", d.dpo_antonym.train.size()},
+      {"dpo_antonym_heldout.jsonl", d.dpo_antonym.heldout.size()},
       {"grpo_train.jsonl", d.grpo.train.size()}, {"grpo_heldout.jsonl", d.grpo.heldout.size()}};
 
   json files = json::object();
