@@ -60,18 +60,27 @@ float half_to_float(uint16_t h) {
   return f;
 }
 
-Tensor decode(const Entry& e, const unsigned char* p) {
+// Reads entry `e` (the stream is at its first byte) into a new tensor. F32/F64/I64/BOOL go
+// straight into the tensor's storage; I32/F16/BF16 are widened from a buffer of that one tensor.
+Tensor read_tensor(std::istream& f, const Entry& e, const std::string& path) {
   const int64_t n = shape_numel(e.shape);
+  auto read = [&](void* dst, uint64_t nbytes) {
+    f.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes));
+    if (!f) fail(path, str_cat("short read in tensor '", e.name, "'"));
+  };
   if (e.dtype == "F32" || e.dtype == "F64" || e.dtype == "I64" || e.dtype == "BOOL") {
     const Dtype dt = e.dtype == "F32" ? kFloat32 : e.dtype == "F64" ? kFloat64 : e.dtype == "I64" ? kInt64 : kBool;
     Tensor t = empty(e.shape, dt);
-    std::memcpy(t.raw_data(), p, static_cast<std::size_t>(n) * itemsize(dt));  // little-endian host
-    if (dt == kBool) {
-      bool* b = t.data<bool>();
-      for (int64_t i = 0; i < n; ++i) b[i] = p[i] != 0;
+    read(t.raw_data(), e.end - e.begin);  // little-endian host
+    if (dt == kBool) {  // any nonzero byte is true; store canonical 0/1
+      unsigned char* b = static_cast<unsigned char*>(t.raw_data());
+      for (int64_t i = 0; i < n; ++i) b[i] = b[i] != 0;
     }
     return t;
   }
+  std::vector<unsigned char> buf(e.end - e.begin);
+  read(buf.data(), buf.size());
+  const unsigned char* p = buf.data();
   if (e.dtype == "I32") {
     Tensor t = empty(e.shape, kInt64);
     int64_t* d = t.data<int64_t>();
@@ -158,6 +167,8 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
     for (const auto& s : v["shape"]) {
       if (!s.is_number_unsigned()) fail(path, str_cat("tensor '", e.name, "': shape entries must be non-negative integers"));
       const uint64_t d = s.get<uint64_t>();
+      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        fail(path, str_cat("tensor '", e.name, "': shape entry ", d, " is too large"));
       if (d != 0 && numel > std::numeric_limits<uint64_t>::max() / d)
         fail(path, str_cat("tensor '", e.name, "': element count overflows"));
       numel *= d;
@@ -188,11 +199,9 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
   if (pos != data_size)
     fail(path, str_cat("tensors cover ", pos, " bytes of data but the file holds ", data_size));
 
-  std::vector<unsigned char> data(data_size);
-  f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data_size));
-  if (!f) fail(path, "short read");
+  // Tensors are read one by one in file order, into their own storage: the data is not held twice.
   TensorMap out;
-  for (const Entry& e : entries) out.emplace(e.name, decode(e, data.data() + e.begin));
+  for (const Entry& e : entries) out.emplace(e.name, read_tensor(f, e, path));
   return out;
 }
 

@@ -88,6 +88,27 @@ TEST(SafetensorsErrors, NamesFileAndRule) {
                   "tensors cover 4 bytes of data but the file holds 8");
   EXPECT_XG_ERROR(load_safetensors(write_raw("meta.st", R"({"__metadata__":{"k":1}})", 0)),
                   "__metadata__ value of 'k' is not a string");
+  EXPECT_XG_ERROR(
+      load_safetensors(write_raw("overlap.st",
+                                 R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                                 4)),
+      "starts at byte 0 of the data, expected 4 (offsets must be contiguous and non-overlapping)");
+  // A zero-element tensor with a dimension past int64: the element count (0) checks out.
+  EXPECT_XG_ERROR(
+      load_safetensors(write_raw("bigdim.st", R"({"a":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}})", 0)),
+      "tensor 'a': shape entry 9223372036854775808 is too large");
+}
+
+TEST(Safetensors, BoolBytesOtherThanOneReadAsTrue) {
+  const std::string path = tmp_path("bool_bytes.safetensors");
+  {
+    const std::string header = R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})";
+    std::ofstream f(path, std::ios::binary);
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>(header.size() >> (8 * i)));
+    f << header << std::string("\x00\x02\xff", 3);
+  }
+  EXPECT_EQ(load_safetensors(path).at("m").to_vector(), (std::vector<double>{0, 1, 1}));
 }
 
 TEST(SafetensorsErrors, FailedSaveLeavesNoFile) {
