@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "autograd/anomaly.hpp"
 #include "autograd/broadcast.hpp"
 #include "autograd/elementwise.hpp"
 
@@ -35,6 +36,7 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, BackwardFn
   n->op = op;
   n->inputs = std::move(inputs);
   n->backward = std::move(backward);
+  if (is_anomaly_enabled()) detail::check_forward_anomaly(out, op);
   return out;
 }
 
@@ -143,6 +145,7 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     std::vector<Tensor> in_grads = node->backward(g, out, node->inputs);
     check(in_grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ", in_grads.size(),
           " gradients for ", node->inputs.size(), " inputs");
+    if (is_anomaly_enabled()) detail::check_backward_anomaly(out, in_grads);
     for (std::size_t k = 0; k < in_grads.size(); ++k) {
       const Tensor& in = node->inputs[k];
       if (!in.defined() || !in.requires_grad() || !in_grads[k].defined()) continue;

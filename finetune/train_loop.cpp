@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "autograd/anomaly.hpp"
 #include "autograd/error.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
@@ -24,6 +25,7 @@ void LoopOptions::validate(const std::string& who) const {
   check(clip >= 0, who, ": --clip must be >= 0 (0 = off), got ", clip);
   check(eval_every >= 0 && checkpoint_every >= 0 && log_every >= 0, who,
         ": --eval-every, --checkpoint-every and --log-every must be >= 0");
+  check(on_nan == "stop" || on_nan == "skip", who, ": --on-nan: expected stop or skip, got '", on_nan, "'");
 }
 
 optim::Schedule make_schedule(const LoopOptions& o) {
@@ -53,7 +55,11 @@ std::string TrainLoop::checkpoint_path() const {
 void TrainLoop::save(int64_t step) {
   if (o_.out_dir.empty()) return;
   Checkpoint c;
-  for (const auto& [name, p] : trainable_) c.model.emplace(name, p);
+  for (const auto& [name, p] : trainable_) {
+    check(isfinite_all(p), program_, ": not writing a checkpoint at step ", step, ": parameter '", name,
+          "' holds NaN or Inf");
+    c.model.emplace(name, p);
+  }
   c.optim = opt_->state_dict();
   c.sched = sched_->state_dict();
   c.progress.step = step;
@@ -115,6 +121,39 @@ Metrics TrainLoop::run_eval(int64_t step) {
   return m;
 }
 
+std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tokens) {
+  std::unique_ptr<DetectAnomalyGuard> anomaly;
+  if (o_.detect_anomaly) anomaly = std::make_unique<DetectAnomalyGuard>(model_.named_parameters());
+  std::string bad;
+  // Every micro-batch is drawn even after a bad one, so the data order does not depend on it.
+  for (int64_t m = 0; m < o_.grad_accum; ++m) {
+    try {
+      MicroResult r = micro_step(step, m, data_rng_);
+      tokens += r.tokens;
+      if (!bad.empty()) continue;
+      const double loss = r.loss.item();
+      if (!std::isfinite(loss)) {
+        bad = str_cat("the loss is ", loss, " (micro-batch ", m + 1, " of ", o_.grad_accum, ")");
+        continue;
+      }
+      (r.loss * (1.0 / static_cast<double>(o_.grad_accum))).backward();
+      sum["loss"] += loss;
+      for (const auto& [k, v] : r.metrics) sum[k] += v;
+    } catch (const AnomalyError& e) {
+      if (bad.empty()) bad = e.what();
+    }
+  }
+  if (bad.empty())
+    for (const auto& [name, p] : trainable_)
+      if (p.grad().defined() && !isfinite_all(p.grad())) {
+        bad = str_cat("the gradient of '", name, "' holds NaN or Inf",
+                      o_.detect_anomaly ? "" : " (--detect-anomaly names the op that made it)");
+        break;
+      }
+  if (!bad.empty()) opt_->zero_grad();
+  return bad;
+}
+
 Metrics TrainLoop::run() {
   check(static_cast<bool>(micro_step), program_, ": TrainLoop::run needs micro_step");
   data_rng_.manual_seed(o_.seed);
@@ -129,37 +168,40 @@ Metrics TrainLoop::run() {
 
   Metrics last_eval;
   bool evaluated_last = false;
+  int64_t last_saved = start_step_;
   for (int64_t step = start_step_; step < o_.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const double lr = sched_->get_lr()[0];
     opt_->zero_grad();
     Metrics sum;
     int64_t tokens = 0;
-    for (int64_t m = 0; m < o_.grad_accum; ++m) {
-      MicroResult r = micro_step(step, m, data_rng_);
-      const double loss = r.loss.item();
-      check(std::isfinite(loss), program_, ": the loss became ", loss, " at step ", step + 1,
-            " (try a lower --lr, a longer --warmup or --clip); the last checkpoint is kept");
-      (r.loss * (1.0 / static_cast<double>(o_.grad_accum))).backward();
-      sum["loss"] += loss;
-      for (const auto& [k, v] : r.metrics) sum[k] += v;
-      tokens += r.tokens;
-    }
-    for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum);
-    if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm(params, o_.clip);
-    opt_->step();
-    sched_->step();
+    const std::string bad = forward_backward(step, sum, tokens);
     tokens_seen_ += tokens;
-    sum["lr"] = lr;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log_->train_step(step + 1, sum, secs > 0 ? static_cast<double>(tokens) / secs : 0.0, o_.log_every);
+    if (!bad.empty()) {
+      check(o_.on_nan == "skip", program_, ": step ", step + 1, ": ", bad, "; stopped (--on-nan stop); ",
+            last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept") : std::string("no checkpoint was written"),
+            " (try a lower --lr, a longer --warmup or --clip, or --on-nan skip)");
+      log_->event("skip", step + 1, {{"lr", lr}}, str_cat("step ", step + 1, " skipped (--on-nan skip): ", bad));
+      sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
+    } else {
+      for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum);
+      if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm(params, o_.clip);
+      opt_->step();
+      sched_->step();
+      sum["lr"] = lr;
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      log_->train_step(step + 1, sum, secs > 0 ? static_cast<double>(tokens) / secs : 0.0, o_.log_every);
+    }
     evaluated_last = false;
     if (o_.eval_every > 0 && (step + 1) % o_.eval_every == 0) {
       last_eval = run_eval(step + 1);
       evaluated_last = true;
     }
     if (after_step) after_step(step + 1);
-    if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) save(step + 1);
+    if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) {
+      save(step + 1);
+      last_saved = step + 1;
+    }
   }
   if (!evaluated_last) last_eval = run_eval(o_.steps);
   save(o_.steps);

@@ -32,6 +32,11 @@ struct LoopOptions {
   std::string out_dir;               // checkpoint.safetensors and log.jsonl go here ("" = none)
   bool resume = false;               // continue from <out_dir>/checkpoint.safetensors
   uint64_t seed = 0;                 // of the data generator and of xg::default_generator()
+  // A non-finite loss or gradient: "stop" (an error naming the step; the last checkpoint is
+  // kept) or "skip" (no update this step, a "skip" record in the log). Either way the
+  // weights, and so every checkpoint, stay finite.
+  std::string on_nan = "stop";
+  bool detect_anomaly = false;       // name the first op and module that made a NaN/Inf (slow)
 
   void validate(const std::string& who) const;
 };
@@ -74,6 +79,9 @@ class TrainLoop {
  private:
   bool try_resume();
   Metrics run_eval(int64_t step);
+  // Runs the step's micro-batches and backward; "" when loss and gradients are finite, else
+  // what was not (the grads are then dropped). Sums the micro-batches' metrics into `sum`.
+  std::string forward_backward(int64_t step, Metrics& sum, int64_t& tokens);
 
   std::string program_;
   nn::Module& model_;

@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include "finetune/train_loop.hpp"
 #include "nn/linear.hpp"
@@ -136,15 +138,66 @@ TEST(FinetuneTrainLoop, ResumeChecksTheRunIdentity) {
   EXPECT_XG_ERROR(lb.run(), "was written by a run with a different config (checkpoint: 'd=4', now: 'd=8')");
 }
 
-TEST(FinetuneTrainLoop, NonFiniteLossStopsWithAClearError) {
+TEST(FinetuneTrainLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   Toy m;
-  ft::TrainLoop loop("xg-train", m, m.named_parameters(), options(xg::test::fresh_test_dir("nan")));
+  const fs::path dir = xg::test::fresh_test_dir("nan");
+  ft::TrainLoop loop("xg-train", m, m.named_parameters(), options(dir));
   loop.micro_step = [&](int64_t step, int64_t, Generator& rng) {
     ft::MicroResult r = toy_step(m, rng);
-    if (step == 2) r.loss = r.loss * std::nan("");
+    if (step == 5) r.loss = r.loss * std::nan("");
     return r;
   };
-  EXPECT_XG_ERROR(loop.run(), "xg-train: the loss became nan at step 3");
+  EXPECT_XG_ERROR(loop.run(), "xg-train: step 6: the loss is nan (micro-batch 1 of 2); stopped (--on-nan stop); "
+                              "the checkpoint of step 4 is kept");
+  const ft::Checkpoint c = ft::load_checkpoint((dir / "checkpoint.safetensors").string());
+  EXPECT_EQ(c.progress.step, 4);
+  for (const auto& [name, t] : c.model) EXPECT_TRUE(isfinite_all(t)) << name;
+  EXPECT_TRUE(isfinite_all(m.lin->weight()));
+}
+
+// A loss term whose value is 0 but whose gradient is NaN: d sqrt(u)/du at u = 0 is Inf, times 0.
+Tensor nan_gradient_term(const Toy& m) { return sum(sqrt(m.lin->weight() * 0.0)); }
+
+TEST(FinetuneTrainLoop, OnNanSkipDropsTheStepAndLogsIt) {
+  Toy m;
+  const fs::path dir = xg::test::fresh_test_dir("nan_skip");
+  ft::LoopOptions o = options(dir);
+  o.on_nan = "skip";
+  ft::TrainLoop loop("xg-train", m, m.named_parameters(), o);
+  loop.micro_step = [&](int64_t step, int64_t, Generator& rng) {
+    ft::MicroResult r = toy_step(m, rng);
+    if (step == 2) r.loss = r.loss + nan_gradient_term(m);
+    return r;
+  };
+  std::map<int64_t, std::vector<float>> after;
+  loop.after_step = [&](int64_t step) { after[step] = weights(m); };
+  loop.run();
+  EXPECT_EQ(after.at(3), after.at(2));  // step 3 (index 2) changed nothing
+  EXPECT_NE(after.at(4), after.at(3));  // and training went on
+  EXPECT_TRUE(isfinite_all(m.lin->weight()));
+  int skips = 0;
+  std::ifstream log(dir / "log.jsonl");
+  for (std::string line; std::getline(log, line);)
+    if (line.find("\"kind\":\"skip\"") != std::string::npos) {
+      ++skips;
+      EXPECT_NE(line.find("step 3 skipped (--on-nan skip): the gradient of 'lin.weight' holds NaN or Inf"), std::string::npos)
+          << line;
+    }
+  EXPECT_EQ(skips, 1);
+}
+
+TEST(FinetuneTrainLoop, DetectAnomalyNamesTheOpAndModule) {
+  Toy m;
+  ft::LoopOptions o = options(xg::test::fresh_test_dir("anomaly"));
+  o.detect_anomaly = true;
+  ft::TrainLoop loop("xg-train", m, m.named_parameters(), o);
+  loop.micro_step = [&](int64_t step, int64_t, Generator& rng) {
+    ft::MicroResult r = toy_step(m, rng);
+    if (step == 1) r.loss = r.loss + nan_gradient_term(m);
+    return r;
+  };
+  EXPECT_XG_ERROR(loop.run(), "xg-train: step 2: detect_anomaly: the backward of op 'sqrt' returned NaN or Inf in the "
+                              "gradient of its input 0 (shape [3,4]) in module 'lin' (nearest parameter upstream: lin.weight)");
 }
 
 TEST(FinetuneTrainLoop, BadOptionsNameTheFlag) {

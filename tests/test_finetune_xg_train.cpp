@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "autograd/elementwise.hpp"
 #include "finetune/checkpoint.hpp"
 #include "nn/decoder.hpp"
 #include "tests/cli_run.hpp"
@@ -110,4 +111,34 @@ TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
   EXPECT_NE(r.err.find("empty.txt"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(d / "o")) << "nothing is written for bad input";
+}
+
+TEST(XgTrain, NonFiniteLossStopsOrSkipsAndNeverCheckpointsNaN) {
+  const fs::path d = xg::test::fresh_test_dir("nan");
+  write_text(d / "train.txt", 200, 0);
+  // lr 1e30 without clipping: the first update makes the weights ~1e30 and step 2's loss NaN.
+  const std::string diverge = " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 0 --lr 1e30 --clip 0"
+                              " --steps 6 --checkpoint-every 1 --sample-tokens 0 --data " + (d / "train.txt").string();
+  CliRun r = run("--out " + (d / "stop").string() + diverge);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("xg-train: step 2: the loss is"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stopped (--on-nan stop); the checkpoint of step 1 is kept"), std::string::npos) << r.err;
+  const auto c = xg::finetune::load_checkpoint((d / "stop" / "checkpoint.safetensors").string());
+  EXPECT_EQ(c.progress.step, 1);
+  for (const auto& [name, t] : c.model) EXPECT_TRUE(xg::isfinite_all(t)) << name;
+
+  r = run("--out " + (d / "anomaly").string() + diverge + " --detect-anomaly");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("xg-train: step 2: detect_anomaly: op '"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in module 'layers.0."), std::string::npos) << r.err;
+
+  r = run("--out " + (d / "skip").string() + diverge + " --on-nan skip");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("step 2 skipped (--on-nan skip): the loss is"), std::string::npos) << r.out;
+  auto model = xg::nn::load_pretrained((d / "skip").string());
+  for (const auto& [name, t] : model->named_parameters()) EXPECT_TRUE(xg::isfinite_all(t)) << name;
+
+  r = run("--out " + (d / "bad").string() + diverge + " --on-nan retry");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--on-nan: expected stop or skip, got 'retry'"), std::string::npos) << r.err;
 }

@@ -40,20 +40,25 @@ inline bool parse(int argc, char** argv, const po::options_description& opts, po
 // po::error / UsageError while parsing -> 2; any error in body -> 1 (an xg::Error already
 // names the file, line or module).
 inline int run_main(const char* program, const std::function<int()>& parse_flags, const std::function<int()>& body) {
+  // Library errors from the training loop already start with the program's name.
+  auto what = [&](const std::exception& e) {
+    const std::string w = e.what(), prefix = std::string(program) + ": ";
+    return w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w;
+  };
   try {
     const int rc = parse_flags();
     if (rc >= 0) return rc;  // --help
   } catch (const std::exception& e) {
-    std::cerr << program << ": " << e.what() << " (see --help)\n";
+    std::cerr << program << ": " << what(e) << " (see --help)\n";
     return 2;
   }
   try {
     return body();
   } catch (const UsageError& e) {
-    std::cerr << program << ": " << e.what() << " (see --help)\n";
+    std::cerr << program << ": " << what(e) << " (see --help)\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << program << ": " << e.what() << "\n";
+    std::cerr << program << ": " << what(e) << "\n";
     return 1;
   }
 }
@@ -105,7 +110,9 @@ inline po::options_description loop_flags(LoopOptions& o, const std::string& see
     ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (0 = at the end only)")
     ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps (0 = at the end only)")
     ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
-    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)");
+    ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)")
+    ("on-nan", po::value(&o.on_nan)->default_value(o.on_nan), "a NaN/Inf loss or gradient: stop (error, last checkpoint kept) | skip (no update that step)")
+    ("detect-anomaly", po::bool_switch(&o.detect_anomaly), "name the first op and module that made a NaN/Inf (slower)");
   // clang-format on
   return g;
 }

@@ -156,9 +156,12 @@ int main(int argc, char** argv) {
         nn::DecoderLM model(config);
         const double baseline =
             heldout ? unigram_bits_per_byte(train.text(), heldout->text()) : std::nan("");
-        std::printf("%s: %lld parameters, %lld training bytes%s; unigram baseline %.3f bits/byte\n", kProg,
-                    static_cast<long long>(model.num_parameters()), static_cast<long long>(train.size()),
-                    heldout ? (", " + std::to_string(heldout->size()) + " held-out bytes").c_str() : "", baseline);
+        std::printf("%s: %lld parameters, %lld training bytes", kProg, static_cast<long long>(model.num_parameters()),
+                    static_cast<long long>(train.size()));
+        if (heldout)
+          std::printf(", %zu held-out bytes; unigram baseline %.3f bits/byte\n", static_cast<std::size_t>(heldout->size()), baseline);
+        else
+          std::printf(" (no --eval-data: no held-out loss)\n");
 
         ft::TrainLoop loop(kProg, model, model.named_parameters(), o);
         loop.run_identity["config"] = config.to_json();
