@@ -78,6 +78,13 @@ bool TrainLoop::try_resume() {
     log_->note(str_cat(program_, ": --resume: no checkpoint at ", path, " yet; starting from step 0"));
     return false;
   }
+  // A run killed while writing leaves its temporary file (checkpoint.safetensors.tmp.<pid>);
+  // the checkpoint itself is the previous, complete one.
+  for (const auto& e : std::filesystem::directory_iterator(o_.out_dir))
+    if (e.path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) {
+      log_->note(str_cat(program_, ": --resume: removing ", e.path().string(), ", left by a run killed while writing"));
+      std::filesystem::remove(e.path());
+    }
   Checkpoint c = load_checkpoint(path);
   for (const auto& [k, v] : run_identity) {
     auto it = c.progress.extra.find(k);

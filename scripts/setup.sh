@@ -15,6 +15,9 @@ PACKAGES=(
 # `scripts/setup.sh --fixtures` also installs PyTorch, needed only to regenerate
 # tests/fixtures (never at build or test time).
 if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy); fi
+# `scripts/setup.sh --sanitize`: clang with libFuzzer and the sanitizer runtimes, and LLVM's
+# OpenMP for clang (scripts/sanitize.sh).
+if [[ "${1:-}" == "--sanitize" ]]; then PACKAGES+=(clang libclang-rt-14-dev libomp-dev); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

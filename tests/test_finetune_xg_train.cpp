@@ -90,6 +90,33 @@ TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
   EXPECT_EQ(slurp((out / "model.safetensors").string()), slurp((d / "full" / "model.safetensors").string()));
 }
 
+TEST(XgTrain, KilledWhileWritingACheckpointResumesFromThePreviousOne) {
+  const fs::path d = xg::test::fresh_test_dir("kill_in_write");
+  write_text(d / "train.txt", 400, 0);
+  write_text(d / "eval.txt", 40, 3);
+  const std::string common = " --steps 20 --checkpoint-every 5 --eval-every 0 --sample-tokens 0";
+  CliRun full = run(tiny_flags(d, d / "full") + common);
+  ASSERT_EQ(full.status, 0) << full.err;
+
+  // SIGKILL inside the second checkpoint write (step 10), after its temporary file is written.
+  const fs::path out = d / "killed";
+  ::setenv("XGRAD_FAULT_KILL_IN_WRITE", "checkpoint.safetensors:2", 1);
+  CliRun killed = run(tiny_flags(d, out) + common);
+  ::unsetenv("XGRAD_FAULT_KILL_IN_WRITE");
+  EXPECT_TRUE(killed.status == -1 || killed.status == 128 + SIGKILL) << killed.status << killed.err;
+  EXPECT_EQ(xg::finetune::load_checkpoint((out / "checkpoint.safetensors").string()).progress.step, 5);
+  int leftovers = 0;
+  for (const auto& e : fs::directory_iterator(out)) leftovers += e.path().filename().string().find(".tmp.") != std::string::npos;
+  EXPECT_EQ(leftovers, 1);
+  EXPECT_FALSE(fs::exists(out / "model.safetensors"));
+
+  CliRun resumed = run(tiny_flags(d, out) + common + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("left by a run killed while writing"), std::string::npos) << resumed.out;
+  EXPECT_EQ(slurp((out / "model.safetensors").string()), slurp((d / "full" / "model.safetensors").string()));
+  for (const auto& e : fs::directory_iterator(out)) EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos);
+}
+
 TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
   const fs::path d = xg::test::fresh_test_dir("errors");
   write_text(d / "train.txt", 40, 0);

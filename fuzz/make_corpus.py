@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpora (fuzz/corpus/<target>/): small valid inputs of each
+format, made here by hand with the standard library only. Run: python3 fuzz/make_corpus.py"""
+import json
+import os
+import struct
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def safetensors(tensors, metadata=None):
+    """tensors: {name: (dtype, shape, raw bytes)} -> a safetensors file, names in order."""
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, (dt, shape, raw) in tensors.items():
+        header[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+f32 = lambda *v: struct.pack("<%df" % len(v), *v)
+put("safetensors", "f32_i64_bool", safetensors({"w": ("F32", [2, 2], f32(1, 2, 3, 4)),
+                                                "i": ("I64", [2], struct.pack("<2q", 7, -1)),
+                                                "m": ("BOOL", [3], b"\x01\x00\x01")}, {"format": "pt"}))
+put("safetensors", "f16_bf16_i32", safetensors({"h": ("F16", [2], struct.pack("<2e", 1.5, -2.0)),
+                                                "b": ("BF16", [1], b"\x80\x3f"),
+                                                "n": ("I32", [1], struct.pack("<i", 5)),
+                                                "e": ("F64", [0], b"")}))
+put("safetensors", "empty", safetensors({}))
+
+put("checkpoint", "tiny", safetensors(
+    {"model.lin.weight": ("F32", [1, 2], f32(0.5, -0.5)),
+     "optim.state.0.step": ("F32", [], f32(3)),
+     "sched.last_epoch": ("I64", [], struct.pack("<q", 3))},
+    {"format": "xgrad-checkpoint-1", "step": "3", "tokens_seen": "96", "data_rng": "1 2 3", "global_rng": "4 5 6",
+     "extra.config": "d=2"}))
+
+put("jsonl", "sft", b"\x00" + b'{"prompt":"Define the noun \\"cat\\".","response":"feline mammal"}\n\n{"prompt":"a","response":"b"}\n')
+put("jsonl", "dpo", b"\x01" + b'{"prompt":"p","chosen":"yes","rejected":"no"}\n')
+put("jsonl", "grpo", b"\x02" + b'{"prompt":"Give an antonym of \\"good\\".","answers":["bad","evil"]}\n')
+
+config = {"vocab_size": 259, "n_layers": 2, "tie_embeddings": False, "final_norm": True, "dtype": "float32",
+          "block": {"d_model": 32, "n_heads": 2, "n_kv_heads": 1, "d_ff": 64, "norm_position": "pre", "norm": "rmsnorm",
+                    "ffn": "swiglu", "attention": "gqa", "position": "rope", "max_seq_len": 64}}
+put("config", "model_config", b"\x00" + json.dumps(config).encode())
+adapter = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4, "lora_alpha": 8, "lora_dropout": 0.05,
+           "target_modules": ["w_q", "w_v"], "bias": "none", "use_rslora": False, "fan_in_fan_out": False,
+           "base_model_name_or_path": "runs/base"}
+put("config", "adapter_config", b"\x01" + json.dumps(adapter).encode())
+
+# WordNet 3.0 lines in the real layout (own words and offsets).
+put("wordnet", "data_noun", b"\x00" + b"00002000 05 n 02 cat 0 true_cat 0 001 @ 00001000 n 0000 | feline mammal; \"cats purr\"  ")
+put("wordnet", "data_verb", b"\x00" + b"00050000 29 v 01 exhale 0 001 ! 00060000 v 0101 02 + 02 00 + 08 01 | expel air  ")
+put("wordnet", "index", b"\x01" + b"good a 1 2 ! & 1 0 00010000  ")
+
+
+def xdr_strings(values):
+    """R's XDR serialization (format 2) of a character vector."""
+    out = b"X\n" + struct.pack(">3i", 2, 0x040002, 0x020300) + struct.pack(">2i", 16, len(values))
+    for v in values:
+        out += struct.pack(">2i", 9 | (1 << 15), len(v)) + v.encode()  # CHARSXP, UTF-8 flag
+    return out
+
+
+put("rdata", "strings", b"\x00" + xdr_strings(["It is a truth universally acknowledged", "", "CHAPTER 1"]))
+put("rdata", "strings_zlib", b"\x01" + zlib.compress(xdr_strings(["Emma Woodhouse, handsome, clever, and rich"])))
