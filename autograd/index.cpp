@@ -333,7 +333,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     select_rows(out.data<T>(), x.data<T>(), index.data<int64_t>(), s.O, s.N, J, s.I);
   });
   const Shape x_shape = x.shape();
-  return record(out, {x, index}, "index_select", [x_shape, dim, s, J](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, index}, "index_select", [x_shape, s, J](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
     Tensor dx = zeros(x_shape, g.dtype());
     dispatch_float(g.dtype(), "index_select backward", [&](auto tag) {

@@ -8,7 +8,9 @@
 // intrinsic headers (the _mm512_undefined_* idiom) when xsimd's exp is inlined; silenced
 // for this header only.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
 

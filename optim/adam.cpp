@@ -6,7 +6,9 @@
 // NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
 // intrinsic headers when xsimd is inlined (as in softmax.cpp); silenced for this header.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
 

@@ -130,6 +130,12 @@ TEST(FinetuneRdata, RejectsWhatItDoesNotKnowNamingTheInput) {
   // Lengths beyond the bytes left are rejected before anything is allocated.
   EXPECT_XG_ERROR(unserialize(Xdr().header().i32(0x10).i32(0x7FFFFFFF).b, "f"),
                   "f: byte 27: length 2147483647 of a character vector exceeds the 0 bytes left");
+  // Found by fuzz_rdata: a long-vector length whose high word has the sign bit (was a left
+  // shift of a negative number, undefined behaviour).
+  EXPECT_XG_ERROR(unserialize(Xdr().header().i32(0x10).i32(-1).i32(-1).i32(0).b, "f"),
+                  "f: byte 27: long-vector length with high word 4294967295 (past 2^63) of a character vector");
+  EXPECT_XG_ERROR(unserialize(Xdr().header().i32(0x10).i32(-1).i32(1).i32(0).b, "f"),
+                  "f: byte 27: length 4294967296 of a character vector exceeds the 0 bytes left");
   EXPECT_XG_ERROR(unserialize(Xdr().header().i32(0x10).i32(1).i32(0x40009).i32(1000).raw("abc").b, "f"),
                   "truncated: a string needs 1000 bytes, 3 left");
   EXPECT_XG_ERROR(unserialize(Xdr().header().strsxp({"a"}).raw("zz").b, "f"), "2 trailing bytes after the object");

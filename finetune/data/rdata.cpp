@@ -103,8 +103,10 @@ class XdrReader {
     const std::size_t at = pos_;
     int64_t n = read_int("a vector length");
     if (n == -1) {
-      const int64_t hi = read_int("a long-vector length"), lo = static_cast<uint32_t>(read_int("a long-vector length"));
-      n = (hi << 32) + lo;
+      const uint64_t hi = static_cast<uint32_t>(read_int("a long-vector length")),
+                     lo = static_cast<uint32_t>(read_int("a long-vector length"));
+      if (hi >> 31) fail(at, str_cat("long-vector length with high word ", hi, " (past 2^63) of ", what));
+      n = static_cast<int64_t>(hi << 32 | lo);
     }
     if (n < 0) fail(at, str_cat("negative length ", n, " of ", what));
     if (static_cast<uint64_t>(n) > (b_.size() - pos_) / min_bytes)

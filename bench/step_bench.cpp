@@ -1,0 +1,260 @@
+// xgrad_step_bench: times whole training steps of issue 8's LLaMA-style byte LM (forward,
+// cross-entropy, backward, AdamW) and prints one JSON object; --sgemm-peak times raw sgemm.
+#include <cblas.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "finetune/tools/cli.hpp"
+#include "xgrad.hpp"
+
+namespace {
+
+using xg::finetune::cli::UsageError;
+using json = nlohmann::ordered_json;
+namespace po = boost::program_options;
+
+// The reference workload's shapes (issue 8). Defaults for warm-up and timed steps keep one
+// run near 10-30 s on 2 cores.
+struct BenchConfig {
+  int64_t d, layers, heads, seq, batch, warmup, steps;
+};
+
+const std::map<std::string, BenchConfig>& configs() {
+  static const std::map<std::string, BenchConfig> c = {
+      {"tiny", {64, 2, 2, 64, 8, 10, 100}},
+      {"small", {256, 4, 4, 128, 8, 3, 20}},
+      {"medium", {512, 8, 8, 256, 4, 2, 10}},
+  };
+  return c;
+}
+
+constexpr int64_t kVocab = 256;  // bytes
+
+// d_ff = 8/3 d rounded up to a multiple of 64 (64 -> 192, 256 -> 704, 512 -> 1408).
+int64_t ffn_dim(int64_t d) { return ((8 * d + 2) / 3 + 63) / 64 * 64; }
+
+// FLOP count (both scripts use the same formula, PaLM's "model FLOPs", Chowdhery et al. 2022,
+// appendix B): per token, 6 N + 12 L T d, where
+//   N = L (4 d^2 + 3 d d_ff) + d V   the parameters that take part in a matrix product: q, k,
+//       v, o and the three SwiGLU projections of every block, and the LM head (the embedding
+//       is a lookup and the norm gains are elementwise, so neither counts);
+//   6 N = 2 N forward (a multiply-add per weight) + 4 N backward (input and weight gradients);
+//   12 L T d = QK^T and attention-times-V, 2 T d each per token and layer forward, x3 for
+//       forward + backward, over the full T x T scores (the causal half is not subtracted).
+// Elementwise work (norms, RoPE, softmax, SiLU, cross-entropy, AdamW) is not counted.
+constexpr const char* kFlopFormula =
+    "per token 6*N + 12*L*T*d, N = L*(4*d^2 + 3*d*d_ff) + d*V (matmul weights incl. LM head, no embedding); "
+    "per step times B*T tokens";
+
+int64_t matmul_params(const BenchConfig& c) {
+  return c.layers * (4 * c.d * c.d + 3 * c.d * ffn_dim(c.d)) + c.d * kVocab;
+}
+
+double flop_per_step(const BenchConfig& c) {
+  const double per_token = 6.0 * static_cast<double>(matmul_params(c)) +
+                           12.0 * static_cast<double>(c.layers * c.seq * c.d);
+  return per_token * static_cast<double>(c.batch * c.seq);
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The model of issue 8: byte vocabulary, pre-norm RMSNorm blocks, multi-head attention with
+// rotate-half RoPE, SwiGLU, final RMSNorm, untied LM head; nn.Linear / nn.Embedding init.
+xg::nn::LMConfig model_config(const BenchConfig& c) {
+  xg::nn::LMConfig m;
+  m.vocab_size = kVocab;
+  m.n_layers = c.layers;
+  m.block = xg::nn::BlockConfig::llama(c.d, c.heads, c.heads);
+  m.block.attention = xg::nn::AttentionKind::MHA;        // n_kv_heads = n_heads
+  m.block.rope_layout = xg::RopeLayout::RotateHalf;      // llama() picks Interleaved
+  m.block.d_ff = ffn_dim(c.d);
+  m.block.max_seq_len = c.seq;
+  m.tie_embeddings = false;
+  m.final_norm = true;
+  return m;
+}
+
+// B x (T + 1) uniform bytes per step: inputs are the first T, targets the last T.
+std::vector<std::pair<xg::Tensor, xg::Tensor>> make_batches(const BenchConfig& c, int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> byte(0, kVocab - 1);
+  std::vector<std::pair<xg::Tensor, xg::Tensor>> batches;
+  for (int64_t s = 0; s < count; ++s) {
+    std::vector<int64_t> in(static_cast<std::size_t>(c.batch * c.seq)), tg(in.size());
+    for (int64_t b = 0; b < c.batch; ++b) {
+      int64_t prev = byte(rng);
+      for (int64_t t = 0; t < c.seq; ++t) {
+        const int64_t next = byte(rng);
+        in[static_cast<std::size_t>(b * c.seq + t)] = prev;
+        tg[static_cast<std::size_t>(b * c.seq + t)] = next;
+        prev = next;
+      }
+    }
+    batches.emplace_back(xg::from_vector(in, {c.batch, c.seq}), xg::from_vector(tg, {c.batch, c.seq}));
+  }
+  return batches;
+}
+
+json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
+  xg::manual_seed(seed);
+  xg::nn::DecoderLM model(model_config(c));
+  model.train();
+  xg::optim::AdamWOptions o;
+  o.lr = 3e-4;
+  o.weight_decay = 0.1;
+  xg::optim::AdamW opt(model.parameters(), o);
+  const auto batches = make_batches(c, c.warmup + c.steps, seed);
+
+  std::vector<double> secs;
+  double first_loss = 0, last_loss = 0;
+  for (int64_t s = 0; s < c.warmup + c.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    opt.zero_grad();
+    xg::Tensor logits = model(batches[static_cast<std::size_t>(s)].first);
+    xg::Tensor loss = xg::losses::cross_entropy(logits, batches[static_cast<std::size_t>(s)].second);
+    loss.backward();
+    opt.step();
+    last_loss = loss.item();
+    const double dt = seconds_since(t0);
+    if (s == 0) first_loss = last_loss;
+    if (s >= c.warmup) secs.push_back(dt);
+  }
+
+  const double sec = median(secs);
+  const double tokens = static_cast<double>(c.batch * c.seq);
+  const double flop = flop_per_step(c);
+  json j;
+  j["impl"] = "xgrad";
+  j["config"] = name;
+  j["d_model"] = c.d;
+  j["n_layers"] = c.layers;
+  j["n_heads"] = c.heads;
+  j["seq_len"] = c.seq;
+  j["batch"] = c.batch;
+  j["d_ff"] = ffn_dim(c.d);
+  j["vocab"] = kVocab;
+  j["params"] = model.num_parameters();
+  j["params_matmul"] = matmul_params(c);
+  j["warmup"] = c.warmup;
+  j["steps"] = c.steps;
+  j["ms_per_step"] = sec * 1e3;
+  j["ms_per_step_min"] = *std::min_element(secs.begin(), secs.end()) * 1e3;
+  j["ms_per_step_max"] = *std::max_element(secs.begin(), secs.end()) * 1e3;
+  j["tokens_per_s"] = tokens / sec;
+  j["gflop_per_step"] = flop / 1e9;
+  j["gflops"] = flop / sec / 1e9;
+  j["flop_formula"] = kFlopFormula;
+  j["peak_rss_mb"] = peak_rss_mb();
+  j["threads"] = omp_get_max_threads();
+  j["loss_first"] = first_loss;
+  j["loss_last"] = last_loss;
+  j["seed"] = seed;
+  return j;
+}
+
+// OpenBLAS sgemm C = A B on n x n float32 matrices: the machine's reachable matmul rate.
+json sgemm_peak(int64_t n, int64_t reps) {
+  const std::size_t nn = static_cast<std::size_t>(n * n);
+  std::vector<float> a(nn), b(nn), out(nn, 0.0f);
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (std::size_t i = 0; i < nn; ++i) {
+    a[i] = u(rng);
+    b[i] = u(rng);
+  }
+  const int ni = static_cast<int>(n);
+  auto call = [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data(), ni, b.data(), ni, 0.0f,
+                out.data(), ni);
+  };
+  call();  // warm-up: threads started, pages touched
+  std::vector<double> secs;
+  for (int64_t r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    secs.push_back(seconds_since(t0));
+  }
+  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  json j;
+  j["impl"] = "openblas_sgemm";
+  j["n"] = n;
+  j["reps"] = reps;
+  j["ms_per_call"] = median(secs) * 1e3;
+  j["gflops"] = flop / median(secs) / 1e9;
+  j["gflops_best"] = flop / *std::min_element(secs.begin(), secs.end()) / 1e9;
+  j["flop_formula"] = "2*n^3 per call";
+  j["threads"] = omp_get_max_threads();
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = "tiny";
+  int64_t warmup = -1, steps = -1, sgemm_n = 2048, sgemm_reps = 7;
+  uint64_t seed = 0;
+  bool sgemm = false;
+  po::options_description opts("options");
+  // clang-format off
+  opts.add_options()
+    ("help", "show this help")
+    ("config", po::value(&config)->default_value(config), "tiny | small | medium")
+    ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first (-1: the config's default)")
+    ("steps", po::value(&steps)->default_value(steps), "timed steps (-1: the config's default)")
+    ("seed", po::value(&seed)->default_value(seed), "seeds the initialisation and the token batches")
+    ("sgemm-peak", po::bool_switch(&sgemm), "time OpenBLAS sgemm instead (n x n x n, median of --sgemm-reps)")
+    ("sgemm-size", po::value(&sgemm_n)->default_value(sgemm_n), "n of --sgemm-peak")
+    ("sgemm-reps", po::value(&sgemm_reps)->default_value(sgemm_reps), "timed calls of --sgemm-peak");
+  // clang-format on
+  const std::string usage =
+      "usage: xgrad_step_bench [--config tiny|small|medium] [--warmup N] [--steps N] [--seed S] | --sgemm-peak\n"
+      "Times training steps of issue 8's LLaMA-style byte LM and prints one JSON object.";
+  BenchConfig c{};
+  return xg::finetune::cli::run_main(
+      "xgrad_step_bench",
+      [&] {
+        po::variables_map vm;
+        if (xg::finetune::cli::parse(argc, argv, opts, vm, usage)) return 0;
+        if (sgemm) {
+          xg::finetune::cli::require(sgemm_n > 0, "--sgemm-size must be positive, got " + std::to_string(sgemm_n));
+          xg::finetune::cli::require(sgemm_reps > 0, "--sgemm-reps must be positive, got " + std::to_string(sgemm_reps));
+          return -1;
+        }
+        c = xg::finetune::cli::choice("config", config, configs());
+        if (warmup >= 0) c.warmup = warmup;
+        if (steps >= 0) c.steps = steps;
+        xg::finetune::cli::require(warmup >= -1, "--warmup must be >= 0, got " + std::to_string(warmup));
+        xg::finetune::cli::require(c.steps > 0, "--steps must be positive, got " + std::to_string(steps));
+        return -1;
+      },
+      [&] {
+        const json j = sgemm ? sgemm_peak(sgemm_n, sgemm_reps) : run_steps(config, c, seed);
+        std::cout << j.dump() << std::endl;
+        return 0;
+      });
+}
