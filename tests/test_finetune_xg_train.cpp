@@ -43,6 +43,17 @@ std::string tiny_flags(const fs::path& dir, const fs::path& out) {
          " --eval-batches 4 --seed 5";
 }
 
+// A fresh folder with the texts and an uninterrupted run into <folder>/full, the reference
+// a killed and resumed run must match bitwise.
+fs::path uninterrupted_run(const std::string& sub, const std::string& flags) {
+  const fs::path d = xg::test::fresh_test_dir(sub);
+  write_text(d / "train.txt", 400, 0);
+  write_text(d / "eval.txt", 40, 3);
+  CliRun full = run(tiny_flags(d, d / "full") + flags);
+  EXPECT_EQ(full.status, 0) << full.err;
+  return d;
+}
+
 }  // namespace
 
 TEST(XgTrain, TrainsAndWritesALoadableModel) {
@@ -71,12 +82,8 @@ TEST(XgTrain, TrainsAndWritesALoadableModel) {
 }
 
 TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
-  const fs::path d = xg::test::fresh_test_dir("kill");
-  write_text(d / "train.txt", 400, 0);
-  write_text(d / "eval.txt", 40, 3);
   const std::string common = " --steps 30 --checkpoint-every 5 --eval-every 0 --sample-tokens 0";
-  CliRun full = run(tiny_flags(d, d / "full") + common);
-  ASSERT_EQ(full.status, 0) << full.err;
+  const fs::path d = uninterrupted_run("kill", common);
 
   // Start the same run, SIGKILL it once a mid-run checkpoint exists, then --resume.
   const fs::path out = d / "killed";
@@ -91,12 +98,8 @@ TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
 }
 
 TEST(XgTrain, KilledWhileWritingACheckpointResumesFromThePreviousOne) {
-  const fs::path d = xg::test::fresh_test_dir("kill_in_write");
-  write_text(d / "train.txt", 400, 0);
-  write_text(d / "eval.txt", 40, 3);
   const std::string common = " --steps 20 --checkpoint-every 5 --eval-every 0 --sample-tokens 0";
-  CliRun full = run(tiny_flags(d, d / "full") + common);
-  ASSERT_EQ(full.status, 0) << full.err;
+  const fs::path d = uninterrupted_run("kill_in_write", common);
 
   // SIGKILL inside the second checkpoint write (step 10), after its temporary file is written.
   const fs::path out = d / "killed";
