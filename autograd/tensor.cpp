@@ -257,7 +257,7 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape) {
   check(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
         " values do not fill shape ", shape_str(shape));
   Tensor t = empty(shape, kInt64);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(int64_t));  // data() may be null
   return t;
 }
 
