@@ -52,7 +52,7 @@ std::vector<Row> read_jsonl(const std::string& path, Make make) {
     json row;
     try {
       row = json::parse(line);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       throw Error(str_cat(where, ": invalid JSON (", e.what(), ")"));
     }
     if (!row.is_object()) throw Error(str_cat(where, ": expected a JSON object, got ", json_type(row)));

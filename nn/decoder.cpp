@@ -238,7 +238,7 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(str_cat(source, ": not valid JSON (", e.what(), ")"));
   }
   LMConfig c;

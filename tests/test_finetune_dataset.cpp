@@ -102,6 +102,9 @@ TEST(FinetuneDataset, ReadsJsonlRowsSkippingBlankLines) {
 TEST(FinetuneDataset, JsonlErrorsNameFileAndLine) {
   const std::string bad = write_file("bad.jsonl", "{\"prompt\":\"a\",\"response\":\"b\"}\n{\"prompt\": oops}\n");
   EXPECT_XG_ERROR(read_sft_jsonl(bad), bad + ":2: invalid JSON");
+  // Found by fuzz_jsonl: a number too large for a double is json's out_of_range, not a parse error.
+  const std::string huge = write_file("huge.jsonl", "{\"prompt\":\"a\",\"response\":\"b\",\"n\":4444e444}\n");
+  EXPECT_XG_ERROR(read_sft_jsonl(huge), huge + ":1: invalid JSON ([json.exception.out_of_range.406] number overflow");
   const std::string missing = write_file("missing.jsonl", "{\"prompt\":\"a\",\"response\":\"b\"}\n\n{\"prompt\":\"a\"}\n");
   EXPECT_XG_ERROR(read_sft_jsonl(missing), missing + ":3: missing field \"response\" (expected a string)");
   const std::string num = write_file("num.jsonl", "{\"prompt\":1,\"chosen\":\"c\",\"rejected\":\"r\"}\n");

@@ -534,6 +534,7 @@ TEST(NnDecoderErrors, BadConfig) {
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": 11, "n_layer": 2})", "my.json"),
                   "my.json: unknown field 'n_layer'");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"n_head": 2}})", "my.json"), "my.json: unknown field 'block.n_head'");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": 1e999})", "my.json"), "my.json: not valid JSON ([json.exception.out_of_range.406]");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": "eleven"})", "my.json"),
                   "my.json: field 'vocab_size' must be an integer, got \"eleven\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm_position": "middle"}})", "my.json"),
