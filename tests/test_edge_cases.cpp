@@ -43,8 +43,10 @@ TEST(EdgeCases, FirstAndLastTokenIdsWorkAndOneMoreIsAnError) {
   manual_seed(5);
   nn::DecoderLM model(test::tiny_llama());
   EXPECT_TRUE(isfinite_all(model(from_vector(std::vector<int64_t>{0, 10, 0, 10}, {2, 2}))));
-  EXPECT_XG_ERROR(model(from_vector(std::vector<int64_t>{0, 11}, {1, 2})), "11");
-  EXPECT_XG_ERROR(model(from_vector(std::vector<int64_t>{-1, 0}, {1, 2})), "-1");
+  EXPECT_XG_ERROR(model(from_vector(std::vector<int64_t>{0, 11}, {1, 2})),
+                  "token id 11 at [0,1] is out of range [0, 11) (tokens [1,2])");
+  EXPECT_XG_ERROR(model(from_vector(std::vector<int64_t>{-1, 0}, {1, 2})),
+                  "token id -1 at [0,0] is out of range [0, 11) (tokens [1,2])");
 }
 
 TEST(EdgeCases, EmptyPromptIsBosAndNewlineButGenerateNeedsAToken) {
@@ -52,7 +54,8 @@ TEST(EdgeCases, EmptyPromptIsBosAndNewlineButGenerateNeedsAToken) {
   EXPECT_EQ(finetune::encode_prompt(tok, ""), (std::vector<int64_t>{tok.bos_id(), '\n'}));
   manual_seed(5);
   nn::DecoderLM model(test::tiny_llama());
-  EXPECT_XG_ERROR(model.generate(zeros({1, 0}, kInt64), 3), "generate");
+  EXPECT_XG_ERROR(model.generate(zeros({1, 0}, kInt64), 3),
+                  "::generate: expected a prompt int64 [B, T0] with B, T0 >= 1, got int64 [1,0]");
 }
 
 TEST(EdgeCases, AllMaskedBatchFollowsPyTorch) {

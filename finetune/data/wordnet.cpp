@@ -157,6 +157,22 @@ std::vector<const Synset*> siblings(const WordNet& wn, const Synset& s) {
   return out;
 }
 
+// The definitions of the antonyms of word `k` of synset `s` (lexical `!` pointers), each with
+// the antonym word; empty definitions and ones equal to `own` (the word's) are left out.
+struct AntonymGloss { std::string definition, word; };
+std::vector<AntonymGloss> antonym_glosses(const WordNet& wn, const Synset& s, int k, const std::string& own) {
+  std::vector<AntonymGloss> out;
+  for (const Pointer& p : s.pointers) {
+    if (p.symbol != "!" || (p.source != 0 && p.source != k)) continue;
+    const Synset& t = wn.synset(p.pos, p.offset);
+    if (p.target > static_cast<int>(t.words.size())) continue;  // names no word of t
+    const std::string r = definition(t.gloss);
+    if (r.empty() || r == own) continue;
+    out.push_back({r, t.words[p.target > 0 ? static_cast<std::size_t>(p.target) - 1 : 0].lemma});
+  }
+  return out;
+}
+
 }  // namespace
 
 Synset parse_data_line(const std::string& line, const std::string& file, int64_t line_no) {
@@ -307,21 +323,12 @@ Datasets build_datasets(const WordNet& wn, const LemmaSplit& split) {
           const std::string r = definition(sibs[(h + i) % sibs.size()]->gloss);
           if (!r.empty() && r != def) rejected = r;
         }
-        for (const Pointer& p : first.pointers) {
-          if (!rejected.empty()) break;
-          if (p.symbol != "!" || (p.source != 0 && p.source != k)) continue;
-          const std::string r = definition(wn.synset(p.pos, p.offset).gloss);
-          if (!r.empty() && r != def) rejected = r;
-        }
+        const std::vector<AntonymGloss> antonyms = antonym_glosses(wn, first, k, def);
+        if (rejected.empty() && !antonyms.empty()) rejected = antonyms[0].definition;
         if (!rejected.empty()) (held ? d.dpo.heldout : d.dpo.train).push_back({define, def, rejected});
-        for (const Pointer& p : first.pointers) {
-          if (p.symbol != "!" || (p.source != 0 && p.source != k)) continue;
-          const Synset& t = wn.synset(p.pos, p.offset);
-          if (p.target > static_cast<int>(t.words.size())) continue;  // names no word of t
-          const std::string r = definition(t.gloss);
-          const std::string other = t.words[p.target > 0 ? static_cast<std::size_t>(p.target) - 1 : 0].lemma;
-          if (r.empty() || r == def || (!held && split.heldout(other))) continue;
-          (held ? d.dpo_antonym.heldout : d.dpo_antonym.train).push_back({define, def, r});
+        for (const AntonymGloss& a : antonyms) {
+          if (!held && split.heldout(a.word)) continue;  // held-out words stay out of training rows
+          (held ? d.dpo_antonym.heldout : d.dpo_antonym.train).push_back({define, def, a.definition});
           break;
         }
       }
