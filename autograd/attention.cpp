@@ -130,7 +130,7 @@ void exp_row(T* row, int64_t L, int64_t Tk, const T* stats) {
   for (int64_t b0 = 0; b0 < L; b0 += 256) {
     const int64_t b1 = std::min(L, b0 + 256);
     int64_t j = b0;
-    for (; j + W <= b1; j += W) xsimd::exp(Batch<T>::load_unaligned(row + j) - vm).store_unaligned(row + j);
+    for (; j + W <= b1; j += W) vexp(Batch<T>::load_unaligned(row + j) - vm).store_unaligned(row + j);
     for (; j < b1; ++j) row[j] = std::exp(row[j] - m);
   }
 #pragma omp simd

@@ -470,7 +470,7 @@ Tensor logsumexp_backward_rows(const Tensor& x, const Tensor& g, const Tensor& o
     T* dr = pd + o * R;
     const B vo(po[o]), vg(pg[o]);
     int64_t r = 0;
-    for (; r + W <= R; r += W) (vg * xsimd::exp(B::load_unaligned(xr + r) - vo)).store_unaligned(dr + r);
+    for (; r + W <= R; r += W) (vg * vexp(B::load_unaligned(xr + r) - vo)).store_unaligned(dr + r);
     for (; r < R; ++r) dr[r] = pg[o] * std::exp(xr[r] - po[o]);
   }
   return dx;

@@ -4,12 +4,13 @@
 // float32 row of any length sums as accurately as PyTorch's).
 #pragma once
 
-// NOTE: GCC 12 reports false "may be used uninitialized" warnings inside its own AVX-512
-// intrinsic headers (the _mm512_undefined_* idiom) when xsimd's exp is inlined; silenced
-// for this header only.
+// NOTE: GCC 12 reports false "(may be) used uninitialized" warnings inside its own AVX-512
+// intrinsic headers (the _mm512_undefined_* idiom) when xsimd's exp, min and max are
+// inlined; silenced for this header only.
 #pragma GCC diagnostic push
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <xsimd/xsimd.hpp>
 #pragma GCC diagnostic pop
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace xg {
 
@@ -25,6 +27,23 @@ template <class T>
 using Batch = xsimd::batch<T>;
 
 constexpr int64_t kSumBlock = 256;
+
+// xsimd::exp, defined for every input. For double, xsimd rounds x * log2(e) and converts it
+// to int64, with a scalar cast on targets that lack the vector instruction (AVX2), and that
+// cast is undefined behaviour for -inf (a masked score), +inf and NaN (UBSan reports it). The
+// argument is therefore clamped to [-1000, 1000], beyond which exp is already 0 or inf, and a
+// NaN goes through exp as 0 and comes back out as NaN. The float path converts with an
+// intrinsic whose out-of-range result is defined, and is left as xsimd has it.
+template <class T>
+Batch<T> vexp(const Batch<T>& x) {
+  if constexpr (std::is_same<T, double>::value) {
+    const auto nan = xsimd::isnan(x);
+    const Batch<T> finite = xsimd::select(nan, Batch<T>(0.0), xsimd::clip(x, Batch<T>(-1000.0), Batch<T>(1000.0)));
+    return xsimd::select(nan, x, xsimd::exp(finite));
+  } else {
+    return xsimd::exp(x);
+  }
+}
 
 // max of x[0, n); -inf for an empty row.
 template <class T>
@@ -46,7 +65,7 @@ double exp_shifted(const T* x, T m, T* y, int64_t n) {
     Batch<T> acc(T(0));
     int64_t i = b0;
     for (; i + W <= b1; i += W) {
-      const Batch<T> e = xsimd::exp(Batch<T>::load_unaligned(x + i) - vm);
+      const Batch<T> e = vexp(Batch<T>::load_unaligned(x + i) - vm);
       if (y) e.store_unaligned(y + i);
       acc += e;
     }

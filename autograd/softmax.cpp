@@ -44,7 +44,7 @@ void exp_sub(const T* x, const T* m, T* y, int64_t n) {
   constexpr int64_t B = static_cast<int64_t>(Batch<T>::size);
   int64_t i = 0;
   for (; i + B <= n; i += B)
-    xsimd::exp(Batch<T>::load_unaligned(x + i) - Batch<T>::load_unaligned(m + i)).store_unaligned(y + i);
+    vexp(Batch<T>::load_unaligned(x + i) - Batch<T>::load_unaligned(m + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = std::exp(x[i] - m[i]);
 }
 
@@ -53,7 +53,7 @@ template <class T>
 void exp_into(const T* x, T* y, int64_t n) {
   constexpr int64_t B = static_cast<int64_t>(Batch<T>::size);
   int64_t i = 0;
-  for (; i + B <= n; i += B) xsimd::exp(Batch<T>::load_unaligned(x + i)).store_unaligned(y + i);
+  for (; i + B <= n; i += B) vexp(Batch<T>::load_unaligned(x + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = std::exp(x[i]);
 }
 

@@ -36,7 +36,7 @@ void scaled_softmax_minus(const T* x, T m, T logs, T s, T off, T* d, int64_t n) 
   constexpr int64_t B = static_cast<int64_t>(Batch<T>::size);
   const Batch<T> vm(m), vl(logs), vs(s), vo(off);
   int64_t i = 0;
-  for (; i + B <= n; i += B) (vs * xsimd::exp((Batch<T>::load_unaligned(x + i) - vm) - vl) - vo).store_unaligned(d + i);
+  for (; i + B <= n; i += B) (vs * vexp((Batch<T>::load_unaligned(x + i) - vm) - vl) - vo).store_unaligned(d + i);
   for (; i < n; ++i) d[i] = s * std::exp((x[i] - m) - logs) - off;
 }
 

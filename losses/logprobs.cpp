@@ -76,7 +76,7 @@ void entropy_sums(const T* x, T m, int64_t n, double& s, double& a) {
     int64_t i = b0;
     for (; i + B <= b1; i += B) {
       const Batch<T> d = Batch<T>::load_unaligned(x + i) - vm;
-      const Batch<T> e = xsimd::exp(d);
+      const Batch<T> e = vexp(d);
       vs += e;
       va += xsimd::select(e > zero, e * d, zero);
     }
@@ -120,7 +120,7 @@ void entropy_backward(const T* x, const T* g, const T* h, const T* stats, int64_
     int64_t j = 0;
     for (; j + B <= V; j += B) {
       const Batch<T> lp = (Batch<T>::load_unaligned(xr + j) - vm) - vl;
-      const Batch<T> p = xsimd::exp(lp);
+      const Batch<T> p = vexp(lp);
       xsimd::select(p > zero, -vg * p * (lp + vh), zero).store_unaligned(d + j);
     }
     for (; j < V; ++j) {
