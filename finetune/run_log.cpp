@@ -77,6 +77,7 @@ void RunLog::train_step(int64_t step, const Metrics& m, double tokens_per_s, int
   Metrics rec = m;
   rec["tokens_per_s"] = tokens_per_s;
   append("train", step, rec, "");
+  if (muted_) return;
   char head[96];
   std::snprintf(head, sizeof head, "%s: step %lld/%lld  ", program_.c_str(), static_cast<long long>(step),
                 static_cast<long long>(total_));
@@ -95,6 +96,7 @@ void RunLog::train_step(int64_t step, const Metrics& m, double tokens_per_s, int
 
 void RunLog::event(const std::string& kind, int64_t step, const Metrics& m, const std::string& text) {
   append(kind, step, m, text);
+  if (muted_) return;
   clear_line();
   std::string line = str_cat(program_, ": ", kind, " step ", step);
   for (const std::string& part : {metric_text(m), text})
@@ -104,6 +106,7 @@ void RunLog::event(const std::string& kind, int64_t step, const Metrics& m, cons
 }
 
 void RunLog::note(const std::string& text) {
+  if (muted_) return;
   clear_line();
   std::printf("%s\n", text.c_str());
   std::fflush(stdout);

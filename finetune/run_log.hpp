@@ -26,6 +26,9 @@ class RunLog {
   void event(const std::string& kind, int64_t step, const Metrics& m, const std::string& text = "");
   // Free text to the terminal only (samples, notes).
   void note(const std::string& text);
+  // Prints nothing from now on (the ranks other than 0 of a data-parallel run); a log file
+  // given to the constructor is still written.
+  void mute() { muted_ = true; }
 
   // The ETA in seconds from the steps done since construction (or the last resume).
   double eta_seconds(int64_t step) const;
@@ -40,6 +43,7 @@ class RunLog {
   int64_t total_;
   bool tty_;
   bool line_open_ = false;
+  bool muted_ = false;
   int64_t first_step_ = -1;
   std::chrono::steady_clock::time_point first_time_;
 };

@@ -9,6 +9,7 @@
 #include "autograd/error.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
+#include "finetune/distributed.hpp"
 
 namespace xg::finetune {
 
@@ -28,6 +29,18 @@ void LoopOptions::validate(const std::string& who) const {
   check(on_nan == "stop" || on_nan == "skip", who, ": --on-nan: expected stop or skip, got '", on_nan, "'");
 }
 
+uint64_t micro_seed(uint64_t seed, int64_t step, int64_t micro, uint64_t stream) {
+  // splitmix64's finaliser over each input in turn: nearby (step, micro) pairs get
+  // unrelated seeds.
+  auto mix = [](uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  return mix(mix(mix(mix(seed) ^ static_cast<uint64_t>(step)) ^ static_cast<uint64_t>(micro)) ^ stream);
+}
+
 optim::Schedule make_schedule(const LoopOptions& o) {
   if (o.schedule == "constant") return o.warmup > 0 ? optim::linear_warmup(o.warmup) : optim::constant_schedule();
   if (o.schedule == "linear") return optim::linear_decay(o.warmup, o.steps, o.min_lr_ratio);
@@ -45,7 +58,9 @@ TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors tr
   opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(trainable_, ao));
   sched_ = std::make_unique<optim::LambdaLR>(*opt_, make_schedule(o_));
   if (!o_.out_dir.empty()) std::filesystem::create_directories(o_.out_dir);
-  log_ = std::make_unique<RunLog>(program_, o_.out_dir.empty() ? "" : o_.out_dir + "/log.jsonl", o_.steps);
+  const bool main_rank = Distributed::is_main();
+  log_ = std::make_unique<RunLog>(program_, o_.out_dir.empty() || !main_rank ? "" : o_.out_dir + "/log.jsonl", o_.steps);
+  if (!main_rank) log_->mute();
 }
 
 std::string TrainLoop::checkpoint_path() const {
@@ -53,7 +68,7 @@ std::string TrainLoop::checkpoint_path() const {
 }
 
 void TrainLoop::save(int64_t step) {
-  if (o_.out_dir.empty()) return;
+  if (o_.out_dir.empty() || !Distributed::is_main()) return;
   Checkpoint c;
   for (const auto& [name, p] : trainable_) {
     check(isfinite_all(p), program_, ": not writing a checkpoint at step ", step, ": parameter '", name,
@@ -64,7 +79,7 @@ void TrainLoop::save(int64_t step) {
   c.sched = sched_->state_dict();
   c.progress.step = step;
   c.progress.tokens_seen = tokens_seen_;
-  c.progress.data_rng = data_rng_.state();
+  c.progress.data_rng = Generator(o_.seed).state();  // the root every micro-batch's seed derives from
   c.progress.global_rng = default_generator().state();
   c.progress.extra = run_identity;
   save_checkpoint(checkpoint_path(), c);
@@ -79,8 +94,10 @@ bool TrainLoop::try_resume() {
     return false;
   }
   // A run killed while writing leaves its temporary file (checkpoint.safetensors.tmp.<pid>);
-  // the checkpoint itself is the previous, complete one.
-  for (const auto& e : std::filesystem::directory_iterator(o_.out_dir))
+  // the checkpoint itself is the previous, complete one. (Rank 0 removes it; every rank
+  // reads the checkpoint.)
+  if (Distributed::is_main())
+    for (const auto& e : std::filesystem::directory_iterator(o_.out_dir))
     if (e.path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) {
       log_->note(str_cat(program_, ": --resume: removing ", e.path().string(), ", left by a run killed while writing"));
       std::filesystem::remove(e.path());
@@ -101,9 +118,10 @@ bool TrainLoop::try_resume() {
   }
   check(c.model.size() == trainable_.size(), program_, ": --resume: ", path, " holds ", c.model.size(),
         " model tensors, the run trains ", trainable_.size());
+  check(c.progress.data_rng == Generator(o_.seed).state(), program_, ": --resume: ", path,
+        " was written by a run with a different --seed (the data order derives from it)");
   opt_->load_state_dict(c.optim);
   sched_->load_state_dict(c.sched);
-  data_rng_.set_state(c.progress.data_rng);
   default_generator().set_state(c.progress.global_rng);
   start_step_ = c.progress.step;
   tokens_seen_ = c.progress.tokens_seen;
@@ -116,7 +134,7 @@ bool TrainLoop::try_resume() {
 }
 
 Metrics TrainLoop::run_eval(int64_t step) {
-  if (!evaluate) return {};
+  if (!evaluate || !Distributed::is_main()) return {};
   model_.eval();
   Metrics m;
   {
@@ -131,41 +149,70 @@ Metrics TrainLoop::run_eval(int64_t step) {
 std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tokens) {
   std::unique_ptr<DetectAnomalyGuard> anomaly;
   if (o_.detect_anomaly) anomaly = std::make_unique<DetectAnomalyGuard>(model_.named_parameters());
+  const int64_t total = o_.grad_accum * Distributed::size();  // micro-batches per step, all ranks
+  const int64_t first = o_.grad_accum * Distributed::rank();
   std::string bad;
-  // Every micro-batch is drawn even after a bad one, so the data order does not depend on it.
-  for (int64_t m = 0; m < o_.grad_accum; ++m) {
+  // Every micro-batch runs even after a bad one, so that the ranks stay in step.
+  for (int64_t m = first; m < first + o_.grad_accum; ++m) {
     try {
-      MicroResult r = micro_step(step, m, data_rng_);
+      Generator data_rng(micro_seed(o_.seed, step, m, 0));
+      manual_seed(micro_seed(o_.seed, step, m, 1));
+      MicroResult r = micro_step(step, m, data_rng);
       tokens += r.tokens;
       if (!bad.empty()) continue;
       const double loss = r.loss.item();
       if (!std::isfinite(loss)) {
-        bad = str_cat("the loss is ", loss, " (micro-batch ", m + 1, " of ", o_.grad_accum, ")");
+        bad = str_cat("the loss is ", loss, " (micro-batch ", m + 1, " of ", total, ")");
         continue;
       }
-      (r.loss * (1.0 / static_cast<double>(o_.grad_accum))).backward();
+      (r.loss * (1.0 / static_cast<double>(total))).backward();
       sum["loss"] += loss;
       for (const auto& [k, v] : r.metrics) sum[k] += v;
     } catch (const AnomalyError& e) {
       if (bad.empty()) bad = e.what();
     }
   }
-  if (bad.empty())
+  // The ranks agree on a failure (the first failing rank's reason) before summing.
+  const int bad_rank = Distributed::first_rank_with(!bad.empty());
+  if (bad_rank >= 0) {
+    bad = Distributed::broadcast(bad, bad_rank);
+    if (Distributed::size() > 1) bad += str_cat(" (on rank ", bad_rank, ")");
+    std::vector<double> n{static_cast<double>(tokens)};
+    Distributed::allreduce_sum(n);
+    tokens = static_cast<int64_t>(n[0]);
+  } else {
+    std::vector<Tensor> grads;
+    for (const auto& [name, p] : trainable_) grads.push_back(p);
+    Distributed::allreduce_grads(grads);
+    // Metrics and tokens summed over the ranks (every rank reports the same names).
+    std::vector<double> values;
+    for (const auto& [k, v] : sum) values.push_back(v);
+    values.push_back(static_cast<double>(tokens));
+    values.push_back(static_cast<double>(sum.size()));
+    Distributed::allreduce_sum(values);
+    check(values.back() == static_cast<double>(sum.size() * static_cast<std::size_t>(Distributed::size())), program_,
+          ": the ranks report different metrics at step ", step + 1);
+    std::size_t i = 0;
+    for (auto& [k, v] : sum) v = values[i++];
+    tokens = static_cast<int64_t>(values[i]);
+    // After the sum every rank holds the same gradients, so all reach the same verdict.
     for (const auto& [name, p] : trainable_)
       if (p.grad().defined() && !isfinite_all(p.grad())) {
         bad = str_cat("the gradient of '", name, "' holds NaN or Inf",
                       o_.detect_anomaly ? "" : " (--detect-anomaly names the op that made it)");
         break;
       }
+  }
   if (!bad.empty()) opt_->zero_grad();
   return bad;
 }
 
 Metrics TrainLoop::run() {
   check(static_cast<bool>(micro_step), program_, ": TrainLoop::run needs micro_step");
-  data_rng_.manual_seed(o_.seed);
   manual_seed(o_.seed);
   start_step_ = 0;
+  // A checkpoint resumes under any ranks x grad_accum with the same product.
+  run_identity["micro_batches_per_step"] = std::to_string(o_.grad_accum * Distributed::size());
   tokens_seen_ = 0;
   try_resume();
   if (o_.eval_at_start && start_step_ == 0) run_eval(0);
@@ -191,7 +238,7 @@ Metrics TrainLoop::run() {
       log_->event("skip", step + 1, {{"lr", lr}}, str_cat("step ", step + 1, " skipped (--on-nan skip): ", bad));
       sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
     } else {
-      for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum);
+      for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * Distributed::size());
       if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm(params, o_.clip);
       opt_->step();
       sched_->step();
@@ -204,7 +251,7 @@ Metrics TrainLoop::run() {
       last_eval = run_eval(step + 1);
       evaluated_last = true;
     }
-    if (after_step) after_step(step + 1);
+    if (after_step && Distributed::is_main()) after_step(step + 1);
     if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) {
       save(step + 1);
       last_saved = step + 1;

@@ -1,6 +1,9 @@
 // The loop every trainer shares (pre-training, SFT, DPO, GRPO): AdamW over the trainable
 // parameters, LR schedule, gradient accumulation, clipping, periodic evaluation, logging and
-// checkpoints that resume bit for bit.
+// checkpoints that resume bit for bit. Under mpirun it is data-parallel (finetune/
+// distributed.hpp): each rank runs its grad_accum micro-batches of the step, the gradients
+// are summed over the ranks, every rank takes the same optimizer step, and rank 0 alone
+// evaluates, logs and writes checkpoints.
 #pragma once
 
 #include <functional>
@@ -17,7 +20,7 @@ namespace xg::finetune {
 
 struct LoopOptions {
   int64_t steps = 1000;  // optimizer steps
-  int64_t grad_accum = 1;  // micro-batches per step
+  int64_t grad_accum = 1;  // micro-batches per step (per rank under MPI)
   double lr = 1e-3;
   int64_t warmup = 0;                // linear warmup steps
   std::string schedule = "cosine";   // constant | cosine | linear (decay after the warmup)
@@ -55,11 +58,17 @@ class TrainLoop {
   // is switched to train() for steps and eval() for evaluations.
   TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options);
 
-  // micro(step, micro_index, data_rng): draws its batch from data_rng and returns its loss.
+  // micro(step, micro, data_rng): draws its batch from data_rng and returns its loss.
+  // `micro` numbers the step's micro-batches over all ranks, 0 .. grad_accum * ranks - 1
+  // (rank r runs r * grad_accum ..., see micro_seed); data_rng is seeded for (seed, step,
+  // micro) and so is the default generator (dropout), so a micro-batch is the same whichever
+  // rank runs it and N ranks x k micro-batches equal one process with N * k.
   std::function<MicroResult(int64_t step, int64_t micro, Generator& data_rng)> micro_step;
-  // evaluate(step): held-out metrics (run without a graph, model in eval mode). Optional.
+  // evaluate(step): held-out metrics (run without a graph, model in eval mode), on rank 0
+  // only. Optional.
   std::function<Metrics(int64_t step)> evaluate;
-  // after_step(step): after each optimizer step (step = steps done), e.g. to print a sample. Optional.
+  // after_step(step): after each optimizer step (step = steps done), e.g. to print a sample;
+  // on rank 0 only. Optional.
   std::function<void(int64_t step)> after_step;
   // Extra strings saved in every checkpoint and checked on resume (e.g. the model config):
   // a resumed run with different values is an error naming the key.
@@ -90,10 +99,13 @@ class TrainLoop {
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<optim::LambdaLR> sched_;
   std::unique_ptr<RunLog> log_;
-  Generator data_rng_;
   int64_t start_step_ = 0;
   int64_t tokens_seen_ = 0;
 };
+
+// The seed of micro-batch `micro` of step `step` (0-based) of a run seeded with `seed`:
+// stream 0 seeds its data generator, stream 1 the default generator (dropout).
+uint64_t micro_seed(uint64_t seed, int64_t step, int64_t micro, uint64_t stream);
 
 // The schedule LoopOptions names (validated there).
 optim::Schedule make_schedule(const LoopOptions& o);

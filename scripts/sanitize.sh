@@ -10,7 +10,7 @@ BUILD=build-asan
 bash scripts/setup.sh --sanitize
 
 cmake -S . -B "$BUILD" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1" \
-  -DXGRAD_SANITIZE=ON -DXGRAD_FUZZ=ON -DXGRAD_BUILD_BENCH=OFF > "$BUILD.configure.log"
+  -DXGRAD_SANITIZE=ON -DXGRAD_FUZZ=ON -DXGRAD_BUILD_BENCH=OFF -DXGRAD_MPI=OFF > "$BUILD.configure.log"
 FUZZERS=()
 for target in fuzz/corpus/*/; do FUZZERS+=("fuzz_$(basename "$target")"); done
 # The test binary (and the executables its CLI tests run) and the fuzzers; not the

@@ -11,6 +11,7 @@ PACKAGES=(
   zlib1g-dev                      # finetune/data: reads R's compressed lazy-load database (janeaustenr)
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox                     # experiments/: PNG and SVG plots (optional at run time)
+  libopenmpi-dev openmpi-bin      # data-parallel xg-train / xg-finetune under mpirun (optional at build time)
 )
 # `scripts/setup.sh --fixtures` also installs PyTorch, needed only to regenerate
 # tests/fixtures (never at build or test time).

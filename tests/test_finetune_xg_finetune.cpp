@@ -14,30 +14,19 @@
 #include "autograd/random.hpp"
 #include "nn/decoder.hpp"
 #include "tests/cli_run.hpp"
+#include "tests/tiny_base.hpp"
 
 namespace fs = std::filesystem;
 using xg::test::CliRun;
 using xg::test::run_cli;
 using xg::test::slurp;
+using xg::test::tiny_base;
 using nlohmann::json;
 
 namespace {
 
 CliRun run(const std::string& tool, const std::string& args) {
   return run_cli(std::string(XGRAD_TOOL_DIR) + "/" + tool, args);
-}
-
-// A randomly initialised byte-level LLaMA-style model, saved as xg-train saves one.
-fs::path tiny_base(const fs::path& d) {
-  xg::nn::LMConfig c;
-  c.vocab_size = 259;
-  c.n_layers = 2;
-  c.block = xg::nn::BlockConfig::llama(32, 2, 1);
-  c.block.max_seq_len = 64;
-  xg::manual_seed(3);
-  xg::nn::DecoderLM model(c);
-  xg::nn::save_pretrained(model, (d / "base").string());
-  return d / "base";
 }
 
 void write_lines(const fs::path& p, const std::vector<json>& rows) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "autograd/error.hpp"
+#include "finetune/distributed.hpp"
 #include "finetune/train_loop.hpp"
 
 namespace xg::finetune::cli {
@@ -38,28 +39,37 @@ inline bool parse(int argc, char** argv, const po::options_description& opts, po
 
 // Runs `parse_flags` then `body`, turning exceptions into one line on stderr:
 // po::error / UsageError while parsing -> 2; any error in body -> 1 (an xg::Error already
-// names the file, line or module).
+// names the file, line or module). Under mpirun, every rank parses the same flags, so only
+// rank 0 reports a bad one; an error while running is reported by each rank that meets it
+// (ranks other than 0 say which they are) and aborts the whole job, since the other ranks
+// would wait for the failed one in a collective.
 inline int run_main(const char* program, const std::function<int()>& parse_flags, const std::function<int()>& body) {
   // Library errors from the training loop already start with the program's name.
   auto what = [&](const std::exception& e) {
     const std::string w = e.what(), prefix = std::string(program) + ": ";
     return w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w;
   };
+  const bool parallel = Distributed::size() > 1;
+  auto fail = [&](const std::exception& e, const char* hint, int rc) {
+    std::string rank;
+    if (parallel && !Distributed::is_main()) rank = " [rank " + std::to_string(Distributed::rank()) + "]";
+    std::cerr << (std::string(program) + rank + ": " + what(e) + hint + "\n") << std::flush;  // one write
+    if (parallel) Distributed::abort(rc);
+    return rc;
+  };
   try {
     const int rc = parse_flags();
     if (rc >= 0) return rc;  // --help
   } catch (const std::exception& e) {
-    std::cerr << program << ": " << what(e) << " (see --help)\n";
+    if (Distributed::is_main()) std::cerr << (std::string(program) + ": " + what(e) + " (see --help)\n");
     return 2;
   }
   try {
     return body();
   } catch (const UsageError& e) {
-    std::cerr << program << ": " << what(e) << " (see --help)\n";
-    return 2;
+    return fail(e, " (see --help)", 2);
   } catch (const std::exception& e) {
-    std::cerr << program << ": " << what(e) << "\n";
-    return 1;
+    return fail(e, "", 1);
   }
 }
 
@@ -105,7 +115,7 @@ inline po::options_description loop_flags(LoopOptions& o, const std::string& see
     ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (not on 1-d parameters)")
     ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
     ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
-    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step")
+    ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step (per rank under mpirun)")
     ("seed", po::value(&o.seed)->default_value(o.seed), seed_help.c_str())
     ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (0 = at the end only)")
     ("checkpoint-every", po::value(&o.checkpoint_every)->default_value(o.checkpoint_every), "checkpoint every N steps (0 = at the end only)")

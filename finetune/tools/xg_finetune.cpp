@@ -48,6 +48,7 @@ void save_merged(nn::DecoderLM& model, const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ft::DistributedSession mpi(&argc, &argv);  // data parallel under mpirun (rank 0 writes)
   Flags f;
   ft::LoopOptions& o = f.loop;
   f.lora.r = 8;
@@ -137,7 +138,8 @@ int main(int argc, char** argv) {
           rows = static_cast<int64_t>(grpo_train.size());
         }
         if (f.epochs > 0) {
-          const double per_step = static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum);
+          const double per_step =
+              static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum * ft::Distributed::size());
           o.steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rows) / per_step)));
           if (o.warmup >= o.steps) o.warmup = o.steps / 10;
         }
@@ -148,14 +150,17 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(o.out_dir);
         json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
                      {"git_revision", XGRAD_GIT_REVISION}};
-        write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
+        args["ranks"] = ft::Distributed::size();
+        const bool main_rank = ft::Distributed::is_main();
+        if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
         const nn::NamedTensors trainable = ft::named_lora_parameters(*model);
         int64_t n_train = 0;
         for (const auto& [name, p] : trainable) n_train += p.numel();
-        std::printf("%s: %s on %lld rows, %lld steps; LoRA r=%lld alpha=%g on %zu modules: %lld trainable of %lld parameters\n",
-                    kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
-                    static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
-                    static_cast<long long>(model->num_parameters()));
+        if (main_rank)
+          std::printf("%s: %s on %lld rows, %lld steps; LoRA r=%lld alpha=%g on %zu modules: %lld trainable of %lld parameters\n",
+                      kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
+                      static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
+                      static_cast<long long>(model->num_parameters()));
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
         loop.run_identity["base"] = f.base;
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
           ft::attach_grpo(loop, *model, f.grpo);
         }
         const ft::Metrics last = loop.run();
+        if (!main_rank) return 0;
         ft::save_adapter(*model, o.out_dir, f.lora, f.base);
         if (f.merge) save_merged(*model, o.out_dir + "/merged");
         json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},

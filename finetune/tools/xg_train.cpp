@@ -97,6 +97,8 @@ ft::Metrics evaluate(const nn::DecoderLM& model, const ft::TextDataset& data, in
 }  // namespace
 
 int main(int argc, char** argv) {
+  ft::DistributedSession mpi(&argc, &argv);  // data parallel under mpirun (rank 0 writes)
+  const bool main_rank = ft::Distributed::is_main();
   Flags f;
   ft::LoopOptions& o = f.loop;
   o.lr = 2e-3;
@@ -149,19 +151,26 @@ int main(int argc, char** argv) {
         std::unique_ptr<ft::TextDataset> heldout;
         if (!f.eval_data.empty()) heldout = std::make_unique<ft::TextDataset>(f.eval_data);
         std::filesystem::create_directories(o.out_dir);
-        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", XGRAD_GIT_REVISION}};
-        write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
+        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", XGRAD_GIT_REVISION},
+                     {"ranks", ft::Distributed::size()}};
+        if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
 
         manual_seed(o.seed);  // the init
         nn::DecoderLM model(config);
         const double baseline =
             heldout ? unigram_bits_per_byte(train.text(), heldout->text()) : std::nan("");
-        std::printf("%s: %lld parameters, %lld training bytes", kProg, static_cast<long long>(model.num_parameters()),
-                    static_cast<long long>(train.size()));
-        if (heldout)
-          std::printf(", %zu held-out bytes; unigram baseline %.3f bits/byte\n", static_cast<std::size_t>(heldout->size()), baseline);
-        else
-          std::printf(" (no --eval-data: no held-out loss)\n");
+        if (main_rank) {
+          std::printf("%s: %lld parameters, %lld training bytes", kProg, static_cast<long long>(model.num_parameters()),
+                      static_cast<long long>(train.size()));
+          if (heldout)
+            std::printf(", %zu held-out bytes; unigram baseline %.3f bits/byte", static_cast<std::size_t>(heldout->size()), baseline);
+          else
+            std::printf(" (no --eval-data: no held-out loss)");
+          if (ft::Distributed::size() > 1)
+            std::printf("; %d ranks x %lld micro-batches of %lld per step", ft::Distributed::size(),
+                        static_cast<long long>(o.grad_accum), static_cast<long long>(f.batch));
+          std::printf("\n");
+        }
 
         ft::TrainLoop loop(kProg, model, model.named_parameters(), o);
         loop.run_identity["config"] = config.to_json();
@@ -197,6 +206,7 @@ int main(int argc, char** argv) {
           if (f.sample_every > 0 && step % f.sample_every == 0) sample(step);
         };
         ft::Metrics last = loop.run();
+        if (!main_rank) return 0;
         if (f.sample_every == 0) sample(o.steps);
         nn::save_pretrained(model, o.out_dir);
         json summary = {{"steps", o.steps}, {"parameters", model.num_parameters()}, {"train_bytes", train.size()}};

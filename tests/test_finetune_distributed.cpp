@@ -1,0 +1,212 @@
+// finetune/distributed.cpp and data parallelism in TrainLoop: in one process the collectives
+// are no-ops; under `mpirun -np 2`, xg-train and xg-finetune give the loss trajectory and
+// weights of one process with the same global batch (bitwise at equal thread counts), a
+// checkpoint resumes under another ranks x grad-accum layout, and a bad input fails the job.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "autograd/safetensors.hpp"
+#include "autograd/tensor.hpp"
+#include "finetune/distributed.hpp"
+#include "finetune/train_loop.hpp"
+#include "tests/cli_run.hpp"
+#include "tests/tiny_base.hpp"
+
+namespace fs = std::filesystem;
+namespace ft = xg::finetune;
+using nlohmann::json;
+using xg::test::CliRun;
+using xg::test::slurp;
+
+TEST(Distributed, OneProcessIsAWorldOfOne) {
+  EXPECT_EQ(ft::Distributed::rank(), 0);
+  EXPECT_EQ(ft::Distributed::size(), 1);
+  EXPECT_TRUE(ft::Distributed::is_main());
+  EXPECT_EQ(ft::Distributed::first_rank_with(true), 0);
+  EXPECT_EQ(ft::Distributed::first_rank_with(false), -1);
+  EXPECT_EQ(ft::Distributed::broadcast("as is", 0), "as is");
+  std::vector<double> x{1.5, -2};
+  ft::Distributed::allreduce_sum(x);
+  EXPECT_EQ(x, (std::vector<double>{1.5, -2}));
+  xg::Tensor p = xg::ones({3}).requires_grad_();
+  p.set_grad(xg::full({3}, 2.0));
+  ft::Distributed::allreduce_grads({p});
+  EXPECT_EQ(p.grad().data<float>()[2], 2.0f);
+}
+
+TEST(Distributed, MicroSeedsDifferPerStepMicroBatchAndStream) {
+  std::set<uint64_t> seen;
+  for (int64_t step = 0; step < 20; ++step)
+    for (int64_t micro = 0; micro < 8; ++micro)
+      for (uint64_t stream = 0; stream < 2; ++stream) seen.insert(ft::micro_seed(7, step, micro, stream));
+  EXPECT_EQ(seen.size(), 20u * 8 * 2);
+  EXPECT_EQ(ft::micro_seed(7, 3, 1, 0), ft::micro_seed(7, 3, 1, 0));
+  EXPECT_NE(ft::micro_seed(7, 3, 1, 0), ft::micro_seed(8, 3, 1, 0));
+}
+
+#ifdef XGRAD_MPIEXEC
+
+namespace {
+
+const std::string kTools = XGRAD_TOOL_DIR;
+
+// `mpirun -np <ranks>` as CI can run it: oversubscribing the 2-core machine is allowed, and
+// as root OpenMPI needs to be told it is.
+std::string mpirun(int ranks) {
+  return std::string(XGRAD_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) +
+         (::geteuid() == 0 ? " --allow-run-as-root" : "") + " ";
+}
+
+// Runs `command` (a shell command line) with its output in the test's files.
+CliRun shell(const std::string& command) {
+  const std::string base = xg::test::test_file_base();
+  const int st = std::system((command + " >" + base + ".out 2>" + base + ".err").c_str());
+  CliRun r;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  return r;
+}
+
+// The "train" records of a log.jsonl: (step, loss).
+std::vector<std::pair<int64_t, double>> train_losses(const fs::path& log) {
+  std::vector<std::pair<int64_t, double>> out;
+  std::ifstream f(log);
+  for (std::string line; std::getline(f, line);) {
+    json j = json::parse(line);
+    if (j["kind"] == "train") out.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>());
+  }
+  return out;
+}
+
+// The largest |a - b| over every tensor of two safetensors files with the same names.
+double max_weight_diff(const fs::path& a, const fs::path& b) {
+  const xg::TensorMap ta = xg::load_safetensors(a.string()), tb = xg::load_safetensors(b.string());
+  EXPECT_EQ(ta.size(), tb.size());
+  double worst = 0;
+  for (const auto& [name, t] : ta) {
+    auto it = tb.find(name);
+    if (it == tb.end()) {
+      ADD_FAILURE() << "no tensor " << name << " in " << b;
+      continue;
+    }
+    const xg::Tensor x = t.to(xg::kFloat64), y = it->second.to(xg::kFloat64);
+    for (int64_t i = 0; i < x.numel(); ++i) worst = std::max(worst, std::abs(x.data<double>()[i] - y.data<double>()[i]));
+  }
+  return worst;
+}
+
+void write_text(const fs::path& p) {
+  std::ofstream f(p);
+  for (int i = 0; i < 200; ++i) f << "line " << i % 10 << ": the quick brown fox jumps over the lazy dog.\n";
+}
+
+// The tiny model of the test, dropout on (its masks must match too).
+std::string train_flags(const fs::path& d, const std::string& out, int steps = 10) {
+  return kTools + "/xg-train --data " + (d / "train.txt").string() + " --out " + (d / out).string() +
+         " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --dropout 0.1 --lr 3e-3 --warmup 2"
+         " --eval-every 0 --checkpoint-every 5 --sample-tokens 0 --log-every 1 --seed 11 --steps " +
+         std::to_string(steps);
+}
+
+// Whether two files hold the same bytes (both must exist).
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  EXPECT_TRUE(fs::exists(a)) << a;
+  EXPECT_TRUE(fs::exists(b)) << b;
+  return slurp(a.string()) == slurp(b.string());
+}
+
+}  // namespace
+
+TEST(DistributedMpi, TwoRanksTrainBitwiseLikeOneProcessWithTheSameGlobalBatch) {
+  const fs::path d = xg::test::fresh_test_dir();
+  write_text(d / "train.txt");
+  // One thread per process on both sides: the kernels' reductions then run in the same order.
+  CliRun one = shell("OMP_NUM_THREADS=1 " + train_flags(d, "one") + " --grad-accum 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  CliRun two = shell("OMP_NUM_THREADS=1 " + mpirun(2) + train_flags(d, "two") + " --grad-accum 1");
+  ASSERT_EQ(two.status, 0) << two.err << two.out;
+  const auto l1 = train_losses(d / "one" / "log.jsonl"), l2 = train_losses(d / "two" / "log.jsonl");
+  ASSERT_EQ(l1.size(), 10u);
+  EXPECT_EQ(l1, l2);  // rank 0 alone logs: ten records, not twenty
+  EXPECT_LT(l1.back().second, l1.front().second);
+  EXPECT_TRUE(same_bytes(d / "one" / "model.safetensors", d / "two" / "model.safetensors"));
+  EXPECT_EQ(xg::test::count_lines(two.out), xg::test::count_lines(one.out)) << two.out;  // printed once
+  EXPECT_NE(two.out.find("2 ranks x 1 micro-batches of 4 per step"), std::string::npos) << two.out;
+}
+
+TEST(DistributedMpi, RanksTimesGradAccumEqualsOneProcessWithinFloatRounding) {
+  const fs::path d = xg::test::fresh_test_dir();
+  write_text(d / "train.txt");
+  // Default threads: 2 in the one process, 1 per rank; 2 ranks x 2 micro-batches = 4.
+  CliRun one = shell(train_flags(d, "one") + " --grad-accum 4");
+  ASSERT_EQ(one.status, 0) << one.err;
+  CliRun two = shell(mpirun(2) + train_flags(d, "two") + " --grad-accum 2");
+  ASSERT_EQ(two.status, 0) << two.err << two.out;
+  const auto l1 = train_losses(d / "one" / "log.jsonl"), l2 = train_losses(d / "two" / "log.jsonl");
+  ASSERT_EQ(l1.size(), 10u);
+  ASSERT_EQ(l2.size(), 10u);
+  for (std::size_t i = 0; i < l1.size(); ++i) EXPECT_NEAR(l1[i].second, l2[i].second, 1e-6) << "step " << l1[i].first;
+  EXPECT_LE(max_weight_diff(d / "one" / "model.safetensors", d / "two" / "model.safetensors"), 1e-6);
+}
+
+TEST(DistributedMpi, ACheckpointResumesUnderAnotherLayout) {
+  const fs::path d = xg::test::fresh_test_dir();
+  write_text(d / "train.txt");
+  const std::string constant = " --schedule constant --grad-accum ";
+  CliRun full = shell("OMP_NUM_THREADS=1 " + train_flags(d, "full") + constant + "2");
+  ASSERT_EQ(full.status, 0) << full.err;
+  // 5 steps on 2 ranks, then the other 5 in one process with 2 micro-batches per step.
+  CliRun first = shell("OMP_NUM_THREADS=1 " + mpirun(2) + train_flags(d, "split", 5) + constant + "1");
+  ASSERT_EQ(first.status, 0) << first.err;
+  CliRun rest = shell("OMP_NUM_THREADS=1 " + train_flags(d, "split") + constant + "2 --resume");
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_TRUE(same_bytes(d / "split" / "model.safetensors", d / "full" / "model.safetensors"));
+  // A different global batch is another run: refused, naming it.
+  CliRun other = shell(train_flags(d, "split", 12) + constant + "1 --resume");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find("different micro_batches_per_step (checkpoint: '2', now: '1')"), std::string::npos) << other.err;
+}
+
+TEST(DistributedMpi, FinetuneSftAndGrpoMatchOneProcess) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const fs::path base = xg::test::tiny_base(d);
+  {
+    std::ofstream sft(d / "sft.jsonl"), grpo(d / "grpo.jsonl");
+    for (const char* w : {"apple", "river", "stone", "cloud", "glass", "tiger"}) {
+      sft << json{{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}}.dump() << "\n";
+      grpo << json{{"prompt", std::string("Say ") + w + ":"}, {"answers", {w}}}.dump() << "\n";
+    }
+  }
+  for (const std::string objective : {"sft", "grpo"}) {
+    const std::string flags = kTools + "/xg-finetune --base " + base.string() + " --objective " + objective +
+                              " --data " + (d / (objective + ".jsonl")).string() +
+                              " --steps 4 --warmup 1 --lr 1e-2 --batch 2 --lora-r 4 --group-size 4 --max-new-tokens 6 --out ";
+    CliRun one = shell("OMP_NUM_THREADS=1 " + flags + (d / (objective + "_one")).string() + " --grad-accum 2");
+    ASSERT_EQ(one.status, 0) << one.err;
+    CliRun two = shell("OMP_NUM_THREADS=1 " + mpirun(2) + flags + (d / (objective + "_two")).string() + " --grad-accum 1");
+    ASSERT_EQ(two.status, 0) << two.err << two.out;
+    EXPECT_EQ(train_losses(d / (objective + "_one") / "log.jsonl"), train_losses(d / (objective + "_two") / "log.jsonl"))
+        << objective;
+    EXPECT_TRUE(same_bytes(d / (objective + "_one") / "adapter_model.safetensors",
+                           d / (objective + "_two") / "adapter_model.safetensors"))
+        << objective;
+  }
+}
+
+TEST(DistributedMpi, ABadInputFailsTheWholeJobWithOneClearError) {
+  const fs::path d = xg::test::fresh_test_dir();
+  CliRun r = shell(mpirun(2) + kTools + "/xg-train --data " + (d / "missing.txt").string() + " --out " +
+                   (d / "out").string() + " --steps 2 --warmup 0");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("missing.txt"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "out" / "checkpoint.safetensors"));
+}
+
+#endif  // XGRAD_MPIEXEC
