@@ -15,6 +15,7 @@
 #include "experiments/plot.hpp"
 #include "experiments/study.hpp"
 #include "experiments/training.hpp"
+#include "finetune/tools/cli.hpp"
 
 namespace po = boost::program_options;
 namespace ex = xg::experiments;
@@ -339,7 +340,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> depths, dims, xiong_depths, train_depths;
   std::vector<double> lrs;
   try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    xg::finetune::cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
     if (vm.count("help")) {
       std::cout << opts << "\nExample: " << kProg << " --sweep --xiong --train --out results\n";

@@ -22,6 +22,7 @@
 #include "experiments/demos/softmax_overflow.hpp"
 #include "experiments/demos/swiglu.hpp"
 #include "experiments/plot.hpp"
+#include "finetune/tools/cli.hpp"
 
 namespace po = boost::program_options;
 namespace ex = xg::experiments;
@@ -696,7 +697,7 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> args(argv + 2, argv + argc);
     po::positional_options_description no_positionals;  // "seed_demos all extra" is an error
-    po::store(po::command_line_parser(args).options(opts).positional(no_positionals).run(), vm);
+    xg::finetune::cli::store_checked(po::command_line_parser(args).options(opts).positional(no_positionals).run(), vm);
     po::notify(vm);
   } catch (const std::exception& e) {
     std::cerr << error_line(sub, e.what()) << " (see " << kProg << " --help)\n";

@@ -135,6 +135,16 @@ TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
   r = run("--data x --out " + (d / "o").string() + " --schedule exp");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--schedule: expected constant, cosine or linear"), std::string::npos) << r.err;
+  // Each model flag by its name, and no unsigned flag wraps a negative value.
+  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--layers 0", "xg-train: --layers must be positive, got 0 (see --help)\n"},
+           {"--dropout 1.5", "xg-train: --dropout must be in [0, 1), got 1.5 (see --help)\n"},
+           {"--max-seq-len 0", "xg-train: --max-seq-len must be positive, got 0 (see --help)\n"},
+           {"--seed -1", "xg-train: --seed: expected an integer >= 0, got '-1' (see --help)\n"}}) {
+    r = run("--data x --out " + (d / "o").string() + " " + flag);
+    EXPECT_EQ(r.status, 2) << flag;
+    EXPECT_EQ(r.err, message);
+  }
   std::ofstream(d / "empty.txt").close();
   r = run("--data " + (d / "empty.txt").string() + " --out " + (d / "o").string());
   EXPECT_EQ(r.status, 1);

@@ -24,11 +24,24 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// po::store, and a usage error for a negative value of an unsigned flag (a seed): Boost
+// reads "-1" as 2^64 - 1 without a word.
+inline void store_checked(const po::parsed_options& parsed, po::variables_map& vm) {
+  po::store(parsed, vm);
+  for (const po::option& o : parsed.options) {
+    auto it = vm.find(o.string_key);
+    if (it == vm.end() || it->second.value().type() != typeid(uint64_t)) continue;
+    for (const std::string& v : o.value)
+      if (v.find('-') != std::string::npos)
+        throw UsageError("--" + o.string_key + ": expected an integer >= 0, got '" + v + "'");
+  }
+}
+
 // Parses argv into vm (a usage error for an unknown flag or a bad value); prints the options
 // and returns true for --help.
 inline bool parse(int argc, char** argv, const po::options_description& opts, po::variables_map& vm,
                   const std::string& usage) {
-  po::store(po::parse_command_line(argc, argv, opts), vm);
+  store_checked(po::parse_command_line(argc, argv, opts), vm);
   if (vm.count("help")) {
     std::cout << usage << "\n\n" << opts << "\n";
     return true;

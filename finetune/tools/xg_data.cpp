@@ -14,6 +14,7 @@
 #include "autograd/error.hpp"
 #include "finetune/data/rdata.hpp"
 #include "finetune/data/wordnet.hpp"
+#include "finetune/tools/cli.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -29,9 +30,7 @@ const std::vector<std::pair<std::string, std::string>> kNovels = {
     {"mansfieldpark", "Mansfield Park"},           {"emma", "Emma"},
     {"northangerabbey", "Northanger Abbey"},       {"persuasion", "Persuasion"}};
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using xg::finetune::cli::UsageError;
 
 // Files are written as <name>.tmp and renamed only once every file was written.
 class Writer {
@@ -178,7 +177,7 @@ int main(int argc, char** argv) {
     ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed of the lemma split and DPO sibling choice");
   try {
     po::variables_map vm;
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    xg::finetune::cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
     if (vm.count("help")) {
       std::cout << opts << "\n";

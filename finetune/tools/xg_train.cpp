@@ -36,6 +36,12 @@ struct Flags {
 };
 
 nn::LMConfig model_config(const Flags& f) {
+  // The flags first, by their names (LMConfig::validate below names its fields).
+  cli::require(f.d_model > 0, "--d-model must be positive, got " + std::to_string(f.d_model));
+  cli::require(f.layers > 0, "--layers must be positive, got " + std::to_string(f.layers));
+  cli::require(f.d_ff >= 0, "--d-ff must be >= 0 (0 = the FFN kind's default), got " + std::to_string(f.d_ff));
+  cli::require(f.max_seq_len > 0, "--max-seq-len must be positive, got " + std::to_string(f.max_seq_len));
+  cli::require(f.dropout >= 0 && f.dropout < 1, str_cat("--dropout must be in [0, 1), got ", f.dropout));
   nn::BlockConfig b = nn::BlockConfig::llama(f.d_model, f.heads, f.kv_heads);
   b.ffn = cli::choice<nn::FFNKind>("ffn", f.ffn,
                                    {{"swiglu", nn::FFNKind::SwiGLU}, {"gelu", nn::FFNKind::GELU}, {"relu", nn::FFNKind::ReLU}});
