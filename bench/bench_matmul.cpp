@@ -1,5 +1,5 @@
-// Matrix products: xg::matmul on square sizes, xg::linear on the FFN shapes of a small
-// LLaMA-style model (forward, and forward + backward), and raw cblas_sgemm as the
+// Matrix products: xg::matmul on square sizes, xg::linear on every projection shape of issue
+// 8's three configs (forward, backward alone, forward + backward), and raw cblas_sgemm as the
 // machine's peak. All float32; GFLOP/s counts 2*M*N*K per product.
 #include <cblas.h>
 
@@ -41,13 +41,19 @@ void BM_MatmulForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulForwardBackward)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The FFN projections of a LLaMA-style block with B*T = 1024 tokens:
-// C = 256 (d_ff 704) and C = 512 (d_ff 1408), up (C -> d_ff) and down (d_ff -> C).
+// The projections of issue 8's configs, x: [M = B*T, in] @ W^T with W: [out, in]:
+// w_q/w_k/w_v/w_o (d -> d), the FFN's gate and up (d -> d_ff) and down (d_ff -> d), and the LM
+// head (d -> 256). tiny: M 512, d 64, d_ff 192; small: M 1024, d 256, d_ff 704 (its LM head
+// is [1024, 256] x [256, 256]^T, the same shape as its qkv/o, so it runs once); medium:
+// M 1024, d 512, d_ff 1408.
 void linear_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "in", "out"});
-  for (auto [C, F] : {std::pair<int64_t, int64_t>{256, 704}, {512, 1408}}) {
-    b->Args({1024, C, F});
-    b->Args({1024, F, C});
+  for (const auto& c : xg::bench::kRefConfigs) {
+    const int64_t M = c.rows(), d = c.d, F = xg::bench::ffn_dim(d);
+    b->Args({M, d, d});  // qkv / o
+    b->Args({M, d, F});  // gate / up
+    b->Args({M, F, d});  // down
+    if (d != 256) b->Args({M, d, 256});  // LM head
   }
 }
 
@@ -61,7 +67,7 @@ void BM_LinearForward(benchmark::State& state) {
   }
   set_gflops(state, 2.0 * M * in * out);
 }
-BENCHMARK(BM_LinearForward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearForward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // y = x @ w^T, then backward: dx = g @ w, dw = g^T @ x
 void BM_LinearForwardBackward(benchmark::State& state) {
@@ -77,7 +83,24 @@ void BM_LinearForwardBackward(benchmark::State& state) {
   }
   set_gflops(state, 3 * 2.0 * M * in * out);
 }
-BENCHMARK(BM_LinearForwardBackward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearForwardBackward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The backward alone of y = x @ w^T (graph built once, kept with retain_graph): the two
+// products dx = g @ w ([M, out] x [out, in]) and dw = g^T @ x ([out, M] x [M, in]).
+void BM_LinearBackward(benchmark::State& state) {
+  const int64_t M = state.range(0), in = state.range(1), out = state.range(2);
+  Tensor x = randn32({M, in}, 1).requires_grad_(), w = randn32({out, in}, 2).requires_grad_();
+  Tensor g = randn32({M, out}, 3);
+  Tensor y = xg::linear(x, w);
+  for (auto _ : state) {
+    y.backward(g, /*retain_graph=*/true);
+    benchmark::DoNotOptimize(w.grad().raw_data());
+    x.zero_grad();
+    w.zero_grad();
+  }
+  set_gflops(state, 2 * 2.0 * M * in * out);
+}
+BENCHMARK(BM_LinearBackward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The ceiling: cblas_sgemm into a preallocated output, no tensor machinery.
 void BM_SgemmRaw(benchmark::State& state) {

@@ -16,6 +16,8 @@ Run with Debian's PyTorch:
 """
 import argparse
 import json
+import math
+import re
 import statistics
 import subprocess
 import sys
@@ -24,9 +26,38 @@ import time
 import torch
 import torch.nn.functional as F
 
-LINEAR_SHAPES = [(1024, 256, 704), (1024, 704, 256), (1024, 512, 1408), (1024, 1408, 512)]
+# issue 8's reference configs (bench_util.hpp's kRefConfigs): name, d, L, H, T, B
+CONFIGS = [("tiny", 64, 2, 2, 64, 8), ("small", 256, 4, 4, 128, 8), ("medium", 512, 8, 8, 256, 4)]
+VOCAB = 256
 SOFTMAX_ROWS, SOFTMAX_T = 8 * 8 * 256, 256
 SUM_R, SUM_C = 4096, 1024
+EPS = 1e-6
+CONTENDED = 1.15  # wall / CPU time above which a measurement is marked as contended
+
+
+def ffn_dim(d):
+    """8/3 d rounded up to a multiple of 64 (64 -> 192, 256 -> 704, 512 -> 1408)."""
+    return ((8 * d + 2) // 3 + 63) // 64 * 64
+
+
+def linear_shapes():
+    """(M, in, out) of the configs' projections, in bench_matmul.cpp's order: qkv/o, gate/up,
+    down, LM head (small's LM head is its qkv/o shape and is listed once)."""
+    out = []
+    for _, d, _, _, t, b in CONFIGS:
+        m, f = b * t, ffn_dim(d)
+        out += [(m, d, d), (m, d, f), (m, f, d)] + ([(m, d, VOCAB)] if d != VOCAB else [])
+    return out
+
+
+def decoder_param_shapes(d, layers):
+    """bench_adamw.cpp's parameter list: the decoder LM's parameters in named_parameters() order."""
+    f = ffn_dim(d)
+    layer = [(d,), (d, d), (d, d), (d, d), (d, d), (d,), (f, d), (f, d), (d, f)]
+    return [(VOCAB, d)] + layer * layers + [(d,), (VOCAB, d)]
+
+
+LINEAR_SHAPES = linear_shapes()
 
 
 def randn(*shape, seed=0, grad=False):
@@ -64,6 +95,16 @@ def cases():
             w.grad = None
         return step, 3 * 2 * m * k * n / 1e9, "GFLOP/s"
 
+    def linear_bwd(m, k, n):
+        x, w, g = randn(m, k, seed=1, grad=True), randn(n, k, seed=2, grad=True), randn(m, n, seed=3)
+        y = F.linear(x, w)
+
+        def step():
+            y.backward(g, retain_graph=True)
+            x.grad = None
+            w.grad = None
+        return step, 2 * 2 * m * k * n / 1e9, "GFLOP/s"
+
     def mm_out(n):
         a, b, c = randn(n, n, seed=1), randn(n, n, seed=2), torch.empty(n, n)
         return (lambda: torch.mm(a, b, out=c)), 2 * n ** 3 / 1e9, "GFLOP/s"
@@ -88,6 +129,105 @@ def cases():
         x = randn(r, c, seed=1)
         return (lambda: x.sum(0)), 4 * (r * c + c) / 1e9, "GB/s"
 
+    # --- the hot kernels of issue 8's model, as torch_step.py writes them (plain ops) ---------
+    def rotate_half(x):
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+    def attention(q, k, v, mask):
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+        att = att.masked_fill(mask, float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+
+    def attention_fwd(b, h, t, hs, backward):
+        q, k, v = (randn(b, h, t, hs, seed=i, grad=backward) for i in (1, 2, 3))
+        g, mask = randn(b, h, t, hs, seed=4), torch.ones(t, t, dtype=torch.bool).triu(1)
+        flop = 4 * b * h * t * t * hs  # full T x T scores, as bench_attention.cpp counts
+        if not backward:
+            return (lambda: attention(q, k, v, mask)), flop / 1e9, "GFLOP/s"
+
+        def step():
+            attention(q, k, v, mask).backward(g)
+            q.grad = k.grad = v.grad = None
+        return step, 3 * flop / 1e9, "GFLOP/s"
+
+    def rms_norm(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
+
+    def rms_norm_case(rows, c, backward):
+        x, w, g = randn(rows, c, seed=1, grad=backward), randn(c, seed=2, grad=backward), randn(rows, c, seed=3)
+        if not backward:
+            return (lambda: rms_norm(x, w)), 4 * 2 * rows * c / 1e9, "GB/s"
+
+        def step():
+            rms_norm(x, w).backward(g)
+            x.grad = w.grad = None
+        return step, 4 * 5 * rows * c / 1e9, "GB/s"
+
+    def rope_case(b, h, t, hs, backward):
+        x, g = randn(b, h, t, hs, seed=1, grad=backward), randn(b, h, t, hs, seed=2)
+        inv_freq = 1.0 / (10000.0 ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs))
+        ang = torch.outer(torch.arange(t, dtype=torch.float64), inv_freq)
+        ang = torch.cat((ang, ang), dim=-1)
+        cos, sin = ang.cos().float(), ang.sin().float()
+        n = b * h * t * hs
+        if not backward:
+            return (lambda: x * cos + rotate_half(x) * sin), 4 * 2 * n / 1e9, "GB/s"
+
+        def step():
+            (x * cos + rotate_half(x) * sin).backward(g)
+            x.grad = None
+        return step, 4 * 4 * n / 1e9, "GB/s"
+
+    def swiglu_act(rows, f, backward):
+        gate, up, g = randn(rows, f, seed=1, grad=backward), randn(rows, f, seed=2, grad=backward), randn(rows, f, seed=3)
+        if not backward:
+            return (lambda: F.silu(gate) * up), 4 * 3 * rows * f / 1e9, "GB/s"
+
+        def step():
+            (F.silu(gate) * up).backward(g)
+            gate.grad = up.grad = None
+        return step, 4 * 8 * rows * f / 1e9, "GB/s"
+
+    def swiglu_ffn(b, t, d, f, backward):
+        torch.manual_seed(0)
+        w_gate, w_up, w_down = (torch.nn.Linear(i, o, bias=False) for i, o in ((d, f), (d, f), (f, d)))
+        params = [w_gate.weight, w_up.weight, w_down.weight]
+        x, g = randn(b, t, d, seed=1, grad=backward), randn(b, t, d, seed=2)
+        flop = 3 * 2 * b * t * d * f
+        if not backward:
+            def fwd():
+                with torch.no_grad():
+                    return w_down(F.silu(w_gate(x)) * w_up(x))
+            return fwd, flop / 1e9, "GFLOP/s"
+
+        def step():
+            w_down(F.silu(w_gate(x)) * w_up(x)).backward(g)
+            x.grad = None
+            for p in params:
+                p.grad = None
+        return step, 3 * flop / 1e9, "GFLOP/s"
+
+    def cross_entropy(rows, v, backward):
+        x, t = randn(rows, v, seed=1, grad=backward), torch.randint(0, v, (rows,), generator=torch.Generator().manual_seed(2))
+        if not backward:
+            return (lambda: F.cross_entropy(x, t)), 4 * rows * v / 1e9, "GB/s"
+
+        def step():
+            F.cross_entropy(x, t).backward()
+            x.grad = None
+        return step, 4 * 3 * rows * v / 1e9, "GB/s"
+
+    def adamw(d, layers):
+        params = []
+        for i, shape in enumerate(decoder_param_shapes(d, layers)):
+            p = randn(*shape, seed=2 * i + 1, grad=True)
+            p.grad = randn(*shape, seed=2 * i + 2)
+            params.append(p)
+        opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1)
+        opt.step()  # allocates m and v, as bench_adamw.cpp's untimed first step
+        return opt.step, 4 * 7 * sum(p.numel() for p in params) / 1e9, "GB/s"
+
     for n in (256, 512, 1024):
         out.append((f"BM_MatmulForward/{n}", lambda n=n: matmul_fwd(n)))
     for n in (256, 512, 1024):
@@ -96,12 +236,39 @@ def cases():
         out.append((f"BM_LinearForward/M:{m}/in:{k}/out:{n}", lambda s=(m, k, n): linear_fwd(*s)))
     for m, k, n in LINEAR_SHAPES:
         out.append((f"BM_LinearForwardBackward/M:{m}/in:{k}/out:{n}", lambda s=(m, k, n): linear_fwd_bwd(*s)))
+    for m, k, n in LINEAR_SHAPES:
+        out.append((f"BM_LinearBackward/M:{m}/in:{k}/out:{n}", lambda s=(m, k, n): linear_bwd(*s)))
     out.append(("BM_SgemmRaw/1024", lambda: mm_out(1024)))
     out.append((f"BM_SoftmaxForward/rows:{SOFTMAX_ROWS}/T:{SOFTMAX_T}", lambda: softmax_fwd(SOFTMAX_ROWS, SOFTMAX_T)))
     out.append((f"BM_SoftmaxForwardBackward/rows:{SOFTMAX_ROWS}/T:{SOFTMAX_T}",
                 lambda: softmax_fwd_bwd(SOFTMAX_ROWS, SOFTMAX_T)))
     out.append((f"BM_SumLastDim/R:{SUM_R}/C:{SUM_C}", lambda: sum_last(SUM_R, SUM_C)))
     out.append((f"BM_SumDim0/R:{SUM_R}/C:{SUM_C}", lambda: sum_dim0(SUM_R, SUM_C)))
+    for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
+        for _, d, _, h, t, b in CONFIGS:
+            out.append((f"BM_Attention{kind}/B:{b}/H:{h}/T:{t}/hs:{d // h}",
+                        lambda s=(b, h, t, d // h), bw=bw: attention_fwd(*s, bw)))
+    for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
+        for _, d, _, _, t, b in CONFIGS:
+            out.append((f"BM_RMSNorm{kind}/rows:{b * t}/C:{d}", lambda s=(b * t, d), bw=bw: rms_norm_case(*s, bw)))
+    for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
+        for _, d, _, h, t, b in CONFIGS:
+            out.append((f"BM_Rope{kind}/B:{b}/H:{h}/T:{t}/hs:{d // h}",
+                        lambda s=(b, h, t, d // h), bw=bw: rope_case(*s, bw)))
+    for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
+        for _, d, _, _, t, b in CONFIGS:
+            out.append((f"BM_SwiGLUAct{kind}/rows:{b * t}/F:{ffn_dim(d)}",
+                        lambda s=(b * t, ffn_dim(d)), bw=bw: swiglu_act(*s, bw)))
+    for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
+        for _, d, _, _, t, b in CONFIGS:
+            out.append((f"BM_SwiGLUFFN{kind}/B:{b}/T:{t}/d:{d}/F:{ffn_dim(d)}",
+                        lambda s=(b, t, d, ffn_dim(d)), bw=bw: swiglu_ffn(*s, bw)))
+    ce_rows = sorted({b * t for _, _, _, _, t, b in CONFIGS})
+    for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
+        for rows in ce_rows:
+            out.append((f"BM_CrossEntropy{kind}/rows:{rows}/V:{VOCAB}", lambda r=rows, bw=bw: cross_entropy(r, VOCAB, bw)))
+    for _, d, layers, _, _, _ in CONFIGS:
+        out.append((f"BM_AdamWStep/d:{d}/L:{layers}", lambda s=(d, layers): adamw(*s)))
     return out
 
 
@@ -133,7 +300,8 @@ def time_step(step, min_time, reps, with_cpu=False):
 
 
 def load_xgrad(path):
-    """name -> median seconds per iteration, from a Google Benchmark JSON file."""
+    """name -> (median wall seconds, median main-thread CPU seconds) per iteration, from a
+    Google Benchmark JSON file."""
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
     with open(path) as f:
         data = json.load(f)
@@ -141,7 +309,8 @@ def load_xgrad(path):
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
-        res[b["run_name"].replace("/real_time", "")] = b["real_time"] * scale[b["time_unit"]]
+        res[b["run_name"].replace("/real_time", "")] = (b["real_time"] * scale[b["time_unit"]],
+                                                        b["cpu_time"] * scale[b["time_unit"]])
     return res
 
 
@@ -159,7 +328,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.5)
     ap.add_argument("--procs", type=int, default=3, help="fresh processes per case (median of their medians)")
-    ap.add_argument("--filter", default="", help="substring of the benchmark names to run")
+    ap.add_argument("--filter", default="", help="regular expression (re.search) on the benchmark names to run, "
+                                                 "e.g. 'Attention|RMSNorm'")
     ap.add_argument("--xgrad", nargs="*", default=[], metavar="THREADS=FILE",
                     help="xgrad_bench JSON per thread count, e.g. 2=xg2.json 1=xg1.json: prints a markdown "
                          "table side by side")
@@ -177,16 +347,17 @@ def main():
 
     xg = {int(t): load_xgrad(f) for t, f in (x.split("=", 1) for x in args.xgrad)}
     print(f"torch {torch.__version__}", flush=True)
-    torch_sec, rows = {}, []
+    torch_sec, torch_cpu, rows = {}, {}, []
     for threads in args.threads:
         torch.set_num_threads(threads)
         for name, make in cases():
-            if args.filter not in name:
+            if not re.search(args.filter, name):
                 continue
             _, work, unit = make()
-            sec = statistics.median(run_isolated(name, threads, args.reps, args.min_time)["wall"]
-                                    for _ in range(args.procs))
+            runs = [run_isolated(name, threads, args.reps, args.min_time) for _ in range(args.procs)]
+            sec = statistics.median(r["wall"] for r in runs)
             torch_sec[(name, threads)] = sec
+            torch_cpu[(name, threads)] = statistics.median(r["cpu"] for r in runs)
             if (name, work, unit) not in rows:
                 rows.append((name, work, unit))
             print(f"{threads} thr  {name:55s} {sec * 1e3:10.3f} ms  {work / sec:8.1f} {unit}", flush=True)
@@ -196,6 +367,11 @@ def main():
     if not xg:
         return
     # Rates (higher is better); the ratio is xgrad's rate over PyTorch's (> 1: xgrad faster).
+    # A rate marked * was contended: its wall time is above CONTENDED x the main thread's CPU
+    # time (the calling thread computes or spin-waits throughout, so on free cores the two agree).
+    def rate(work, wall, cpu):
+        return f" {work / wall:.1f}{'*' if wall > CONTENDED * cpu else ''} |"
+
     head = "| benchmark | unit |"
     rule = "| --- | --- |"
     for t in args.threads:
@@ -206,11 +382,12 @@ def main():
         line = f"| {name.replace('BM_', '')} | {unit} |"
         for t in args.threads:
             ts = torch_sec.get((name, t))
-            xs = xg.get(t, {}).get(name)
-            line += f" {work / xs:.1f} |" if xs else " - |"
-            line += f" {work / ts:.1f} |" if ts else " - |"
+            xs, xcpu = xg.get(t, {}).get(name, (None, None))
+            line += rate(work, xs, xcpu) if xs else " - |"
+            line += rate(work, ts, torch_cpu[(name, t)]) if ts else " - |"
             line += f" {ts / xs:.2f} |" if xs and ts else " - |"
         print(line)
+    print(f"\n* contended: wall time above {CONTENDED}x the main thread's CPU time (other processes had the cores)")
 
 
 if __name__ == "__main__":

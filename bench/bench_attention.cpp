@@ -1,0 +1,56 @@
+// Causal scaled-dot-product attention through xg::scaled_dot_product_attention (the fused
+// kernel every attention module shares) at the q/k/v shapes of issue 8's three configs.
+#include "bench/bench_util.hpp"
+
+namespace {
+
+using xg::Tensor;
+using xg::bench::randn32;
+
+// q, k, v: [B, H, T, hs], one shape per reference config (hs = d / H).
+void attention_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "H", "T", "hs"});
+  for (const auto& c : xg::bench::kRefConfigs) b->Args({c.B, c.H, c.T, c.hs()});
+}
+
+// FLOPs: the two products QK^T and PV, 2 * T * T * hs each per (b, h): forward
+// 4 * B * H * T^2 * hs; backward four products (dV = P^T g, dP = g V^T, dQ = dS K,
+// dK = dS^T Q), 8 * B * H * T^2 * hs. NOTE: counted over the full T x T scores, as PyTorch's
+// plain matmul + mask + softmax computes them (and as PaLM's model FLOPs count them); xgrad's
+// kernel skips the keys a causal row cannot see, so its useful work is about half of this.
+// Softmax, scaling and masking are not counted.
+double attention_flops(int64_t B, int64_t H, int64_t T, int64_t hs) {
+  return 4.0 * static_cast<double>(B * H * T) * static_cast<double>(T * hs);
+}
+
+// out = softmax(q k^T / sqrt(hs) + causal mask) v
+void BM_AttentionForward(benchmark::State& state) {
+  const int64_t B = state.range(0), H = state.range(1), T = state.range(2), hs = state.range(3);
+  Tensor q = randn32({B, H, T, hs}, 1), k = randn32({B, H, T, hs}, 2), v = randn32({B, H, T, hs}, 3);
+  for (auto _ : state) {
+    Tensor y = xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask());
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  xg::bench::set_gflops(state, attention_flops(B, H, T, hs));
+}
+BENCHMARK(BM_AttentionForward)->Apply(attention_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The same forward, then the fused backward for dq, dk, dv (softmax backward inside).
+void BM_AttentionForwardBackward(benchmark::State& state) {
+  const int64_t B = state.range(0), H = state.range(1), T = state.range(2), hs = state.range(3);
+  Tensor q = randn32({B, H, T, hs}, 1).requires_grad_(), k = randn32({B, H, T, hs}, 2).requires_grad_();
+  Tensor v = randn32({B, H, T, hs}, 3).requires_grad_();
+  Tensor g = randn32({B, H, T, hs}, 4);
+  for (auto _ : state) {
+    Tensor y = xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask());
+    y.backward(g);
+    benchmark::DoNotOptimize(q.grad().raw_data());
+    q.zero_grad();
+    k.zero_grad();
+    v.zero_grad();
+  }
+  xg::bench::set_gflops(state, 3 * attention_flops(B, H, T, hs));  // forward 4, backward 8 (x B H T^2 hs)
+}
+BENCHMARK(BM_AttentionForwardBackward)->Apply(attention_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
