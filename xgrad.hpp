@@ -8,6 +8,7 @@
 #include "autograd/xarray.hpp"
 #include "finetune/checkpoint.hpp"
 #include "finetune/dataset.hpp"
+#include "finetune/distributed.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
 #include "finetune/peft.hpp"

@@ -13,4 +13,5 @@
 #include "autograd/rope.hpp"
 #include "autograd/shape.hpp"
 #include "autograd/softmax.hpp"
+#include "autograd/swiglu.hpp"
 #include "autograd/tensor.hpp"

@@ -9,6 +9,7 @@
 #include "autograd/reduce.hpp"
 #include "autograd/shape.hpp"
 #include "autograd/softmax.hpp"
+#include "autograd/swiglu.hpp"
 
 namespace xg::nn {
 
@@ -99,7 +100,7 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, bool bias, SwiGLUNaming naming)
 // x: [..., d_model] -> [..., d_model]
 Tensor SwiGLU::forward(const Tensor& x) const {
   check_input(x, d_model_, str_cat("SwiGLU(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
-  return (*down_)(silu((*gate_)(x)) * (*up_)(x));
+  return (*down_)(swiglu((*gate_)(x), (*up_)(x)));  // one fused silu(gate) * up
 }
 
 std::string SwiGLU::extra_repr() const {
