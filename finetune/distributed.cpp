@@ -137,8 +137,11 @@ void Distributed::allreduce_grads(const std::vector<Tensor>& params, int64_t buc
     grads.push_back(p.grad());
   }
   // Buckets of consecutive gradients of one dtype. The sums land in fresh tensors: a
-  // gradient's storage may be shared with a tensor the backward pass handed over.
-  std::vector<char> bucket;
+  // gradient's storage may be shared with a tensor the backward pass handed over. The
+  // bucket itself is kept from step to step: OpenMPI's shared-memory transport is slow on
+  // memory it has not seen before (measured: 85-95 ms for 13 MB in a fresh buffer, 3-4 ms
+  // in a reused one).
+  static std::vector<char> bucket;
   std::size_t i = 0;
   while (i < grads.size()) {
     const Dtype d = grads[i].dtype();
@@ -147,7 +150,7 @@ void Distributed::allreduce_grads(const std::vector<Tensor>& params, int64_t buc
     int64_t n = 0;
     while (j < grads.size() && grads[j].dtype() == d && (j == i || (n + grads[j].numel()) * item <= bucket_bytes))
       n += grads[j++].numel();
-    bucket.resize(static_cast<std::size_t>(n * item));
+    if (bucket.size() < static_cast<std::size_t>(n * item)) bucket.resize(static_cast<std::size_t>(n * item));
     int64_t at = 0;
     for (std::size_t k = i; k < j; ++k) {
       const int64_t bytes = grads[k].numel() * item;
