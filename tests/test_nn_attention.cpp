@@ -19,8 +19,6 @@ using V = std::vector<Tensor>;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 GroupedQueryAttentionOptions gqa_options(int64_t d_model, int64_t n_heads, int64_t n_kv_heads) {
   GroupedQueryAttentionOptions o;
   o.d_model = d_model;
