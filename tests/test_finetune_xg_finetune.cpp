@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,28 @@ TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
                                     " --adapter-scale 0 --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
   ASSERT_EQ(z.status, 0) << z.err;
   EXPECT_NE(z.out, "yes\n");
+}
+
+TEST(XgFinetune, DpoWithDetectAnomalyNamesTheOpAndStops) {
+  // The DPO step runs the policy and the adapter-disabled reference in one graph; lr 1e30
+  // without clipping blows the adapters up after step 1, so step 2's policy pass makes NaN.
+  const fs::path d = xg::test::fresh_test_dir("dpo_anomaly");
+  const fs::path base = tiny_base(d);
+  std::vector<json> rows;
+  for (const char* w : kWords)
+    rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}});
+  write_lines(d / "train.jsonl", rows);
+  const std::string flags = "--objective dpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                            " --steps 4 --warmup 0 --lr 1e30 --clip 0 --batch 2 --lora-dropout 0 --checkpoint-every 1";
+  CliRun r = run("xg-finetune", flags + " --out " + (d / "stop").string() + " --detect-anomaly");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("xg-finetune: step 2: detect_anomaly: op '"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lora_"), std::string::npos) << r.err;  // the module is an adapted one
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // --on-nan skip: the bad steps are skipped and the run completes with finite adapters.
+  r = run("xg-finetune", flags + " --out " + (d / "skip").string() + " --on-nan skip");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("skipped (--on-nan skip)"), std::string::npos) << r.out;
 }
 
 TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
