@@ -98,10 +98,10 @@ bool TrainLoop::try_resume() {
   // reads the checkpoint.)
   if (Distributed::is_main())
     for (const auto& e : std::filesystem::directory_iterator(o_.out_dir))
-    if (e.path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) {
-      log_->note(str_cat(program_, ": --resume: removing ", e.path().string(), ", left by a run killed while writing"));
-      std::filesystem::remove(e.path());
-    }
+      if (e.path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) {
+        log_->note(str_cat(program_, ": --resume: removing ", e.path().string(), ", left by a run killed while writing"));
+        std::filesystem::remove(e.path());
+      }
   Checkpoint c = load_checkpoint(path);
   for (const auto& [k, v] : run_identity) {
     auto it = c.progress.extra.find(k);
