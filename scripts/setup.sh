@@ -14,7 +14,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin      # data-parallel xg-train / xg-finetune under mpirun (optional at build time)
 )
 # `scripts/setup.sh --fixtures` also installs PyTorch, needed only to regenerate
-# tests/fixtures (never at build or test time).
+# tests/fixtures and to run bench/compare beside xgrad (never at build or test time).
 if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy); fi
 # `scripts/setup.sh --sanitize`: clang with libFuzzer and the sanitizer runtimes, and LLVM's
 # OpenMP for clang (scripts/sanitize.sh).
