@@ -15,7 +15,7 @@ namespace xg::finetune {
 struct TrainProgress {
   int64_t step = 0;         // optimizer steps done
   int64_t tokens_seen = 0;  // training tokens consumed
-  std::string data_rng;     // the generator batches are drawn from
+  std::string data_rng;     // Generator(seed): the root every micro-batch's data and dropout seeds derive from
   std::string global_rng;   // xg::default_generator() (dropout and other draws without a generator)
   std::map<std::string, std::string> extra;  // run-specific (config, data cursor, ...)
 };
