@@ -1,5 +1,9 @@
 // Tests for autograd/matmul.cpp: matmul (every rank combination of torch.matmul), linear,
 // bmm: gradient checks in float64, values against PyTorch, and error messages.
+#include <omp.h>
+
+#include <array>
+
 #include "tests/torch_fixture.hpp"
 
 namespace {
@@ -70,6 +74,58 @@ TEST(Matmul, GradOnlyForInputsThatRequireIt) {
   std::vector<double> bv = b.to_vector(), ga = a.grad().to_vector();
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 4; ++j) EXPECT_NEAR(ga[i * 4 + j], bv[j * 2] + bv[j * 2 + 1], 1e-12);
+}
+
+// Large products are split into one gemm per thread, over C's rows or columns (matmul.cpp).
+// Naive float64 reference: c[i, j] = sum_k a[i, k] b[k, j] for a [n, k] and b [k, m].
+std::vector<double> naive_mm(const std::vector<double>& a, const std::vector<double>& b, int64_t n, int64_t k,
+                             int64_t m) {
+  std::vector<double> c(static_cast<std::size_t>(n * m), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < m; ++j) c[i * m + j] += a[i * k + p] * b[p * m + j];
+  return c;
+}
+
+std::vector<double> transposed(const std::vector<double>& a, int64_t rows, int64_t cols) {
+  std::vector<double> t(a.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = a[i * cols + j];
+  return t;
+}
+
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-9) << what << " at " << i;
+}
+
+TEST(Matmul, SplitAcrossThreadsMatchesNaiveProducts) {
+  // Sizes above the split threshold (262,144 multiply-adds), not multiples of 16. Forward,
+  // input gradient and weight gradient cover every transpose flag, split by rows and by
+  // columns: x [n, k] @ w [m, k]^T with n > m and n < m.
+  for (auto [n, k, m] : {std::array<int64_t, 3>{135, 70, 33}, std::array<int64_t, 3>{40, 70, 150},
+                         std::array<int64_t, 3>{200, 60, 31}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n << " k=" << k << " m=" << m);
+    const std::vector<double> xv = randn64({n, k}, 51).to_vector(), wv = randn64({m, k}, 52).to_vector(),
+                              gv = randn64({n, m}, 53).to_vector();
+    const std::vector<double> y_ref = naive_mm(xv, transposed(wv, m, k), n, k, m);   // x w^T
+    const std::vector<double> dx_ref = naive_mm(gv, wv, n, m, k);                    // g w
+    const std::vector<double> dw_ref = naive_mm(transposed(gv, n, m), xv, m, n, k);  // g^T x
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads");
+      const int prev = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      Tensor x = xg::from_vector(xv, {n, k}, xg::kFloat64).requires_grad_(true), w = xg::from_vector(wv, {m, k}, xg::kFloat64).requires_grad_(true);
+      Tensor y = xg::linear(x, w, Tensor());
+      y.backward(xg::from_vector(gv, {n, m}, xg::kFloat64));
+      Tensor y2 = xg::matmul(x.detach(), xg::transpose(w.detach(), 0, 1));  // the plain a @ b path
+      omp_set_num_threads(prev);
+      expect_near_all(y.to_vector(), y_ref, "linear");
+      expect_near_all(x.grad().to_vector(), dx_ref, "dx");
+      expect_near_all(w.grad().to_vector(), dw_ref, "dw");
+      expect_near_all(y2.to_vector(), y_ref, "matmul");
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
