@@ -17,8 +17,25 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
-// "[2,3]"; a 0-d shape prints as "[]".
-std::string shape_str(const Shape& s);
+// A shape as a message prints it: "[2,3]", a 0-d shape "[]". It formats only when streamed
+// (str_cat) or converted to std::string, so a check() that passes builds no string: ops call
+// check() with shape_str() arguments every step. It refers to the shape: use it within the
+// expression that formats it.
+class ShapeStr {
+ public:
+  explicit ShapeStr(const Shape& s) : s_(s) {}
+  std::string str() const;
+  operator std::string() const { return str(); }  // NOLINT: implicit, like the string it stands for
+  friend std::ostream& operator<<(std::ostream& os, const ShapeStr& p) { return os << p.str(); }
+  friend std::string operator+(const std::string& a, const ShapeStr& b) { return a + b.str(); }
+  friend std::string operator+(const ShapeStr& a, const std::string& b) { return a.str() + b; }
+  friend std::string operator+(const ShapeStr& a, const char* b) { return a.str() + b; }
+
+ private:
+  const Shape& s_;
+};
+
+inline ShapeStr shape_str(const Shape& s) { return ShapeStr(s); }
 
 // Builds a message from any streamable pieces: throw Error(str_cat("sum: dim ", d, " out of range"));
 template <class... Args>

@@ -39,11 +39,11 @@ const char* dtype_name(Dtype d) {
   return "?";
 }
 
-std::string shape_str(const Shape& s) {
+std::string ShapeStr::str() const {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
+  for (std::size_t i = 0; i < s_.size(); ++i) {
     if (i) out += ",";
-    out += std::to_string(s[i]);
+    out += std::to_string(s_[i]);
   }
   return out + "]";
 }

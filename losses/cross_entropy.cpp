@@ -126,8 +126,10 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
   int64_t n_valid = 0;
   for (int64_t i = 0; i < N; ++i) {
     if (t[i] == ignore_index) continue;
-    check(t[i] >= 0 && t[i] < C, op, ": target ", t[i], " out of range for ", C, " classes (at position ",
-          position(i, targets.shape()), "; targets must be in [0, ", C, ") or ignore_index ", ignore_index, ")");
+    if (t[i] < 0 || t[i] >= C)  // not check(): its message arguments would be built for every row
+      throw Error(str_cat(op, ": target ", t[i], " out of range for ", C, " classes (at position ",
+                          position(i, targets.shape()), "; targets must be in [0, ", C, ") or ignore_index ",
+                          ignore_index, ")"));
     ++n_valid;
   }
 

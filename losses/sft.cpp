@@ -13,7 +13,7 @@ namespace {
 Tensor sft_labels_as(const char* op, const Tensor& labels, const Tensor& prompt_lengths, const Tensor& padding_mask) {
   check(labels.defined() && labels.dtype() == kInt64 && labels.dim() == 2, op,
         ": labels must be an int64 [B, T] tensor, got ", labels.defined() ? dtype_name(labels.dtype()) : "undefined",
-        " ", labels.defined() ? shape_str(labels.shape()) : "");
+        " ", labels.defined() ? shape_str(labels.shape()).str() : "");
   const int64_t B = labels.size(0), T = labels.size(1);
   check(prompt_lengths.defined() && prompt_lengths.dtype() == kInt64, op,
         ": prompt_lengths must be an int64 tensor of shape [", B, "]");
@@ -51,7 +51,7 @@ Tensor sft_loss(const Tensor& logits, const Tensor& labels, const Tensor& prompt
   check(logits.dim() == 3, op, ": logits must be [B, T, V], got ", shape_str(logits.shape()));
   check(labels.defined() && labels.dim() == 2 && labels.size(0) == logits.size(0) && labels.size(1) == logits.size(1),
         op, ": logits ", shape_str(logits.shape()), " and labels ",
-        labels.defined() ? shape_str(labels.shape()) : "(undefined)", " do not match (labels must be [B, T])");
+        labels.defined() ? shape_str(labels.shape()).str() : "(undefined)", " do not match (labels must be [B, T])");
   check(num_items_in_batch >= 0, op, ": num_items_in_batch must be >= 0, got ", num_items_in_batch);
   const Tensor targets = sft_labels_as(op, labels, prompt_lengths, padding_mask);
   if (num_items_in_batch > 0)
