@@ -171,6 +171,7 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["flop_formula"] = kFlopFormula;
   j["peak_rss_mb"] = peak_rss_mb();
   j["threads"] = omp_get_max_threads();
+  j["blas_core"] = openblas_get_corename();  // OpenBLAS's kernel set (OPENBLAS_CORETYPE pins it)
   j["loss_first"] = first_loss;
   j["loss_last"] = last_loss;
   j["seed"] = seed;
@@ -206,6 +207,7 @@ json sgemm_peak(int64_t n, int64_t reps) {
   j["reps"] = reps;
   j["ms_per_call"] = median(secs) * 1e3;
   j["gflops"] = flop / median(secs) / 1e9;
+  j["blas_core"] = openblas_get_corename();
   j["gflops_best"] = flop / *std::min_element(secs.begin(), secs.end()) / 1e9;
   j["flop_formula"] = "2*n^3 per call";
   j["threads"] = omp_get_max_threads();
