@@ -258,16 +258,7 @@ Tensor relu(const Tensor& x) {
   });
 }
 
-// out = x * sigmoid(x)   =>   dx = g * s * (1 + x (1 - s)),  s = sigmoid(x)
-Tensor silu(const Tensor& x) {
-  Tensor out = float_unary(x, "silu", [](auto v) { return v * sigmoid_of(v); });
-  return record(out, {x}, "silu", [](const Tensor& g, const Tensor&, const Grads& in) {
-    return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) {
-      const auto s = sigmoid_of(xi);
-      return gi * s * (1 + xi * (1 - s));
-    })};
-  });
-}
+// silu is in swiglu.cpp, vectorised beside the fused swiglu.
 
 constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;

@@ -47,7 +47,7 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
 // --- activations ----------------------------------------------------------------------
 Tensor relu(const Tensor& x);
-Tensor silu(const Tensor& x);
+Tensor silu(const Tensor& x);  // vectorised, in swiglu.cpp beside the fused swiglu
 enum class GeluApprox { None, Tanh };  // erf form (PyTorch's default) or the tanh form
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::None);
 

@@ -14,16 +14,14 @@ void act_shapes(benchmark::internal::Benchmark* b) {
   for (const auto& c : xg::bench::kRefConfigs) b->Args({c.rows(), ffn_dim(c.d)});
 }
 
-// NOTE: xgrad has no fused silu-times-up op; SwiGLU::forward writes silu(gate) * up, which
-// runs xg::silu and then xg::mul (two passes, one [rows, F] temporary). These benchmarks
-// time exactly that pair. GB/s counts the bytes of one fused pass (forward: read gate and
-// up, write out; backward: read g, gate and up, write dgate and dup), so the number shows
-// how far the two-op version is from a fused kernel's traffic.
+// The activation as nn::SwiGLU runs it: the fused xg::swiglu(gate, up), one pass each way.
+// GB/s counts that pass's bytes (forward: read gate and up, write out; backward: read g, gate
+// and up, write dgate and dup). The two-op silu(gate) * up is timed below as SiLUTimesUp.
 void BM_SwiGLUActForward(benchmark::State& state) {
   const int64_t rows = state.range(0), F = state.range(1);
   Tensor gate = randn32({rows, F}, 1), up = randn32({rows, F}, 2);
   for (auto _ : state) {
-    Tensor y = xg::silu(gate) * up;
+    Tensor y = xg::swiglu(gate, up);
     benchmark::DoNotOptimize(y.raw_data());
   }
   xg::bench::set_gbps(state, 4.0 * 3 * rows * F);
@@ -36,7 +34,7 @@ void BM_SwiGLUActForwardBackward(benchmark::State& state) {
   Tensor gate = randn32({rows, F}, 1).requires_grad_(), up = randn32({rows, F}, 2).requires_grad_();
   Tensor g = randn32({rows, F}, 3);
   for (auto _ : state) {
-    Tensor y = xg::silu(gate) * up;
+    Tensor y = xg::swiglu(gate, up);
     y.backward(g);
     benchmark::DoNotOptimize(gate.grad().raw_data());
     gate.zero_grad();
@@ -45,6 +43,19 @@ void BM_SwiGLUActForwardBackward(benchmark::State& state) {
   xg::bench::set_gbps(state, 4.0 * 8 * rows * F);  // forward: gate, up, y; backward: g, gate, up, dgate, dup
 }
 BENCHMARK(BM_SwiGLUActForwardBackward)->Apply(act_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The same forward as two ops, xg::silu then xg::mul (what a user writing silu(gate) * up
+// gets; two passes and a [rows, F] temporary), bytes counted as for the fused pass.
+void BM_SiLUTimesUpForward(benchmark::State& state) {
+  const int64_t rows = state.range(0), F = state.range(1);
+  Tensor gate = randn32({rows, F}, 1), up = randn32({rows, F}, 2);
+  for (auto _ : state) {
+    Tensor y = xg::silu(gate) * up;
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  xg::bench::set_gbps(state, 4.0 * 3 * rows * F);
+}
+BENCHMARK(BM_SiLUTimesUpForward)->Apply(act_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // x: [B, T, d], one shape per reference config (d_ff = ffn_dim(d))
 void ffn_shapes(benchmark::internal::Benchmark* b) {

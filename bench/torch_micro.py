@@ -259,6 +259,9 @@ def cases():
         for _, d, _, _, t, b in CONFIGS:
             out.append((f"BM_SwiGLUAct{kind}/rows:{b * t}/F:{ffn_dim(d)}",
                         lambda s=(b * t, ffn_dim(d)), bw=bw: swiglu_act(*s, bw)))
+    for _, d, _, _, t, b in CONFIGS:  # PyTorch has one way to write it: the same F.silu(gate) * up
+        out.append((f"BM_SiLUTimesUpForward/rows:{b * t}/F:{ffn_dim(d)}",
+                    lambda s=(b * t, ffn_dim(d)): swiglu_act(*s, False)))
     for bw, kind in ((False, "Forward"), (True, "ForwardBackward")):
         for _, d, _, _, t, b in CONFIGS:
             out.append((f"BM_SwiGLUFFN{kind}/B:{b}/T:{t}/d:{d}/F:{ffn_dim(d)}",
