@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Issue 8's side-by-side benchmark in one command: installs what is missing (PyTorch from
+# Debian's python3-torch included), builds xgrad_step_bench and runs bench/compare, which
+# times whole training steps of xgrad and PyTorch alternately and prints the tables
+# (bench/README.md). Arguments go to bench/compare, e.g.
+#   bash scripts/compare.sh --configs tiny --pairs 1 --steps 3 --warmup 1   # a smoke run
+# Run it on an idle machine: the full run takes about 6 minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --fixtures
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$(nproc)" --target xgrad_step_bench
+exec python3 bench/compare --build build "$@"
