@@ -47,6 +47,14 @@ std::vector<json> eval_records(const fs::path& log, const std::string& key) {
 
 const char* kWords[] = {"apple", "river", "stone", "cloud", "glass", "tiger", "bread", "flute"};
 
+// DPO pairs over kWords: "Is <w> a word?", chosen "yes", rejected "no".
+void write_yes_no_pairs(const fs::path& path) {
+  std::vector<json> rows;
+  for (const char* w : kWords)
+    rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}});
+  write_lines(path, rows);
+}
+
 }  // namespace
 
 TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
@@ -92,10 +100,7 @@ TEST(XgFinetune, DpoWithDetectAnomalyNamesTheOpAndStops) {
   // without clipping blows the adapters up after step 1, so step 2's policy pass makes NaN.
   const fs::path d = xg::test::fresh_test_dir("dpo_anomaly");
   const fs::path base = tiny_base(d);
-  std::vector<json> rows;
-  for (const char* w : kWords)
-    rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}});
-  write_lines(d / "train.jsonl", rows);
+  write_yes_no_pairs(d / "train.jsonl");
   const std::string flags = "--objective dpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
                             " --steps 4 --warmup 0 --lr 1e30 --clip 0 --batch 2 --lora-dropout 0 --checkpoint-every 1";
   CliRun r = run("xg-finetune", flags + " --out " + (d / "stop").string() + " --detect-anomaly");
@@ -112,10 +117,7 @@ TEST(XgFinetune, DpoWithDetectAnomalyNamesTheOpAndStops) {
 TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
   const fs::path d = xg::test::fresh_test_dir("dpo");
   const fs::path base = tiny_base(d);
-  std::vector<json> rows;
-  for (const char* w : kWords)
-    rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}});
-  write_lines(d / "train.jsonl", rows);
+  write_yes_no_pairs(d / "train.jsonl");
   CliRun r = run("xg-finetune", "--objective dpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
                                     " --eval-data " + (d / "train.jsonl").string() + " --out " + (d / "out").string() +
                                     " --steps 30 --warmup 3 --lr 1e-2 --batch 4 --eval-every 30 --lora-dropout 0");
