@@ -32,11 +32,11 @@
 #include <memory>
 
 #include "autograd/broadcast.hpp"
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/op_util.hpp"
-#include "autograd/kernels.hpp"
-#include "autograd/row_kernels.hpp"
+#include "autograd/detail/op_util.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/detail/row_kernels.hpp"
 
 namespace xg {
 

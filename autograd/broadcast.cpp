@@ -1,7 +1,7 @@
 // Broadcast shapes and strides, and sum_to.
 #include "autograd/broadcast.hpp"
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 
 namespace xg {
 

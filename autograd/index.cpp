@@ -12,10 +12,10 @@
 #include <utility>
 
 #include "autograd/broadcast.hpp"
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/kernels.hpp"
-#include "autograd/op_util.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/detail/op_util.hpp"
 
 namespace xg {
 

@@ -11,10 +11,10 @@
 #include <cstring>
 #include <memory>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/op_util.hpp"
-#include "autograd/kernels.hpp"
+#include "autograd/detail/op_util.hpp"
+#include "autograd/detail/kernels.hpp"
 
 namespace xg {
 

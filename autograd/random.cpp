@@ -4,10 +4,10 @@
 #include <cmath>
 #include <sstream>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/kernels.hpp"
+#include "autograd/detail/kernels.hpp"
 
 namespace xg {
 

@@ -10,11 +10,11 @@
 #include <limits>
 
 #include "autograd/broadcast.hpp"
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/kernels.hpp"
-#include "autograd/row_kernels.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/detail/row_kernels.hpp"
 
 namespace xg {
 

@@ -12,8 +12,8 @@
 
 #include "autograd/broadcast.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/kernels.hpp"
-#include "autograd/op_util.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/detail/op_util.hpp"
 
 namespace xg {
 

@@ -3,10 +3,10 @@
 // pair was a third of a small model's training step).
 #include "autograd/swiglu.hpp"
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/kernels.hpp"
-#include "autograd/row_kernels.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/detail/row_kernels.hpp"
 
 namespace xg {
 

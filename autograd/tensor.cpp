@@ -11,7 +11,7 @@
 
 #include <sys/mman.h>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
 
 namespace xg {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/reduce.hpp"

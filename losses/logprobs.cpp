@@ -7,11 +7,11 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/kernels.hpp"
-#include "autograd/row_kernels.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/detail/row_kernels.hpp"
 #include "autograd/reduce.hpp"
 #include "losses/cross_entropy.hpp"
 #include "losses/util.hpp"

@@ -2,7 +2,7 @@
 // backward-in-time loop (no graph).
 #include "losses/ppo.hpp"
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/reduce.hpp"
 #include "losses/logprobs.hpp"

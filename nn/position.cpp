@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/shape.hpp"
 #include "nn/init.hpp"

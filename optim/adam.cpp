@@ -14,7 +14,7 @@
 
 #include <cmath>
 
-#include "autograd/dispatch.hpp"
+#include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "optim/parallel.hpp"
 

@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/kernels.hpp"
+#include "autograd/detail/kernels.hpp"
 
 namespace xg::optim::detail {
 
