@@ -7,7 +7,9 @@ install(TARGETS xgrad EXPORT xgradTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES xgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad)
-install(DIRECTORY autograd nn losses optim finetune DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.hpp")
+# Headers under any detail/ folder are internal to the library's .cpp files and stay out.
+install(DIRECTORY autograd nn losses optim finetune DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad
+  FILES_MATCHING PATTERN "*.hpp" PATTERN "detail" EXCLUDE)
 install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/xgradConfig.cmake.in

@@ -6,7 +6,7 @@
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
-#include "optim/parallel.hpp"
+#include "optim/detail/parallel.hpp"
 
 namespace xg::optim {
 
