@@ -1,5 +1,6 @@
-// One xg::optim::AdamW step (lr 3e-4, weight decay 0.1, as in issue 8) over the parameter
-// list of each reference config's model. GB/s counts p, g, m, v read and p, m, v written.
+// One xg::optim::AdamW step (lr 3e-4, weight decay 0.1, as in the step benchmark) over the
+// parameter list of each reference config's model. GB/s counts p, g, m, v read and p, m, v
+// written.
 #include <vector>
 
 #include "bench/bench_util.hpp"
@@ -8,9 +9,9 @@ namespace {
 
 using xg::Tensor;
 
-// The parameter shapes of issue 8's decoder LM with model dim d and L layers, in
-// named_parameters() order: embedding [256, d]; per layer an RMSNorm gain [d], w_q, w_k,
-// w_v, w_o [d, d], an RMSNorm gain [d], gate and up [F, d], down [d, F]; the final norm
+// The parameter shapes of the reference decoder LM (bench/README.md) with model dim d and L
+// layers, in named_parameters() order: embedding [256, d]; per layer an RMSNorm gain [d], w_q,
+// w_k, w_v, w_o [d, d], an RMSNorm gain [d], gate and up [F, d], down [d, F]; the final norm
 // gain [d] and the LM head [256, d] (small: 3,344,640 values, medium: 25,960,960).
 std::vector<xg::Shape> decoder_param_shapes(int64_t d, int64_t L) {
   const int64_t V = 256, F = xg::bench::ffn_dim(d);

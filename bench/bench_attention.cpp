@@ -1,5 +1,5 @@
 // Causal scaled-dot-product attention through xg::scaled_dot_product_attention (the fused
-// kernel every attention module shares) at the q/k/v shapes of issue 8's three configs.
+// kernel every attention module shares) at the q/k/v shapes of the three reference configs.
 #include "bench/bench_util.hpp"
 
 namespace {

@@ -1,6 +1,6 @@
-// Matrix products: xg::matmul on square sizes, xg::linear on every projection shape of issue
-// 8's three configs (forward, backward alone, forward + backward), and raw cblas_sgemm as the
-// machine's peak. All float32; GFLOP/s counts 2*M*N*K per product.
+// Matrix products: xg::matmul on square sizes, xg::linear on every projection shape of the
+// three reference configs (forward, backward alone, forward + backward), and raw cblas_sgemm
+// as the machine's peak. All float32; GFLOP/s counts 2*M*N*K per product.
 #include <cblas.h>
 
 #include <vector>
@@ -41,7 +41,7 @@ void BM_MatmulForwardBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_MatmulForwardBackward)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The projections of issue 8's configs, x: [M = B*T, in] @ W^T with W: [out, in]:
+// The projections of the reference configs, x: [M = B*T, in] @ W^T with W: [out, in]:
 // w_q/w_k/w_v/w_o (d -> d), the FFN's gate and up (d -> d_ff) and down (d_ff -> d), and the LM
 // head (d -> 256). tiny: M 512, d 64, d_ff 192; small: M 1024, d 256, d_ff 704 (its LM head
 // is [1024, 256] x [256, 256]^T, the same shape as its qkv/o, so it runs once); medium:

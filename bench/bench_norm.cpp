@@ -1,4 +1,4 @@
-// RMSNorm (xg::rms_norm, the fused row kernel) over [B*T, d] rows of issue 8's three configs:
+// RMSNorm (xg::rms_norm, the fused row kernel) over [B*T, d] rows of the three reference configs:
 // forward, and forward + backward (dx and dweight). GB/s counts bytes read plus written once.
 #include "bench/bench_util.hpp"
 

@@ -1,5 +1,5 @@
-// Rotate-half RoPE (xg::apply_rope, the fused op RotaryEmbedding calls) on the q of issue 8's
-// three configs, [B, H, T, hs]: forward, and forward + backward. GB/s: bytes read plus written.
+// Rotate-half RoPE (xg::apply_rope, the fused op RotaryEmbedding calls) on the q of the three
+// reference configs, [B, H, T, hs]: forward, and forward + backward. GB/s: bytes read plus written.
 #include "bench/bench_util.hpp"
 
 namespace {

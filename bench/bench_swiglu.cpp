@@ -1,4 +1,4 @@
-// SwiGLU at issue 8's three configs: the activation part silu(gate) * up on [B*T, d_ff] (GB/s),
+// SwiGLU at the three reference configs: the activation part silu(gate) * up on [B*T, d_ff] (GB/s),
 // and the whole nn::SwiGLU FFN module, down(silu(gate(x)) * up(x)) on [B, T, d] (GFLOP/s).
 #include "bench/bench_util.hpp"
 

@@ -1,4 +1,4 @@
-// Shared helpers for the micro-benchmarks: issue 8's reference configs, random float32 inputs
+// Shared helpers for the micro-benchmarks: the three reference configs, random float32 inputs
 // and throughput counters.
 #pragma once
 
@@ -10,8 +10,9 @@
 
 namespace xg::bench {
 
-// The three reference configs of issue 8 (bench/README.md): model dim d, layers L, heads H,
-// sequence T, batch B. Head dim hs = d / H; rows = B * T tokens; d_ff = ffn_dim(d).
+// The three reference configs of the LLaMA-style byte LM that the step benchmark trains
+// (bench/README.md): model dim d, layers L, heads H, sequence T, batch B. Head dim hs = d / H;
+// rows = B * T tokens; d_ff = ffn_dim(d).
 struct RefConfig {
   const char* name;
   int64_t d, L, H, T, B;

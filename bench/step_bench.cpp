@@ -1,4 +1,4 @@
-// xgrad_step_bench: times whole training steps of issue 8's LLaMA-style byte LM (forward,
+// xgrad_step_bench: times whole training steps of the reference LLaMA-style byte LM (forward,
 // cross-entropy, backward, AdamW) and prints one JSON object; --sgemm-peak times raw sgemm.
 #include <cblas.h>
 #include <omp.h>
@@ -24,8 +24,8 @@ using xg::finetune::cli::UsageError;
 using json = nlohmann::ordered_json;
 namespace po = boost::program_options;
 
-// The reference workload's shapes (issue 8). Defaults for warm-up and timed steps keep one
-// run near 10-30 s on 2 cores.
+// The reference workload's shapes (bench/README.md). Defaults for warm-up and timed steps
+// keep one run near 10-30 s on 2 cores.
 struct BenchConfig {
   int64_t d, layers, heads, seq, batch, warmup, steps;
 };
@@ -83,7 +83,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The model of issue 8: byte vocabulary, pre-norm RMSNorm blocks, multi-head attention with
+// The reference model: byte vocabulary, pre-norm RMSNorm blocks, multi-head attention with
 // rotate-half RoPE, SwiGLU, final RMSNorm, untied LM head; nn.Linear / nn.Embedding init.
 xg::nn::LMConfig model_config(const BenchConfig& c) {
   xg::nn::LMConfig m;
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
   // clang-format on
   const std::string usage =
       "usage: xgrad_step_bench [--config tiny|small|medium] [--warmup N] [--steps N] [--seed S] | --sgemm-peak\n"
-      "Times training steps of issue 8's LLaMA-style byte LM and prints one JSON object.";
+      "Times training steps of the reference LLaMA-style byte LM and prints one JSON object.";
   BenchConfig c{};
   return xg::finetune::cli::run_main(
       "xgrad_step_bench",

@@ -26,7 +26,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-# issue 8's reference configs (bench_util.hpp's kRefConfigs): name, d, L, H, T, B
+# the three reference configs (bench_util.hpp's kRefConfigs): name, d, L, H, T, B
 CONFIGS = [("tiny", 64, 2, 2, 64, 8), ("small", 256, 4, 4, 128, 8), ("medium", 512, 8, 8, 256, 4)]
 VOCAB = 256
 SOFTMAX_ROWS, SOFTMAX_T = 8 * 8 * 256, 256
@@ -129,7 +129,7 @@ def cases():
         x = randn(r, c, seed=1)
         return (lambda: x.sum(0)), 4 * (r * c + c) / 1e9, "GB/s"
 
-    # --- the hot kernels of issue 8's model, as torch_step.py writes them (plain ops) ---------
+    # --- the hot kernels of the reference model, as torch_step.py writes them (plain ops) ----
     def rotate_half(x):
         x1, x2 = x.chunk(2, dim=-1)
         return torch.cat((-x2, x1), dim=-1)

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-# torch_step.py: issue 8's training step in PyTorch 1.13 (Debian's python3-torch), the same
+# torch_step.py: the reference training step in PyTorch 1.13 (Debian's python3-torch), the same
 # model, init, data and FLOP formula as xgrad_step_bench, printing the same JSON keys.
-"""Times training steps of the LLaMA-style byte LM of issue 8 in PyTorch and prints one JSON
-object with the keys of build/bench/xgrad_step_bench. Run with /usr/bin/python3.
+"""Times training steps of the reference LLaMA-style byte LM (bench/README.md) in PyTorch and
+prints one JSON object with the keys of build/bench/xgrad_step_bench. Run with /usr/bin/python3.
 
 The model is plain PyTorch code: attention is matmul + causal mask + softmax + matmul (torch
 1.13 has no fused SDPA), RMSNorm is written out (torch 1.13 has none), RoPE is rotate-half.

@@ -17,14 +17,15 @@
 
 namespace xg::finetune {
 
-// NOTE: the second seed's LoRALinear (§5.2) differs from PEFT / PyTorch in three places, and
-// xgrad follows PEFT: (1) `self.weight.requires_grad = False` sets an attribute on the
-// nn.Linear module and freezes nothing (PEFT freezes the base parameters); (2) its base
-// output is computed under torch.no_grad(), which also cuts the gradient to x through the
-// base path (PEFT only freezes W, so x gets W^T g + the adapter's part); (3) its comments give
-// A as [in_features, rank] and B as [rank, out_features], while nn.Linear stores lora_a.weight
-// as [rank, in] and lora_b.weight as [out, rank] (PEFT's lora_A.weight / lora_B.weight shapes).
-// Its names lora_a / lora_b are PEFT's lora_A / lora_B here, and its default alpha 1.0 is
+// NOTE: tutorial LoRALinear code (Hu et al. 2021's LoRA written by hand: a base nn.Linear in
+// `self.weight`, `lora_a` / `lora_b`, alpha 1.0) commonly differs from PEFT / PyTorch in three
+// places, and xgrad follows PEFT: (1) `self.weight.requires_grad = False` sets an attribute on
+// the nn.Linear module and freezes nothing (PEFT freezes the base parameters); (2) a base
+// output computed under torch.no_grad() also cuts the gradient to x through the base path
+// (PEFT only freezes W, so x gets W^T g + the adapter's part); (3) comments that give A as
+// [in_features, rank] and B as [rank, out_features], while nn.Linear stores lora_a.weight as
+// [rank, in] and lora_b.weight as [out, rank] (PEFT's lora_A.weight / lora_B.weight shapes).
+// Such code's lora_a / lora_b are PEFT's lora_A / lora_B here, and its default alpha 1.0 is
 // PEFT's 8 (with r 8).
 
 double LoRAConfig::scaling() const {

@@ -1,5 +1,5 @@
-// Direct Preference Optimization: the second seed's dpo_loss (sigmoid, with label
-// smoothing) and TRL's ipo, hinge and robust variants, with the metrics TRL logs.
+// Direct Preference Optimization (Rafailov et al. 2023): the sigmoid loss with label smoothing
+// (conservative DPO) and TRL's ipo, hinge and robust variants, with the metrics TRL logs.
 #pragma once
 
 #include "autograd/tensor.hpp"
@@ -7,7 +7,7 @@
 namespace xg::losses {
 
 enum class DpoLossType {
-  Sigmoid,  // -(1 - ls) logsigmoid(beta z) - ls logsigmoid(-beta z)   (the seed; ls = 0: original DPO)
+  Sigmoid,  // -(1 - ls) logsigmoid(beta z) - ls logsigmoid(-beta z)   (ls = 0: the paper's loss)
   Ipo,      // (z - 1 / (2 beta))^2                                   (label smoothing unused, as in TRL)
   Hinge,    // relu(1 - beta z)                                        (label smoothing unused, as in TRL)
   Robust,   // (-(1 - ls) logsigmoid(beta z) + ls logsigmoid(-beta z)) / (1 - 2 ls),  ls < 1/2
@@ -22,9 +22,10 @@ struct DpoOutput {
   Tensor reward_accuracy;   // 0-d mean(chosen_rewards > rejected_rewards), detached (TRL rewards/accuracies)
 };
 
-// The seed's dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps,
-// ref_rejected_logps, beta, label_smoothing): four [B] sequence log-probabilities of one
-// shape and dtype (see sequence_logprobs); differentiable with respect to all four.
+// dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps,
+// beta, label_smoothing), in the argument order of the DPO authors' code and TRL's: four [B]
+// sequence log-probabilities of one shape and dtype (see sequence_logprobs); differentiable
+// with respect to all four.
 DpoOutput dpo_loss(const Tensor& policy_chosen_logps, const Tensor& policy_rejected_logps,
                    const Tensor& ref_chosen_logps, const Tensor& ref_rejected_logps, double beta = 0.1,
                    double label_smoothing = 0.0, DpoLossType loss_type = DpoLossType::Sigmoid);

@@ -19,7 +19,7 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-constexpr double kAdvEps = 1e-8;  // the seed's
+constexpr double kAdvEps = 1e-8;  // eps in (R - mean) / (std + eps)
 
 // r: [B, G] -> a: [B, G], stats: [B, 2] = (mean, unbiased std; std 0 marks an equal group)
 template <class T>

@@ -1,6 +1,6 @@
-// Group Relative Policy Optimization: the second seed's group-normalised advantages, its
-// clipped loss with the KL penalty (token-level with TRL's completion mask and loss
-// normalisers), and the k3 KL estimator.
+// Group Relative Policy Optimization (Shao et al. 2024, DeepSeekMath): group-normalised
+// advantages, the clipped loss with the KL penalty (token-level with TRL's completion mask and
+// loss normalisers), and the k3 KL estimator.
 #pragma once
 
 #include "autograd/tensor.hpp"
@@ -8,12 +8,13 @@
 
 namespace xg::losses {
 
-// The seed's compute_grpo_advantages: rewards [B, G] (B prompts, G completions each) ->
-// (R - mean(R)) / (std(R) + 1e-8) per row, std unbiased (torch's default). Fused: the group
-// statistics are computed in double.
+// The outcome-supervised advantages of DeepSeekMath: rewards [B, G] (B prompts, G completions
+// each) -> (R - mean(R)) / (std(R) + 1e-8) per row, std unbiased (torch's default). Fused: the
+// group statistics are computed in double.
 // NOTE: a group whose rewards are all equal gets exactly 0 advantages (and 0 gradient).
-// The seed's formula only nearly does: its float32 mean of seven rewards of 0.1 is off by
-// one rounding, and dividing that by 1e-8 gives advantages of -0.745.
+// The formula written with float32 torch ops, as reference code commonly writes it, only nearly
+// does: the float32 mean of seven rewards of 0.1 is off by one rounding, and dividing that by
+// 1e-8 gives advantages of -0.745.
 // A group needs G >= 2 (the unbiased std of one reward is undefined).
 Tensor compute_grpo_advantages(const Tensor& rewards);
 // The same for TRL's flat layout: rewards [B * G] grouped by consecutive `group_size`
@@ -27,7 +28,7 @@ enum class GrpoLossType {
   Dapo,    // sum over all kept tokens / num_items_in_batch (the whole accumulated batch's count)
 };
 
-// TRL's token-level extras; the defaults give the seed's plain mean.
+// TRL's token-level extras; the defaults give the plain mean over the entries.
 struct GrpoOptions {
   Tensor completion_mask;  // [B, T] bool/int64/float, nonzero = completion token
   GrpoLossType loss_type = GrpoLossType::Grpo;
@@ -35,10 +36,10 @@ struct GrpoOptions {
   double num_items_in_batch = 0;      // Dapo's normaliser; 0 = this call's kept-token count
 };
 
-// The seed's grpo_loss(old_log_probs, new_log_probs, advantages, clip_epsilon, beta, ref_kl):
-// per entry -min(r A, clamp(r, 1 - eps, 1 + eps) A) + beta * ref_kl (when ref_kl is
-// defined), r = exp(new - old), then normalised by options.loss_type over the mask.
-// Shapes: log-probs [B] (the seed: one log-prob per sequence, each a 1-token sequence here)
+// The GRPO objective (PPO's clipped surrogate plus an explicit KL penalty): per entry
+// -min(r A, clamp(r, 1 - eps, 1 + eps) A) + beta * ref_kl (when ref_kl is defined),
+// r = exp(new - old), then normalised by options.loss_type over the mask.
+// Shapes: log-probs [B] (one log-prob per sequence, treated as a 1-token sequence)
 // or [B, T] per token; advantages of that shape, or [B] per sequence with [B, T] log-probs;
 // ref_kl (per-entry KL, e.g. compute_kl_penalty(..., Reduction::None)) of the log-probs'
 // shape or 0-d. Differentiable with respect to every float input.
@@ -48,8 +49,8 @@ Tensor grpo_loss(const Tensor& old_log_probs, const Tensor& new_log_probs, const
                  double clip_epsilon = 0.2, double beta = 0.01, const Tensor& ref_kl = Tensor(),
                  const GrpoOptions& options = GrpoOptions());
 
-// The seed's compute_kl_penalty: Schulman's k3 estimator of KL(pi || pi_ref) per entry,
-// exp(r) - r - 1 with r = ref_log_probs - log_probs, reduced: Mean (the seed's, over the
+// Schulman's k3 estimator of KL(pi || pi_ref) per entry ("Approximating KL Divergence", 2020),
+// exp(r) - r - 1 with r = ref_log_probs - log_probs, reduced: Mean (the default, over the
 // kept entries with a mask), Sum, or None (per entry, for grpo_loss's ref_kl; the mask
 // is not applied). Differentiable with respect to both.
 Tensor compute_kl_penalty(const Tensor& log_probs, const Tensor& ref_log_probs, const Tensor& mask = Tensor(),

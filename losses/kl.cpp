@@ -1,4 +1,4 @@
-// KL divergence: the seed's KL between logits, composed from the fused log_softmax; and
+// KL divergence: KL(P || Q) between logits, composed from the fused log_softmax; and
 // kl_div's pointwise term as one fused op with a hand-derived backward, then reduced.
 #include "losses/kl.hpp"
 

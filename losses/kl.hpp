@@ -1,4 +1,4 @@
-// KL divergence: the second seed's KL(P || Q) between two sets of logits, and PyTorch's
+// KL divergence: KL(P || Q) between two sets of logits (the row mean), and PyTorch's
 // F.kl_div(input_log_probs, target, reduction, log_target) as a fused pointwise op.
 #pragma once
 
@@ -7,11 +7,12 @@
 
 namespace xg::losses {
 
-// The seed's KL_divergence(p_logits, q_logits): per row, sum_c P_c (log P_c - log Q_c) with
+// KL(P || Q) from logits: per row, sum_c P_c (log P_c - log Q_c) with
 // P = softmax(p_logits), Q = softmax(q_logits) over the last dim; then the mean over rows.
 // For [N, C] it equals F.kl_div(log_softmax(q), softmax(p), reduction="batchmean").
-// NOTE: for more than 2 dims ([B, T, V]) this is the mean over all B * T rows (the seed's
-// .mean()), while PyTorch's batchmean would divide the sum by B only.
+// NOTE: for more than 2 dims ([B, T, V]) this is the mean over all B * T rows (the plain
+// .mean() over rows that hand-written KL code usually ends with), while PyTorch's batchmean
+// would divide the sum by B only.
 Tensor kl_divergence(const Tensor& p_logits, const Tensor& q_logits);
 
 // F.kl_div: pointwise target * (log(target) - input) (0 where target == 0), or with

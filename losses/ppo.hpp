@@ -1,14 +1,14 @@
-// Proximal Policy Optimization: the second seed's clipped surrogate loss, TRL's clipped
-// value loss and entropy bonus, generalized advantage estimation (GAE).
+// Proximal Policy Optimization (Schulman et al. 2017): the clipped surrogate loss, TRL's clipped
+// value loss and entropy bonus, generalized advantage estimation (GAE, Schulman et al. 2016).
 #pragma once
 
 #include "autograd/tensor.hpp"
 
 namespace xg::losses {
 
-// The seed's ppo_clip_loss: ratio = exp(new - old);
+// PPO's clipped surrogate L^CLIP, negated: ratio = exp(new - old);
 // loss = -mean(min(ratio A, clamp(ratio, 1 - eps, 1 + eps) A)).
-// old_log_probs, new_log_probs, advantages share one shape ([B] as in the seed, or [B, T]
+// old_log_probs, new_log_probs, advantages share one shape ([B], one per sequence, or [B, T]
 // per token); with `mask` (that shape, nonzero = keep) the mean runs over kept entries only.
 // Differentiable with respect to all three (old and A normally come detached).
 Tensor ppo_clip_loss(const Tensor& old_log_probs, const Tensor& new_log_probs, const Tensor& advantages,

@@ -1,5 +1,5 @@
-// The supervised fine-tuning loss of the second seed's SFTLoss: next-token cross-entropy
-// over the response only (prompt tokens and padding masked with -100).
+// The supervised fine-tuning loss: next-token cross-entropy over the response only (prompt
+// tokens and padding masked with -100, PyTorch's default ignore_index).
 #pragma once
 
 #include "autograd/tensor.hpp"
@@ -13,15 +13,15 @@ namespace xg::losses {
 // slice would). padding_mask: undefined, or [B, T] bool/int64/float with nonzero = real token.
 Tensor sft_labels(const Tensor& labels, const Tensor& prompt_lengths, const Tensor& padding_mask = Tensor());
 
-// The seed's SFTLoss.forward(logits, labels, prompt_lengths): logits [B, T, V], labels
-// [B, T] int64, prompt_lengths [B] int64; the mean cross-entropy of logits[:, :-1] against
-// the masked labels[:, 1:] over the tokens that are not masked. Computed on the unshifted
-// logits with shifted targets, so the logits are never copied.
+// logits [B, T, V], labels [B, T] int64, prompt_lengths [B] int64: the mean cross-entropy of
+// logits[:, :-1] against the masked labels[:, 1:] over the tokens that are not masked (what
+// F.cross_entropy(shifted logits, shifted labels, ignore_index=-100) gives). Computed on the
+// unshifted logits with shifted targets, so the logits are never copied.
 // padding_mask (optional, [B, T]): positions with 0 are padding and never targets.
 // num_items_in_batch > 0 divides the summed loss by that many tokens instead of this
 // call's count: with the whole accumulated batch's count, the micro-batch losses add up
 // to the whole batch's loss (gradient accumulation; count them with sft_labels).
-// NOTE: with every target masked the mean is NaN, as the seed's F.cross_entropy gives.
+// NOTE: with every target masked the mean is NaN, as F.cross_entropy(..., ignore_index=-100) gives.
 Tensor sft_loss(const Tensor& logits, const Tensor& labels, const Tensor& prompt_lengths,
                 const Tensor& padding_mask = Tensor(), double num_items_in_batch = 0);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 8's side-by-side benchmark in one command: installs what is missing (PyTorch from
-# Debian's python3-torch included), builds xgrad_step_bench and runs bench/compare, which
-# times whole training steps of xgrad and PyTorch alternately and prints the tables
-# (bench/README.md). Arguments go to bench/compare, e.g.
+# The side-by-side benchmark against PyTorch in one command: installs what is missing (PyTorch
+# from Debian's python3-torch included), builds xgrad_step_bench and runs bench/compare, which
+# times whole training steps of the reference LLaMA-style byte LM (tiny, small, medium) in xgrad
+# and PyTorch alternately and prints the tables (bench/README.md). Arguments go to
+# bench/compare, e.g.
 #   bash scripts/compare.sh --configs tiny --pairs 1 --steps 3 --warmup 1   # a smoke run
 # Run it on an idle machine: the full run takes about 6 minutes on 2 cores.
 set -euo pipefail

@@ -13,7 +13,8 @@ bash scripts/setup.sh --sanitize
 # CMakePresets.json's "asan" preset (into build-asan/): clang at -O0, which compiles about 3x
 # faster than -O1 (xtensor's templates) while the suite still runs in about a minute and a
 # half; no MPI (OpenMPI's own allocations are reported as leaks).
-cmake --preset asan > "$BUILD.configure.log"
+mkdir -p "$BUILD"
+cmake --preset asan > "$BUILD/configure.log"  # inside build-asan/, so it is never committed
 FUZZERS=()
 for target in fuzz/corpus/*/; do FUZZERS+=("fuzz_$(basename "$target")"); done
 # The test binary (and the executables its CLI tests run), the experiments and the fuzzers;
