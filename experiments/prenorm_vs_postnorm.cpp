@@ -1,5 +1,7 @@
-// prenorm_vs_postnorm: the first seed's §3.3 experiment (Post-Norm vs Pre-Norm gradient flow),
-// then, on request, a depth sweep (--sweep) and real Transformer blocks at init (--xiong).
+// prenorm_vs_postnorm: Post-Norm vs Pre-Norm gradient flow in two deep residual nets from the
+// same initial tensors (by default 8 layers of relu(Linear(4, 4)), a LayerNorm each, MSE loss),
+// then, on request, a depth sweep (--sweep), real Transformer blocks at init (--xiong) and
+// training runs (--train).
 // Prints the tables; writes CSV, JSON (flags, seed, git revision) and gnuplot plots to --out.
 // The measurements live in experiments/study.cpp; this file parses flags and writes files.
 #include <boost/program_options.hpp>
@@ -49,8 +51,9 @@ json base_json(const std::string& part, const json& flags, uint64_t seed) {
 // --- part 1 -------------------------------------------------------------------------------------
 void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_init, const std::string& save_init,
            const std::string& out, const json& flags, bool& warned) {
-  // The seed's net with no --init starts from PyTorch's own seed-42 tensors (compiled in), so
-  // the table is the one the seed's Python prints; --xgrad-init draws from xgrad's generator.
+  // The default net with no --init starts from PyTorch's own seed-42 tensors (compiled in), so
+  // the table is the one the same experiment prints in PyTorch (tests/fixtures/gen_prenorm.py);
+  // --xgrad-init draws from xgrad's generator.
   const bool torch_init = init_file.empty() && !xgrad_init && ex::uses_torch_seed42_init(c);
   ex::Init init = !init_file.empty() ? ex::load_init(init_file, c) : torch_init ? ex::torch_seed42_init(c) : ex::make_init(c);
   const std::string init_desc = !init_file.empty() ? init_file
@@ -296,7 +299,7 @@ int main(int argc, char** argv) {
   ex::TrainConfig tc;
   std::string train_depths_s = "6,12,24", lrs_s = "0.001,0.01";
   po::options_description opts(
-      "prenorm_vs_postnorm: the first seed's Pre-Norm vs Post-Norm gradient experiment (§3.3).\n"
+      "prenorm_vs_postnorm: the Pre-Norm vs Post-Norm gradient experiment.\n"
       "Default: 8 layers, d_model 4, Linear+ReLU sublayers with a LayerNorm each, MSE against a random\n"
       "target, seed 42; prints each layer's weight-gradient norm and the layer-1 Pre/Post ratio.\n"
       "Options");
@@ -310,12 +313,12 @@ int main(int argc, char** argv) {
     ("heads", po::value<int64_t>(&c.heads)->default_value(1), "attention heads (attention, block sublayers)")
     ("seed", po::value<uint64_t>(&c.seed)->default_value(42), "seed of xgrad's generator (init, x, target)")
     ("norm", po::value<std::string>(&norm)->default_value("layernorm"), "layernorm | rmsnorm")
-    ("final-norm", po::bool_switch(&c.final_norm), "end the Pre-Norm net with a norm (the seed's does not)")
+    ("final-norm", po::bool_switch(&c.final_norm), "end the Pre-Norm net with a norm (by default it has none)")
     ("sublayer", po::value<std::string>(&sublayer)->default_value("linear"), "linear | ffn | attention | block")
     ("init", po::value<std::string>(&init_file), "load the initial weights, x and target (PyTorch's names) "
                                                   "from a safetensors file")
     ("save-init", po::value<std::string>(&save_init), "write the initial state in the --init format")
-    ("xgrad-init", "draw the seed's net from xgrad's generator too (by default its exact shape starts "
+    ("xgrad-init", "draw the default net from xgrad's generator too (by default that shape starts "
                    "from PyTorch's seed-42 tensors, compiled in)")
     ("out", po::value<std::string>(&out)->default_value("prenorm_out"), "folder for CSV, JSON and plots")
     ("sweep", "also run the depth sweep (part 2)")

@@ -1,6 +1,7 @@
-// seed_demos: the first seed's other demonstrations (§1 norms, §2 SwiGLU, §4.2 positions, §7/§9
-// KV cache, §8 QK-Norm) and the second seed's §4.1 softmax overflow, one subcommand each.
-// Prints the seed's tables; writes CSV, JSON (flags, seed, git revision) and gnuplot plots to --out.
+// seed_demos: small demonstrations of LLM components with xgrad's real modules, one subcommand
+// each: positional encodings (none / sinusoidal / RoPE), KV-cache sizes (MHA / GQA / MQA / MLA),
+// QK-Norm, LayerNorm and RMSNorm by hand, SwiGLU parameter counts and softmax overflow.
+// Prints each table; writes CSV, JSON (flags, seed, git revision) and gnuplot plots to --out.
 // The computations live in experiments/demos/; this file parses flags and writes files.
 #include <boost/program_options.hpp>
 #include <cmath>
@@ -109,9 +110,9 @@ struct Flags {
 void add_positions(po::options_description& o, Flags& f) {
   // clang-format off
   o.add_options()
-    ("seq-len", po::value<int64_t>(&f.pos.seq_len)->default_value(16), "tokens (the seed's 16)")
-    ("d-model", po::value<int64_t>(&f.pos.d_model)->default_value(32), "token width (the seed's 32)")
-    ("d-head", po::value<int64_t>(&f.pos.d_head)->default_value(32), "q/k width (the seed's 32)")
+    ("seq-len", po::value<int64_t>(&f.pos.seq_len)->default_value(16), "tokens")
+    ("d-model", po::value<int64_t>(&f.pos.d_model)->default_value(32), "token width")
+    ("d-head", po::value<int64_t>(&f.pos.d_head)->default_value(32), "q/k width (one head)")
     ("noise", po::value<double>(&f.pos.noise)->default_value(0.03), "per-token noise on the shared vector (0: identical tokens)")
     ("token-scale", po::value<double>(&f.pos.token_scale)->default_value(0.5), "scale of the shared token vector")
     ("gain", po::value<double>(&f.pos.gain)->default_value(0.5), "xavier_normal_ gain of W_q and W_k")
@@ -122,8 +123,8 @@ void add_positions(po::options_description& o, Flags& f) {
 void add_kvcache(po::options_description& o, Flags& f) {
   // clang-format off
   o.add_options()
-    ("seq-len", po::value<int64_t>(&f.kv_seq_len)->default_value(4096), "context length of the tables (the seed's 4096)")
-    ("dtype-bytes", po::value<int64_t>(&f.kv_bytes)->default_value(2), "bytes per cached number (2: bf16, as the seed)")
+    ("seq-len", po::value<int64_t>(&f.kv_seq_len)->default_value(4096), "context length of the tables")
+    ("dtype-bytes", po::value<int64_t>(&f.kv_bytes)->default_value(2), "bytes per cached number (2: bf16)")
     ("check-d-model", po::value<int64_t>(&f.kv_check.d_model)->default_value(64), "cross-check model width")
     ("check-heads", po::value<int64_t>(&f.kv_check.heads)->default_value(4), "cross-check query heads")
     ("check-latent", po::value<int64_t>(&f.kv_check.latent_dim)->default_value(16), "cross-check MLA latent size")
@@ -137,9 +138,9 @@ void add_kvcache(po::options_description& o, Flags& f) {
 void add_qknorm(po::options_description& o, Flags& f) {
   // clang-format off
   o.add_options()
-    ("d-head", po::value<int64_t>(&f.qk.d_head)->default_value(8), "head width (the seed's 8)")
-    ("seq-len", po::value<int64_t>(&f.qk.seq_len)->default_value(4), "keys per query (the seed's 4)")
-    ("k-scale", po::value<double>(&f.qk.k_scale)->default_value(8.0), "key scale of the seed's example (its 8)")
+    ("d-head", po::value<int64_t>(&f.qk.d_head)->default_value(8), "head width")
+    ("seq-len", po::value<int64_t>(&f.qk.seq_len)->default_value(4), "keys per query")
+    ("k-scale", po::value<double>(&f.qk.k_scale)->default_value(8.0), "key scale of the example: K = randn * k-scale")
     ("scales", po::value<std::string>(&f.qk_scales), "key scales of the sweep (default 2^-2 .. 2^7)")
     ("trials", po::value<int64_t>(&f.qk.trials)->default_value(32), "random (Q, K) draws per sweep point");
   // clang-format on
@@ -148,8 +149,8 @@ void add_qknorm(po::options_description& o, Flags& f) {
 void add_norms(po::options_description& o, Flags& f) {
   // clang-format off
   o.add_options()
-    ("x", po::value<std::string>(&f.norms_x)->default_value("1,3,5,7"), "the vector to normalise (the seed's)")
-    ("homework", po::value<std::string>(&f.norms_homework)->default_value("3,4"), "homework 1's vector")
+    ("x", po::value<std::string>(&f.norms_x)->default_value("1,3,5,7"), "the vector to normalise")
+    ("homework", po::value<std::string>(&f.norms_homework)->default_value("3,4"), "the second example's vector")
     ("param-dim", po::value<int64_t>(&f.norms_param_dim)->default_value(8), "width of the parameter-count comparison");
   // clang-format on
 }
@@ -158,7 +159,7 @@ void add_swiglu(po::options_description& o, Flags& f) {
   // clang-format off
   o.add_options()
     ("d-models", po::value<std::string>(&f.swiglu_d_models)->default_value("64,512,1024"),
-     "model widths (the seed's 512; 4096 gives LLaMA-7B's 11008 but allocates about 1 GB)")
+     "model widths (4096 gives LLaMA-7B's 11008 but allocates about 1 GB)")
     ("multiple-of", po::value<int64_t>(&f.swiglu_multiple_of)->default_value(256), "SwiGLU d_ff rounding");
   // clang-format on
 }
@@ -180,12 +181,12 @@ void run_positions(const Flags& f, Run& run) {
   c.shifts = cli::parse_ints("shifts", f.pos_shifts, 1);
   dm::PositionsResult r = dm::run_positions(c);
   const int64_t T = c.seq_len;
-  std::cout << "=== Positional encodings: none vs sinusoidal vs RoPE (first seed §4.2) ===\n"
+  std::cout << "=== Positional encodings: none vs sinusoidal vs RoPE ===\n"
             << "All tokens are nearly the same vector (randn * " << c.token_scale << " + randn * " << c.noise
             << "), so differences in attention come from positions alone.\n"
             << "seq_len " << T << ", d_model " << c.d_model << ", d_head " << c.d_head
             << ", W_q/W_k xavier_normal_(gain " << c.gain << "), xgrad generator seed " << c.seed
-            << "; RoPE in the seed's interleaved pairs\n\n";
+            << "; RoPE in interleaved pairs (2i, 2i+1)\n\n";
   std::printf("Mean attention weight by relative distance |i-j| (uniform = %.4f):\n", 1.0 / T);
   std::printf("%6s  %10s  %10s  %10s   %10s  %10s  %10s\n", "|i-j|", "none", "sinusoidal", "rope", "score none",
               "score sin", "score rope");
@@ -277,7 +278,7 @@ void run_kvcache(const Flags& f, Run& run) {
   int section = 7;
   for (const dm::CacheTableConfig& c : {dm::seed_section7(f.kv_seq_len, f.kv_bytes), dm::seed_section9(f.kv_seq_len, f.kv_bytes)}) {
     auto rows = dm::cache_table(c);
-    std::cout << "=== KV cache per layer, first seed " << c.title << " ===\n"
+    std::cout << "=== KV cache per layer, " << c.title << " ===\n"
               << "sequence length " << c.seq_len << ", " << c.bytes_per_element << " bytes per element"
               << (c.bytes_per_element == 2 ? " (bf16)" : "") << "\n\n";
     std::printf("%-8s %8s %12s %12s %14s %9s\n", "scheme", "KV heads", "Q per group", "bytes/token", "KV cache",
@@ -285,7 +286,7 @@ void run_kvcache(const Flags& f, Run& run) {
     std::printf("%s\n", std::string(68, '-').c_str());
     json jrows = json::array();
     ex::BarChart bars;
-    bars.title = "KV cache per layer, first seed " + c.title + ", " + std::to_string(c.seq_len) + " tokens";
+    bars.title = "KV cache per layer, " + c.title + ", " + std::to_string(c.seq_len) + " tokens";
     bars.ylabel = "MiB";
     bars.series = {"KV cache (MiB)"};
     for (const auto& r : rows) {
@@ -361,7 +362,7 @@ void run_qknorm(const Flags& f, Run& run) {
   if (!f.qk_scales.empty()) c.scales = parse_doubles("scales", f.qk_scales, true);
   if (run.quick && c.trials == 32) c.trials = 8;
   dm::QKNormResult r = dm::run_qknorm(c);
-  std::cout << "=== QK-Norm: attention logit degeneration (first seed §8) ===\n"
+  std::cout << "=== QK-Norm: attention logit degeneration ===\n"
             << "d_head " << c.d_head << ", " << c.seq_len << " keys; Q ~ N(0, 1), K ~ N(0, 1) * " << c.k_scale
             << " (keys grown large late in training); xgrad generator seed " << c.seed << "\n\n";
   auto show = [&](const char* title, const dm::QKExample& e, const char* note) {
@@ -443,7 +444,7 @@ void run_norms(const Flags& f, Run& run) {
   dm::NormsResult r = dm::run_norms(c);
   const auto& l = r.layer;
   const std::string xs = list(c.x, "%g");
-  std::cout << "=== LayerNorm by hand: x = " << xs << " (first seed §1.1) ===\n\n";
+  std::cout << "=== LayerNorm by hand: x = " << xs << " ===\n\n";
   std::printf("Step 1 - mean mu = %.1f\n", l.mean);
   std::printf("Step 2 - variance sigma^2 = mean((x - mu)^2) = %.1f   (divides by N, not N-1)\n", l.var);
   std::printf("Step 3 - standard deviation sigma = sqrt(%.1f) = %.4f\n", l.var, l.sigma);
@@ -456,7 +457,7 @@ void run_norms(const Flags& f, Run& run) {
   std::printf("xgrad nn::LayerNorm(%zu, eps 1e-5, no affine): %s\n\n", c.x.size(), list(l.module, "%.4f").c_str());
 
   const auto& m = r.rms;
-  std::cout << "=== RMSNorm by hand: x = " << xs << " (first seed §1.3) ===\n\n";
+  std::cout << "=== RMSNorm by hand: x = " << xs << " ===\n\n";
   std::printf("Step 1 - mean of squares = %.1f\n", m.mean_sq);
   std::printf("    RMS = sqrt(%.1f) = %.4f\n", m.mean_sq, m.rms);
   std::printf("Step 2 - RMSNorm = x / %.4f\n", m.rms);
@@ -474,7 +475,7 @@ void run_norms(const Flags& f, Run& run) {
                 return d;
               }());
   const auto& h = r.homework;
-  std::printf("Homework 1: x = %s, gamma = 1: RMS = %.4f, output = %s (nn::RMSNorm: %s)\n\n",
+  std::printf("Second example: x = %s, gamma = 1: RMS = %.4f, output = %s (nn::RMSNorm: %s)\n\n",
               list(c.homework, "%g").c_str(), h.rms, list(h.formula, "%.4f").c_str(), list(h.module, "%.4f").c_str());
   std::printf("Parameters (num_parameters()): LayerNorm(%lld) = %lld (gamma + beta), RMSNorm(%lld) = %lld (gamma)\n\n",
               static_cast<long long>(c.param_dim), static_cast<long long>(r.layernorm_params),
@@ -503,8 +504,8 @@ void run_swiglu(const Flags& f, Run& run) {
   c.d_models = cli::parse_ints("d-models", f.swiglu_d_models, 1);
   c.multiple_of = f.swiglu_multiple_of;
   auto rows = dm::run_swiglu(c);
-  std::cout << "=== SwiGLU vs ReLU FFN parameter counts (first seed §2) ===\n"
-            << "ReLU FFN: fc1 (d -> 4d) + fc2 (4d -> d) with biases (the seed's FeedForward_Old);\n"
+  std::cout << "=== SwiGLU vs ReLU FFN parameter counts ===\n"
+            << "ReLU FFN: fc1 (d -> 4d) + fc2 (4d -> d) with biases (the original Transformer's FFN);\n"
             << "SwiGLU: W_gate, W_up (d -> d_ff) + W_down (d_ff -> d), no biases, d_ff = int(8/3 d) rounded up to "
             << c.multiple_of << "\n\n";
   for (const auto& r : rows) {
@@ -566,7 +567,7 @@ void run_softmax(const Flags& f, Run& run) {
     throw UsageError(e.what());
   }
   dm::SoftmaxResult r = dm::run_softmax(c);
-  std::cout << "=== Softmax overflow and the max-subtracted form (second seed §4.1), float32 ===\n"
+  std::cout << "=== Softmax overflow and the max-subtracted form, float32 ===\n"
             << "exp(x) overflows float32 for x > log(FLT_MAX) = " << fmt("%.4f", r.overflow_at) << "\n\n";
   json jrows = json::array();
   for (const auto& w : r.rows) {
@@ -607,14 +608,14 @@ struct Subcommand {
 
 const std::vector<Subcommand>& subcommands() {
   static const std::vector<Subcommand> all = {
-      {"positions", "§4.2: attention maps and distance profile with no PE / sinusoidal / RoPE", add_positions,
+      {"positions", "attention maps and distance profile with no PE / sinusoidal / RoPE", add_positions,
        run_positions},
-      {"kvcache", "§7, §9: KV-cache tables for MHA / GQA / MQA / MLA, checked against xgrad's KVCache", add_kvcache,
+      {"kvcache", "KV-cache tables for MHA / GQA / MQA / MLA, checked against xgrad's KVCache", add_kvcache,
        run_kvcache},
-      {"qknorm", "§8: softmax degeneration without QK-Norm, bounded with it (scale sweep)", add_qknorm, run_qknorm},
-      {"norms", "§1: LayerNorm / RMSNorm hand calculations against the modules", add_norms, run_norms},
-      {"swiglu", "§2: SwiGLU vs ReLU FFN parameter counts", add_swiglu, run_swiglu},
-      {"softmax", "second seed §4.1: naive softmax overflow vs the stable form", add_softmax, run_softmax},
+      {"qknorm", "softmax degeneration without QK-Norm, bounded with it (scale sweep)", add_qknorm, run_qknorm},
+      {"norms", "LayerNorm / RMSNorm hand calculations against the modules", add_norms, run_norms},
+      {"swiglu", "SwiGLU vs ReLU FFN parameter counts", add_swiglu, run_swiglu},
+      {"softmax", "naive softmax overflow vs the stable form", add_softmax, run_softmax},
   };
   return all;
 }
@@ -636,8 +637,8 @@ void print_help(std::ostream& os) {
   uint64_t seed = 0;
   Flags f;
   os << "Usage: " << kProg << " <subcommand> [flags] --out DIR\n"
-     << "The first seed's demonstrations (and the second seed's softmax overflow): each prints the seed's\n"
-     << "table and writes CSV/JSON (flags, seed, git revision) and gnuplot PNG/SVG plots into --out.\n\nSubcommands:\n";
+     << "Small demonstrations of LLM components with xgrad's modules: each prints its table and\n"
+     << "writes CSV/JSON (flags, seed, git revision) and gnuplot PNG/SVG plots into --out.\n\nSubcommands:\n";
   for (const auto& s : subcommands()) os << "  " << s.name << std::string(11 - std::string(s.name).size(), ' ') << s.what << "\n";
   os << "  all        every subcommand, each into its own subfolder of --out\n\n" << common_options(out, seed) << "\n";
   for (const auto& s : subcommands()) {

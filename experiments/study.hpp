@@ -1,8 +1,10 @@
-// The Pre-Norm vs Post-Norm gradient study (the first seed's §3.3, issue 6): two deep
-// residual nets built from the same initial tensors, one Post-Norm `x = norm(x + f(x))`, one
-// Pre-Norm `x = x + f(norm(x))`, one forward/backward through an MSE loss, and each layer's
-// weight-gradient norm. The executable experiments/prenorm_vs_postnorm.cpp only parses flags
-// and writes files; everything measured lives here so that tests call it directly.
+// The Pre-Norm vs Post-Norm gradient study (the theory: Xiong et al. 2020, "On Layer
+// Normalization in the Transformer Architecture"): two deep residual nets built from the same
+// initial tensors, one Post-Norm `x = norm(x + f(x))`, one Pre-Norm `x = x + f(norm(x))`, one
+// forward/backward through an MSE loss, and each layer's weight-gradient norm. The default net
+// is a small classroom demonstration of the effect: 8 layers of relu(Linear(4, 4)), each with
+// its own LayerNorm, batch 2, seed 42. The executable experiments/prenorm_vs_postnorm.cpp only
+// parses flags and writes files; everything measured lives here so that tests call it directly.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@ namespace xg::experiments {
 
 // What each of the net's layers computes as its sublayer f.
 enum class Sublayer {
-  Linear,     // f(h) = relu(linear(h)): the seed's net (layers.{i} is an nn.Linear(d, d))
+  Linear,     // f(h) = relu(linear(h)): the default net (layers.{i} is an nn.Linear(d, d))
   FFN,        // f(h) = fc2(relu(fc1(h))), d_ff = 4 d (layers.{i}.fc1 / fc2)
   Attention,  // f(h) = multi-head self-attention (layers.{i}.w_q/w_k/w_v/w_o), input [B, T, d]
   Block,      // layers.{i} is a whole TransformerBlock (MHA + ReLU FFN) with Post/Pre norms
@@ -48,7 +50,7 @@ class DeepNet : public nn::Module {
   DeepNet(const StudyConfig& config, nn::NormPosition position);
   Tensor forward(const Tensor& x) const;
   // Gradient norm of layer i's weight matrices (every parameter of layers.{i} with 2 dims,
-  // i.e. no biases and no norm gains): for the seed's net, layers[i].weight.grad.norm().
+  // i.e. no biases and no norm gains): for the default net, layers[i].weight.grad.norm().
   double layer_grad_norm(int64_t i) const;
   std::string name() const override { return "DeepNet"; }
 
@@ -67,16 +69,17 @@ struct Init {
   Tensor x, target;
 };
 // Builds the Post-Norm net's initial state with xgrad's generator seeded with config.seed,
-// then draws x and target from randn (the seed's order: both nets, then x, then target).
+// then draws x and target from randn (in the order of tests/fixtures/gen_prenorm.py: both
+// nets, then x, then target).
 Init make_init(const StudyConfig& config);
 // Reads an init (`--init`): x, target and every parameter the config's net has, under
 // `prefix` + name. Other tensors in the file are ignored; missing or mis-shaped ones are an
 // error naming the file and the tensor.
 Init load_init(const std::string& path, const StudyConfig& config, const std::string& prefix = "");
 void save_init(const std::string& path, const Init& init);  // `--save-init`
-// PyTorch's own seed-42 init of the seed's nets (torch.manual_seed(42) twice, randn x and
-// target), compiled in from tests/fixtures/gen_prenorm.py, so that the default run prints
-// PyTorch's numbers. Only for the seed's shape: true from uses_torch_seed42_init.
+// PyTorch's own seed-42 init of the default nets (torch.manual_seed(42) before each net, then
+// randn x and target), compiled in from tests/fixtures/gen_prenorm.py, so that the default run
+// prints PyTorch's numbers. Only for the default shape: true from uses_torch_seed42_init.
 bool uses_torch_seed42_init(const StudyConfig& config);  // 8 layers, d 4, batch 2, Linear, LayerNorm, seed 42
 Init torch_seed42_init(const StudyConfig& config);      // throws xg::Error for any other config
 
@@ -92,7 +95,7 @@ struct StudyResult {
 // Builds both nets from `init`, runs one forward/backward each, returns the gradient norms.
 StudyResult run_study(const StudyConfig& config, const Init& init);
 
-// --- the depth sweep (issue 6, part 2) ------------------------------------------------------
+// --- the depth sweep (part 2, --sweep) -------------------------------------------------------
 
 struct Quartiles {
   double q1 = 0, median = 0, q3 = 0;
@@ -109,7 +112,7 @@ struct SweepPoint {
 std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int64_t>& depths,
                                   const std::vector<int64_t>& d_models, int64_t seeds);
 
-// --- real Transformer blocks at initialisation (Xiong et al. 2020; issue 6, part 3) --------
+// --- real Transformer blocks at initialisation (Xiong et al. 2020; part 3, --xiong) --------
 
 struct XiongConfig {
   int64_t d_model = 64;

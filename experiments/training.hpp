@@ -1,6 +1,6 @@
-// Training stability of Post-Norm, Pre-Norm and DeepNorm decoders (issue 6, part 4): small
-// byte-level decoder LMs trained on real text at several depths, with and without a
-// learning-rate warmup, at several learning rates; loss curves and which runs diverge.
+// Training stability of Post-Norm, Pre-Norm and DeepNorm (Wang et al. 2022) decoders (part 4,
+// --train): small byte-level decoder LMs trained on real text at several depths, with and
+// without a learning-rate warmup, at several learning rates; loss curves and which runs diverge.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// KV-cache sizes: the seed's §7/§9 arithmetic, then one layer of each attention kind decoding
-// with xgrad's KVCache, counting the floats it really keeps.
+// KV-cache sizes: the per-layer arithmetic of two tables, then one layer of each attention kind
+// decoding with xgrad's KVCache, counting the floats it really keeps.
 #include "experiments/demos/kvcache.hpp"
 
 #include "autograd/ops.hpp"
@@ -33,17 +33,18 @@ std::vector<CacheRow> cache_table(const CacheTableConfig& c) {
 }
 
 CacheTableConfig seed_section7(int64_t seq_len, int64_t bytes_per_element) {
-  CacheTableConfig c{"§7: 32 query heads x 128, MHA / GQA / MQA", 32, 128, seq_len, bytes_per_element, {}};
+  CacheTableConfig c{"32 query heads x 128 (LLaMA-7B), MHA / GQA / MQA", 32, 128, seq_len, bytes_per_element, {}};
   c.schemes = {{"MHA", CacheKind::MHA, 32}, {"GQA-4", CacheKind::GQA, 4}, {"GQA-8", CacheKind::GQA, 8},
                {"MQA", CacheKind::MQA, 1}};
   return c;
 }
 
 CacheTableConfig seed_section9(int64_t seq_len, int64_t bytes_per_element) {
-  CacheTableConfig c{"§9: d_model 512, 8 query heads x 64, MHA / GQA / MLA (latent 64)", 8, 64, seq_len,
+  CacheTableConfig c{"d_model 512, 8 query heads x 64, MHA / GQA / MLA (latent 64)", 8, 64, seq_len,
                      bytes_per_element, {}};
-  // NOTE: the seed's MLA row counts the joint latent c_KV alone ("极简假设"); DeepSeek-V2 also
-  // caches a decoupled RoPE key per token (the seed's text says real MLA handles RoPE apart).
+  // NOTE: this MLA row counts the joint latent c_KV alone, as simplified MLA arithmetic
+  // usually does; DeepSeek-V2's MLA also caches a decoupled RoPE key per token (the cross-check
+  // below measures both).
   c.schemes = {{"MHA", CacheKind::MHA, 8}, {"GQA-4", CacheKind::GQA, 4}, {"GQA-2", CacheKind::GQA, 2},
                {"MLA", CacheKind::MLA, 0, 64, 0}};
   return c;
@@ -94,7 +95,7 @@ std::vector<CacheCheck> check_caches(const CacheCheckConfig& c) {
     nn::GroupedQueryAttention attn(o);
     record(name, decode(attn, c.d_model, c, gen), 2 * kv * hs, attn.kv_cache_bytes_per_token(4));
   }
-  {  // the first seed's MLA: latent only, no RoPE, no q compression
+  {  // minimal MLA (W_q, W_kv_down, W_k_up, W_v_up, W_o): latent only, no RoPE, no q compression
     nn::MultiLatentAttentionOptions o;
     o.model_dim = c.d_model;
     o.head_num = c.heads;

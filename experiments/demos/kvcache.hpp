@@ -1,5 +1,6 @@
-// The first seed's KV-cache tables (§7: MHA / GQA / MQA; §9: MHA / GQA / MLA) from the
-// formulas, and a cross-check: the floats xgrad's KVCache really holds after a cached decode.
+// KV-cache sizes per layer from the formulas, for two layers (32 query heads x 128: MHA / GQA /
+// MQA; d_model 512, 8 heads x 64: MHA / GQA / MLA), and a cross-check: the floats xgrad's KVCache
+// really holds after a cached decode.
 #pragma once
 
 #include <cstdint>
@@ -33,19 +34,20 @@ struct CacheRow {
   double mib = 0, percent_of_first = 0;
 };
 
-// The seed's formulas: 2 (K and V) * kv_heads * head_dim per token for MHA/GQA/MQA (as
+// Cached numbers per token and layer: 2 (K and V) * kv_heads * head_dim for MHA/GQA/MQA (as
 // GroupedQueryAttention::kv_cache_bytes_per_token), latent_dim (+ rope_dim) for MLA.
 std::vector<CacheRow> cache_table(const CacheTableConfig& c);
 
-// The seed's configurations: §7 (32 q heads x 128, 4096 tokens, bf16) and §9 (d_model 512,
-// 8 heads x 64, MLA latent 64, 4096 tokens, bf16).
+// The two tables (section 7 and 9 in the output's CSV and JSON): 32 q heads x 128, the attention
+// of LLaMA-7B, with 32 / 8 / 4 / 1 KV heads; and a small layer, d_model 512, 8 heads x 64, with
+// 8 / 4 / 2 KV heads and MLA with a latent of 64. Both 4096 tokens in bf16 by default.
 CacheTableConfig seed_section7(int64_t seq_len = 4096, int64_t bytes_per_element = 2);
 CacheTableConfig seed_section9(int64_t seq_len = 4096, int64_t bytes_per_element = 2);
 
 // A real cached decode: prefill `prefill` tokens, then `decode` single tokens, batch `batch`,
 // float32, one layer of xgrad's GroupedQueryAttention / MultiLatentAttention.
 struct CacheCheckConfig {
-  int64_t d_model = 64, heads = 4, latent_dim = 16, rope_dim = 8;  // the seed's MLA test sizes
+  int64_t d_model = 64, heads = 4, latent_dim = 16, rope_dim = 8;  // a latent of d_model / 4
   int64_t batch = 2, prefill = 6, decode = 3;
   uint64_t seed = 42;
   void validate() const;

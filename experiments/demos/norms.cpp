@@ -1,5 +1,5 @@
 // LayerNorm / RMSNorm by hand (double precision) and by xgrad's nn::LayerNorm / nn::RMSNorm
-// (float32, as the seed's torch.tensor defaults).
+// (float32, torch.tensor's default dtype).
 #include "experiments/demos/norms.hpp"
 
 #include <cmath>
@@ -59,8 +59,8 @@ NormsResult run_norms(const NormsConfig& c) {
     l.formula.push_back((v - l.mean) / l.sigma);
     l.formula_eps.push_back((v - l.mean) / std::sqrt(l.var + 1e-5));
   }
-  // NOTE: the seed's hand calculation divides by sigma itself; nn.LayerNorm (and ours) divide
-  // by sqrt(var + 1e-5). For [1, 3, 5, 7] the two agree to 6 decimals.
+  // NOTE: the hand calculation, as textbooks write it, divides by sigma itself; nn.LayerNorm
+  // (and ours) divide by sqrt(var + 1e-5). For [1, 3, 5, 7] the two agree to 6 decimals.
   nn::LayerNorm ln(static_cast<int64_t>(x.size()), 1e-5, false);
   l.module = ln(from_vector(x, {static_cast<int64_t>(x.size())})).to_vector();
   l.out_mean = mean_of(l.module);
@@ -68,8 +68,8 @@ NormsResult run_norms(const NormsConfig& c) {
   for (double v : l.module) var += (v - l.out_mean) * (v - l.out_mean) / n;
   l.out_std = std::sqrt(var);
   r.rms = rms_steps(x);
-  // NOTE: homework 1 writes RMS(x) = (1/d) sum x_i^2 without the square root; its checking
-  // code (and the section's formula) take sqrt((9 + 16) / 2), as we do.
+  // NOTE: RMS(x) = sqrt((1/d) sum x_i^2). It is sometimes written without the square root
+  // (that is the mean square); for the second example [3, 4] the RMS is sqrt((9 + 16) / 2).
   r.homework = rms_steps(c.homework);
   r.layernorm_params = nn::LayerNorm(c.param_dim).num_parameters();
   r.rmsnorm_params = nn::RMSNorm(c.param_dim).num_parameters();

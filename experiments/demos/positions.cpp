@@ -1,5 +1,6 @@
-// §4.2 with xgrad's modules: Linear projections (xavier_normal_), SinusoidalPositionalEncoding,
-// RotaryEmbedding (the seed's interleaved pairs) and the scaled_dot_product_attention kernel.
+// The positional-encoding experiment with xgrad's modules: Linear projections (xavier_normal_),
+// SinusoidalPositionalEncoding, RotaryEmbedding (interleaved pairs) and the
+// scaled_dot_product_attention kernel.
 #include "experiments/demos/positions.hpp"
 
 #include <algorithm>
@@ -32,7 +33,7 @@ Matrix to_matrix(const Tensor& t) {  // [T, T] (leading dims of size 1 allowed)
   return m;
 }
 
-// Mean of m[i][j] over the pairs with |i - j| = d, for d = 0 .. T-1 (the seed's distance_profile).
+// Mean of m[i][j] over the pairs with |i - j| = d, for d = 0 .. T-1 (the distance profile).
 std::vector<double> distance_profile(const Matrix& m) {
   const int64_t T = static_cast<int64_t>(m.size());
   std::vector<double> sum(T, 0.0), count(T, 0.0);
@@ -120,8 +121,9 @@ PositionsResult run_positions(const PositionsConfig& c) {
   nn::SinusoidalPositionalEncoding pe(D, max_shift + T);
   Maps sin0 = attention_maps(heads(w_q(pe(x))), heads(w_k(pe(x))));
   r.sinusoidal = make_scheme("sinusoidal", sin0);
-  // 3. RoPE on the projected q and k (NOTE: the seed's apply_rotary_emb pairs (2i, 2i+1), the
-  // interleaved layout; rotating half-split pairs gives another map with the same property)
+  // 3. RoPE on the projected q and k (NOTE: in the interleaved layout, pairs (2i, 2i+1), as the
+  // RoFormer paper and Meta's LLaMA code rotate them; Hugging Face's rotate-half layout pairs
+  // (i, i + d/2) and gives another map with the same property)
   nn::RotaryEmbedding rope(hs, max_shift + T, 10000.0, RopeLayout::Interleaved);
   Maps rope0 = attention_maps(rope(q), rope(k));
   r.rope = make_scheme("rope", rope0);

@@ -1,5 +1,7 @@
-// The first seed's §4.2 controlled experiment: near-identical tokens, the same W_q / W_k, and
-// attention scores with no positional encoding, sinusoidal encoding (added to x) and RoPE.
+// A controlled experiment on positional encodings: near-identical tokens (so that differences in
+// attention come from positions alone), the same W_q / W_k, and attention scores with no
+// positional encoding, sinusoidal encoding (Vaswani et al. 2017, added to x) and RoPE (Su et al.,
+// RoFormer, on q and k).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 namespace xg::experiments::demos {
 
 struct PositionsConfig {
-  int64_t seq_len = 16, d_model = 32, d_head = 32;  // the seed's sizes
+  int64_t seq_len = 16, d_model = 32, d_head = 32;  // one head, small enough to print
   double token_scale = 0.5;  // token_vec = randn(1, d_model) * 0.5
   double noise = 0.03;       // x = token_vec repeated + randn(T, d_model) * 0.03
   double gain = 0.5;         // xavier_normal_(W_q / W_k, gain=0.5)

@@ -86,7 +86,7 @@ QKNormResult run_qknorm(const QKNormConfig& c) {
 
   QKNormResult r;
   Generator gen(c.seed);
-  {  // the seed's example: Q ~ N(0, 1), K ~ N(0, 1) * 8, query 0's row
+  {  // the example: Q ~ N(0, 1), K ~ N(0, 1) * 8, query 0's row
     Tensor q = randn({1, 1, T, hs}, kFloat32, &gen);
     Tensor k = randn({1, 1, T, hs}, kFloat32, &gen) * c.k_scale;
     auto example = [&](const Tensor& qq, const Tensor& kk) {

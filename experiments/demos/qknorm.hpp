@@ -1,5 +1,6 @@
-// The first seed's §8: softmax(q k^T / sqrt(d)) degenerates to one-hot as the keys grow,
-// unless q and k pass through RMSNorm first (QK-Norm); the seed's example and a scale sweep.
+// QK-Norm (Henry et al. 2020; Dehghani et al. 2023): softmax(q k^T / sqrt(d)) degenerates to
+// one-hot as the keys grow, unless q and k pass through RMSNorm first; one example (keys 8x
+// larger than the queries, as keys grown large late in training) and a scale sweep.
 #pragma once
 
 #include <cstdint>
@@ -8,15 +9,15 @@
 namespace xg::experiments::demos {
 
 struct QKNormConfig {
-  int64_t d_head = 8, seq_len = 4;  // the seed's sizes
-  double k_scale = 8.0;             // the seed's K_large = randn * 8
+  int64_t d_head = 8, seq_len = 4;  // one query row of 4 weights, small enough to print
+  double k_scale = 8.0;             // the example's keys: K = randn * 8
   std::vector<double> scales;       // the sweep (empty: 2^-2 .. 2^7 by half powers of two)
   int64_t trials = 32;              // independent (Q, K) draws averaged per sweep point
   uint64_t seed = 42;
   void validate() const;
 };
 
-// One query row of the seed's example (query 0 against the seq_len keys).
+// One query row of the example (query 0 against the seq_len keys).
 struct QKExample {
   double q_norm_min, q_norm_max, k_norm_min, k_norm_max;  // per-token L2 norms
   std::vector<double> scores, weights;

@@ -1,5 +1,6 @@
-// The second seed's §4.1: exp(x) / sum(exp(x)) overflows in float32 for large logits, the
-// max-subtracted form does not; xgrad's softmax, log_softmax and cross_entropy against both.
+// Softmax overflow: exp(x) / sum(exp(x)) overflows in float32 for large logits (above
+// log(FLT_MAX) = 88.72), the max-subtracted form does not; xgrad's softmax, log_softmax and
+// cross_entropy against both.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 namespace xg::experiments::demos {
 
 struct SoftmaxConfig {
-  // Rows of logits; the first is the issue's [1000, 1001, 1002], then the seed's two rows.
+  // Rows of logits: [1000, 1001, 1002] overflows every exp, [10, 5, 100] one, [1, 2, 3] none.
   std::vector<std::vector<double>> logits = {{1000, 1001, 1002}, {10, 5, 100}, {1, 2, 3}};
   std::vector<int64_t> targets = {2, 1, 2};  // one class per row, for cross-entropy
   void validate() const;

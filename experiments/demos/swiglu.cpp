@@ -1,5 +1,5 @@
-// Parameter counts from the real modules: nn::FFN with the first seed's FeedForward_Old names
-// (fc1, fc2, biases on) and nn::SwiGLU with its default d_ff rule.
+// Parameter counts from the real modules: nn::FFN with the teaching Transformer's names (fc1,
+// fc2, biases on) and nn::SwiGLU with its default d_ff rule.
 #include "experiments/demos/swiglu.hpp"
 
 #include "autograd/ops.hpp"
@@ -31,8 +31,8 @@ std::vector<FFNCount> run_swiglu(const SwiGLUConfig& c) {
       r.swiglu_d_ff = swiglu.d_ff();
       r.swiglu_params = swiglu.num_parameters();
     }
-    // NOTE: the seed prints the ReLU FFN's sum as d*4d + 4d*d but its number comes from
-    // nn.Linear's parameters, biases included (2,099,712 at d_model 512); we report both.
+    // NOTE: the ReLU FFN is often counted as d*4d + 4d*d = 8 d^2 weights, but nn.Linear's
+    // parameters include the biases (2,099,712 at d_model 512, not 2,097,152); we report both.
     r.ratio = static_cast<double>(r.swiglu_params) / static_cast<double>(r.relu_params);
     r.ratio_weights = static_cast<double>(r.swiglu_params) / static_cast<double>(r.relu_weights);
     out.push_back(r);

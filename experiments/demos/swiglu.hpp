@@ -1,5 +1,6 @@
-// The first seed's §2 parameter count: the ReLU FFN (fc1: d -> 4d, fc2: 4d -> d, with biases)
-// against SwiGLU (three bias-free d x d_ff matrices, d_ff = 8/3 d rounded up to 256).
+// FFN parameter counts: the original Transformer's ReLU FFN (fc1: d -> 4d, fc2: 4d -> d, with
+// biases) against SwiGLU (Shazeer 2020: three bias-free d x d_ff matrices, d_ff = 8/3 d rounded
+// up to 256, so the count stays close).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 namespace xg::experiments::demos {
 
 struct SwiGLUConfig {
-  std::vector<int64_t> d_models = {64, 512, 1024};  // the seed's is 512
+  std::vector<int64_t> d_models = {64, 512, 1024};
   int64_t multiple_of = 256;
   void validate() const;
 };
