@@ -144,6 +144,8 @@ void Module::to(Dtype dtype) {
   for (auto& [n, t] : named_buffers()) {
     if (is_floating(t.dtype()) && t.dtype() != dtype) t.set_data(t.detach().to(dtype));
   }
+  rebuild_buffers(dtype);
+  for (auto& [n, m] : named_modules()) m->rebuild_buffers(dtype);
 }
 
 TensorMap Module::state_dict() const {

@@ -51,6 +51,8 @@ class Module {
   int64_t num_parameters() const;  // total elements of all parameters
   void requires_grad_(bool on);    // e.g. freeze a base model for LoRA
   // Converts parameters and buffers to another float dtype in place: handles stay valid.
+  // Each module below (and this one) then rebuilds what it derives from constants in the new
+  // dtype (rebuild_buffers), so a float64 RoPE table is computed in float64, not widened.
   void to(Dtype dtype);
 
   // Parameters and persistent buffers by dotted name (sharing storage with the module).
@@ -68,6 +70,9 @@ class Module {
  protected:
   // For subclasses that own parameters under a path of their own (e.g. ModuleList).
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // Called by to(dtype) after the conversion: a module whose buffers are computed from
+  // constants (RoPE's cos/sin, the sinusoidal table) recomputes them in `dtype` here.
+  virtual void rebuild_buffers(Dtype /*dtype*/) {}
   // A registered parameter or buffer by local name (throws if absent).
   Tensor param(const std::string& name) const;
   Tensor buffer(const std::string& name) const;

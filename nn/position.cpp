@@ -5,6 +5,7 @@
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
 #include "autograd/shape.hpp"
 #include "nn/init.hpp"
 
@@ -20,23 +21,11 @@ void check_positions(const Tensor& x, int64_t offset, int64_t rows, const std::s
         " (input ", shape_str(x.shape()), ")");
 }
 
-}  // namespace
-
-// --- sinusoidal ----------------------------------------------------------------------------
-
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len, double dropout,
-                                                           Dtype dtype)
-    : d_model_(d_model), max_len_(max_len) {
-  check(d_model > 0 && d_model % 2 == 0, "SinusoidalPositionalEncoding: d_model must be a positive even number, got ",
-        d_model, " (sin and cos fill alternate features)");
-  check(max_len > 0, "SinusoidalPositionalEncoding: max_len must be positive, got ", max_len);
-  check(is_floating(dtype), "SinusoidalPositionalEncoding: dtype must be float32 or float64, got ", dtype_name(dtype));
-  // The first seed's get_sinusoidal_encoding, in float64 and rounded once:
-  //   div_term = exp(arange(0, d, 2) * (-log(10000) / d)),  pe[:, 0::2] = sin(t div_term),
-  //   pe[:, 1::2] = cos(t div_term)
-  // NOTE: the seed has no module; this mirrors the usual PyTorch one (Annotated Transformer /
-  // the nn.Transformer tutorial), which registers "pe" as a persistent buffer; here it is
-  // [max_len, d_model], the shape the seed's function returns (it unsqueezes at the use site).
+// pe [max_len, d_model] in `dtype`, computed in float64 and rounded once:
+//   div_i = exp(2i * (-log(10000) / d)),  pe[t, 2i] = sin(t div_i),  pe[t, 2i+1] = cos(t div_i)
+// NOTE: the usual PyTorch module (the Annotated Transformer, the nn.Transformer tutorial)
+// registers "pe" as a persistent buffer; here it is [max_len, d_model] (no batch axis).
+Tensor sinusoidal_table(int64_t d_model, int64_t max_len, Dtype dtype) {
   const int64_t half = d_model / 2;
   std::vector<double> div(static_cast<std::size_t>(half));
   for (int64_t i = 0; i < half; ++i)
@@ -52,7 +41,21 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d_model, int6
         p[t * d_model + 2 * i + 1] = static_cast<T>(std::cos(a));
       }
   });
-  pe_ = register_buffer("pe", pe);
+  return pe;
+}
+
+}  // namespace
+
+// --- sinusoidal ----------------------------------------------------------------------------
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len, double dropout,
+                                                           Dtype dtype)
+    : d_model_(d_model), max_len_(max_len) {
+  check(d_model > 0 && d_model % 2 == 0, "SinusoidalPositionalEncoding: d_model must be a positive even number, got ",
+        d_model, " (sin and cos fill alternate features)");
+  check(max_len > 0, "SinusoidalPositionalEncoding: max_len must be positive, got ", max_len);
+  check(is_floating(dtype), "SinusoidalPositionalEncoding: dtype must be float32 or float64, got ", dtype_name(dtype));
+  pe_ = register_buffer("pe", sinusoidal_table(d_model, max_len, dtype));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout));
 }
 
@@ -63,6 +66,12 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) co
         dtype_name(pe_.dtype()), " (convert the module with .to())");
   check_positions(x, offset, max_len_, str_cat("SinusoidalPositionalEncoding(max_len=", max_len_, ")"), "max_len");
   return (*dropout_)(add(x, narrow(pe_, 0, offset, x.size(-2))));
+}
+
+// The table is a function of (d_model, max_len): recomputed in the new dtype, not widened.
+void SinusoidalPositionalEncoding::rebuild_buffers(Dtype dtype) {
+  NoGradGuard no_grad;
+  pe_.set_data(sinusoidal_table(d_model_, max_len_, dtype));
 }
 
 std::string SinusoidalPositionalEncoding::extra_repr() const {
@@ -116,6 +125,15 @@ Tensor RotaryEmbedding::forward(const Tensor& x, int64_t offset) const {
   check_positions(x, offset, max_seq_len_, str_cat("RotaryEmbedding(head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ")"),
                   "max_seq_len");
   return apply_rope(x, cos_, sin_, offset, layout_);
+}
+
+// cos/sin are recomputed in the new dtype: float32 tables widened to float64 would carry
+// float32's rounding (~6e-8) into every float64 product.
+void RotaryEmbedding::rebuild_buffers(Dtype dtype) {
+  NoGradGuard no_grad;
+  auto [c, s] = rope_tables(head_dim_, max_seq_len_, base_, dtype);
+  cos_.set_data(c);
+  sin_.set_data(s);
 }
 
 std::string RotaryEmbedding::extra_repr() const {

@@ -24,6 +24,9 @@ class SinusoidalPositionalEncoding : public Module {
   std::string name() const override { return "SinusoidalPositionalEncoding"; }
   std::string extra_repr() const override;
 
+ protected:
+  void rebuild_buffers(Dtype dtype) override;
+
  private:
   int64_t d_model_, max_len_;
   Tensor pe_;
@@ -66,6 +69,9 @@ class RotaryEmbedding : public Module {
   RopeLayout layout() const { return layout_; }
   std::string name() const override { return "RotaryEmbedding"; }
   std::string extra_repr() const override;
+
+ protected:
+  void rebuild_buffers(Dtype dtype) override;
 
  private:
   int64_t head_dim_, max_seq_len_;
