@@ -21,9 +21,6 @@
 // run on one thread.
 #include "autograd/attention.hpp"
 
-#include <cblas.h>
-
-
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -32,6 +29,7 @@
 #include <memory>
 
 #include "autograd/broadcast.hpp"
+#include "autograd/detail/blas.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/detail/op_util.hpp"
@@ -52,22 +50,6 @@ constexpr int64_t kRows = 64;           // query rows per forward segment
 // segments of 32 or 128 rows no better than 64.
 constexpr int64_t kBackwardRows = 32;  // query rows per backward segment
 constexpr double kBoolMasked = -1e9;  // the second seed's masked_fill value
-
-// C = alpha op(A) op(B) + beta C, row-major with explicit leading dims.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-              beta, C, static_cast<int>(ldc));
-}
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
-          const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-              beta, C, static_cast<int>(ldc));
-}
 
 enum class MaskKind { None, Keep, Additive };
 
@@ -158,8 +140,8 @@ template <class T>
 void segment_scores(const Plan& p, const UnitOffsets& uo, const Segment& s, const T* q, const T* k, const void* mask,
                     T* S) {
   const T* k_g = k + (uo.b * p.Hkv + uo.g) * p.Tk * p.hs;
-  gemm(false, true, s.n, s.kmax, p.hs, static_cast<T>(p.scale), q + (uo.row0 + s.r0) * p.hs, p.hs, k_g, p.hs, T(0),
-       S, p.Tk);
+  blas::gemm(false, true, s.n, s.kmax, p.hs, static_cast<T>(p.scale), q + (uo.row0 + s.r0) * p.hs, p.hs, k_g, p.hs,
+             T(0), S, p.Tk);
   if (p.mask == MaskKind::None) return;
   for (int64_t rr = 0; rr < s.n; ++rr) {
     const int64_t r = s.r0 + rr, h = uo.g * p.rep + r / p.Tq, i = r % p.Tq;
@@ -215,7 +197,7 @@ void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const voi
         W = dropped.data();
       }
       const T* v_g = v + (uo.b * p.Hkv + uo.g) * p.Tk * p.hv;
-      gemm(false, false, s.n, p.hv, s.kmax, T(1), W, p.Tk, v_g, p.hv, T(0), out + row * p.hv, p.hv);
+      blas::gemm(false, false, s.n, p.hv, s.kmax, T(1), W, p.Tk, v_g, p.hv, T(0), out + row * p.hv, p.hv);
     }
   }
 }
@@ -257,11 +239,11 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
             apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
             W = dropped.data();
           }
-          gemm(true, false, s.kmax, p.hv, s.n, T(1), W, p.Tk, g_seg, p.hv, T(1), dv + kv0 * p.hv, p.hv);
+          blas::gemm(true, false, s.kmax, p.hv, s.n, T(1), W, p.Tk, g_seg, p.hv, T(1), dv + kv0 * p.hv, p.hv);
         }
         if (!need_dS) continue;
         T* dS = dS_full ? dS_full + row * p.Tk : dS_buf.data();
-        gemm(false, true, s.n, s.kmax, p.hv, T(1), g_seg, p.hv, v + kv0 * p.hv, p.hv, T(0), dS, p.Tk);  // dW
+        blas::gemm(false, true, s.n, s.kmax, p.hv, T(1), g_seg, p.hv, v + kv0 * p.hv, p.hv, T(0), dS, p.Tk);  // dW
         for (int64_t rr = 0; rr < s.n; ++rr) {
           const int64_t i = (s.r0 + rr) % p.Tq, L = p.visible(i);
           T* d = dS + rr * p.Tk;
@@ -286,8 +268,10 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
           }
         }
         const T sc = static_cast<T>(p.scale);
-        if (dq) gemm(false, false, s.n, p.hs, s.kmax, sc, dS, p.Tk, k + kv0 * p.hs, p.hs, T(0), dq + row * p.hs, p.hs);
-        if (dk) gemm(true, false, s.kmax, p.hs, s.n, sc, dS, p.Tk, q + row * p.hs, p.hs, T(1), dk + kv0 * p.hs, p.hs);
+        if (dq)
+          blas::gemm(false, false, s.n, p.hs, s.kmax, sc, dS, p.Tk, k + kv0 * p.hs, p.hs, T(0), dq + row * p.hs, p.hs);
+        if (dk)
+          blas::gemm(true, false, s.kmax, p.hs, s.n, sc, dS, p.Tk, q + row * p.hs, p.hs, T(1), dk + kv0 * p.hs, p.hs);
       }
     }
   }

@@ -3,7 +3,6 @@
 // ever materialised, and a batch that meets an unbatched operand is folded into gemm's M.
 #include "autograd/matmul.hpp"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "autograd/detail/blas.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/detail/op_util.hpp"
@@ -27,22 +27,6 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   check(a.defined() && b.defined(), op, ": undefined tensor argument");
   check(a.dtype() == b.dtype(), op, ": dtype mismatch, ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
         dtype_name(b.dtype()), " ", shape_str(b.shape()), " (xgrad does not promote types; convert one with .to())");
-}
-
-// C = op(A) @ op(B) + beta C, row-major; op transposes when the flag is set.
-// C: [M, N], op(A): [M, K], op(B): [K, N]; lda/ldb/ldc are the row strides as stored.
-// beta is 0 (overwrite) or 1 (accumulate).
-void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
-               int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb),
-              beta, C, static_cast<int>(ldc));
-}
-void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda, const double* B,
-               int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), 1.0, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
-              C, static_cast<int>(ldc));
 }
 
 // Below this many multiply-adds a product runs as one single-threaded gemm (OpenBLAS's own
@@ -73,7 +57,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
   const int64_t blocks = ((by_rows ? M : N) + 15) / 16;  // the split side, in blocks of 16
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
   if (threads < 2 || static_cast<double>(M) * N * K < kGemmSplitMin) {
-    blas_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+    blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, N);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -82,9 +66,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
     const int64_t len = by_rows ? M : N;
     const int64_t lo = std::min(len, blocks * t / nt * 16), hi = std::min(len, blocks * (t + 1) / nt * 16);
     if (hi > lo && by_rows)  // rows lo..hi of C need rows lo..hi of op(A)
-      blas_gemm(ta, tb, hi - lo, N, K, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * N, N);
+      blas::gemm(ta, tb, hi - lo, N, K, T(1), ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * N, N);
     else if (hi > lo)  // columns lo..hi of C need columns lo..hi of op(B)
-      blas_gemm(ta, tb, M, hi - lo, K, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, N);
+      blas::gemm(ta, tb, M, hi - lo, K, T(1), A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, N);
   }
 }
 

@@ -1,0 +1,31 @@
+// Internal to xgrad's .cpp files: the one place that calls BLAS. A typed gemm over
+// row-major arrays that picks cblas_sgemm or cblas_dgemm from the element type.
+#pragma once
+
+#include <cblas.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace xg::blas {
+
+// C = alpha op(A) op(B) + beta C, row-major; op transposes when its flag is set.
+// C: [M, N], op(A): [M, K], op(B): [K, N]; lda, ldb, ldc are the row strides of A, B, C as
+// stored (so A is [K, M] in memory when trans_a is set). Returns at once when C is empty.
+// NOTE: BLAS indexes with 32-bit int; callers check that their sizes fit.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "blas::gemm: float or double only");
+  if (M == 0 || N == 0) return;
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+                static_cast<int>(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+                static_cast<int>(ldc));
+}
+
+}  // namespace xg::blas
