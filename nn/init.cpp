@@ -1,7 +1,17 @@
-// Initialisers: each draws a fresh tensor and copies it into t's storage.
+// Initialisers: each draws a fresh tensor and copies it into t's storage. orthogonal_ is a
+// cold path written with xtensor, its QR factorisation from xtensor-blas (LAPACK's geqrf/orgqr).
 #include "nn/init.hpp"
 
+#include <xtensor-blas/xlinalg.hpp>
+#include <xtensor/xarray.hpp>
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
 #include <cmath>
+
+#include "autograd/elementwise.hpp"
+#include "autograd/xarray.hpp"
 
 namespace xg::nn::init {
 
@@ -33,6 +43,45 @@ void xavier_uniform_(Tensor& t, double gain, Generator* gen) {
 void xavier_normal_(Tensor& t, double gain, Generator* gen) {
   auto [fi, fo] = fans(t);
   normal_(t, 0, gain * std::sqrt(2.0 / static_cast<double>(fi + fo)), gen);
+}
+
+namespace {
+
+// normal: [rows, cols] -> Q: [rows, cols]; see orthogonal_from.
+template <class T>
+Tensor orthogonal_q(const Tensor& normal) {
+  const bool wide = normal.shape()[0] < normal.shape()[1];
+  xt::xarray<T> a = to_xarray<T>(normal);
+  if (wide) a = xt::transpose(a);  // [cols, rows]: QR wants rows >= cols
+  auto [q, r] = xt::linalg::qr(a);  // a: [m, n], m >= n -> q: [m, n], r: [n, n] upper triangular
+  // Column j of q times sign(r[j, j]); a zero on r's diagonal zeroes its column, as in torch.
+  q *= xt::sign(xt::diagonal(r));
+  xt::xarray<T> out = q;
+  if (wide) out = xt::transpose(out);
+  return from_xarray<T>(out);
+}
+
+}  // namespace
+
+Tensor orthogonal_from(const Tensor& normal) {
+  check(normal.defined(), "orthogonal_from: undefined tensor argument");
+  check(normal.dim() == 2, "orthogonal_from: needs a 2-D [rows, cols] matrix, got ", shape_str(normal.shape()));
+  if (normal.dtype() == kFloat32) return orthogonal_q<float>(normal);
+  check(normal.dtype() == kFloat64, "orthogonal_from: needs float32 or float64, got ", dtype_name(normal.dtype()),
+        " ", shape_str(normal.shape()));
+  return orthogonal_q<double>(normal);
+}
+
+void orthogonal_(Tensor& t, double gain, Generator* gen) {
+  check(t.dim() >= 2, "orthogonal_: only tensors with 2 or more dimensions are supported, got ",
+        shape_str(t.shape()));
+  check(t.dtype() == kFloat32 || t.dtype() == kFloat64, "orthogonal_: needs float32 or float64, got ",
+        dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  if (t.numel() == 0) return;
+  const int64_t rows = t.shape()[0], cols = t.numel() / rows;
+  // Q's row-major data read in t's shape, as torch's tensor.view_as(q).copy_(q).
+  const Tensor q = orthogonal_from(normal({rows, cols}, 0, 1, t.dtype(), gen)).reshape(t.shape());
+  t.copy_(q * gain);
 }
 
 }  // namespace xg::nn::init

@@ -20,4 +20,17 @@ void kaiming_uniform_(Tensor& t, double a = 0, Generator* gen = nullptr);
 void xavier_uniform_(Tensor& t, double gain = 1, Generator* gen = nullptr);  // bound = gain sqrt(6/(fan_in+fan_out))
 void xavier_normal_(Tensor& t, double gain = 1, Generator* gen = nullptr);   // std = gain sqrt(2/(fan_in+fan_out))
 
+// orthogonal_(gain): t, seen as the matrix [size(0), numel / size(0)], becomes gain times a
+// matrix with orthonormal rows or columns (whichever are fewer), as torch.nn.init.orthogonal_:
+// a normal draw of that matrix goes through orthogonal_from. Needs >= 2 dims; an empty t is
+// left as it is.
+void orthogonal_(Tensor& t, double gain = 1, Generator* gen = nullptr);
+// The deterministic part of orthogonal_: normal: [rows, cols] (float32 or float64) -> Q of the
+// same shape. The taller orientation (normal, or its transpose when rows < cols) is
+// factored as Q R, each column j of Q is multiplied by sign(R[j, j]) (which makes Q the one
+// with a positive diagonal in R, so it is uniformly distributed: Mezzadri 2007, "How to
+// generate random matrices from the classical compact groups"), and Q is transposed back.
+// Given the same normal draw, PyTorch's orthogonal_ writes the same matrix.
+Tensor orthogonal_from(const Tensor& normal);
+
 }  // namespace xg::nn::init
