@@ -89,10 +89,11 @@ xg::nn::LMConfig model_config(const BenchConfig& c) {
   xg::nn::LMConfig m;
   m.vocab_size = kVocab;
   m.n_layers = c.layers;
-  m.block = xg::nn::BlockConfig::llama(c.d, c.heads, c.heads);
-  m.block.attention = xg::nn::AttentionKind::MHA;        // n_kv_heads = n_heads
-  m.block.rope_layout = xg::RopeLayout::RotateHalf;      // llama() picks Interleaved
-  m.block.d_ff = ffn_dim(c.d);
+  m.block = xg::nn::BlockConfig::llama(c.d, c.heads, c.heads);  // n_kv_heads = n_heads: MHA
+  m.block.rope_layout = xg::RopeLayout::RotateHalf;              // llama() picks Interleaved
+  xg::nn::SwiGLUSpec ffn;
+  ffn.d_ff = ffn_dim(c.d);
+  m.block.ffn = ffn;
   m.block.max_seq_len = c.seq;
   m.tie_embeddings = false;
   m.final_norm = true;

@@ -79,7 +79,7 @@ void load_params(nn::Module& m, const TensorMap& from, const std::string& who) {
 DeepNet::DeepNet(const StudyConfig& c, nn::NormPosition position) : config_(c), position_(position) {
   c.validate();
   layers_ = register_module("layers", std::make_shared<nn::ModuleList<nn::Module>>());
-  if (c.sublayer != Sublayer::Block) norms_ = register_module("norms", std::make_shared<nn::ModuleList<nn::Module>>());
+  if (c.sublayer != Sublayer::Block) norms_ = register_module("norms", std::make_shared<nn::ModuleList<nn::Norm>>());
   for (int64_t i = 0; i < c.layers; ++i) {
     switch (c.sublayer) {
       case Sublayer::Linear: layers_->push_back(std::make_shared<nn::Linear>(c.d_model, c.d_model)); break;
@@ -93,8 +93,10 @@ DeepNet::DeepNet(const StudyConfig& c, nn::NormPosition position) : config_(c), 
       case Sublayer::Block: {
         nn::BlockConfig b = nn::BlockConfig::teaching(c.d_model, c.heads);
         b.norm_position = position;
-        b.norm = c.norm;
-        b.norm_eps = kNormEps;
+        if (c.norm == nn::NormKind::LayerNorm)
+          b.norm = nn::LayerNormSpec{kNormEps};
+        else
+          b.norm = nn::RMSNormSpec{kNormEps};
         b.position = nn::PositionKind::None;
         b.n_layers = c.layers;
         layers_->push_back(std::make_shared<nn::TransformerBlock>(b));
@@ -123,10 +125,10 @@ Tensor DeepNet::forward(const Tensor& x) const {
         default: return static_cast<const nn::MultiHeadAttention&>(layer)(in);
       }
     };
-    const nn::Module& norm = *(*norms_)[i];
-    h = post ? nn::apply_norm(norm, h + f(h)) : h + f(nn::apply_norm(norm, h));
+    const nn::Norm& norm = *(*norms_)[i];
+    h = post ? norm(h + f(h)) : h + f(norm(h));
   }
-  if (final_norm_) h = nn::apply_norm(*final_norm_, h);
+  if (final_norm_) h = (*final_norm_)(h);
   return h;
 }
 
@@ -323,7 +325,8 @@ XiongProfile run_xiong(const XiongConfig& xc, int64_t depth) {
   for (int64_t i = 0; i < depth; ++i) {
     post.push_back(std::make_shared<nn::TransformerBlock>(block_config(nn::NormPosition::Post)));
     if (!xc.xavier) continue;
-    for (auto* sub : {post.back()->attention().get(), post.back()->ffn().get()})
+    const std::vector<nn::Module*> sublayers{post.back()->attention().get(), post.back()->ffn().get()};
+    for (nn::Module* sub : sublayers)
       for (auto& [name, p] : sub->named_parameters()) {
         if (p.dim() == 2)
           nn::init::xavier_uniform_(p);

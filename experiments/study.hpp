@@ -58,8 +58,8 @@ class DeepNet : public nn::Module {
   StudyConfig config_;
   nn::NormPosition position_;
   std::shared_ptr<nn::ModuleList<nn::Module>> layers_;
-  std::shared_ptr<nn::ModuleList<nn::Module>> norms_;
-  std::shared_ptr<nn::Module> final_norm_;
+  std::shared_ptr<nn::ModuleList<nn::Norm>> norms_;
+  std::shared_ptr<nn::Norm> final_norm_;
 };
 
 // The initial state both nets start from: the parameters by PyTorch's names, the input x

@@ -38,10 +38,12 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
   lc.vocab_size = 256;
   lc.n_layers = depth;
   lc.block.d_model = tc.d_model;
-  lc.block.n_heads = tc.heads;
+  nn::MHASpec mha;
+  mha.n_heads = tc.heads;
+  lc.block.attention = mha;
   lc.block.norm_position = norm;
-  lc.block.norm = nn::NormKind::LayerNorm;
-  lc.block.ffn = nn::FFNKind::GELU;
+  lc.block.norm = nn::LayerNormSpec{};
+  lc.block.ffn = nn::MLPSpec{};  // GELU, with bias
   lc.block.position = nn::PositionKind::Learned;
   lc.block.max_seq_len = tc.seq_len;
   lc.final_norm = norm == nn::NormPosition::Pre;

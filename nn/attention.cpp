@@ -125,18 +125,20 @@ GroupedQueryAttention::GroupedQueryAttention(const GroupedQueryAttentionOptions&
   check(o.d_model > 0 && o.n_heads > 0 && o.n_kv_heads > 0,
         "GroupedQueryAttention: d_model, n_heads and n_kv_heads must be positive, got ", o.d_model, ", ", o.n_heads,
         ", ", o.n_kv_heads);
-  check(o.d_model % o.n_heads == 0, "GroupedQueryAttention: d_model ", o.d_model, " is not divisible by n_heads ",
-        o.n_heads);
+  check(o.head_dim >= 0, "GroupedQueryAttention: head_dim must be >= 0 (0 = d_model / n_heads), got ", o.head_dim);
+  check(o.head_dim > 0 || o.d_model % o.n_heads == 0, "GroupedQueryAttention: d_model ", o.d_model,
+        " is not divisible by n_heads ", o.n_heads, " (or set head_dim)");
   check(o.n_heads % o.n_kv_heads == 0, "GroupedQueryAttention: n_heads ", o.n_heads,
         " is not divisible by n_kv_heads ", o.n_kv_heads);
   check(o.dropout >= 0 && o.dropout < 1, "GroupedQueryAttention: dropout must be in [0, 1), got ", o.dropout);
-  head_dim_ = o.d_model / o.n_heads;
+  head_dim_ = o.head_dim > 0 ? o.head_dim : o.d_model / o.n_heads;
+  check(!o.rope || head_dim_ % 2 == 0, "GroupedQueryAttention: RoPE needs an even head_dim, got ", head_dim_);
   const bool upper = o.naming == AttentionNaming::Uppercase;
-  const int64_t kv_dim = o.n_kv_heads * head_dim_;
-  w_q_ = register_module(upper ? "W_q" : "w_q", std::make_shared<Linear>(o.d_model, o.d_model, o.bias));
+  const int64_t q_dim = o.n_heads * head_dim_, kv_dim = o.n_kv_heads * head_dim_;
+  w_q_ = register_module(upper ? "W_q" : "w_q", std::make_shared<Linear>(o.d_model, q_dim, o.bias));
   w_k_ = register_module(upper ? "W_k" : "w_k", std::make_shared<Linear>(o.d_model, kv_dim, o.bias));
   w_v_ = register_module(upper ? "W_v" : "w_v", std::make_shared<Linear>(o.d_model, kv_dim, o.bias));
-  w_o_ = register_module(upper ? "W_o" : "w_o", std::make_shared<Linear>(o.d_model, o.d_model, o.out_bias));
+  w_o_ = register_module(upper ? "W_o" : "w_o", std::make_shared<Linear>(q_dim, o.d_model, o.out_bias));
   if (o.qk_norm) {
     q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, o.norm_eps));
     k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, o.norm_eps));
@@ -179,7 +181,7 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
 
 int64_t GroupedQueryAttention::kv_cache_bytes_per_token(const GroupedQueryAttentionOptions& o,
                                                         int64_t bytes_per_element) {
-  return 2 * o.n_kv_heads * (o.d_model / o.n_heads) * bytes_per_element;
+  return 2 * o.n_kv_heads * (o.head_dim > 0 ? o.head_dim : o.d_model / o.n_heads) * bytes_per_element;
 }
 
 std::string GroupedQueryAttention::extra_repr() const {
@@ -298,6 +300,111 @@ std::string MultiLatentAttention::extra_repr() const {
   if (q_latent_dim_ != o.latent_dim) s += str_cat(", q_latent_dim=", q_latent_dim_);
   if (o.decoupled_rope_key) s += ", decoupled_rope_key=true";
   return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// specs: the block's attention kinds
+
+namespace {
+
+void check_heads(int64_t n_heads, const std::string& who) {
+  check(n_heads > 0, who, ": field 'attention.n_heads' must be positive, got ", n_heads);
+}
+
+// The head width of d_model split over n_heads; it must divide.
+void check_split(const SublayerContext& ctx, int64_t n_heads, const std::string& who) {
+  check(ctx.d_model % n_heads == 0, who, ": field 'attention.n_heads' (", n_heads, ") must divide d_model (",
+        ctx.d_model, ")");
+}
+
+void check_rope_dim(const SublayerContext& ctx, int64_t head_dim, const std::string& who) {
+  check(!ctx.rope || head_dim % 2 == 0, who, ": position = rope needs an even head dim, got ", head_dim);
+}
+
+GroupedQueryAttentionOptions gqa_options(const SublayerContext& ctx, int64_t n_heads, int64_t n_kv_heads,
+                                         int64_t head_dim, bool qkv_bias, bool out_bias, bool qk_norm) {
+  GroupedQueryAttentionOptions o;
+  o.d_model = ctx.d_model;
+  o.n_heads = n_heads;
+  o.n_kv_heads = n_kv_heads > 0 ? n_kv_heads : n_heads;
+  o.head_dim = head_dim;
+  o.bias = qkv_bias;
+  o.out_bias = out_bias;
+  o.dropout = ctx.dropout;
+  o.qk_norm = qk_norm;
+  o.norm_eps = ctx.norm_eps;
+  o.rope = ctx.rope;
+  o.rope_layout = ctx.rope_layout;
+  o.max_seq_len = ctx.max_seq_len;
+  o.rope_base = ctx.rope_base;
+  return o;
+}
+
+}  // namespace
+
+void MHASpec::validate(const SublayerContext& ctx, const std::string& who) const {
+  check_heads(n_heads, who);
+  check_split(ctx, n_heads, who);
+  check_rope_dim(ctx, ctx.d_model / n_heads, who);
+}
+
+std::shared_ptr<Attention> MHASpec::build(const SublayerContext& ctx) const {
+  if (!ctx.rope && !qk_norm) return std::make_shared<MultiHeadAttention>(ctx.d_model, n_heads, ctx.dropout, bias);
+  return std::make_shared<GroupedQueryAttention>(gqa_options(ctx, n_heads, n_heads, 0, bias, bias, qk_norm));
+}
+
+void GQASpec::validate(const SublayerContext& ctx, const std::string& who) const {
+  check_heads(n_heads, who);
+  check(n_kv_heads >= 0, who, ": field 'attention.n_kv_heads' must be >= 0 (0 = n_heads), got ", n_kv_heads);
+  check(n_kv_heads == 0 || n_heads % n_kv_heads == 0, who, ": field 'attention.n_kv_heads' (", n_kv_heads,
+        ") must divide n_heads (", n_heads, ")");
+  check(head_dim >= 0, who, ": field 'attention.head_dim' must be >= 0 (0 = d_model / n_heads), got ", head_dim);
+  if (head_dim == 0) check_split(ctx, n_heads, who);
+  check_rope_dim(ctx, head_dim > 0 ? head_dim : ctx.d_model / n_heads, who);
+}
+
+std::shared_ptr<Attention> GQASpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<GroupedQueryAttention>(
+      gqa_options(ctx, n_heads, n_kv_heads, head_dim, qkv_bias, out_bias, qk_norm));
+}
+
+namespace {
+
+int64_t mla_head_dim(const MLASpec& s, const SublayerContext& ctx) {
+  return s.head_dim > 0 ? s.head_dim : ctx.d_model / s.n_heads;
+}
+
+}  // namespace
+
+void MLASpec::validate(const SublayerContext& ctx, const std::string& who) const {
+  check_heads(n_heads, who);
+  check(head_dim >= 0, who, ": field 'attention.head_dim' must be >= 0 (0 = d_model / n_heads), got ", head_dim);
+  if (head_dim == 0) check_split(ctx, n_heads, who);
+  check(latent_dim >= 0, who, ": field 'attention.latent_dim' must be >= 0 (0 = 4 head_dim), got ", latent_dim);
+  check(q_latent_dim >= -1, who,
+        ": field 'attention.q_latent_dim' must be -1 (= latent_dim), 0 (none) or positive, got ", q_latent_dim);
+  const int64_t rd = rope_dim > 0 ? rope_dim : mla_head_dim(*this, ctx) / 2;
+  check(!ctx.rope || (rope_dim >= 0 && rd > 0 && rd % 2 == 0), who,
+        ": field 'attention.rope_dim' must give an even RoPE part (0 = head_dim / 2), got ", rope_dim, " (-> ", rd,
+        ")");
+  check(ctx.rope || !decoupled_rope_key, who,
+        ": field 'attention.decoupled_rope_key' needs position = rope (a decoupled key is a RoPE key)");
+}
+
+std::shared_ptr<Attention> MLASpec::build(const SublayerContext& ctx) const {
+  MultiLatentAttentionOptions o;
+  o.model_dim = ctx.d_model;
+  o.head_num = n_heads;
+  o.head_dim = mla_head_dim(*this, ctx);
+  o.latent_dim = latent_dim > 0 ? latent_dim : 4 * o.head_dim;
+  o.rope_dim = ctx.rope ? (rope_dim > 0 ? rope_dim : o.head_dim / 2) : 0;
+  o.q_latent_dim = q_latent_dim;
+  o.decoupled_rope_key = decoupled_rope_key;
+  o.dropout = ctx.dropout;
+  o.max_seq_len = ctx.max_seq_len;
+  o.rope_base = ctx.rope_base;
+  o.rope_layout = ctx.rope_layout;
+  return std::make_shared<MultiLatentAttention>(o);
 }
 
 }  // namespace xg::nn

@@ -18,6 +18,7 @@
 #include "nn/linear.hpp"
 #include "nn/norm.hpp"
 #include "nn/position.hpp"
+#include "nn/sublayer.hpp"
 
 namespace xg::nn {
 
@@ -40,21 +41,31 @@ struct KVCache {
 // k = w_k(x_context), v = w_v(x_context); self-attention when x_context is undefined.
 // Parameters w_q, w_k, w_v, w_o: Linear(model_dim, model_dim, bias). Dropout on the weights.
 // NOTE: the seed's dropout_p defaults to 0.1; ours to 0.
-class MultiHeadAttention : public Module {
+class MultiHeadAttention : public Attention {
  public:
   MultiHeadAttention(int64_t model_dim, int64_t head_num, double dropout_p = 0.0, bool bias = true);
-  // x_query: [B, Tq, model_dim], x_context: [B, Tk, model_dim] or undefined -> [B, Tq, model_dim].
-  // With a cache (self-attention only), x's keys/values are appended at position start_pos
-  // (-1: the cache's length; a smaller value first drops the cached tokens from there on).
-  Tensor forward(const Tensor& x_query, const Tensor& x_context = Tensor(), const AttnMask& mask = {},
+  // Self-attention (the Attention interface): forward(x, x) below.
+  Tensor forward(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
+                 int64_t start_pos = -1) const override {
+    return forward(x, Tensor(), mask, cache, start_pos);
+  }
+  // x_query: [B, Tq, model_dim], x_context: [B, Tk, model_dim] (cross-attention) or undefined
+  // (self-attention) -> [B, Tq, model_dim]. With a cache (self-attention only), x's keys and
+  // values are appended at position start_pos (-1: the cache's length; a smaller value first
+  // drops the cached tokens from there on).
+  Tensor forward(const Tensor& x_query, const Tensor& x_context, const AttnMask& mask = {},
                  KVCache* cache = nullptr, int64_t start_pos = -1) const;
-  Tensor operator()(const Tensor& x_query, const Tensor& x_context = Tensor(), const AttnMask& mask = {},
+  Tensor operator()(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
+                    int64_t start_pos = -1) const {
+    return forward(x, Tensor(), mask, cache, start_pos);
+  }
+  Tensor operator()(const Tensor& x_query, const Tensor& x_context, const AttnMask& mask = {},
                     KVCache* cache = nullptr, int64_t start_pos = -1) const {
     return forward(x_query, x_context, mask, cache, start_pos);
   }
   // K and V of every head: 2 model_dim elements per token.
   static int64_t kv_cache_bytes_per_token(int64_t model_dim, int64_t bytes_per_element);
-  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const {
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const override {
     return kv_cache_bytes_per_token(model_dim_, bytes_per_element);
   }
   const std::shared_ptr<Linear>& w_q() const { return w_q_; }
@@ -85,7 +96,11 @@ struct GroupedQueryAttentionOptions {
   int64_t d_model = 512;
   int64_t n_heads = 8;
   int64_t n_kv_heads = 8;  // n_heads: MHA, 1: MQA; must divide n_heads
-  bool bias = false;       // on w_q, w_k, w_v (neither seed has one)
+  // Features per head; 0: d_model / n_heads. Set it to decouple the heads' width from d_model
+  // (Qwen3: hidden 1024 with 16 heads of 128): q is [n_heads * head_dim], k and v
+  // [n_kv_heads * head_dim], and w_o maps n_heads * head_dim back to d_model.
+  int64_t head_dim = 0;
+  bool bias = false;       // on w_q, w_k, w_v (LLaMA has none; Qwen2 has them)
   bool out_bias = true;    // on w_o: the second seed's nn.Linear default (the first seed: false)
   double dropout = 0.0;    // on the attention weights (the second seed's default is 0.1)
   // QK-Norm (the first seed's §8): RMSNorm q_norm / k_norm over each head's features, applied
@@ -105,20 +120,15 @@ struct GroupedQueryAttentionOptions {
 // NOTE: the first seed's code expands k, v as [B, S, q_per_group, n_kv_heads, d], which pairs
 // query head h with kv head h % n_kv_heads; we follow the second seed's repeat_kv (as LLaMA
 // and PyTorch's enable_gqa do), so that seed's weights load but its heads pair differently.
-class GroupedQueryAttention : public Module {
+class GroupedQueryAttention : public Attention {
  public:
   explicit GroupedQueryAttention(const GroupedQueryAttentionOptions& options);
-  // x: [B, T, d_model] -> [B, T, d_model]. With a cache, x's tokens sit at start_pos (-1: the
-  // cache's length); without one, start_pos (default 0) offsets the RoPE positions.
+  // x: [B, T, d_model] -> [B, T, d_model] (the Attention interface's cache and start_pos).
   Tensor forward(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
-                 int64_t start_pos = -1) const;
-  Tensor operator()(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
-                    int64_t start_pos = -1) const {
-    return forward(x, mask, cache, start_pos);
-  }
+                 int64_t start_pos = -1) const override;
   // K and V of the kv heads: 2 n_kv_heads head_dim elements per token.
   static int64_t kv_cache_bytes_per_token(const GroupedQueryAttentionOptions& o, int64_t bytes_per_element);
-  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const {
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const override {
     return kv_cache_bytes_per_token(options_, bytes_per_element);
   }
   const GroupedQueryAttentionOptions& options() const { return options_; }
@@ -173,19 +183,15 @@ struct MultiLatentAttentionOptions {
 // q = [q_content, rope(q_rope)] and k = [k_content, rope(k_rope)] per head (scores are the sum
 // of a content and a position dot product), v from the latent; softmax scale
 // 1/sqrt(head_dim + rope_dim); out = o_proj(concat of the heads' [head_dim] outputs).
-class MultiLatentAttention : public Module {
+class MultiLatentAttention : public Attention {
  public:
   explicit MultiLatentAttention(const MultiLatentAttentionOptions& options);
-  // x: [B, T, model_dim] -> [B, T, model_dim]; cache and start_pos as GroupedQueryAttention.
+  // x: [B, T, model_dim] -> [B, T, model_dim] (the Attention interface's cache and start_pos).
   Tensor forward(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
-                 int64_t start_pos = -1) const;
-  Tensor operator()(const Tensor& x, const AttnMask& mask = {}, KVCache* cache = nullptr,
-                    int64_t start_pos = -1) const {
-    return forward(x, mask, cache, start_pos);
-  }
+                 int64_t start_pos = -1) const override;
   // latent_dim (+ rope_dim with decoupled_rope_key) elements per token.
   static int64_t kv_cache_bytes_per_token(const MultiLatentAttentionOptions& o, int64_t bytes_per_element);
-  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const {
+  int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const override {
     return kv_cache_bytes_per_token(options_, bytes_per_element);
   }
   const MultiLatentAttentionOptions& options() const { return options_; }
@@ -203,6 +209,72 @@ class MultiLatentAttention : public Module {
   std::shared_ptr<Linear> kv_down_, kv_up_, k_up_, v_up_;  // kv_up_ (Seed2) or k_up_, v_up_ (Seed1)
   std::shared_ptr<Linear> k_rope_proj_, o_proj_;
   std::shared_ptr<RotaryEmbedding> rope_;
+};
+
+// --- the block's attention kinds (nn/registry.hpp) ----------------------------------------------
+// The block gives d_model, the dropout on the weights, the RoPE settings and QK-Norm's eps
+// (SublayerContext); each spec holds the rest, and its fields are its config.json fields.
+
+// "mha": multi-head attention, w_q, w_k, w_v, w_o all with or without bias. With RoPE or
+// QK-Norm it is built as a GroupedQueryAttention with n_kv_heads = n_heads (the same
+// parameters under the same names).
+struct MHASpec {
+  static constexpr const char* kind = "mha";
+  int64_t n_heads = 8;
+  bool bias = true;
+  bool qk_norm = false;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("n_heads", s.n_heads);
+    f("bias", s.bias);
+    f("qk_norm", s.qk_norm);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Attention> build(const SublayerContext& ctx) const;
+};
+
+// "gqa": grouped-query attention (MQA with n_kv_heads = 1), LLaMA-2/3, Mistral, Qwen2/3.
+struct GQASpec {
+  static constexpr const char* kind = "gqa";
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 0;  // 0: n_heads
+  int64_t head_dim = 0;    // 0: d_model / n_heads
+  bool qkv_bias = false;   // on w_q, w_k, w_v (Qwen2: true)
+  bool out_bias = false;   // on w_o
+  bool qk_norm = false;    // RMSNorm of each head's q and k before RoPE (Qwen3)
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("n_heads", s.n_heads);
+    f("n_kv_heads", s.n_kv_heads);
+    f("head_dim", s.head_dim);
+    f("qkv_bias", s.qkv_bias);
+    f("out_bias", s.out_bias);
+    f("qk_norm", s.qk_norm);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Attention> build(const SublayerContext& ctx) const;
+};
+
+// "mla": multi-head latent attention (DeepSeek-V2). 0 picks the default noted.
+struct MLASpec {
+  static constexpr const char* kind = "mla";
+  int64_t n_heads = 8;
+  int64_t head_dim = 0;        // 0: d_model / n_heads
+  int64_t latent_dim = 0;      // 0: 4 head_dim (DeepSeek-V2: 512 for 128)
+  int64_t rope_dim = 0;        // with RoPE; 0: head_dim / 2 (DeepSeek-V2: 64 for 128)
+  int64_t q_latent_dim = -1;   // -1: latent_dim, 0: no q compression
+  bool decoupled_rope_key = false;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("n_heads", s.n_heads);
+    f("head_dim", s.head_dim);
+    f("latent_dim", s.latent_dim);
+    f("rope_dim", s.rope_dim);
+    f("q_latent_dim", s.q_latent_dim);
+    f("decoupled_rope_key", s.decoupled_rope_key);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Attention> build(const SublayerContext& ctx) const;
 };
 
 }  // namespace xg::nn

@@ -1,68 +1,60 @@
-// The configurable Transformer block: norm position (Post, Pre, DeepNorm), norm kind
-// (LayerNorm, RMSNorm), FFN kind (ReLU, GELU, SwiGLU, MoE), attention kind (MHA, GQA/MQA, MLA,
-// QK-Norm) and RoPE inside the attention. The first seed's teaching block (§0) and its
-// LLaMA block (§5) are two configurations of it (BlockConfig::teaching / ::llama).
+// The configurable Transformer block: norm position (Post, Pre, DeepNorm) around one norm,
+// one attention and one FFN sublayer, each of any registered kind (nn/registry.hpp:
+// LayerNorm/RMSNorm; MHA, GQA/MQA, MLA, QK-Norm; MLP, SwiGLU, MoE), RoPE inside the attention.
+// The original Transformer's block and a LLaMA-style block are two presets of it.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "nn/attention.hpp"
-#include "nn/ffn.hpp"
-#include "nn/norm.hpp"
+#include "nn/registry.hpp"
 
 namespace xg::nn {
 
 enum class NormPosition {
-  Post,      // x = norm(x + f(x))                  (the original Transformer, the teaching block)
+  Post,      // x = norm(x + f(x))                  (the original Transformer, Vaswani et al. 2017)
   Pre,       // x = x + f(norm(x))                  (GPT-2, LLaMA)
   DeepNorm,  // x = norm(alpha x + f(x)), alpha = (2N)^(1/4), init gain beta = (8N)^(-1/4) (DeepNet)
 };
-enum class NormKind { LayerNorm, RMSNorm };
-enum class FFNKind { ReLU, GELU, SwiGLU, MoE };
-enum class AttentionKind { MHA, GQA, MLA };  // MQA = GQA with n_kv_heads = 1
 // Sinusoidal and Learned are added to the token embeddings by the LM (DecoderLM's "pos"), not
 // in the block; RoPE is applied to q and k inside the attention; None uses no positions.
 enum class PositionKind { Sinusoidal, Learned, RoPE, None };
-// The block's norm children: "norm1"/"norm2" (the teaching block) or "norm_attn"/"norm_ffn"
-// (the LLaMA block). Either way the sublayers are "attention" and "ffn".
+// The block's norm children: "norm1"/"norm2" after the original Transformer's block, or
+// "norm_attn"/"norm_ffn" (LLaMA-style code). Either way the sublayers are "attention" and "ffn".
 enum class BlockNaming { Teaching, LLaMA };
 
+template <>
+struct EnumNames<NormPosition> {
+  static constexpr std::array<std::pair<NormPosition, const char*>, 3> values{
+      {{NormPosition::Post, "post"}, {NormPosition::Pre, "pre"}, {NormPosition::DeepNorm, "deepnorm"}}};
+};
+template <>
+struct EnumNames<PositionKind> {
+  static constexpr std::array<std::pair<PositionKind, const char*>, 4> values{
+      {{PositionKind::Sinusoidal, "sinusoidal"}, {PositionKind::Learned, "learned"}, {PositionKind::RoPE, "rope"},
+       {PositionKind::None, "none"}}};
+};
+template <>
+struct EnumNames<BlockNaming> {
+  static constexpr std::array<std::pair<BlockNaming, const char*>, 2> values{
+      {{BlockNaming::Teaching, "teaching"}, {BlockNaming::LLaMA, "llama"}}};
+};
+
 const char* norm_position_name(NormPosition p);  // "post", "pre", "deepnorm"
-const char* norm_kind_name(NormKind k);          // "layernorm", "rmsnorm"
-const char* ffn_kind_name(FFNKind k);            // "relu", "gelu", "swiglu", "moe"
-const char* attention_kind_name(AttentionKind k);  // "mha", "gqa", "mla"
 const char* position_kind_name(PositionKind k);  // "sinusoidal", "learned", "rope", "none"
 const char* block_naming_name(BlockNaming n);    // "teaching", "llama"
 
-// Defaults: a GPT-2-style block (Pre-Norm, LayerNorm, GELU, MHA, learned positions, bias).
+// A block: the norm position and positions it uses, and one spec per sublayer family
+// (nn/registry.hpp), each holding that kind's own options. Defaults: a GPT-2-style block
+// (Pre-Norm, LayerNorm, GELU MLP with bias, MHA with bias, learned positions).
+//   BlockConfig b;  b.attention = GQASpec{};  std::get<GQASpec>(b.attention).n_kv_heads = 2;
 struct BlockConfig {
   int64_t d_model = 512;
-  int64_t n_heads = 8;
-  int64_t n_kv_heads = 0;  // GQA: 0 = n_heads; 1 = MQA; must divide n_heads
-  int64_t d_ff = 0;        // 0: the FFN kind's default (4 d_model; SwiGLU::default_d_ff for SwiGLU)
-
   NormPosition norm_position = NormPosition::Pre;
   int64_t n_layers = 1;  // N of DeepNorm's alpha and beta (DecoderLM sets it to its n_layers)
-  NormKind norm = NormKind::LayerNorm;
-  double norm_eps = 1e-5;  // of the block norms and of QK-Norm
-
-  FFNKind ffn = FFNKind::GELU;
-  FFNNaming ffn_naming = FFNNaming::FC;              // ReLU/GELU: fc1, fc2 (the first seed)
-  SwiGLUNaming swiglu_naming = SwiGLUNaming::Seed;   // SwiGLU: W_gate, W_up, W_down (the first seed)
-  int64_t num_experts = 8;                           // MoE
-  int64_t top_k = 2;                                 // MoE
-  double moe_aux_loss_coef = 0.01;                   // MoE
-  ExpertKind moe_expert = ExpertKind::FFN;           // MoE: ReLU FFN experts with bias (the second seed)
-
-  AttentionKind attention = AttentionKind::MHA;
-  bool qk_norm = false;  // RMSNorm of each head's q and k (MHA/GQA)
-  // MLA (MultiLatentAttentionOptions): 0 picks the default noted.
-  int64_t mla_head_dim = 0;         // 0: d_model / n_heads
-  int64_t mla_latent_dim = 0;       // 0: 4 * head_dim (DeepSeek-V2's 512 for 128)
-  int64_t mla_rope_dim = 0;         // with RoPE; 0: head_dim / 2 (DeepSeek-V2's 64 for 128)
-  int64_t mla_q_latent_dim = -1;    // -1: latent_dim, 0: no q compression
-  bool mla_decoupled_rope_key = false;
+  NormSpec norm = LayerNormSpec{};          // both block norms; its eps is QK-Norm's too
+  AttentionSpec attention = MHASpec{};
+  FFNSpec ffn = MLPSpec{};
 
   PositionKind position = PositionKind::Learned;
   RopeLayout rope_layout = RopeLayout::RotateHalf;
@@ -70,19 +62,35 @@ struct BlockConfig {
   int64_t max_seq_len = 2048;  // of the position tables (and of RoPE)
 
   double dropout = 0.0;  // on the attention weights and on each sublayer's output
-  bool bias = true;      // on every Linear of the attention and of a ReLU/GELU/SwiGLU FFN
   BlockNaming naming = BlockNaming::Teaching;
 
-  // The first seed's teaching block (§0): Post-Norm, LayerNorm (eps 1e-5), ReLU FFN (fc1, fc2),
-  // multi-head attention with bias, sinusoidal positions; children attention, ffn, norm1, norm2.
+  // The original Transformer's block as teaching code writes it: Post-Norm, LayerNorm (eps
+  // 1e-5), ReLU MLP (fc1, fc2), multi-head attention with bias, sinusoidal positions;
+  // children attention, ffn, norm1, norm2.
   static BlockConfig teaching(int64_t d_model, int64_t n_heads);
-  // The first seed's LLaMA block (§5): Pre-Norm, RMSNorm (eps 1e-6), SwiGLU (W_gate, W_up,
-  // W_down), grouped-query attention with RoPE (interleaved pairs, the first seed's §4.1 and
-  // LLaMA's), no bias; children norm_attn, attention, norm_ffn, ffn.
+  // A LLaMA-style block: Pre-Norm, RMSNorm (eps 1e-6), SwiGLU (W_gate, W_up, W_down),
+  // grouped-query attention with RoPE on interleaved pairs (Meta's LLaMA layout), no bias;
+  // children norm_attn, attention, norm_ffn, ffn.
   static BlockConfig llama(int64_t d_model, int64_t n_heads, int64_t n_kv_heads);
 
+  int64_t n_heads() const;  // the attention spec's
+  // The settings the block passes to each sublayer's build().
+  SublayerContext context() const;
   // Throws xg::Error naming `who`, the field and the rule broken.
   void validate(const std::string& who = "BlockConfig") const;
+
+  // The block's own scalar fields, in config.json order (the specs have theirs).
+  template <class Self, class F>
+  static void visit(Self& c, F&& f) {
+    f("d_model", c.d_model);
+    f("norm_position", c.norm_position);
+    f("position", c.position);
+    f("rope_layout", c.rope_layout);
+    f("rope_base", c.rope_base);
+    f("max_seq_len", c.max_seq_len);
+    f("dropout", c.dropout);
+    f("naming", c.naming);
+  }
 };
 
 struct BlockOutput {
@@ -112,30 +120,21 @@ class TransformerBlock : public Module {
   // KV-cache bytes per token of this block's attention.
   int64_t kv_cache_bytes_per_token(int64_t bytes_per_element) const;
 
-  const std::shared_ptr<Module>& attention() const { return attention_; }
-  const std::shared_ptr<Module>& ffn() const { return ffn_; }
-  const std::shared_ptr<Module>& norm1() const { return norm1_; }  // before/after the attention
-  const std::shared_ptr<Module>& norm2() const { return norm2_; }  // before/after the FFN
+  const std::shared_ptr<Attention>& attention() const { return attention_; }
+  const std::shared_ptr<FeedForward>& ffn() const { return ffn_; }
+  const std::shared_ptr<Norm>& norm1() const { return norm1_; }  // before/after the attention
+  const std::shared_ptr<Norm>& norm2() const { return norm2_; }  // before/after the FFN
   std::string name() const override { return "TransformerBlock"; }
   std::string extra_repr() const override;
 
  private:
-  Tensor attend(const Tensor& h, const AttnMask& mask, KVCache* cache, int64_t start_pos) const;
   void deepnorm_init();
 
   BlockConfig config_;
   double alpha_ = 1.0;
-  std::shared_ptr<Module> attention_, ffn_, norm1_, norm2_;
-  // The same modules, typed (one of each group is set).
-  std::shared_ptr<MultiHeadAttention> mha_;
-  std::shared_ptr<GroupedQueryAttention> gqa_;
-  std::shared_ptr<MultiLatentAttention> mla_;
-  std::shared_ptr<FeedForward> dense_ffn_;
-  std::shared_ptr<MoE> moe_;
+  std::shared_ptr<Attention> attention_;
+  std::shared_ptr<FeedForward> ffn_;
+  std::shared_ptr<Norm> norm1_, norm2_;
 };
-
-// A norm module of the given kind over d_model (LayerNorm or RMSNorm), and applying one.
-std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps);
-Tensor apply_norm(const Module& norm, const Tensor& x);
 
 }  // namespace xg::nn

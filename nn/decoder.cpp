@@ -10,6 +10,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
@@ -23,28 +26,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-const char* ffn_naming_name(FFNNaming n) {
-  switch (n) {
-    case FFNNaming::Seed: return "seed";
-    case FFNNaming::FC: return "fc";
-    case FFNNaming::Sequential: return "sequential";
-  }
-  return "?";
-}
-
-const char* swiglu_naming_name(SwiGLUNaming n) {
-  switch (n) {
-    case SwiGLUNaming::Seed: return "seed";
-    case SwiGLUNaming::Lowercase: return "lowercase";
-    case SwiGLUNaming::LLaMA: return "llama";
-  }
-  return "?";
-}
-
-const char* expert_kind_name(ExpertKind k) { return k == ExpertKind::FFN ? "ffn" : "swiglu"; }
-const char* float_dtype_name(Dtype d) { return dtype_name(d); }
-
 // Reads the fields of one JSON object into a config, each by name with its type checked.
+// Fields left out keep their defaults; an unknown one is an error that lists the known ones.
 class FieldReader {
  public:
   FieldReader(const json& obj, std::string source, std::string prefix)
@@ -53,42 +36,13 @@ class FieldReader {
           " must be a JSON object, got ", obj.dump());
   }
 
-  void integer(const char* key, int64_t& dst) {
-    add(key, [this, key, &dst](const json& v) {
-      check(v.is_number_integer(), source_, ": field '", path(key), "' must be an integer, got ", v.dump());
-      dst = v.get<int64_t>();
-    });
-  }
-  void number(const char* key, double& dst) {
-    add(key, [this, key, &dst](const json& v) {
-      check(v.is_number(), source_, ": field '", path(key), "' must be a number, got ", v.dump());
-      dst = v.get<double>();
-    });
-  }
-  void boolean(const char* key, bool& dst) {
-    add(key, [this, key, &dst](const json& v) {
-      check(v.is_boolean(), source_, ": field '", path(key), "' must be true or false, got ", v.dump());
-      dst = v.get<bool>();
-    });
-  }
-  // An enum written as its name: one of `values`.
-  template <class E>
-  void name(const char* key, E& dst, std::initializer_list<E> values, const char* (*to_name)(E)) {
-    std::vector<E> all(values);
-    add(key, [this, key, &dst, all, to_name](const json& v) {
-      std::string allowed;
-      for (E e : all) allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + to_name(e) + "\"";
-      check(v.is_string(), source_, ": field '", path(key), "' must be one of ", allowed, ", got ", v.dump());
-      const std::string s = v.get<std::string>();
-      for (E e : all)
-        if (s == to_name(e)) {
-          dst = e;
-          return;
-        }
-      throw Error(str_cat(source_, ": field '", path(key), "' must be one of ", allowed, ", got ", v.dump()));
-    });
+  // One field of any type a config holds: integer, number, bool, a named enum.
+  template <class T>
+  void operator()(const char* key, T& dst) {
+    add(key, [this, key, &dst](const json& v) { read(key, v, dst); });
   }
   void object(const char* key, const std::function<void(const json&)>& read) { add(key, read); }
+  void skip(const char* key) { add(key, [](const json&) {}); }
 
   // Applies every field present; an unknown one is an error.
   void run() const {
@@ -106,100 +60,175 @@ class FieldReader {
   std::string path(const std::string& key) const { return prefix_.empty() ? key : key.empty() ? prefix_ : prefix_ + "." + key; }
 
  private:
+  void read(const char* key, const json& v, int64_t& dst) const {
+    check(v.is_number_integer(), source_, ": field '", path(key), "' must be an integer, got ", v.dump());
+    dst = v.get<int64_t>();
+  }
+  void read(const char* key, const json& v, double& dst) const {
+    check(v.is_number(), source_, ": field '", path(key), "' must be a number, got ", v.dump());
+    dst = v.get<double>();
+  }
+  void read(const char* key, const json& v, bool& dst) const {
+    check(v.is_boolean(), source_, ": field '", path(key), "' must be true or false, got ", v.dump());
+    dst = v.get<bool>();
+  }
+  template <class E, class = std::enable_if_t<std::is_enum_v<E>>>
+  void read(const char* key, const json& v, E& dst) const {
+    std::string allowed;
+    for (const auto& [e, n] : EnumNames<E>::values) allowed += std::string(allowed.empty() ? "" : ", ") + "\"" + n + "\"";
+    if (v.is_string())
+      for (const auto& [e, n] : EnumNames<E>::values)
+        if (v.get<std::string>() == n) {
+          dst = e;
+          return;
+        }
+    throw Error(str_cat(source_, ": field '", path(key), "' must be one of ", allowed, ", got ", v.dump()));
+  }
+
   void add(const char* key, std::function<void(const json&)> f) { fields_[key] = std::move(f); }
   const json& obj_;
   std::string source_, prefix_;
   std::map<std::string, std::function<void(const json&)>> fields_;
 };
 
-json block_to_json(const BlockConfig& c) {
+// Writes one field: enums as their names.
+struct FieldWriter {
+  json& j;
+  template <class T>
+  void operator()(const char* key, const T& v) {
+    if constexpr (std::is_enum_v<T>)
+      j[key] = enum_name(v);
+    else
+      j[key] = v;
+  }
+};
+
+// A family's spec as {"kind": "...", <its fields>}.
+template <class Variant>
+json spec_to_json(const Variant& spec) {
   json j;
-  j["d_model"] = c.d_model;
-  j["n_heads"] = c.n_heads;
-  j["n_kv_heads"] = c.n_kv_heads;
-  j["d_ff"] = c.d_ff;
-  j["norm_position"] = norm_position_name(c.norm_position);
-  j["norm"] = norm_kind_name(c.norm);
-  j["norm_eps"] = c.norm_eps;
-  j["ffn"] = ffn_kind_name(c.ffn);
-  j["ffn_naming"] = ffn_naming_name(c.ffn_naming);
-  j["swiglu_naming"] = swiglu_naming_name(c.swiglu_naming);
-  j["num_experts"] = c.num_experts;
-  j["top_k"] = c.top_k;
-  j["moe_aux_loss_coef"] = c.moe_aux_loss_coef;
-  j["moe_expert"] = expert_kind_name(c.moe_expert);
-  j["attention"] = attention_kind_name(c.attention);
-  j["qk_norm"] = c.qk_norm;
-  j["mla_head_dim"] = c.mla_head_dim;
-  j["mla_latent_dim"] = c.mla_latent_dim;
-  j["mla_rope_dim"] = c.mla_rope_dim;
-  j["mla_q_latent_dim"] = c.mla_q_latent_dim;
-  j["mla_decoupled_rope_key"] = c.mla_decoupled_rope_key;
-  j["position"] = position_kind_name(c.position);
-  j["rope_layout"] = rope_layout_name(c.rope_layout);
-  j["rope_base"] = c.rope_base;
-  j["max_seq_len"] = c.max_seq_len;
-  j["dropout"] = c.dropout;
-  j["bias"] = c.bias;
-  j["naming"] = block_naming_name(c.naming);
+  std::visit(
+      [&](const auto& s) {
+        j["kind"] = std::decay_t<decltype(s)>::kind;
+        FieldWriter w{j};
+        std::decay_t<decltype(s)>::visit(s, w);
+      },
+      spec);
   return j;
 }
 
-void block_from_json(const json& j, BlockConfig& c, const std::string& source) {
-  FieldReader r(j, source, "block");
-  r.integer("d_model", c.d_model);
-  r.integer("n_heads", c.n_heads);
-  r.integer("n_kv_heads", c.n_kv_heads);
-  r.integer("d_ff", c.d_ff);
-  r.name("norm_position", c.norm_position, {NormPosition::Post, NormPosition::Pre, NormPosition::DeepNorm},
-         norm_position_name);
-  r.name("norm", c.norm, {NormKind::LayerNorm, NormKind::RMSNorm}, norm_kind_name);
-  r.number("norm_eps", c.norm_eps);
-  r.name("ffn", c.ffn, {FFNKind::ReLU, FFNKind::GELU, FFNKind::SwiGLU, FFNKind::MoE}, ffn_kind_name);
-  r.name("ffn_naming", c.ffn_naming, {FFNNaming::Seed, FFNNaming::FC, FFNNaming::Sequential}, ffn_naming_name);
-  r.name("swiglu_naming", c.swiglu_naming, {SwiGLUNaming::Seed, SwiGLUNaming::Lowercase, SwiGLUNaming::LLaMA},
-         swiglu_naming_name);
-  r.integer("num_experts", c.num_experts);
-  r.integer("top_k", c.top_k);
-  r.number("moe_aux_loss_coef", c.moe_aux_loss_coef);
-  r.name("moe_expert", c.moe_expert, {ExpertKind::FFN, ExpertKind::SwiGLU}, expert_kind_name);
-  r.name("attention", c.attention, {AttentionKind::MHA, AttentionKind::GQA, AttentionKind::MLA}, attention_kind_name);
-  r.boolean("qk_norm", c.qk_norm);
-  r.integer("mla_head_dim", c.mla_head_dim);
-  r.integer("mla_latent_dim", c.mla_latent_dim);
-  r.integer("mla_rope_dim", c.mla_rope_dim);
-  r.integer("mla_q_latent_dim", c.mla_q_latent_dim);
-  r.boolean("mla_decoupled_rope_key", c.mla_decoupled_rope_key);
-  r.name("position", c.position,
-         {PositionKind::Sinusoidal, PositionKind::Learned, PositionKind::RoPE, PositionKind::None},
-         position_kind_name);
-  r.name("rope_layout", c.rope_layout, {RopeLayout::Interleaved, RopeLayout::RotateHalf}, rope_layout_name);
-  r.number("rope_base", c.rope_base);
-  r.integer("max_seq_len", c.max_seq_len);
-  r.number("dropout", c.dropout);
-  r.boolean("bias", c.bias);
-  r.name("naming", c.naming, {BlockNaming::Teaching, BlockNaming::LLaMA}, block_naming_name);
-  r.run();
+// Sets `dst` to the alternative of Variant whose kind is `kind` (with its defaults); false if none.
+template <class Variant, std::size_t I = 0>
+bool spec_of_kind(const std::string& kind, Variant& dst) {
+  if constexpr (I == std::variant_size_v<Variant>) {
+    return false;
+  } else {
+    using Spec = std::variant_alternative_t<I, Variant>;
+    if (kind == Spec::kind) {
+      dst = Spec{};
+      return true;
+    }
+    return spec_of_kind<Variant, I + 1>(kind, dst);
+  }
 }
 
-// Puts this module and every module below it in eval mode, and restores each one's own mode
-// when it goes out of scope (parents first, so that a child's mode wins over its parent's).
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(Module& root) {
-    modes_.emplace_back(&root, root.is_training());
-    for (auto& [name, m] : root.named_modules()) modes_.emplace_back(m.get(), m->is_training());
-    root.eval();
-  }
-  ~EvalModeGuard() {
-    for (auto& [m, training] : modes_) m->train(training);
-  }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+template <class Variant, std::size_t... I>
+std::string spec_kinds(std::index_sequence<I...>) {
+  std::string s;
+  ((s += std::string(s.empty() ? "" : ", ") + "\"" + std::variant_alternative_t<I, Variant>::kind + "\""), ...);
+  return s;
+}
 
- private:
-  std::vector<std::pair<Module*, bool>> modes_;
-};
+template <class Variant>
+void spec_from_json(const json& j, Variant& dst, const std::string& source, const std::string& prefix) {
+  const std::string kinds = spec_kinds<Variant>(std::make_index_sequence<std::variant_size_v<Variant>>{});
+  check(j.is_object(), source, ": field '", prefix, "' must be an object {\"kind\": ", kinds, ", ...}, got ", j.dump());
+  check(j.contains("kind") && j["kind"].is_string(), source, ": field '", prefix,
+        ".kind' must be one of ", kinds, ", got ", j.contains("kind") ? j["kind"].dump() : std::string("nothing"));
+  check(spec_of_kind(j["kind"].get<std::string>(), dst), source, ": field '", prefix, ".kind' must be one of ",
+        kinds, ", got ", j["kind"].dump());
+  std::visit(
+      [&](auto& s) {
+        FieldReader r(j, source, prefix);
+        r.skip("kind");
+        std::decay_t<decltype(s)>::visit(s, r);
+        r.run();
+      },
+      dst);
+}
+
+json block_to_json(const BlockConfig& c) {
+  json j;
+  FieldWriter w{j};
+  BlockConfig::visit(c, w);
+  j["norm"] = spec_to_json(c.norm);
+  j["attention"] = spec_to_json(c.attention);
+  j["ffn"] = spec_to_json(c.ffn);
+  return j;
+}
+
+// A block written by xgrad before the sublayer specs (flat fields: "n_heads", "norm":
+// "rmsnorm", "ffn": "swiglu", "bias", "mla_*", ...) in today's form, with that format's
+// defaults for the fields it leaves out, so that older models keep loading.
+bool is_flat_block(const json& b) {
+  if (!b.is_object()) return false;
+  for (const char* k : {"n_heads", "n_kv_heads", "d_ff", "norm_eps", "ffn_naming", "swiglu_naming", "num_experts",
+                        "top_k", "moe_aux_loss_coef", "moe_expert", "qk_norm", "mla_head_dim", "mla_latent_dim",
+                        "mla_rope_dim", "mla_q_latent_dim", "mla_decoupled_rope_key", "bias"})
+    if (b.contains(k)) return true;
+  for (const char* k : {"norm", "ffn", "attention"})
+    if (b.contains(k) && b[k].is_string()) return true;
+  return false;
+}
+
+json unflatten_block(const json& b) {
+  auto get = [&](const char* k, json def) { return b.contains(k) ? b[k] : def; };
+  json out;
+  for (const char* k : {"d_model", "norm_position", "position", "rope_layout", "rope_base", "max_seq_len", "dropout",
+                        "naming"})
+    if (b.contains(k)) out[k] = b[k];
+  out["norm"] = {{"kind", get("norm", "layernorm")}, {"eps", get("norm_eps", 1e-5)}};
+  const json attention = get("attention", "mha"), bias = get("bias", true);
+  if (attention == "gqa")
+    out["attention"] = {{"kind", "gqa"},         {"n_heads", get("n_heads", 8)}, {"n_kv_heads", get("n_kv_heads", 0)},
+                        {"qkv_bias", bias},       {"out_bias", bias},             {"qk_norm", get("qk_norm", false)}};
+  else if (attention == "mla")
+    out["attention"] = {{"kind", "mla"},
+                        {"n_heads", get("n_heads", 8)},
+                        {"head_dim", get("mla_head_dim", 0)},
+                        {"latent_dim", get("mla_latent_dim", 0)},
+                        {"rope_dim", get("mla_rope_dim", 0)},
+                        {"q_latent_dim", get("mla_q_latent_dim", -1)},
+                        {"decoupled_rope_key", get("mla_decoupled_rope_key", false)}};
+  else
+    out["attention"] = {{"kind", attention}, {"n_heads", get("n_heads", 8)}, {"bias", bias}, {"qk_norm", get("qk_norm", false)}};
+  const json ffn = get("ffn", "gelu"), d_ff = get("d_ff", 0);
+  const std::map<std::string, std::string> mlp_names{{"seed", "up_down"}, {"fc", "fc"}, {"sequential", "sequential"}};
+  const std::map<std::string, std::string> swiglu_names{{"seed", "upper"}, {"lowercase", "lower"}, {"llama", "llama"}};
+  auto renamed = [](const std::map<std::string, std::string>& names, const json& v) -> json {
+    auto it = v.is_string() ? names.find(v.get<std::string>()) : names.end();
+    return it == names.end() ? v : json(it->second);
+  };
+  if (ffn == "swiglu")
+    out["ffn"] = {{"kind", "swiglu"}, {"d_ff", d_ff}, {"bias", bias}, {"naming", renamed(swiglu_names, get("swiglu_naming", "seed"))}};
+  else if (ffn == "moe")
+    out["ffn"] = {{"kind", "moe"},          {"d_ff", d_ff},
+                  {"num_experts", get("num_experts", 8)}, {"top_k", get("top_k", 2)},
+                  {"aux_loss_coef", get("moe_aux_loss_coef", 0.01)}, {"expert", get("moe_expert", "ffn")}};
+  else
+    out["ffn"] = {{"kind", "mlp"}, {"activation", ffn}, {"d_ff", d_ff}, {"bias", bias}, {"naming", renamed(mlp_names, get("ffn_naming", "fc"))}};
+  return out;
+}
+
+void block_from_json(const json& given, BlockConfig& c, const std::string& source) {
+  const json j = is_flat_block(given) ? unflatten_block(given) : given;
+  FieldReader r(j, source, "block");
+  BlockConfig::visit(c, r);
+  r.object("norm", [&](const json& v) { spec_from_json(v, c.norm, source, "block.norm"); });
+  r.object("attention", [&](const json& v) { spec_from_json(v, c.attention, source, "block.attention"); });
+  r.object("ffn", [&](const json& v) { spec_from_json(v, c.ffn, source, "block.ffn"); });
+  r.run();
+}
 
 std::string read_text_file(const std::string& path, const char* who) {
   std::ifstream in(path, std::ios::binary);
@@ -243,11 +272,11 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
   }
   LMConfig c;
   FieldReader r(j, source, "");
-  r.integer("vocab_size", c.vocab_size);
-  r.integer("n_layers", c.n_layers);
-  r.boolean("tie_embeddings", c.tie_embeddings);
-  r.boolean("final_norm", c.final_norm);
-  r.name("dtype", c.dtype, {kFloat32, kFloat64}, float_dtype_name);
+  r("vocab_size", c.vocab_size);
+  r("n_layers", c.n_layers);
+  r("tie_embeddings", c.tie_embeddings);
+  r("final_norm", c.final_norm);
+  r("dtype", c.dtype);
   r.object("block", [&](const json& b) { block_from_json(b, c.block, source); });
   r.run();
   c.block.n_layers = c.n_layers;
@@ -272,7 +301,7 @@ DecoderLM::DecoderLM(const LMConfig& config) : config_(config) {
   }
   layers_ = register_module("layers", std::make_shared<ModuleList<TransformerBlock>>());
   for (int64_t i = 0; i < config_.n_layers; ++i) layers_->push_back(std::make_shared<TransformerBlock>(b));
-  if (config_.final_norm) norm_ = register_module("norm", make_norm(b.norm, b.d_model, b.norm_eps));
+  if (config_.final_norm) norm_ = register_module("norm", make_sublayer(b.norm, b.context()));
   if (!config_.tie_embeddings)
     output_ = register_module("output", std::make_shared<Linear>(b.d_model, config_.vocab_size, false));
   if (config_.dtype != kFloat32) to(config_.dtype);
@@ -331,7 +360,7 @@ LMOutput DecoderLM::forward_with_aux(const Tensor& tokens, int64_t start_pos, st
     h = r.out;
     if (r.aux_loss.defined()) aux = aux.defined() ? aux + r.aux_loss : r.aux_loss;
   }
-  if (norm_) h = apply_norm(*norm_, h);
+  if (norm_) h = norm_->forward(h);
   Tensor logits = output_ ? output_->forward(h) : linear(h, tok_embeddings_->weight());
   return {logits, aux};
 }

@@ -13,6 +13,13 @@
 
 namespace xg::nn {
 
+// The parameter dtypes a config may name.
+template <>
+struct EnumNames<Dtype> {
+  static constexpr std::array<std::pair<Dtype, const char*>, 2> values{
+      {{Dtype::Float32, "float32"}, {Dtype::Float64, "float64"}}};
+};
+
 struct LMConfig {
   int64_t vocab_size = 32000;
   int64_t n_layers = 2;
@@ -22,10 +29,13 @@ struct LMConfig {
   Dtype dtype = kFloat32;       // of the parameters
 
   // {"vocab_size": .., "n_layers": .., "tie_embeddings": .., "final_norm": .., "dtype": "float32",
-  //  "block": {"d_model": .., "norm_position": "pre", ...}}: every field, enums as their names.
+  //  "block": {"d_model": .., "norm_position": "pre", ..., "norm": {"kind": "rmsnorm", "eps": ..},
+  //            "attention": {"kind": "gqa", "n_heads": .., ...}, "ffn": {"kind": "swiglu", ...}}}:
+  //  every field, enums as their names, each sublayer as its kind and that kind's fields.
   std::string to_json() const;
   // Fields left out keep their defaults. An unknown field, a value of the wrong type or an
-  // invalid value is an xg::Error naming `source` (e.g. the file) and the field.
+  // invalid value is an xg::Error naming `source` (e.g. the file) and the field. A block in the
+  // flat form of earlier xgrad versions ("n_heads", "norm": "rmsnorm", ...) is read as well.
   static LMConfig from_json(const std::string& text, const std::string& source = "LMConfig JSON");
   void validate(const std::string& who = "LMConfig") const;
 };
@@ -79,7 +89,7 @@ class DecoderLM : public Module {
   const std::shared_ptr<Embedding>& tok_embeddings() const { return tok_embeddings_; }
   const std::shared_ptr<Module>& pos() const { return pos_; }  // null for RoPE / None
   const std::shared_ptr<ModuleList<TransformerBlock>>& layers() const { return layers_; }
-  const std::shared_ptr<Module>& norm() const { return norm_; }      // null without final_norm
+  const std::shared_ptr<Norm>& norm() const { return norm_; }        // null without final_norm
   const std::shared_ptr<Linear>& output() const { return output_; }  // null when tied
   std::string name() const override { return "DecoderLM"; }
   std::string extra_repr() const override;
@@ -93,7 +103,7 @@ class DecoderLM : public Module {
   std::shared_ptr<SinusoidalPositionalEncoding> sinusoidal_;
   std::shared_ptr<LearnedPositionalEmbedding> learned_;
   std::shared_ptr<ModuleList<TransformerBlock>> layers_;
-  std::shared_ptr<Module> norm_;
+  std::shared_ptr<Norm> norm_;
   std::shared_ptr<Linear> output_;
 };
 

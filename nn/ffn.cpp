@@ -147,7 +147,7 @@ MoE::MoE(const MoEOptions& opts) : opts_(opts) {
 // constant (no gradient): the gradient reaches the router through P.
 // NOTE: Hugging Face's Mixtral loss divides the counts by T instead of T*k (its value is k
 // times this one).
-MoEOutput MoE::forward(const Tensor& x) const {
+MoEOutput MoE::forward_with_aux(const Tensor& x) const {
   const int64_t C = opts_.d_model, E = opts_.num_experts, K = opts_.top_k;
   check_input(x, C, str_cat("MoE(d_model=", C, ", num_experts=", E, ", top_k=", K, ")"));
   const Tensor xf = reshape(x, {-1, C});  // [T, C]
@@ -198,6 +198,42 @@ std::string MoE::extra_repr() const {
   return str_cat("d_model=", opts_.d_model, ", d_ff=", opts_.d_ff, ", num_experts=", opts_.num_experts,
              ", top_k=", opts_.top_k, ", expert=", opts_.expert == ExpertKind::FFN ? "ffn" : "swiglu",
              ", aux_loss_coef=", opts_.aux_loss_coef);
+}
+
+// ---------------------------------------------------------------------------------------
+// specs
+
+void MLPSpec::validate(const SublayerContext&, const std::string& who) const {
+  check(d_ff >= 0, who, ": field 'ffn.d_ff' must be >= 0 (0 = 4 d_model), got ", d_ff);
+}
+std::shared_ptr<FeedForward> MLPSpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<FFN>(ctx.d_model, d_ff, activation, 0.0, bias, naming);
+}
+
+void SwiGLUSpec::validate(const SublayerContext&, const std::string& who) const {
+  check(d_ff >= 0, who, ": field 'ffn.d_ff' must be >= 0 (0 = SwiGLU's default), got ", d_ff);
+}
+std::shared_ptr<FeedForward> SwiGLUSpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<SwiGLU>(ctx.d_model, d_ff, bias, naming);
+}
+
+void MoESpec::validate(const SublayerContext&, const std::string& who) const {
+  check(d_ff >= 0, who, ": field 'ffn.d_ff' must be >= 0 (0 = the expert kind's default), got ", d_ff);
+  check(num_experts > 0, who, ": field 'ffn.num_experts' must be positive, got ", num_experts);
+  check(top_k > 0 && top_k <= num_experts, who, ": field 'ffn.top_k' must be in [1, num_experts = ", num_experts,
+        "], got ", top_k);
+  check(aux_loss_coef >= 0, who, ": field 'ffn.aux_loss_coef' must be >= 0, got ", aux_loss_coef);
+}
+std::shared_ptr<FeedForward> MoESpec::build(const SublayerContext& ctx) const {
+  MoEOptions o;
+  o.d_model = ctx.d_model;
+  o.d_ff = d_ff;
+  o.num_experts = num_experts;
+  o.top_k = top_k;
+  o.expert = expert;
+  o.activation = activation;
+  o.aux_loss_coef = aux_loss_coef;
+  return std::make_shared<MoE>(o);
 }
 
 }  // namespace xg::nn

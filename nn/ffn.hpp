@@ -5,22 +5,13 @@
 #include <memory>
 
 #include "nn/linear.hpp"
+#include "nn/sublayer.hpp"
 
 namespace xg::nn {
 
 enum class Activation { ReLU, GELU /* erf form, PyTorch's default */, GELUTanh };
 Tensor activation(const Tensor& x, Activation act);
 const char* activation_name(Activation act);  // "relu", "gelu", "gelu_tanh"
-
-// A module mapping [..., d_model] to [..., d_model] token by token: FFN, SwiGLU (and so an
-// MoE expert or a block's FFN of any kind).
-class FeedForward : public Module {
- public:
-  virtual Tensor forward(const Tensor& x) const = 0;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
-  virtual int64_t d_model() const = 0;
-  virtual int64_t d_ff() const = 0;
-};
 
 // Attribute names of the two projections, so that each seed's state dict loads by name.
 enum class FFNNaming {
@@ -35,7 +26,7 @@ class FFN : public FeedForward {
  public:
   FFN(int64_t d_model, int64_t d_ff, Activation act = Activation::ReLU, double dropout = 0.0, bool bias = true,
       FFNNaming naming = FFNNaming::Seed);
-  Tensor forward(const Tensor& x) const override;
+  Tensor forward(const Tensor& x) const override;  // x: [..., d_model] -> [..., d_model]
   const std::shared_ptr<Linear>& up() const { return up_; }
   const std::shared_ptr<Linear>& down() const { return down_; }
   int64_t d_model() const override { return d_model_; }
@@ -95,19 +86,21 @@ struct MoEOptions {
   double aux_loss_coef = 0.01;               // the Switch Transformer's alpha
 };
 
-struct MoEOutput {
-  Tensor out;       // [..., d_model]
-  Tensor aux_loss;  // 0-d: aux_loss_coef * load-balancing loss (add it to the training loss)
-};
+// out [..., d_model] and aux_loss (0-d): aux_loss_coef * load-balancing loss (add it to the
+// training loss).
+using MoEOutput = FFNOutput;
 
 // Sparse mixture of experts (the second seed's MoE, section 3.3): a bias-free Linear
 // "router" scores the experts, each token goes to its top_k experts, weighted by a softmax
 // over those k scores; the experts live in the ModuleList "experts".
-class MoE : public Module {
+class MoE : public FeedForward {
  public:
   explicit MoE(const MoEOptions& opts);
-  MoEOutput forward(const Tensor& x) const;
-  MoEOutput operator()(const Tensor& x) const { return forward(x); }
+  // x: [..., d_model] -> the output and the auxiliary loss; forward(x) is the output alone.
+  MoEOutput forward_with_aux(const Tensor& x) const override;
+  Tensor forward(const Tensor& x) const override { return forward_with_aux(x).out; }
+  int64_t d_model() const override { return opts_.d_model; }
+  int64_t d_ff() const override { return opts_.d_ff; }
   const std::shared_ptr<Linear>& router() const { return router_; }
   const std::shared_ptr<ModuleList<FeedForward>>& experts() const { return experts_; }
   const MoEOptions& options() const { return opts_; }
@@ -118,6 +111,84 @@ class MoE : public Module {
   MoEOptions opts_;
   std::shared_ptr<Linear> router_;
   std::shared_ptr<ModuleList<FeedForward>> experts_;
+};
+
+template <>
+struct EnumNames<Activation> {
+  static constexpr std::array<std::pair<Activation, const char*>, 3> values{
+      {{Activation::ReLU, "relu"}, {Activation::GELU, "gelu"}, {Activation::GELUTanh, "gelu_tanh"}}};
+};
+template <>
+struct EnumNames<FFNNaming> {
+  static constexpr std::array<std::pair<FFNNaming, const char*>, 3> values{
+      {{FFNNaming::Seed, "up_down"}, {FFNNaming::FC, "fc"}, {FFNNaming::Sequential, "sequential"}}};
+};
+template <>
+struct EnumNames<SwiGLUNaming> {
+  static constexpr std::array<std::pair<SwiGLUNaming, const char*>, 3> values{
+      {{SwiGLUNaming::Seed, "upper"}, {SwiGLUNaming::Lowercase, "lower"}, {SwiGLUNaming::LLaMA, "llama"}}};
+};
+template <>
+struct EnumNames<ExpertKind> {
+  static constexpr std::array<std::pair<ExpertKind, const char*>, 2> values{
+      {{ExpertKind::FFN, "ffn"}, {ExpertKind::SwiGLU, "swiglu"}}};
+};
+
+// The block's FFN kinds (nn/registry.hpp). d_ff = 0 picks the kind's default.
+// "mlp": down(act(up(x))), the original Transformer's FFN (ReLU) and GPT-2's (GELU).
+struct MLPSpec {
+  static constexpr const char* kind = "mlp";
+  Activation activation = Activation::GELU;
+  int64_t d_ff = 0;  // 0: 4 d_model
+  bool bias = true;
+  FFNNaming naming = FFNNaming::FC;  // fc1, fc2
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("activation", s.activation);
+    f("d_ff", s.d_ff);
+    f("bias", s.bias);
+    f("naming", s.naming);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
+};
+
+// "swiglu": down(silu(gate(x)) * up(x)) (Shazeer 2020; LLaMA).
+struct SwiGLUSpec {
+  static constexpr const char* kind = "swiglu";
+  int64_t d_ff = 0;  // 0: SwiGLU::default_d_ff(d_model)
+  bool bias = false;
+  SwiGLUNaming naming = SwiGLUNaming::Seed;  // W_gate, W_up, W_down
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("d_ff", s.d_ff);
+    f("bias", s.bias);
+    f("naming", s.naming);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
+};
+
+// "moe": top-k routed experts with the Switch Transformer's load-balancing loss.
+struct MoESpec {
+  static constexpr const char* kind = "moe";
+  int64_t d_ff = 0;  // 0: 4 d_model for FFN experts, SwiGLU::default_d_ff for SwiGLU ones
+  int64_t num_experts = 8;
+  int64_t top_k = 2;
+  double aux_loss_coef = 0.01;
+  ExpertKind expert = ExpertKind::FFN;       // ReLU experts with bias, named "0" and "2"
+  Activation activation = Activation::ReLU;  // of FFN experts
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("d_ff", s.d_ff);
+    f("num_experts", s.num_experts);
+    f("top_k", s.top_k);
+    f("aux_loss_coef", s.aux_loss_coef);
+    f("expert", s.expert);
+    f("activation", s.activation);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
 };
 
 }  // namespace xg::nn

@@ -18,11 +18,10 @@ class LinearAdapter {
 
 // y = x W^T + b, weight [out, in]. Init as nn.Linear: kaiming_uniform(a = sqrt 5) for the
 // weight (= U(+-1/sqrt(in))), U(+-1/sqrt(in)) for the bias.
-class Linear : public Module {
+class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, Dtype dtype = kFloat32);
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;  // x: [..., in] -> [..., out]
   Tensor weight() const { return weight_; }
   Tensor bias() const { return bias_; }  // undefined without bias
   int64_t in_features() const { return in_; }
@@ -41,11 +40,10 @@ class Linear : public Module {
 };
 
 // Rows of a [num_embeddings, dim] table, init N(0, 1) as nn.Embedding.
-class Embedding : public Module {
+class Embedding : public UnaryModule {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1, Dtype dtype = kFloat32);
-  Tensor forward(const Tensor& ids) const;  // int64 [...] -> [..., dim]
-  Tensor operator()(const Tensor& ids) const { return forward(ids); }
+  Tensor forward(const Tensor& ids) const override;  // int64 [...] -> [..., dim]
   Tensor weight() const { return weight_; }
   std::string name() const override { return "Embedding"; }
   std::string extra_repr() const override;
@@ -56,11 +54,10 @@ class Embedding : public Module {
 };
 
 // Zeroes with probability p in training mode (scaling the rest by 1/(1-p)); identity in eval.
-class Dropout : public Module {
+class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5);
-  Tensor forward(const Tensor& x) const;
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;
   double p() const { return p_; }
   std::string name() const override { return "Dropout"; }
   std::string extra_repr() const override;

@@ -148,6 +148,17 @@ void Module::to(Dtype dtype) {
   for (auto& [n, m] : named_modules()) m->rebuild_buffers(dtype);
 }
 
+EvalModeGuard::EvalModeGuard(Module& root) {
+  modes_.emplace_back(&root, root.is_training());
+  for (auto& [name, m] : root.named_modules()) modes_.emplace_back(m.get(), m->is_training());
+  root.eval();
+}
+
+// Parents first, so that a child's own mode wins over the train(on) its parent spreads.
+EvalModeGuard::~EvalModeGuard() {
+  for (auto& [m, training] : modes_) m->train(training);
+}
+
 TensorMap Module::state_dict() const {
   NamedTensors all;
   collect_named(all, "", true, true, false);

@@ -87,6 +87,15 @@ class Module {
   bool training_ = true;
 };
 
+// A module whose forward maps one tensor to one tensor (Linear, Embedding, Dropout, the
+// norms, the FFNs, the activations): what nn::Sequential chains, as torch.nn.Sequential
+// chains modules with a one-argument forward.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) const = 0;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
 // A list of modules registered as "0", "1", ... (torch.nn.ModuleList).
 template <class M = Module>
 class ModuleList : public Module {
@@ -103,6 +112,48 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<M>> items_;
+};
+
+// Modules applied in order, registered as "0", "1", ... (torch.nn.Sequential), so that
+// nn.Sequential(Linear, ReLU, Linear)'s state dict ("0.weight", "2.bias") loads by name.
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> modules) {
+    for (auto& m : modules) push_back(std::move(m));
+  }
+  void push_back(std::shared_ptr<UnaryModule> m) {
+    add_child(std::to_string(items_.size()), m);
+    items_.push_back(std::move(m));
+  }
+  // x -> items[n-1](... items[0](x)); the identity when empty.
+  Tensor forward(const Tensor& x) const override {
+    Tensor h = x;
+    for (const auto& m : items_) h = m->forward(h);
+    return h;
+  }
+  std::size_t size() const { return items_.size(); }
+  const std::shared_ptr<UnaryModule>& operator[](std::size_t i) const { return items_.at(i); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  std::string name() const override { return "Sequential"; }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> items_;
+};
+
+// RAII: puts a module and every module below it in eval mode, and restores each one's own
+// mode when it goes out of scope, also when an exception leaves the scope (PyTorch code
+// writes model.eval() ... model.train(), which an exception skips).
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& root);
+  ~EvalModeGuard();
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  std::vector<std::pair<Module*, bool>> modes_;  // every module's own mode, parents first
 };
 
 // Writes the state dict as safetensors under PyTorch's names (temporary file + rename).

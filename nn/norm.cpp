@@ -52,4 +52,28 @@ Tensor RMSNorm::forward(const Tensor& x) const {
 
 std::string RMSNorm::extra_repr() const { return str_cat("dim=", dim_, ", eps=", eps_); }
 
+const char* norm_kind_name(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps) {
+  if (kind == NormKind::LayerNorm) return std::make_shared<LayerNorm>(dim, eps);
+  return std::make_shared<RMSNorm>(dim, eps);
+}
+
+// ---------------------------------------------------------------------------------------------
+// specs
+
+void LayerNormSpec::validate(const SublayerContext&, const std::string& who) const {
+  check(eps > 0, who, ": field 'norm.eps' must be positive, got ", eps);
+}
+std::shared_ptr<Norm> LayerNormSpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<LayerNorm>(ctx.d_model, eps);
+}
+
+void RMSNormSpec::validate(const SublayerContext&, const std::string& who) const {
+  check(eps > 0, who, ": field 'norm.eps' must be positive, got ", eps);
+}
+std::shared_ptr<Norm> RMSNormSpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<RMSNorm>(ctx.d_model, eps);
+}
+
 }  // namespace xg::nn

@@ -2,7 +2,9 @@
 // on the fused ops of autograd/norm.hpp.
 #pragma once
 
-#include "nn/module.hpp"
+#include <memory>
+
+#include "nn/sublayer.hpp"
 
 namespace xg::nn {
 
@@ -11,11 +13,10 @@ namespace xg::nn {
 // (zeros), absent without elementwise_affine.
 // NOTE: the second seed's LayerNorm (§2.1) starts beta at ones; that is a slip, PyTorch
 // starts the bias at zeros, and so do we.
-class LayerNorm : public Module {
+class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true);
-  Tensor forward(const Tensor& x) const;  // [..., dim] -> [..., dim]
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;  // [..., dim] -> [..., dim]
   Tensor weight() const { return weight_; }  // undefined without elementwise_affine
   Tensor bias() const { return bias_; }      // undefined without elementwise_affine
   int64_t dim() const { return dim_; }
@@ -34,11 +35,10 @@ class LayerNorm : public Module {
 // NOTE: both seeds call the parameter `gamma`; we use LLaMA's (and torch.nn.RMSNorm's)
 // name "weight". The default eps is the first seed's and LLaMA's 1e-6; the second seed's
 // RMSNorm (§2.2) defaults to 1e-8 (pass it explicitly to reproduce that code).
-class RMSNorm : public Module {
+class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6);
-  Tensor forward(const Tensor& x) const;  // [..., dim] -> [..., dim]
-  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor forward(const Tensor& x) const override;  // [..., dim] -> [..., dim]
   Tensor weight() const { return weight_; }
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
@@ -49,6 +49,30 @@ class RMSNorm : public Module {
   int64_t dim_;
   double eps_;
   Tensor weight_;
+};
+
+// A norm by kind, for code that picks one without a block spec (the Pre/Post-Norm study).
+enum class NormKind { LayerNorm, RMSNorm };
+const char* norm_kind_name(NormKind k);  // "layernorm", "rmsnorm"
+std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps);
+
+// The block's norm kinds (nn/registry.hpp): each spec's fields are its config.json fields.
+struct LayerNormSpec {
+  static constexpr const char* kind = "layernorm";
+  double eps = 1e-5;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) { f("eps", s.eps); }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
+};
+
+struct RMSNormSpec {
+  static constexpr const char* kind = "rmsnorm";
+  double eps = 1e-6;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) { f("eps", s.eps); }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
 };
 
 }  // namespace xg::nn

@@ -30,7 +30,9 @@ inline nn::LMConfig tiny_llama(int64_t n_layers = 2, int64_t d_model = 8) {
   c.vocab_size = 11;
   c.n_layers = n_layers;
   c.block = nn::BlockConfig::llama(d_model, 2, 1);
-  c.block.d_ff = 16;
+  nn::SwiGLUSpec ffn;
+  ffn.d_ff = 16;
+  c.block.ffn = ffn;
   c.block.max_seq_len = 16;
   return c;
 }

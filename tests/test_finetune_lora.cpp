@@ -188,8 +188,8 @@ TEST(FinetuneLora, ShortNamesCoverTheRepoNamings) {
   c.vocab_size = 11;
   c.n_layers = 1;
   c.block.d_model = 8;
-  c.block.n_heads = 2;
-  c.block.d_ff = 16;  // teaching defaults: MHA w_q.., GELU FFN fc1, fc2
+  std::get<nn::MHASpec>(c.block.attention).n_heads = 2;
+  std::get<nn::MLPSpec>(c.block.ffn).d_ff = 16;  // teaching defaults: MHA w_q.., GELU FFN fc1, fc2
   c.block.max_seq_len = 8;
   nn::DecoderLM model(c);
   EXPECT_EQ(match_targets(model, "q,o,up,down"),

@@ -191,8 +191,8 @@ TEST(FinetunePeft, DifferentBaseModelIsAnError) {
   nn::LMConfig teach = tiny_llama();
   teach.block = nn::BlockConfig{};
   teach.block.d_model = 8;
-  teach.block.n_heads = 2;
-  teach.block.d_ff = 16;
+  std::get<nn::MHASpec>(teach.block.attention).n_heads = 2;
+  std::get<nn::MLPSpec>(teach.block.ffn).d_ff = 16;
   teach.block.max_seq_len = 16;
   nn::DecoderLM other(teach);  // w_q, w_k, w_v, w_o, fc1, fc2
   EXPECT_XG_ERROR(load_adapter(other, s.dir),

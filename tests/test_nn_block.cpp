@@ -41,20 +41,21 @@ V with_params(const Tensor& x, const Module& m) {
 BlockConfig gqa_qknorm_config() {
   BlockConfig c;
   c.d_model = 16;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.attention = AttentionKind::GQA;
-  c.qk_norm = true;
+  GQASpec gqa;
+  gqa.n_heads = 4;
+  gqa.n_kv_heads = 2;
+  gqa.qk_norm = true;
+  gqa.qkv_bias = gqa.out_bias = true;
+  c.attention = gqa;
   c.norm_position = NormPosition::Pre;
-  c.norm = NormKind::RMSNorm;
-  c.norm_eps = 1e-6;
+  c.norm = RMSNormSpec{1e-6};
   c.position = PositionKind::RoPE;
   c.rope_layout = RopeLayout::RotateHalf;
   c.max_seq_len = 64;
-  c.ffn = FFNKind::GELU;
-  c.d_ff = 24;
-  c.ffn_naming = FFNNaming::Seed;  // w_up, w_down
-  c.bias = true;
+  MLPSpec mlp;  // GELU
+  mlp.d_ff = 24;
+  mlp.naming = FFNNaming::Seed;  // w_up, w_down
+  c.ffn = mlp;
   c.naming = BlockNaming::Teaching;
   return c;
 }
@@ -62,14 +63,16 @@ BlockConfig gqa_qknorm_config() {
 BlockConfig deepnorm_config() {
   BlockConfig c;
   c.d_model = 16;
-  c.n_heads = 4;
-  c.attention = AttentionKind::MHA;
+  MHASpec mha;
+  mha.n_heads = 4;
+  c.attention = mha;
   c.norm_position = NormPosition::DeepNorm;
   c.n_layers = 6;
-  c.norm = NormKind::LayerNorm;
-  c.norm_eps = 1e-5;
-  c.ffn = FFNKind::ReLU;
-  c.d_ff = 32;
+  c.norm = LayerNormSpec{1e-5};
+  MLPSpec mlp;
+  mlp.activation = Activation::ReLU;
+  mlp.d_ff = 32;
+  c.ffn = mlp;
   c.position = PositionKind::None;
   c.naming = BlockNaming::Teaching;
   return c;
@@ -78,15 +81,16 @@ BlockConfig deepnorm_config() {
 BlockConfig moe_config() {
   BlockConfig c;
   c.d_model = 8;
-  c.n_heads = 2;
-  c.attention = AttentionKind::MHA;
+  MHASpec mha;
+  mha.n_heads = 2;
+  c.attention = mha;
   c.norm_position = NormPosition::Pre;
-  c.norm = NormKind::RMSNorm;
-  c.norm_eps = 1e-6;
-  c.ffn = FFNKind::MoE;
-  c.num_experts = 4;
-  c.top_k = 2;
-  c.moe_aux_loss_coef = 0.01;
+  c.norm = RMSNormSpec{1e-6};
+  MoESpec moe;
+  moe.num_experts = 4;
+  moe.top_k = 2;
+  moe.aux_loss_coef = 0.01;
+  c.ffn = moe;
   c.position = PositionKind::None;
   c.naming = BlockNaming::LLaMA;
   return c;
@@ -95,20 +99,20 @@ BlockConfig moe_config() {
 BlockConfig mla_config() {
   BlockConfig c;
   c.d_model = 16;
-  c.n_heads = 4;
-  c.attention = AttentionKind::MLA;
-  c.mla_head_dim = 4;
-  c.mla_latent_dim = 8;
-  c.mla_rope_dim = 4;
+  MLASpec mla;
+  mla.n_heads = 4;
+  mla.head_dim = 4;
+  mla.latent_dim = 8;
+  mla.rope_dim = 4;
+  c.attention = mla;
   c.position = PositionKind::RoPE;
   c.rope_layout = RopeLayout::RotateHalf;
   c.max_seq_len = 64;
   c.norm_position = NormPosition::Post;
-  c.norm = NormKind::RMSNorm;
-  c.norm_eps = 1e-6;
-  c.ffn = FFNKind::SwiGLU;
-  c.d_ff = 24;
-  c.bias = false;
+  c.norm = RMSNormSpec{1e-6};
+  SwiGLUSpec swiglu;
+  swiglu.d_ff = 24;
+  c.ffn = swiglu;
   c.naming = BlockNaming::LLaMA;
   return c;
 }
@@ -122,19 +126,19 @@ TEST(NnBlockTorch, Teaching) {
   expect_module_matches_torch("nn_block", "teaching", blk,
                               [&](const V& x) { return blk(x[0], AttnMask(x[1])).out; });
   BlockConfig c = BlockConfig::teaching(8, 2);
-  c.d_ff = 12;
+  std::get<MLPSpec>(c.ffn).d_ff = 12;
   TransformerBlock nomask(c);  // what the seed's forward computes (it drops its mask)
   expect_module_matches_torch("nn_block", "teaching_nomask", nomask, [&](const V& x) { return nomask(x[0]).out; });
 }
 
 TEST(NnBlockTorch, LLaMA) {
   BlockConfig c = BlockConfig::llama(8, 2, 2);  // the seed's LLaMABlock(8, 2): d_ff = 256
-  EXPECT_EQ(c.d_ff, 0);
+  EXPECT_EQ(std::get<SwiGLUSpec>(c.ffn).d_ff, 0);
   TransformerBlock blk(c);
   expect_module_matches_torch("nn_block", "llama", blk,
                               [&](const V& x) { return blk(x[0], AttnMask::causal_mask()).out; });
   BlockConfig g = BlockConfig::llama(16, 4, 2);
-  g.d_ff = 24;
+  std::get<SwiGLUSpec>(g.ffn).d_ff = 24;
   TransformerBlock gqa(g);
   expect_module_matches_torch("nn_block", "llama_gqa", gqa,
                               [&](const V& x) { return gqa(x[0], AttnMask::causal_mask()).out; });
@@ -200,8 +204,7 @@ TEST(NnBlock, LLaMANames) {
 TEST(NnBlock, MHAWithRopeIsGQAWithAllHeads) {
   BlockConfig c;
   c.d_model = 8;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;  // ignored by MHA
+  std::get<MHASpec>(c.attention).n_heads = 2;
   c.position = PositionKind::RoPE;
   TransformerBlock blk(c);
   auto* gqa = dynamic_cast<GroupedQueryAttention*>(blk.attention().get());
@@ -218,7 +221,7 @@ TEST(NnBlock, DeepNormConstantsAndInit) {
   EXPECT_DOUBLE_EQ(TransformerBlock::deepnorm_beta(6), std::pow(48.0, -0.25));
   BlockConfig c = deepnorm_config();
   c.d_model = 64;
-  c.d_ff = 256;
+  std::get<MLPSpec>(c.ffn).d_ff = 256;
   TransformerBlock blk(c);
   EXPECT_DOUBLE_EQ(blk.residual_scale(), std::pow(12.0, 0.25));
   const double beta = std::pow(48.0, -0.25);
@@ -269,52 +272,53 @@ void gradcheck_block(const BlockConfig& c, uint64_t seed, bool aux = false) {
 
 TEST(NnBlockGradcheck, Teaching) {
   BlockConfig c = BlockConfig::teaching(8, 2);
-  c.d_ff = 12;
+  std::get<MLPSpec>(c.ffn).d_ff = 12;
   gradcheck_block(c, 1);
 }
 
 TEST(NnBlockGradcheck, LLaMA) {
   BlockConfig c = BlockConfig::llama(8, 4, 2);
-  c.d_ff = 12;
+  std::get<SwiGLUSpec>(c.ffn).d_ff = 12;
   gradcheck_block(c, 2);
 }
 
 TEST(NnBlockGradcheck, GqaQkNorm) {
   BlockConfig c = gqa_qknorm_config();
   c.d_model = 8;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.d_ff = 12;
+  std::get<GQASpec>(c.attention).n_heads = 2;
+  std::get<GQASpec>(c.attention).n_kv_heads = 1;
+  std::get<MLPSpec>(c.ffn).d_ff = 12;
   gradcheck_block(c, 3);
 }
 
 TEST(NnBlockGradcheck, DeepNorm) {
   BlockConfig c = deepnorm_config();
   c.d_model = 8;
-  c.n_heads = 2;
-  c.d_ff = 12;
+  std::get<MHASpec>(c.attention).n_heads = 2;
+  std::get<MLPSpec>(c.ffn).d_ff = 12;
   gradcheck_block(c, 4);
-  c.norm = NormKind::RMSNorm;
-  c.ffn = FFNKind::GELU;
+  c.norm = RMSNormSpec{1e-5};
+  std::get<MLPSpec>(c.ffn).activation = Activation::GELU;
   gradcheck_block(c, 5);
 }
 
 TEST(NnBlockGradcheck, MoE) {
   BlockConfig c = moe_config();
   c.d_model = 6;
-  c.d_ff = 8;
-  c.num_experts = 3;
+  std::get<MoESpec>(c.ffn).d_ff = 8;
+  std::get<MoESpec>(c.ffn).num_experts = 3;
   gradcheck_block(c, 6, /*aux=*/true);
 }
 
 TEST(NnBlockGradcheck, MLA) {
   BlockConfig c = mla_config();
   c.d_model = 8;
-  c.n_heads = 2;
-  c.mla_head_dim = 4;
-  c.mla_latent_dim = 6;
-  c.mla_rope_dim = 2;
-  c.d_ff = 12;
+  MLASpec& mla = std::get<MLASpec>(c.attention);
+  mla.n_heads = 2;
+  mla.head_dim = 4;
+  mla.latent_dim = 6;
+  mla.rope_dim = 2;
+  std::get<SwiGLUSpec>(c.ffn).d_ff = 12;
   gradcheck_block(c, 7);
 }
 
@@ -344,18 +348,24 @@ TEST(NnBlockErrors, BadInput) {
 
 TEST(NnBlockErrors, BadConfig) {
   BlockConfig c = BlockConfig::teaching(16, 3);
-  EXPECT_XG_ERROR(TransformerBlock{c}, "TransformerBlock: field 'n_heads' (3) must divide d_model (16)");
+  EXPECT_XG_ERROR(TransformerBlock{c}, "TransformerBlock: field 'attention.n_heads' (3) must divide d_model (16)");
   c = BlockConfig::llama(16, 4, 3);
-  EXPECT_XG_ERROR(TransformerBlock{c}, "field 'n_kv_heads' (3) must divide n_heads (4)");
+  EXPECT_XG_ERROR(TransformerBlock{c}, "field 'attention.n_kv_heads' (3) must divide n_heads (4)");
   c = moe_config();
-  c.top_k = 5;
-  EXPECT_XG_ERROR(TransformerBlock{c}, "field 'top_k' must be in [1, num_experts = 4], got 5");
+  std::get<MoESpec>(c.ffn).top_k = 5;
+  EXPECT_XG_ERROR(TransformerBlock{c}, "field 'ffn.top_k' must be in [1, num_experts = 4], got 5");
   c = mla_config();
-  c.qk_norm = true;
-  EXPECT_XG_ERROR(TransformerBlock{c}, "field 'qk_norm'");
+  std::get<MLASpec>(c.attention).rope_dim = 3;
+  EXPECT_XG_ERROR(TransformerBlock{c}, "field 'attention.rope_dim' must give an even RoPE part");
+  c = BlockConfig::llama(16, 4, 2);
+  std::get<SwiGLUSpec>(c.ffn).d_ff = -1;
+  EXPECT_XG_ERROR(TransformerBlock{c}, "TransformerBlock: field 'ffn.d_ff' must be >= 0");
+  c.ffn = SwiGLUSpec{};
+  c.norm = RMSNormSpec{0.0};
+  EXPECT_XG_ERROR(TransformerBlock{c}, "TransformerBlock: field 'norm.eps' must be positive, got 0");
   c = BlockConfig::teaching(8, 2);
   c.dropout = 1.0;
   EXPECT_XG_ERROR(TransformerBlock{c}, "field 'dropout' must be in [0, 1), got 1");
   c = BlockConfig::llama(12, 4, 4);  // head dim 3: RoPE needs pairs
-  EXPECT_XG_ERROR(TransformerBlock{c}, "needs an even head dim, got d_model / n_heads = 3");
+  EXPECT_XG_ERROR(TransformerBlock{c}, "position = rope needs an even head dim, got 3");
 }

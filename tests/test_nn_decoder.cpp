@@ -44,7 +44,7 @@ LMConfig llama_lm() {
   c.vocab_size = 11;
   c.n_layers = 2;
   c.block = BlockConfig::llama(16, 4, 2);
-  c.block.d_ff = 32;
+  std::get<SwiGLUSpec>(c.block.ffn).d_ff = 32;
   c.block.max_seq_len = 64;
   return c;
 }
@@ -54,8 +54,8 @@ LMConfig gpt2_tied_lm() {
   c.vocab_size = 11;
   c.n_layers = 2;
   c.block.d_model = 16;
-  c.block.n_heads = 4;
-  c.block.d_ff = 32;  // defaults: Pre-Norm, LayerNorm, GELU (fc1, fc2), MHA, learned positions
+  std::get<MHASpec>(c.block.attention).n_heads = 4;
+  std::get<MLPSpec>(c.block.ffn).d_ff = 32;  // defaults: Pre-Norm, LayerNorm, GELU (fc1, fc2), MHA, learned positions
   c.block.max_seq_len = 16;
   c.tie_embeddings = true;
   return c;
@@ -66,7 +66,7 @@ LMConfig teaching_tied_lm() {
   c.vocab_size = 11;
   c.n_layers = 2;
   c.block = BlockConfig::teaching(16, 4);
-  c.block.d_ff = 24;
+  std::get<MLPSpec>(c.block.ffn).d_ff = 24;
   c.block.max_seq_len = 16;
   c.final_norm = false;  // Post-Norm blocks end normalised
   c.tie_embeddings = true;
@@ -74,27 +74,34 @@ LMConfig teaching_tied_lm() {
 }
 
 // Small models of each attention kind for cache and generation tests.
-LMConfig small_lm(AttentionKind kind) {
+enum class AttentionKind { MHA, GQA, MLA };
+
+LMConfig small_lm(AttentionKind kind, bool decoupled_rope_key = false) {
   LMConfig c;
   c.vocab_size = 13;
   c.n_layers = 2;
   c.block.d_model = 16;
-  c.block.n_heads = 4;
-  c.block.d_ff = 24;
   c.block.max_seq_len = 32;
-  c.block.attention = kind;
   if (kind == AttentionKind::MHA) {
+    std::get<MHASpec>(c.block.attention).n_heads = 4;
+    std::get<MLPSpec>(c.block.ffn).d_ff = 24;
     c.block.position = PositionKind::Learned;  // positions added at the input, offset by start_pos
   } else if (kind == AttentionKind::GQA) {
     c.block = BlockConfig::llama(16, 4, 2);
-    c.block.d_ff = 24;
+    std::get<SwiGLUSpec>(c.block.ffn).d_ff = 24;
     c.block.max_seq_len = 32;
   } else {
+    MLASpec mla;
+    mla.n_heads = 4;
+    mla.latent_dim = 6;
+    mla.rope_dim = 2;
+    mla.decoupled_rope_key = decoupled_rope_key;
+    c.block.attention = mla;
     c.block.position = PositionKind::RoPE;
-    c.block.norm = NormKind::RMSNorm;
-    c.block.ffn = FFNKind::SwiGLU;
-    c.block.mla_latent_dim = 6;
-    c.block.mla_rope_dim = 2;
+    c.block.norm = RMSNormSpec{1e-5};
+    SwiGLUSpec swiglu;
+    swiglu.d_ff = 24;
+    c.block.ffn = swiglu;
   }
   return c;
 }
@@ -163,7 +170,7 @@ TEST(NnDecoderGradcheck, Untied) {
   c.vocab_size = 7;
   c.n_layers = 2;
   c.block = BlockConfig::llama(8, 2, 1);
-  c.block.d_ff = 12;
+  std::get<SwiGLUSpec>(c.block.ffn).d_ff = 12;
   c.block.max_seq_len = 8;
   DecoderLM lm(c);
   randomize64(lm, 1);
@@ -180,8 +187,8 @@ TEST(NnDecoderGradcheck, TiedLearnedPositions) {
   c.vocab_size = 7;
   c.n_layers = 2;
   c.block.d_model = 8;
-  c.block.n_heads = 2;
-  c.block.d_ff = 12;
+  std::get<MHASpec>(c.block.attention).n_heads = 2;
+  std::get<MLPSpec>(c.block.ffn).d_ff = 12;
   c.block.max_seq_len = 6;
   c.tie_embeddings = true;
   DecoderLM lm(c);
@@ -201,8 +208,7 @@ TEST(NnDecoderGradcheck, TiedLearnedPositions) {
 namespace {
 
 void expect_cached_decode_matches(AttentionKind kind, bool decoupled = false) {
-  LMConfig c = small_lm(kind);
-  c.block.mla_decoupled_rope_key = decoupled;
+  LMConfig c = small_lm(kind, decoupled);
   DecoderLM lm(c);
   randomize64(lm, 11);
   const Tensor tokens = random_tokens(2, 9, c.vocab_size, 12);
@@ -287,7 +293,7 @@ TEST(NnDecoderGenerate, GreedyEqualsArgmaxOfFullForwards) {
       const Tensor next = argmax(narrow(logits, 1, seq.size(1) - 1, 1), -1);  // [B, 1]
       seq = cat({seq, next}, int64_t{1});
     }
-    EXPECT_EQ(out.to_vector(), seq.to_vector()) << "attention kind " << attention_kind_name(kind);
+    EXPECT_EQ(out.to_vector(), seq.to_vector()) << "attention kind " << static_cast<int>(kind);
   }
 }
 
@@ -375,10 +381,11 @@ TEST(NnDecoder, ForwardWithAuxSumsTheBlocksLosses) {
   c.vocab_size = 9;
   c.n_layers = 2;
   c.block.d_model = 8;
-  c.block.n_heads = 2;
-  c.block.ffn = FFNKind::MoE;
-  c.block.num_experts = 4;
-  c.block.top_k = 2;
+  std::get<MHASpec>(c.block.attention).n_heads = 2;
+  MoESpec moe;
+  moe.num_experts = 4;
+  moe.top_k = 2;
+  c.block.ffn = moe;
   c.block.position = PositionKind::None;
   DecoderLM lm(c);
   const Tensor tokens = random_tokens(2, 5, 9, 61);
@@ -404,52 +411,90 @@ TEST(NnDecoderConfig, JsonRoundTrip) {
   c.dtype = kFloat64;
   BlockConfig& b = c.block;
   b.d_model = 24;
-  b.n_heads = 6;
-  b.n_kv_heads = 3;
-  b.d_ff = 40;
   b.norm_position = NormPosition::DeepNorm;
-  b.norm = NormKind::RMSNorm;
-  b.norm_eps = 1.25e-7;
-  b.ffn = FFNKind::MoE;
-  b.ffn_naming = FFNNaming::Sequential;
-  b.swiglu_naming = SwiGLUNaming::LLaMA;
-  b.num_experts = 5;
-  b.top_k = 3;
-  b.moe_aux_loss_coef = 0.125;
-  b.moe_expert = ExpertKind::SwiGLU;
-  b.attention = AttentionKind::MLA;
-  b.mla_head_dim = 8;
-  b.mla_latent_dim = 12;
-  b.mla_rope_dim = 4;
-  b.mla_q_latent_dim = 0;
-  b.mla_decoupled_rope_key = true;
+  b.norm = RMSNormSpec{1.25e-7};
+  MoESpec moe;
+  moe.d_ff = 40;
+  moe.num_experts = 5;
+  moe.top_k = 3;
+  moe.aux_loss_coef = 0.125;
+  moe.expert = ExpertKind::SwiGLU;
+  moe.activation = Activation::GELUTanh;
+  b.ffn = moe;
+  MLASpec mla;
+  mla.n_heads = 6;
+  mla.head_dim = 8;
+  mla.latent_dim = 12;
+  mla.rope_dim = 4;
+  mla.q_latent_dim = 0;
+  mla.decoupled_rope_key = true;
+  b.attention = mla;
   b.position = PositionKind::RoPE;
   b.rope_layout = RopeLayout::Interleaved;
   b.rope_base = 500000.0;
   b.max_seq_len = 77;
   b.dropout = 0.1;
-  b.bias = false;
   b.naming = BlockNaming::LLaMA;
   const std::string text = c.to_json();
   EXPECT_NE(text.find("\"norm_position\": \"deepnorm\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"rope_layout\": \"interleaved\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"kind\": \"mla\""), std::string::npos) << text;
   const LMConfig d = LMConfig::from_json(text);
   EXPECT_EQ(d.to_json(), text);
   EXPECT_EQ(d.vocab_size, 101);
   EXPECT_EQ(d.block.n_layers, 3);
   EXPECT_EQ(d.dtype, kFloat64);
   EXPECT_EQ(d.block.norm_position, NormPosition::DeepNorm);
-  EXPECT_EQ(d.block.moe_expert, ExpertKind::SwiGLU);
-  EXPECT_EQ(d.block.swiglu_naming, SwiGLUNaming::LLaMA);
-  EXPECT_DOUBLE_EQ(d.block.norm_eps, 1.25e-7);
+  EXPECT_EQ(std::get<MoESpec>(d.block.ffn).expert, ExpertKind::SwiGLU);
+  EXPECT_EQ(std::get<MoESpec>(d.block.ffn).activation, Activation::GELUTanh);
+  EXPECT_EQ(std::get<MoESpec>(d.block.ffn).top_k, 3);
+  EXPECT_DOUBLE_EQ(std::get<RMSNormSpec>(d.block.norm).eps, 1.25e-7);
   EXPECT_DOUBLE_EQ(d.block.dropout, 0.1);
-  EXPECT_TRUE(d.block.mla_decoupled_rope_key);
+  EXPECT_TRUE(std::get<MLASpec>(d.block.attention).decoupled_rope_key);
+  EXPECT_EQ(std::get<MLASpec>(d.block.attention).q_latent_dim, 0);
+  // GQA with the options of Qwen-style models: q/k/v biases and a head_dim of its own.
+  GQASpec gqa;
+  gqa.n_heads = 4;
+  gqa.n_kv_heads = 2;
+  gqa.head_dim = 10;
+  gqa.qkv_bias = true;
+  gqa.qk_norm = true;
+  c.block.attention = gqa;
+  const LMConfig g = LMConfig::from_json(c.to_json());
+  EXPECT_EQ(g.to_json(), c.to_json());
+  EXPECT_EQ(std::get<GQASpec>(g.block.attention).head_dim, 10);
+  EXPECT_TRUE(std::get<GQASpec>(g.block.attention).qkv_bias);
+  EXPECT_FALSE(std::get<GQASpec>(g.block.attention).out_bias);
   // Fields left out keep their defaults.
-  const LMConfig partial = LMConfig::from_json(R"({"vocab_size": 50, "block": {"d_model": 32}})");
+  const LMConfig partial = LMConfig::from_json(
+      R"({"vocab_size": 50, "block": {"d_model": 32, "attention": {"kind": "gqa", "n_kv_heads": 2}}})");
   EXPECT_EQ(partial.vocab_size, 50);
   EXPECT_EQ(partial.n_layers, LMConfig().n_layers);
   EXPECT_EQ(partial.block.d_model, 32);
-  EXPECT_EQ(partial.block.n_heads, BlockConfig().n_heads);
+  EXPECT_EQ(std::get<GQASpec>(partial.block.attention).n_heads, GQASpec().n_heads);
+  EXPECT_EQ(std::get<GQASpec>(partial.block.attention).n_kv_heads, 2);
+  EXPECT_EQ(std::get<MLPSpec>(partial.block.ffn).activation, Activation::GELU);
+}
+
+// A config.json written before the sublayer specs, with flat block fields, still loads as
+// the same model.
+TEST(NnDecoderConfig, FlatBlockOfEarlierVersions) {
+  const LMConfig c = LMConfig::from_json(R"({"vocab_size": 259, "n_layers": 2, "block": {"d_model": 32,
+      "n_heads": 2, "n_kv_heads": 1, "d_ff": 64, "norm_position": "pre", "norm": "rmsnorm", "norm_eps": 1e-6,
+      "ffn": "swiglu", "ffn_naming": "fc", "swiglu_naming": "seed", "attention": "gqa", "qk_norm": false,
+      "position": "rope", "rope_layout": "interleaved", "max_seq_len": 64, "bias": false, "naming": "llama"}})");
+  LMConfig want;
+  want.vocab_size = 259;
+  want.n_layers = 2;
+  want.block = BlockConfig::llama(32, 2, 1);
+  std::get<SwiGLUSpec>(want.block.ffn).d_ff = 64;
+  want.block.max_seq_len = 64;
+  EXPECT_EQ(c.to_json(), want.to_json());
+  const LMConfig mla = LMConfig::from_json(R"({"block": {"d_model": 16, "n_heads": 4, "attention": "mla",
+      "mla_latent_dim": 6, "mla_rope_dim": 2, "position": "rope", "ffn": "relu", "bias": false}})");
+  EXPECT_EQ(std::get<MLASpec>(mla.block.attention).latent_dim, 6);
+  EXPECT_EQ(std::get<MLPSpec>(mla.block.ffn).activation, Activation::ReLU);
+  EXPECT_FALSE(std::get<MLPSpec>(mla.block.ffn).bias);
 }
 
 namespace {
@@ -470,7 +515,7 @@ struct TempDir {
 TEST(NnDecoderConfig, SavePretrainedLoadPretrained) {
   for (const LMConfig& c : {gpt2_tied_lm(), small_lm(AttentionKind::MLA)}) {
     DecoderLM lm(c);
-    if (c.block.attention == AttentionKind::MLA) randomize64(lm, 71);  // a float64 model
+    if (std::holds_alternative<MLASpec>(c.block.attention)) randomize64(lm, 71);  // a float64 model
     TempDir dir("lm");
     save_pretrained(lm, (dir.path / "model").string());
     EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "config.json"));
@@ -480,7 +525,9 @@ TEST(NnDecoderConfig, SavePretrainedLoadPretrained) {
     EXPECT_EQ(names(*back), names(lm));
     const Tensor tokens = random_tokens(2, 5, c.vocab_size, 72);
     EXPECT_TRUE(test::tensors_close(back->forward(tokens), lm(tokens), 0, 0));
-    EXPECT_EQ(back->config().block.attention, c.block.attention);
+    LMConfig want = c;
+    want.dtype = lm.tok_embeddings()->weight().dtype();  // after randomize64's conversion
+    EXPECT_EQ(back->config().to_json(), want.to_json());  // every block and sublayer field
     EXPECT_EQ(back->config().tie_embeddings, c.tie_embeddings);
   }
 }
@@ -539,10 +586,20 @@ TEST(NnDecoderErrors, BadConfig) {
                   "my.json: field 'vocab_size' must be an integer, got \"eleven\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm_position": "middle"}})", "my.json"),
                   "my.json: field 'block.norm_position' must be one of \"post\", \"pre\", \"deepnorm\", got \"middle\"");
-  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"bias": 1}})", "my.json"),
-                  "field 'block.bias' must be true or false, got 1");
-  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"d_model": 16, "n_heads": 3}})", "my.json"),
-                  "my.json: block: field 'n_heads' (3) must divide d_model (16)");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "mha", "bias": 1}}})", "my.json"),
+                  "field 'block.attention.bias' must be true or false, got 1");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"d_model": 16, "attention": {"kind": "mha", "n_heads": 3}}})",
+                                      "my.json"),
+                  "my.json: block: field 'attention.n_heads' (3) must divide d_model (16)");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "gqa", "latent_dim": 3}}})", "my.json"),
+                  "my.json: unknown field 'block.attention.latent_dim' (known fields: head_dim, kind, n_heads, "
+                  "n_kv_heads, out_bias, qk_norm, qkv_bias)");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"ffn": {"kind": "geglu"}}})", "my.json"),
+                  "my.json: field 'block.ffn.kind' must be one of \"mlp\", \"swiglu\", \"moe\", got \"geglu\"");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": {"eps": 1e-5}}})", "my.json"),
+                  "my.json: field 'block.norm.kind' must be one of \"layernorm\", \"rmsnorm\", got nothing");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": "rmsnorm", "bias": 1}})", "my.json"),
+                  "field 'block.attention.bias' must be true or false, got 1");  // the flat form
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": 0})", "my.json"), "my.json: field 'vocab_size' must be positive");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": 3})", "my.json"), "field 'block' must be a JSON object, got 3");
   EXPECT_XG_ERROR(LMConfig::from_json("{\"vocab_size\": ", "my.json"), "my.json: not valid JSON");
@@ -555,9 +612,9 @@ TEST(NnDecoderErrors, BadConfig) {
   std::filesystem::create_directories(dir.path);
   {
     std::ofstream out(dir.path / "config.json");
-    out << R"({"vocab_size": 11, "block": {"ffn": "swish"}})";
+    out << R"({"vocab_size": 11, "block": {"ffn": {"kind": "swish"}}})";
   }
   EXPECT_XG_ERROR(load_pretrained(dir.path.string()),
-                  (dir.path / "config.json").string() + ": field 'block.ffn' must be one of");
+                  (dir.path / "config.json").string() + ": field 'block.ffn.kind' must be one of");
   EXPECT_XG_ERROR(load_pretrained((dir.path / "missing").string()), "load_pretrained: cannot open");
 }

@@ -72,8 +72,8 @@ TEST(NnFfnTorch, MoE) {
   o.num_experts = 4;
   o.top_k = 2;
   MoE moe(o);  // the second seed's MoE(6, 4, 2)
-  test::expect_module_matches_torch("nn_ffn", "moe_out", moe, [&](const V& x) { return moe(x[0]).out; });
-  test::expect_module_matches_torch("nn_ffn", "moe_aux", moe, [&](const V& x) { return moe(x[0]).aux_loss; });
+  test::expect_module_matches_torch("nn_ffn", "moe_out", moe, [&](const V& x) { return moe.forward_with_aux(x[0]).out; });
+  test::expect_module_matches_torch("nn_ffn", "moe_aux", moe, [&](const V& x) { return moe.forward_with_aux(x[0]).aux_loss; });
 
   MoEOptions o1;  // top-1 of 5 experts over 3 tokens: unused experts get zero gradients
   o1.d_model = 4;
@@ -81,8 +81,8 @@ TEST(NnFfnTorch, MoE) {
   o1.top_k = 1;
   o1.aux_loss_coef = 0.1;
   MoE top1(o1);
-  test::expect_module_matches_torch("nn_ffn", "moe_top1_out", top1, [&](const V& x) { return top1(x[0]).out; });
-  test::expect_module_matches_torch("nn_ffn", "moe_top1_aux", top1, [&](const V& x) { return top1(x[0]).aux_loss; });
+  test::expect_module_matches_torch("nn_ffn", "moe_top1_out", top1, [&](const V& x) { return top1.forward_with_aux(x[0]).out; });
+  test::expect_module_matches_torch("nn_ffn", "moe_top1_aux", top1, [&](const V& x) { return top1.forward_with_aux(x[0]).aux_loss; });
 
   MoEOptions os;
   os.d_model = 6;
@@ -92,8 +92,8 @@ TEST(NnFfnTorch, MoE) {
   os.expert = ExpertKind::SwiGLU;
   os.aux_loss_coef = 0.02;
   MoE sw(os);
-  test::expect_module_matches_torch("nn_ffn", "moe_swiglu_out", sw, [&](const V& x) { return sw(x[0]).out; });
-  test::expect_module_matches_torch("nn_ffn", "moe_swiglu_aux", sw, [&](const V& x) { return sw(x[0]).aux_loss; });
+  test::expect_module_matches_torch("nn_ffn", "moe_swiglu_out", sw, [&](const V& x) { return sw.forward_with_aux(x[0]).out; });
+  test::expect_module_matches_torch("nn_ffn", "moe_swiglu_aux", sw, [&](const V& x) { return sw.forward_with_aux(x[0]).aux_loss; });
 }
 
 // --- names, so that the seeds' state dicts load ----------------------------------------------
@@ -173,7 +173,7 @@ TEST(NnFfn, MoEWithAllExpertsIsTheDenseSoftmaxMixture) {
   MoE moe(o);
   randomize64(moe, 10);
   Tensor x = test::randn64({2, 3, 4}, 2).detach();
-  MoEOutput r = moe(x);
+  MoEOutput r = moe.forward_with_aux(x);
   Tensor p = softmax(moe.router()->forward(x), -1);  // [2, 3, E]
   Tensor dense = zeros({2, 3, 4}, kFloat64);
   for (int64_t e = 0; e < 3; ++e)
@@ -196,7 +196,7 @@ TEST(NnFfn, MoEAuxLossByHand) {
   MoE moe(o);
   moe.router()->weight().fill_(0.0);
   Tensor x = tensor({{1.0, 2.0}, {-1.0, 0.5}, {3.0, -2.0}});
-  EXPECT_NEAR(moe(x).aux_loss.item(), 0.5, 1e-6);
+  EXPECT_NEAR(moe.forward_with_aux(x).aux_loss.item(), 0.5, 1e-6);
 
   o.top_k = 1;
   MoE one(o);
@@ -205,9 +205,9 @@ TEST(NnFfn, MoEAuxLossByHand) {
   one.router()->weight().copy_(tensor({{0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, {2.0, 0.0}}, kFloat64));
   Tensor x1 = tensor({{1.0, 5.0}, {1.0, -3.0}}, kFloat64);
   const double p3 = std::exp(2.0) / (3 + std::exp(2.0));
-  EXPECT_NEAR(one(x1).aux_loss.item(), 0.5 * 4 * p3, 1e-12);
+  EXPECT_NEAR(one.forward_with_aux(x1).aux_loss.item(), 0.5 * 4 * p3, 1e-12);
   // top-1: the weight is a softmax over one score, 1: out is expert 3's output
-  EXPECT_TRUE(test::tensors_close(one(x1).out, (*(*one.experts())[3])(x1), 1e-12, 1e-12));
+  EXPECT_TRUE(test::tensors_close(one.forward_with_aux(x1).out, (*(*one.experts())[3])(x1), 1e-12, 1e-12));
 }
 
 TEST(NnFfn, MoEKeepsTheInputShape) {
@@ -216,8 +216,8 @@ TEST(NnFfn, MoEKeepsTheInputShape) {
   o.num_experts = 3;
   o.top_k = 2;
   MoE moe(o);
-  EXPECT_EQ(moe(ones({2, 2, 5, 3})).out.shape(), (Shape{2, 2, 5, 3}));
-  EXPECT_EQ(moe(ones({3})).out.shape(), (Shape{3}));
+  EXPECT_EQ(moe.forward_with_aux(ones({2, 2, 5, 3})).out.shape(), (Shape{2, 2, 5, 3}));
+  EXPECT_EQ(moe.forward_with_aux(ones({3})).out.shape(), (Shape{3}));
   EXPECT_EQ(moe.options().d_ff, 12);  // the seed's 4 * d_model
 }
 
@@ -262,10 +262,10 @@ TEST(NnFfnGradcheck, MoE) {
     ASSERT_GT(router_gap(moe, x), 1e-3);
     V inputs{x};
     for (auto& p : moe.parameters()) inputs.push_back(p);
-    EXPECT_GRADCHECK([&](const V& v) { return moe(v[0]).out; }, inputs);
-    EXPECT_GRADCHECK([&](const V& v) { return moe(v[0]).aux_loss; }, {x, moe.router()->weight()});
+    EXPECT_GRADCHECK([&](const V& v) { return moe.forward_with_aux(v[0]).out; }, inputs);
+    EXPECT_GRADCHECK([&](const V& v) { return moe.forward_with_aux(v[0]).aux_loss; }, {x, moe.router()->weight()});
     // and both together, as training uses them
-    EXPECT_GRADCHECK([&](const V& v) { MoEOutput r = moe(v[0]); return sum(r.out) * 0.1 + r.aux_loss; }, inputs);
+    EXPECT_GRADCHECK([&](const V& v) { MoEOutput r = moe.forward_with_aux(v[0]); return sum(r.out) * 0.1 + r.aux_loss; }, inputs);
   }
 }
 

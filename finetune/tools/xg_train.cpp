@@ -43,9 +43,18 @@ nn::LMConfig model_config(const Flags& f) {
   cli::require(f.max_seq_len > 0, "--max-seq-len must be positive, got " + std::to_string(f.max_seq_len));
   cli::require(f.dropout >= 0 && f.dropout < 1, str_cat("--dropout must be in [0, 1), got ", f.dropout));
   nn::BlockConfig b = nn::BlockConfig::llama(f.d_model, f.heads, f.kv_heads);
-  b.ffn = cli::choice<nn::FFNKind>("ffn", f.ffn,
-                                   {{"swiglu", nn::FFNKind::SwiGLU}, {"gelu", nn::FFNKind::GELU}, {"relu", nn::FFNKind::ReLU}});
-  b.norm = cli::choice<nn::NormKind>("norm", f.norm, {{"rmsnorm", nn::NormKind::RMSNorm}, {"layernorm", nn::NormKind::LayerNorm}});
+  // --ffn: SwiGLU, or the two-layer MLP with GELU or ReLU (fc1, fc2); no biases either way.
+  nn::MLPSpec mlp;
+  mlp.d_ff = f.d_ff;
+  mlp.bias = false;
+  nn::SwiGLUSpec swiglu;
+  swiglu.d_ff = f.d_ff;
+  nn::MLPSpec gelu = mlp, relu = mlp;
+  gelu.activation = nn::Activation::GELU;
+  relu.activation = nn::Activation::ReLU;
+  b.ffn = cli::choice<nn::FFNSpec>("ffn", f.ffn, {{"swiglu", swiglu}, {"gelu", gelu}, {"relu", relu}});
+  // --norm: either kind with the LLaMA preset's eps 1e-6.
+  b.norm = cli::choice<nn::NormSpec>("norm", f.norm, {{"rmsnorm", nn::RMSNormSpec{1e-6}}, {"layernorm", nn::LayerNormSpec{1e-6}}});
   b.norm_position = cli::choice<nn::NormPosition>(
       "norm-position", f.norm_position,
       {{"pre", nn::NormPosition::Pre}, {"post", nn::NormPosition::Post}, {"deepnorm", nn::NormPosition::DeepNorm}});
@@ -54,7 +63,6 @@ nn::LMConfig model_config(const Flags& f) {
                                               {"sinusoidal", nn::PositionKind::Sinusoidal},
                                               {"learned", nn::PositionKind::Learned},
                                               {"none", nn::PositionKind::None}});
-  b.d_ff = f.d_ff;
   b.dropout = f.dropout;
   b.max_seq_len = std::max(f.max_seq_len, f.seq_len);
   cli::require(f.heads > 0 && f.d_model % f.heads == 0,
