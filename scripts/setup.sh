@@ -6,7 +6,9 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libopenblas-openmp-dev          # OpenBLAS built on libgomp: BLAS and our loops share threads
-  libxtensor-dev libxtensor-blas-dev libxsimd-dev
+  libxtensor-dev                  # xtensor: autograd/xarray.hpp's bridge, cold paths such as nn/init.cpp
+  libxtensor-blas-dev             # xtensor-blas: the QR of nn::init::orthogonal_ (build time only)
+  libxsimd-dev                    # xsimd: SIMD batches (exp, sqrt) in the fused row kernels and AdamW
   libboost-program-options-dev nlohmann-json3-dev
   zlib1g-dev                      # finetune/data: reads R's compressed lazy-load database (janeaustenr)
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -89,9 +89,9 @@ TEST(NnInitOrthogonalTorch, SameNormalDrawGivesPyTorchsMatrix) {
   }
 }
 
-TEST(NnInitOrthogonal, RHasANonNegativeDiagonal) {
+TEST(NnInitOrthogonal, RHasAPositiveDiagonal) {
   // The sign convention itself: with A the taller orientation of the draw and Q what
-  // orthogonal_from makes of it, R = Q^T A is upper triangular with R[j, j] >= 0 (LAPACK's
+  // orthogonal_from makes of it, R = Q^T A is upper triangular with R[j, j] > 0 (LAPACK's
   // Householder QR alone leaves negative entries there).
   for (const Shape& shape : {Shape{7, 4}, Shape{4, 7}}) {
     Generator gen(2);
@@ -106,8 +106,11 @@ TEST(NnInitOrthogonal, RHasANonNegativeDiagonal) {
       for (int64_t j = 0; j < n; ++j) {
         double r = 0;
         for (int64_t k = 0; k < m; ++k) r += tall(qv, k, i) * tall(av, k, j);
-        if (i > j) EXPECT_NEAR(r, 0, 1e-12) << shape_str(shape) << " R[" << i << "," << j << "]";
-        if (i == j) EXPECT_GT(r, 0) << shape_str(shape) << " R[" << i << "," << i << "]";
+        if (i > j) {
+          EXPECT_NEAR(r, 0, 1e-12) << shape_str(shape) << " R[" << i << "," << j << "]";
+        } else if (i == j) {
+          EXPECT_GT(r, 0) << shape_str(shape) << " R[" << i << "," << i << "]";
+        }
       }
   }
 }
