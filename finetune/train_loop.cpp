@@ -135,13 +135,13 @@ bool TrainLoop::try_resume() {
 
 Metrics TrainLoop::run_eval(int64_t step) {
   if (!evaluate || !Distributed::is_main()) return {};
-  model_.eval();
   Metrics m;
   {
+    // Each module's own mode comes back, also when evaluate throws.
+    nn::EvalModeGuard eval_mode(model_);
     NoGradGuard no_grad;
     m = evaluate(step);
   }
-  model_.train();
   log_->event("eval", step, m);
   return m;
 }

@@ -89,6 +89,23 @@ TEST(FinetuneTrainLoop, LowersTheLossAndEvaluates) {
   EXPECT_TRUE(fs::exists(fs::path(o.out_dir) / "log.jsonl"));
 }
 
+// An evaluation that throws leaves the model in the mode it trained in (EvalModeGuard), so a
+// script that catches the error and goes on does not train with dropout off.
+TEST(FinetuneTrainLoop, EvaluationThatThrowsRestoresTrainingMode) {
+  Toy m;
+  ft::LoopOptions o = options(xg::test::fresh_test_dir("eval_throws"));
+  o.eval_every = 2;
+  ft::TrainLoop loop("test", m, m.named_parameters(), o);
+  loop.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(m, rng); };
+  loop.evaluate = [&](int64_t) -> ft::Metrics {
+    EXPECT_FALSE(m.drop->is_training());
+    throw Error("evaluation failed");
+  };
+  EXPECT_XG_ERROR(loop.run(), "evaluation failed");
+  EXPECT_TRUE(m.is_training());
+  EXPECT_TRUE(m.drop->is_training());
+}
+
 TEST(FinetuneTrainLoop, ResumeAfterACrashIsBitwiseIdentical) {
   // Uninterrupted.
   Toy a;

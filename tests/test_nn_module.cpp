@@ -1,6 +1,9 @@
 // Tests for nn/module.cpp: registration, dotted names, modes, state dicts and files.
 #include "nn/module.hpp"
 
+#include <stdexcept>
+
+#include "nn/activation.hpp"
 #include "nn/linear.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -119,6 +122,45 @@ TEST(Module, ModesGradsAndDtype) {
   EXPECT_EQ(w.dtype(), kFloat64);  // the handle an optimizer holds sees the conversion
   EXPECT_EQ(net.state_dict().at("mask").dtype(), kFloat64);
   EXPECT_TRUE(w.requires_grad());
+}
+
+// nn.Sequential(Linear(4, 8), ReLU(), Linear(8, 3)): PyTorch's names ("0.weight", "2.bias")
+// and the composition of its children.
+TEST(Module, SequentialChainsUnaryModulesUnderIndexNames) {
+  auto first = std::make_shared<Linear>(4, 8), last = std::make_shared<Linear>(8, 3);
+  Sequential seq({first, std::make_shared<ReLU>(), last});
+  std::vector<std::string> names;
+  for (const auto& [n, p] : seq.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(seq.size(), 3u);
+  const Tensor x = randn({2, 5, 4});
+  EXPECT_TRUE(test::tensors_close(seq(x), (*last)(relu((*first)(x))), 0, 0));
+  EXPECT_TRUE(test::tensors_close(Sequential()(x), x, 0, 0));  // empty: the identity
+  // A UnaryModule is what the container calls, whatever the kind.
+  const UnaryModule& as_unary = seq;
+  EXPECT_EQ(as_unary(x).shape(), (Shape{2, 5, 3}));
+  EXPECT_EQ(seq.repr(), "Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=true)\n  (1): ReLU()\n"
+                        "  (2): Linear(in_features=8, out_features=3, bias=true)\n)");
+}
+
+// The guard restores each module's own mode, also a child that was already in eval mode and
+// also when the scope ends by an exception.
+TEST(Module, EvalModeGuardRestoresEveryModulesOwnMode) {
+  Net net;
+  net.layers->operator[](1)->eval();  // e.g. a frozen part kept in eval mode
+  try {
+    EvalModeGuard guard(net);
+    EXPECT_FALSE(net.is_training());
+    EXPECT_FALSE(net.head->is_training());
+    EXPECT_FALSE(net.layers->operator[](0)->w_q->is_training());
+    throw std::runtime_error("leaves the scope");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_TRUE(net.is_training());
+  EXPECT_TRUE(net.head->is_training());
+  EXPECT_TRUE(net.layers->operator[](0)->w_q->is_training());
+  EXPECT_FALSE(net.layers->operator[](1)->is_training());
+  EXPECT_FALSE(net.layers->operator[](1)->w_q->is_training());
 }
 
 TEST(ModuleErrors, Registration) {
