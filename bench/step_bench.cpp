@@ -15,12 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "finetune/tools/cli.hpp"
+#include "cli/flags.hpp"
+#include "cli/run_main.hpp"
 #include "xgrad.hpp"
 
 namespace {
 
-using xg::finetune::cli::UsageError;
+using xg::cli::UsageError;
 using json = nlohmann::ordered_json;
 namespace po = boost::program_options;
 
@@ -238,21 +239,21 @@ int main(int argc, char** argv) {
       "usage: xgrad_step_bench [--config tiny|small|medium] [--warmup N] [--steps N] [--seed S] | --sgemm-peak\n"
       "Times training steps of the reference LLaMA-style byte LM and prints one JSON object.";
   BenchConfig c{};
-  return xg::finetune::cli::run_main(
+  return xg::cli::run_main(
       "xgrad_step_bench",
       [&] {
         po::variables_map vm;
-        if (xg::finetune::cli::parse(argc, argv, opts, vm, usage)) return 0;
+        if (xg::cli::parse(argc, argv, opts, vm, usage)) return 0;
         if (sgemm) {
-          xg::finetune::cli::require(sgemm_n > 0, "--sgemm-size must be positive, got " + std::to_string(sgemm_n));
-          xg::finetune::cli::require(sgemm_reps > 0, "--sgemm-reps must be positive, got " + std::to_string(sgemm_reps));
+          xg::cli::require(sgemm_n > 0, "--sgemm-size must be positive, got " + std::to_string(sgemm_n));
+          xg::cli::require(sgemm_reps > 0, "--sgemm-reps must be positive, got " + std::to_string(sgemm_reps));
           return -1;
         }
-        c = xg::finetune::cli::choice("config", config, configs());
+        c = xg::cli::choice("config", config, configs());
         if (warmup >= 0) c.warmup = warmup;
         if (steps >= 0) c.steps = steps;
-        xg::finetune::cli::require(warmup >= -1, "--warmup must be >= 0, got " + std::to_string(warmup));
-        xg::finetune::cli::require(c.steps > 0, "--steps must be positive, got " + std::to_string(steps));
+        xg::cli::require(warmup >= -1, "--warmup must be >= 0, got " + std::to_string(warmup));
+        xg::cli::require(c.steps > 0, "--steps must be positive, got " + std::to_string(steps));
         return -1;
       },
       [&] {

@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "experiments/cli_util.hpp"
+#include "cli/flags.hpp"
+#include "cli/output.hpp"
 #include "experiments/plot.hpp"
 #include "experiments/study.hpp"
 #include "experiments/training.hpp"
-#include "finetune/tools/cli.hpp"
 
 namespace po = boost::program_options;
 namespace ex = xg::experiments;
-namespace cli = xg::experiments::cli;
+namespace cli = xg::cli;
 using nlohmann::json;
 
 namespace {
@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> depths, dims, xiong_depths, train_depths;
   std::vector<double> lrs;
   try {
-    xg::finetune::cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
+    cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
     if (vm.count("help")) {
       std::cout << opts << "\nExample: " << kProg << " --sweep --xiong --train --out results\n";

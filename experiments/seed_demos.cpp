@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "autograd/error.hpp"
-#include "experiments/cli_util.hpp"
+#include "cli/flags.hpp"
+#include "cli/output.hpp"
 #include "experiments/demos/demo_plot.hpp"
 #include "experiments/demos/kvcache.hpp"
 #include "experiments/demos/norms.hpp"
@@ -23,12 +24,11 @@
 #include "experiments/demos/softmax_overflow.hpp"
 #include "experiments/demos/swiglu.hpp"
 #include "experiments/plot.hpp"
-#include "finetune/tools/cli.hpp"
 
 namespace po = boost::program_options;
 namespace ex = xg::experiments;
 namespace dm = xg::experiments::demos;
-namespace cli = xg::experiments::cli;
+namespace cli = xg::cli;
 using nlohmann::json;
 
 namespace {
@@ -649,12 +649,6 @@ void print_help(std::ostream& os) {
   os << "Example: " << kProg << " all --out demos\n";
 }
 
-json flags_json(const po::variables_map& vm, const std::string& sub) {
-  json flags = cli::flags_json(vm);
-  flags["subcommand"] = sub;
-  return flags;
-}
-
 // "seed_demos: positions: ..." (the library's messages already start with the subcommand).
 std::string error_line(const std::string& sub, const std::string& what) {
   const bool named = what.rfind(sub + ": ", 0) == 0;
@@ -698,7 +692,7 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::string> args(argv + 2, argv + argc);
     po::positional_options_description no_positionals;  // "seed_demos all extra" is an error
-    xg::finetune::cli::store_checked(po::command_line_parser(args).options(opts).positional(no_positionals).run(), vm);
+    cli::store_checked(po::command_line_parser(args).options(opts).positional(no_positionals).run(), vm);
     po::notify(vm);
   } catch (const std::exception& e) {
     std::cerr << error_line(sub, e.what()) << " (see " << kProg << " --help)\n";
@@ -710,7 +704,8 @@ int main(int argc, char** argv) {
   }
   const bool quick = vm["quick"].as<bool>();
   if (quick && vm.count("d-models") && vm["d-models"].defaulted()) flags.swiglu_d_models = "64,512";
-  json fj = flags_json(vm, sub);
+  json fj = cli::flags_json(vm);
+  fj["subcommand"] = sub;
   try {
     if (chosen) {
       cli::make_dir(out);
@@ -727,8 +722,7 @@ int main(int argc, char** argv) {
         if (quick && std::string(s.name) == "swiglu") defaults.swiglu_d_models = "64,512";
         json sj = fj;
         sj["subcommand"] = std::string("all: ") + s.name;
-        sj[s.name] = flags_json(dvm, s.name);
-        sj[s.name].erase("subcommand");
+        sj[s.name] = cli::flags_json(dvm);
         Run run{out + "/" + s.name, sj, seed, quick};
         cli::make_dir(run.out);
         s.run(defaults, run);

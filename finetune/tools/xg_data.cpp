@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "autograd/error.hpp"
+#include "cli/flags.hpp"
+#include "cli/output.hpp"
 #include "finetune/data/rdata.hpp"
 #include "finetune/data/wordnet.hpp"
-#include "finetune/tools/cli.hpp"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -30,7 +31,7 @@ const std::vector<std::pair<std::string, std::string>> kNovels = {
     {"mansfieldpark", "Mansfield Park"},           {"emma", "Emma"},
     {"northangerabbey", "Northanger Abbey"},       {"persuasion", "Persuasion"}};
 
-using xg::finetune::cli::UsageError;
+using xg::cli::UsageError;
 
 // Files are written as <name>.tmp and renamed only once every file was written.
 class Writer {
@@ -87,7 +88,7 @@ int run(const fs::path& pkgs, const fs::path& out, const std::string& heldout_no
   const fs::path wordnet_dir = pkgs / "usr/share/wordnet";
   fs::create_directories(out);
   Writer w(out);
-  json manifest = {{"generator", str_cat("xg-data ", XGRAD_GIT_REVISION)},
+  json manifest = {{"generator", str_cat("xg-data ", xg::cli::git_revision())},
                    {"heldout_novel", heldout_novel},
                    {"heldout_fraction", fraction},
                    {"seed", seed}};
@@ -177,7 +178,7 @@ int main(int argc, char** argv) {
     ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed of the lemma split and DPO sibling choice");
   try {
     po::variables_map vm;
-    xg::finetune::cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
+    xg::cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
     if (vm.count("help")) {
       std::cout << opts << "\n";

@@ -6,16 +6,19 @@
 #include <filesystem>
 
 #include "autograd/atomic_file.hpp"
+#include "cli/flags.hpp"
+#include "cli/loop_flags.hpp"
+#include "cli/output.hpp"
+#include "cli/run_main.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
 #include "finetune/peft.hpp"
-#include "finetune/tools/cli.hpp"
 #include "xgrad.hpp"
 
 using namespace xg;
 namespace ft = xg::finetune;
-namespace cli = xg::finetune::cli;
+namespace cli = xg::cli;
 namespace po = boost::program_options;
 using nlohmann::json;
 
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
 
         std::filesystem::create_directories(o.out_dir);
         json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
-                     {"git_revision", XGRAD_GIT_REVISION}};
+                     {"git_revision", cli::git_revision()}};
         args["ranks"] = ft::Distributed::size();
         const bool main_rank = ft::Distributed::is_main();
         if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);

@@ -2,15 +2,16 @@
 // optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of matching shapes).
 #include <iostream>
 
+#include "cli/flags.hpp"
+#include "cli/run_main.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/peft.hpp"
-#include "finetune/tools/cli.hpp"
 #include "xgrad.hpp"
 
 using namespace xg;
 namespace ft = xg::finetune;
-namespace cli = xg::finetune::cli;
+namespace cli = xg::cli;
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {

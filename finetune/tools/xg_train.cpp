@@ -5,14 +5,17 @@
 #include <filesystem>
 
 #include "autograd/atomic_file.hpp"
+#include "cli/flags.hpp"
+#include "cli/loop_flags.hpp"
+#include "cli/output.hpp"
+#include "cli/run_main.hpp"
 #include "finetune/dataset.hpp"
-#include "finetune/tools/cli.hpp"
 #include "finetune/train_loop.hpp"
 #include "xgrad.hpp"
 
 using namespace xg;
 namespace ft = xg::finetune;
-namespace cli = xg::finetune::cli;
+namespace cli = xg::cli;
 namespace po = boost::program_options;
 using nlohmann::json;
 
@@ -165,7 +168,7 @@ int main(int argc, char** argv) {
         std::unique_ptr<ft::TextDataset> heldout;
         if (!f.eval_data.empty()) heldout = std::make_unique<ft::TextDataset>(f.eval_data);
         std::filesystem::create_directories(o.out_dir);
-        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", XGRAD_GIT_REVISION},
+        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", cli::git_revision()},
                      {"ranks", ft::Distributed::size()}};
         if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
 

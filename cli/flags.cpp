@@ -1,0 +1,90 @@
+// Command-line flags (see flags.hpp): checked storing, --help, comma-separated lists, flags as JSON.
+#include "cli/flags.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <typeinfo>
+
+namespace xg::cli {
+
+namespace {
+
+// Splits `text` at commas and converts each item whole with `convert` (std::stod, std::stoll);
+// an item it cannot read whole, or that `ok` rejects, is a UsageError naming what was expected.
+template <typename T, typename Convert, typename Ok>
+std::vector<T> parse_list(const std::string& flag, const std::string& text, const std::string& expected,
+                          Convert convert, Ok ok) {
+  std::vector<T> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    T v = 0;
+    try {
+      v = convert(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || !ok(v))
+      throw UsageError("--" + flag + ": expected a comma-separated list of " + expected + ", got '" + text + "'");
+    out.push_back(v);
+  }
+  if (out.empty()) throw UsageError("--" + flag + ": expected at least one value");
+  return out;
+}
+
+}  // namespace
+
+void store_checked(const po::parsed_options& parsed, po::variables_map& vm) {
+  po::store(parsed, vm);
+  for (const po::option& o : parsed.options) {
+    auto it = vm.find(o.string_key);
+    if (it == vm.end() || it->second.value().type() != typeid(uint64_t)) continue;
+    for (const std::string& v : o.value)
+      if (v.find('-') != std::string::npos)
+        throw UsageError("--" + o.string_key + ": expected an integer >= 0, got '" + v + "'");
+  }
+}
+
+bool parse(int argc, char** argv, const po::options_description& opts, po::variables_map& vm,
+           const std::string& usage) {
+  store_checked(po::parse_command_line(argc, argv, opts), vm);
+  if (vm.count("help")) {
+    std::cout << usage << "\n\n" << opts << "\n";
+    return true;
+  }
+  po::notify(vm);
+  return false;
+}
+
+std::vector<double> parse_doubles(const std::string& flag, const std::string& text, bool positive, bool finite) {
+  return parse_list<double>(
+      flag, text, positive ? "positive numbers" : "numbers",
+      [](const std::string& s, std::size_t* used) { return std::stod(s, used); },
+      [&](double v) { return (!finite || std::isfinite(v)) && (!positive || v > 0); });
+}
+
+std::vector<int64_t> parse_ints(const std::string& flag, const std::string& text, int64_t min,
+                                const std::string& what) {
+  return parse_list<int64_t>(
+      flag, text, what.empty() ? "integers >= " + std::to_string(min) : what,
+      [](const std::string& s, std::size_t* used) { return static_cast<int64_t>(std::stoll(s, used)); },
+      [&](int64_t v) { return v >= min; });
+}
+
+nlohmann::json flags_json(const po::variables_map& vm) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, v] : vm) {
+    const auto& val = v.value();
+    if (val.type() == typeid(int64_t)) j[name] = v.as<int64_t>();
+    else if (val.type() == typeid(uint64_t)) j[name] = v.as<uint64_t>();
+    else if (val.type() == typeid(double)) j[name] = v.as<double>();
+    else if (val.type() == typeid(std::string)) j[name] = v.as<std::string>();  // also --sweep: ""
+    else if (val.type() == typeid(bool)) j[name] = v.as<bool>();  // po::bool_switch (--quick, --resume)
+    else j[name] = true;
+  }
+  return j;
+}
+
+}  // namespace xg::cli

@@ -1,0 +1,53 @@
+// cli/output.cpp: the executables' output folder and files, printf formatting, the git revision
+// and the experiments' JSON header, and the "no plot" note said once.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "cli/output.hpp"
+#include "cli_run.hpp"
+
+namespace cli = xg::cli;
+
+TEST(CliOutput, FilesAndFormatting) {
+  const std::string dir = xg::test::test_file_base() + "/a/b";
+  cli::make_dir(dir);
+  cli::make_dir(dir);  // already there: fine
+  cli::write_text(dir + "/t.txt", "one\ntwo\n");
+  EXPECT_EQ(xg::test::slurp(dir + "/t.txt"), "one\ntwo\n");
+  cli::write_text(dir + "/t.txt", "three\n");
+  EXPECT_EQ(xg::test::slurp(dir + "/t.txt"), "three\n");
+  try {
+    cli::write_text("/nonexistent/folder/t.txt", "x");
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "cannot write /nonexistent/folder/t.txt");
+  }
+  EXPECT_EQ(cli::fmt("%.3g", 3.14159), "3.14");
+  EXPECT_EQ(cli::fmt("%.9g", 0.1), "0.1");
+}
+
+TEST(CliOutput, ExperimentHeader) {
+  const nlohmann::json flags = {{"layers", 3}, {"sweep", ""}};
+  const nlohmann::json j = cli::experiment_json("prog", "part 1", 7, flags);
+  EXPECT_EQ(j["experiment"], "prog part 1");
+  EXPECT_EQ(j["seed"], 7);
+  EXPECT_EQ(j["flags"], flags);
+  EXPECT_EQ(j["git_revision"], cli::git_revision());
+  EXPECT_GT(std::strlen(cli::git_revision()), 0u);
+  EXPECT_EQ(j.size(), 4u) << j.dump();
+}
+
+TEST(CliOutput, ReportPlotSaysNoPlotOnce) {
+  bool warned = false;
+  ::testing::internal::CaptureStdout();
+  cli::report_plot("out", "a", true, "", warned);
+  cli::report_plot("out", "b", false, "gnuplot not found", warned);
+  cli::report_plot("out", "c", false, "gnuplot not found", warned);
+  cli::report_plot("out", "d", true, "", warned);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(),
+            "wrote out/a.png and .svg\nno plot: gnuplot not found\nwrote out/d.png and .svg\n");
+  EXPECT_TRUE(warned);
+}
