@@ -14,6 +14,7 @@
 namespace xg::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+struct NamingScheme;  // nn/naming.hpp
 
 class Module {
  public:
@@ -61,6 +62,12 @@ class Module {
   // holds). With strict, missing and unexpected keys are an error; a wrong shape always is.
   // The error lists every missing, unexpected and wrongly-shaped key with both shapes.
   void load_state_dict(const TensorMap& dict, bool strict = true);
+  // The same under another framework's names (nn/naming.hpp: NamingScheme::get("hf_llama")).
+  // state_dict(scheme) shares storage except for tensors the scheme packs or permutes;
+  // load_state_dict(dict, scheme) is strict, and its error names every missing, unexpected
+  // or wrongly-shaped name with the closest expected (or given) one.
+  TensorMap state_dict(const NamingScheme& scheme) const;
+  void load_state_dict(const TensorMap& dict, const NamingScheme& scheme);
 
   // "Linear(in_features=4, out_features=8, bias=true)"; children indent below.
   virtual std::string name() const { return "Module"; }

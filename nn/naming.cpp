@@ -1,0 +1,396 @@
+// Naming schemes: the tables, pattern matching, and Module's state_dict / load_state_dict
+// under a scheme (packing, splitting and RoPE row permutation included).
+#include "nn/naming.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "autograd/graph.hpp"
+#include "autograd/index.hpp"
+#include "autograd/shape.hpp"
+#include "nn/attention.hpp"
+
+namespace xg::nn {
+
+namespace {
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == '.') {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+std::string join_dots(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : ".") + p;
+  return s;
+}
+
+// Matches `name` against `pattern`; on success the captures hold what "*" (one segment each)
+// and a leading "**" (a dotted prefix, maybe empty) matched, in order.
+bool match(const std::string& pattern, const std::string& name, std::vector<std::string>& captures) {
+  std::vector<std::string> p = split_dots(pattern), n = split_dots(name);
+  captures.clear();
+  if (!p.empty() && p[0] == "**") {
+    if (n.size() < p.size() - 1) return false;
+    const std::size_t prefix = n.size() - (p.size() - 1);
+    captures.push_back(join_dots(std::vector<std::string>(n.begin(), n.begin() + static_cast<std::ptrdiff_t>(prefix))));
+    p.erase(p.begin());
+    n.erase(n.begin(), n.begin() + static_cast<std::ptrdiff_t>(prefix));
+  }
+  if (p.size() != n.size()) return false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == "*")
+      captures.push_back(n[i]);
+    else if (p[i] != n[i])
+      return false;
+  }
+  return true;
+}
+
+// Fills `pattern`'s wildcards with `captures`, in order (an empty "**" prefix drops its dot).
+std::string fill(const std::string& pattern, const std::vector<std::string>& captures) {
+  std::vector<std::string> out;
+  std::size_t c = 0;
+  for (const std::string& seg : split_dots(pattern)) {
+    if (seg == "**") {
+      if (!captures.at(c).empty()) out.push_back(captures.at(c));
+      ++c;
+    } else if (seg == "*") {
+      out.push_back(captures.at(c++));
+    } else {
+      out.push_back(seg);
+    }
+  }
+  return join_dots(out);
+}
+
+// The kind (Module::name()) of the module that owns each parameter or buffer directly.
+std::map<std::string, std::string> owner_kinds(const Module& m) {
+  std::map<std::string, std::string> out;
+  for (const auto& [n, t] : m.named_parameters(false)) out[n] = m.name();
+  for (const auto& [n, t] : m.named_buffers(false)) out[n] = m.name();
+  for (const auto& [path, child] : m.named_modules()) {
+    for (const auto& [n, t] : child->named_parameters(false)) out[path + "." + n] = child->name();
+    for (const auto& [n, t] : child->named_buffers(false)) out[path + "." + n] = child->name();
+  }
+  return out;
+}
+
+// One tensor of the external state dict: the xgrad tensors it is made of, in order.
+struct Entry {
+  std::vector<std::string> parts;
+  int64_t dim = 0;
+};
+
+// external name -> its xgrad parts, for the model's own state dict.
+std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
+  const TensorMap own = m.state_dict();
+  const std::map<std::string, std::string> kinds = owner_kinds(m);
+  std::map<std::string, Entry> out;
+  std::set<std::string> packed;
+  std::vector<std::string> caps, caps_i;
+  for (const PackRule& pack : s.packs) {
+    for (const auto& [name, t] : own) {
+      if (packed.count(name) || !match(pack.xgrad.at(0), name, caps)) continue;
+      Entry e{{}, pack.dim};
+      for (const std::string& part : pack.xgrad) e.parts.push_back(fill(part, caps));
+      const bool all = std::all_of(e.parts.begin(), e.parts.end(), [&](const std::string& p) { return own.count(p) > 0; });
+      if (!all) continue;  // e.g. in_proj_bias of attention without biases
+      for (const std::string& p : e.parts) packed.insert(p);
+      out[fill(pack.external, caps)] = e;
+    }
+  }
+  for (const auto& [name, t] : own) {
+    if (packed.count(name)) continue;
+    std::string external;
+    bool found = false;
+    for (const NameRule& r : s.rules) {
+      if (!r.module.empty() && kinds.at(name) != r.module) continue;
+      if (match(r.xgrad, name, caps_i)) {
+        external = fill(r.external, caps_i);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      check(!s.complete, "naming scheme '", s.name, "': no name for the model's tensor '", name,
+            "' (the scheme covers: ", [&] {
+              std::string list;
+              for (const NameRule& r : s.rules) list += (list.empty() ? "" : ", ") + r.xgrad;
+              return list;
+            }(), ")");
+      external = name;
+    }
+    check(!out.count(external), "naming scheme '", s.name, "': two of the model's tensors map to '", external, "'");
+    out[external] = Entry{{name}, 0};
+  }
+  return out;
+}
+
+// --- RoPE row order ---------------------------------------------------------------------------
+
+// A tensor whose rows are heads x head_dim features in one RoPE layout.
+struct RopeRows {
+  int64_t heads = 0, head_dim = 0;
+  RopeLayout layout = RopeLayout::RotateHalf;
+};
+
+// xgrad name -> its rows' layout, for the q/k projections of every GroupedQueryAttention
+// with RoPE (and their biases and QK-Norm weights).
+std::map<std::string, RopeRows> rope_rows(const Module& m) {
+  std::map<std::string, RopeRows> out;
+  for (const auto& [path, child] : m.named_modules()) {
+    const auto* gqa = dynamic_cast<const GroupedQueryAttention*>(child.get());
+    if (!gqa || !gqa->options().rope) continue;
+    const GroupedQueryAttentionOptions& o = gqa->options();
+    for (const auto& [n, t] : gqa->named_parameters()) {
+      const std::string mod = n.substr(0, n.find('.'));
+      int64_t heads = 0;
+      if (mod == "w_q" || mod == "W_q") heads = o.n_heads;
+      if (mod == "w_k" || mod == "W_k") heads = o.n_kv_heads;
+      if (mod == "q_norm" || mod == "k_norm") heads = 1;
+      if (heads > 0) out[path + "." + n] = RopeRows{heads, gqa->head_dim(), o.rope_layout};
+    }
+  }
+  return out;
+}
+
+// Reorders the rows of t ([heads * head_dim, ...]) from layout `from` to layout `to`. Within a
+// head, interleaved pairs (2i, 2i+1) are rotate-half features (i, i + head_dim/2).
+Tensor permute_rope_rows(const Tensor& t, const RopeRows& r, RopeLayout from, RopeLayout to) {
+  if (from == to) return t;
+  const int64_t hs = r.head_dim, half = hs / 2;
+  std::vector<int64_t> index(static_cast<std::size_t>(r.heads * hs));
+  for (int64_t h = 0; h < r.heads; ++h)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t p = 0; p < 2; ++p) {
+        const int64_t inter = h * hs + 2 * i + p, rot = h * hs + p * half + i;
+        // out[row] = t[index[row]]
+        if (to == RopeLayout::RotateHalf)
+          index[static_cast<std::size_t>(rot)] = inter;
+        else
+          index[static_cast<std::size_t>(inter)] = rot;
+      }
+  NoGradGuard no_grad;
+  return index_select(t.detach(), 0, from_vector(index, {r.heads * hs}));
+}
+
+void check_rope_supported(const Module& m, const NamingScheme& s) {
+  if (!s.rope_layout) return;
+  for (const auto& [path, child] : m.named_modules()) {
+    const auto* mla = dynamic_cast<const MultiLatentAttention*>(child.get());
+    check(!mla || mla->options().rope_dim == 0 || mla->options().rope_layout == *s.rope_layout, "naming scheme '",
+          s.name, "' stores RoPE weights in the ", rope_layout_name(*s.rope_layout), " layout, but '", path,
+          "' is a MultiLatentAttention in the ", rope_layout_name(mla ? mla->options().rope_layout : *s.rope_layout),
+          " layout (convert its rows yourself or build the model in that layout)");
+  }
+}
+
+// --- the schemes -------------------------------------------------------------------------------
+
+NamingScheme torch_scheme(const std::string& name) {
+  NamingScheme s;
+  s.name = name;
+  s.packs = {{{"**.w_q.weight", "**.w_k.weight", "**.w_v.weight"}, "**.in_proj_weight", 0},
+             {{"**.w_q.bias", "**.w_k.bias", "**.w_v.bias"}, "**.in_proj_bias", 0}};
+  s.rules = {{"**.w_o.weight", "**.out_proj.weight", ""}, {"**.w_o.bias", "**.out_proj.bias", ""}};
+  return s;
+}
+
+NamingScheme meta_llama_scheme() {
+  NamingScheme s;
+  s.name = "meta_llama";
+  s.complete = true;
+  s.rope_layout = RopeLayout::Interleaved;
+  const std::pair<const char*, const char*> attention[] = {{"w_q", "wq"}, {"w_k", "wk"}, {"w_v", "wv"}, {"w_o", "wo"}};
+  for (const auto& [x, e] : attention)
+    s.rules.push_back({std::string("layers.*.attention.") + x + ".weight", std::string("layers.*.attention.") + e + ".weight", ""});
+  // SwiGLU in any of xgrad's namings: gate = w1, down = w2, up = w3.
+  const std::pair<const char*, const char*> ffn[] = {{"W_gate", "w1"}, {"w_gate", "w1"}, {"w1", "w1"},
+                                                     {"W_down", "w2"}, {"w_down", "w2"}, {"w2", "w2"},
+                                                     {"W_up", "w3"},   {"w_up", "w3"},   {"w3", "w3"}};
+  for (const auto& [x, e] : ffn)
+    s.rules.push_back({std::string("layers.*.ffn.") + x + ".weight", std::string("layers.*.feed_forward.") + e + ".weight", ""});
+  for (const char* n : {"norm_attn", "norm1"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "layers.*.attention_norm.weight", ""});
+  for (const char* n : {"norm_ffn", "norm2"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "layers.*.ffn_norm.weight", ""});
+  s.rules.push_back({"tok_embeddings.weight", "tok_embeddings.weight", ""});
+  s.rules.push_back({"norm.weight", "norm.weight", ""});
+  s.rules.push_back({"output.weight", "output.weight", ""});
+  return s;
+}
+
+NamingScheme hf_llama_scheme() {
+  NamingScheme s;
+  s.name = "hf_llama";
+  s.complete = true;
+  s.rope_layout = RopeLayout::RotateHalf;
+  const std::pair<const char*, const char*> attention[] = {
+      {"w_q", "q_proj"}, {"w_k", "k_proj"}, {"w_v", "v_proj"}, {"w_o", "o_proj"}, {"q_norm", "q_norm"}, {"k_norm", "k_norm"}};
+  for (const auto& [x, e] : attention)
+    for (const char* p : {"weight", "bias"})
+      s.rules.push_back({std::string("layers.*.attention.") + x + "." + p,
+                         std::string("model.layers.*.self_attn.") + e + "." + p, ""});
+  const std::pair<const char*, const char*> ffn[] = {
+      {"W_gate", "gate_proj"}, {"w_gate", "gate_proj"}, {"w1", "gate_proj"}, {"W_down", "down_proj"}, {"w_down", "down_proj"},
+      {"w2", "down_proj"},     {"W_up", "up_proj"},     {"w_up", "up_proj"}, {"w3", "up_proj"}};
+  for (const auto& [x, e] : ffn)
+    s.rules.push_back({std::string("layers.*.ffn.") + x + ".weight", std::string("model.layers.*.mlp.") + e + ".weight", ""});
+  for (const char* n : {"norm_attn", "norm1"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.input_layernorm.weight", ""});
+  for (const char* n : {"norm_ffn", "norm2"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_attention_layernorm.weight", ""});
+  s.rules.push_back({"tok_embeddings.weight", "model.embed_tokens.weight", ""});
+  s.rules.push_back({"norm.weight", "model.norm.weight", ""});
+  s.rules.push_back({"output.weight", "lm_head.weight", ""});
+  return s;
+}
+
+const std::map<std::string, NamingScheme>& schemes() {
+  static const std::map<std::string, NamingScheme> all = [] {
+    std::map<std::string, NamingScheme> m;
+    NamingScheme xgrad;
+    xgrad.name = "xgrad";
+    m["xgrad"] = xgrad;
+    m["torch"] = torch_scheme("torch");
+    NamingScheme gamma = torch_scheme("gamma");
+    gamma.rules.push_back({"**.weight", "**.gamma", "RMSNorm"});
+    m["gamma"] = gamma;
+    m["meta_llama"] = meta_llama_scheme();
+    m["hf_llama"] = hf_llama_scheme();
+    return m;
+  }();
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string> naming_schemes() {
+  std::vector<std::string> out;
+  for (const auto& [n, s] : schemes()) out.push_back(n);
+  return out;
+}
+
+const NamingScheme& NamingScheme::get(const std::string& name) {
+  auto it = schemes().find(name);
+  if (it == schemes().end()) {
+    std::string known;
+    for (const auto& n : naming_schemes()) known += (known.empty() ? "" : ", ") + n;
+    throw Error(str_cat("unknown naming scheme '", name, "' (known: ", known, ")"));
+  }
+  return it->second;
+}
+
+std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::string::npos;
+  std::vector<std::size_t> row;
+  for (const std::string& c : candidates) {
+    // Levenshtein distance, one row at a time.
+    row.assign(c.size() + 1, 0);
+    for (std::size_t j = 0; j <= c.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= name.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= c.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (name[i - 1] == c[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[c.size()] < best_d) {
+      best_d = row[c.size()];
+      best = c;
+    }
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Module under a scheme
+
+TensorMap Module::state_dict(const NamingScheme& scheme) const {
+  check_rope_supported(*this, scheme);
+  const TensorMap own = state_dict();
+  const std::map<std::string, RopeRows> rope = rope_rows(*this);
+  NoGradGuard no_grad;
+  auto out_tensor = [&](const std::string& name) {
+    Tensor t = own.at(name);
+    auto r = rope.find(name);
+    if (scheme.rope_layout && r != rope.end()) t = permute_rope_rows(t, r->second, r->second.layout, *scheme.rope_layout);
+    return t;
+  };
+  TensorMap out;
+  for (const auto& [external, e] : plan(*this, scheme)) {
+    if (e.parts.size() == 1) {
+      out.emplace(external, out_tensor(e.parts[0]));
+      continue;
+    }
+    std::vector<Tensor> parts;
+    for (const std::string& p : e.parts) parts.push_back(out_tensor(p).detach());
+    out.emplace(external, cat(parts, e.dim));
+  }
+  return out;
+}
+
+void Module::load_state_dict(const TensorMap& dict, const NamingScheme& scheme) {
+  check_rope_supported(*this, scheme);
+  const TensorMap own = state_dict();
+  const std::map<std::string, Entry> expected = plan(*this, scheme);
+  // The shape each external tensor must have: its parts' shapes joined along dim.
+  auto expected_shape = [&](const Entry& e) {
+    Shape shape = own.at(e.parts[0]).shape();
+    for (std::size_t i = 1; i < e.parts.size(); ++i) shape[static_cast<std::size_t>(e.dim)] += own.at(e.parts[i]).size(e.dim);
+    return shape;
+  };
+  // A hint pairs a missing name with the closest unexpected one (a misspelling) and the
+  // other way round.
+  std::vector<std::string> missing_names, unexpected_names;
+  for (const auto& [n, e] : expected)
+    if (!dict.count(n)) missing_names.push_back(n);
+  for (const auto& [n, t] : dict)
+    if (!expected.count(n)) unexpected_names.push_back(n);
+  std::vector<std::string> expected_names;
+  for (const auto& [n, e] : expected) expected_names.push_back(n);
+  std::vector<std::string> problems;
+  for (const auto& [n, e] : expected) {
+    auto it = dict.find(n);
+    if (it == dict.end()) {
+      const std::string near = closest_name(n, unexpected_names);
+      problems.push_back(str_cat("missing '", n, "'", near.empty() ? "" : " (closest given: '" + near + "')"));
+    } else if (it->second.shape() != expected_shape(e)) {
+      problems.push_back(str_cat("'", n, "' has shape ", shape_str(it->second.shape()), ", the model needs ",
+                                 shape_str(expected_shape(e))));
+    }
+  }
+  for (const auto& [n, t] : dict)
+    if (!expected.count(n))
+      problems.push_back(str_cat("unexpected '", n, "' (closest expected: '",
+                                 closest_name(n, missing_names.empty() ? expected_names : missing_names), "')"));
+  if (!problems.empty()) {
+    std::string msg;
+    for (const auto& p : problems) msg += (msg.empty() ? "" : "; ") + p;
+    throw Error(str_cat("load_state_dict (naming scheme '", scheme.name, "', ", name(), "): ", msg));
+  }
+  const std::map<std::string, RopeRows> rope = rope_rows(*this);
+  NoGradGuard no_grad;
+  TensorMap internal;
+  for (const auto& [external, e] : expected) {
+    const Tensor& t = dict.at(external);
+    int64_t offset = 0;
+    for (const std::string& p : e.parts) {
+      const int64_t len = own.at(p).size(e.dim);
+      Tensor part = e.parts.size() == 1 ? t : narrow(t, e.dim, offset, len);
+      offset += len;
+      auto r = rope.find(p);
+      if (scheme.rope_layout && r != rope.end()) part = permute_rope_rows(part, r->second, *scheme.rope_layout, r->second.layout);
+      internal.emplace(p, part);
+    }
+  }
+  load_state_dict(internal, true);
+}
+
+}  // namespace xg::nn

@@ -1,0 +1,69 @@
+// Checkpoint names as data: a naming scheme says how another framework names a model's
+// tensors (a table of renames from xgrad's dotted names, plus the few structural steps a
+// format needs: packing q/k/v into one in_proj, RoPE's q/k row order). Module's
+// state_dict(scheme) and load_state_dict(dict, scheme) use one.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/rope.hpp"
+#include "nn/module.hpp"
+
+namespace xg::nn {
+
+// A dotted-name pattern: "*" matches one segment, a leading "**" any number of them (also
+// none); the external pattern uses the same wildcards, filled in the same order.
+struct NameRule {
+  std::string xgrad;     // e.g. "layers.*.attention.w_q.weight"
+  std::string external;  // e.g. "model.layers.*.self_attn.q_proj.weight"
+  // Only for tensors owned directly by a module of this kind (Module::name(), e.g. "RMSNorm");
+  // empty: any module.
+  std::string module;
+};
+
+// One external tensor made of several of xgrad's, concatenated along `dim` on the way out and
+// split back into their shapes on the way in: torch.nn.MultiheadAttention's in_proj_weight is
+// cat(w_q.weight, w_k.weight, w_v.weight).
+struct PackRule {
+  std::vector<std::string> xgrad;  // e.g. {"**.w_q.weight", "**.w_k.weight", "**.w_v.weight"}
+  std::string external;            // e.g. "**.in_proj_weight"
+  int64_t dim = 0;
+};
+
+struct NamingScheme {
+  std::string name;
+  std::vector<PackRule> packs;  // tried first
+  std::vector<NameRule> rules;  // the first that matches renames a tensor
+  // true: every tensor must match a rule (a complete table, e.g. Hugging Face's Llama);
+  // false: a tensor no rule matches keeps its xgrad name.
+  bool complete = false;
+  // The checkpoint's RoPE layout: q/k projection rows (and biases and QK-Norm weights) of a
+  // GroupedQueryAttention whose layout differs are permuted between the two pair orders
+  // (Hugging Face's Llama conversion does the same to Meta's weights). Unset: as the model.
+  std::optional<RopeLayout> rope_layout;
+
+  // The schemes xgrad knows (naming_schemes() lists them):
+  //  "xgrad":      xgrad's own names (the identity).
+  //  "torch":      torch.nn.MultiheadAttention's packed in_proj_weight / in_proj_bias and
+  //                out_proj in place of w_q, w_k, w_v, w_o; the rest unchanged.
+  //  "gamma":      "torch", and RMSNorm's weight named gamma (tutorial code commonly writes
+  //                self.gamma = nn.Parameter(torch.ones(d))).
+  //  "meta_llama": Meta's LLaMA checkpoints (tok_embeddings, layers.N.attention.wq ..,
+  //                feed_forward.w1/w2/w3, attention_norm, ffn_norm, norm, output); interleaved RoPE.
+  //  "hf_llama":   Hugging Face's LlamaForCausalLM (model.embed_tokens, model.layers.N.self_attn
+  //                .q_proj .., mlp.gate_proj/up_proj/down_proj, input_layernorm,
+  //                post_attention_layernorm, model.norm, lm_head); rotate-half RoPE. Also
+  //                Mistral's and Qwen2/3's (q/k/v biases, q_norm/k_norm).
+  static const NamingScheme& get(const std::string& name);
+};
+
+std::vector<std::string> naming_schemes();  // the names NamingScheme::get accepts
+
+// The name in `candidates` closest to `name` (Levenshtein distance), for error hints; empty
+// when there are none.
+std::string closest_name(const std::string& name, const std::vector<std::string>& candidates);
+
+}  // namespace xg::nn
