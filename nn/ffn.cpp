@@ -125,7 +125,7 @@ MoE::MoE(const MoEOptions& opts) : opts_(opts) {
       experts_->push_back(
           std::make_shared<FFN>(opts.d_model, opts_.d_ff, opts.activation, 0.0, true, FFNNaming::Sequential));
     else
-      experts_->push_back(std::make_shared<SwiGLU>(opts.d_model, opts_.d_ff, false));
+      experts_->push_back(std::make_shared<SwiGLU>(opts.d_model, opts_.d_ff, false, opts.swiglu_naming));
   }
 }
 
@@ -232,6 +232,7 @@ std::shared_ptr<FeedForward> MoESpec::build(const SublayerContext& ctx) const {
   o.top_k = top_k;
   o.expert = expert;
   o.activation = activation;
+  o.swiglu_naming = swiglu_naming;
   o.aux_loss_coef = aux_loss_coef;
   return std::make_shared<MoE>(o);
 }

@@ -82,6 +82,7 @@ struct MoEOptions {
   int64_t num_experts = 8;
   int64_t top_k = 2;
   ExpertKind expert = ExpertKind::FFN;
+  SwiGLUNaming swiglu_naming = SwiGLUNaming::Seed;  // of SwiGLU experts (LLaMA: w1, w3, w2 as Mixtral's)
   Activation activation = Activation::ReLU;  // of FFN experts
   double aux_loss_coef = 0.01;               // the Switch Transformer's alpha
 };
@@ -178,6 +179,7 @@ struct MoESpec {
   double aux_loss_coef = 0.01;
   ExpertKind expert = ExpertKind::FFN;       // ReLU experts with bias, named "0" and "2"
   Activation activation = Activation::ReLU;  // of FFN experts
+  SwiGLUNaming swiglu_naming = SwiGLUNaming::Seed;  // of SwiGLU experts: W_gate, W_up, W_down
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
     f("d_ff", s.d_ff);
@@ -186,6 +188,7 @@ struct MoESpec {
     f("aux_loss_coef", s.aux_loss_coef);
     f("expert", s.expert);
     f("activation", s.activation);
+    f("swiglu_naming", s.swiglu_naming);
   }
   void validate(const SublayerContext& ctx, const std::string& who) const;
   std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;

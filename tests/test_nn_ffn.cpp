@@ -113,6 +113,11 @@ TEST(NnFfn, ParameterNamesMirrorTheSeeds) {
             (std::vector<std::string>{"router.weight", "experts.0.0.weight", "experts.0.0.bias", "experts.0.2.weight",
                                       "experts.0.2.bias", "experts.1.0.weight", "experts.1.0.bias",
                                       "experts.1.2.weight", "experts.1.2.bias"}));
+  o.expert = ExpertKind::SwiGLU;  // Mixtral's expert names w1 (gate), w3 (up), w2 (down)
+  o.swiglu_naming = SwiGLUNaming::LLaMA;
+  EXPECT_EQ(param_names(MoE(o)),
+            (std::vector<std::string>{"router.weight", "experts.0.w1.weight", "experts.0.w3.weight", "experts.0.w2.weight",
+                                      "experts.1.w1.weight", "experts.1.w3.weight", "experts.1.w2.weight"}));
   const std::string repr = FFN(4, 8, Activation::GELU, 0.1).repr();
   EXPECT_EQ(repr.rfind("FFN(d_model=4, d_ff=8, activation=gelu, dropout=0.1, bias=true\n", 0), 0u) << repr;
 }
