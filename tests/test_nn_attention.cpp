@@ -191,6 +191,30 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithQKNormAndRope) {
                    with_params(randn64({2, 3, 8}, 6), gqa));
 }
 
+// A head width of its own (Qwen3: 16 heads of 128 on hidden 1024): q is [n_heads * head_dim],
+// w_o maps it back to d_model; q/k/v biases without an output bias (Qwen2).
+TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
+  GroupedQueryAttentionOptions o = gqa_options(6, 2, 1);
+  o.head_dim = 4;
+  o.bias = true;
+  o.out_bias = false;
+  o.qk_norm = true;
+  o.rope = true;
+  GroupedQueryAttention gqa(o);
+  EXPECT_EQ(gqa.head_dim(), 4);
+  EXPECT_EQ(gqa.w_q()->weight().shape(), (Shape{8, 6}));
+  EXPECT_EQ(gqa.w_k()->weight().shape(), (Shape{4, 6}));
+  EXPECT_EQ(gqa.w_o()->weight().shape(), (Shape{6, 8}));
+  EXPECT_TRUE(gqa.w_v()->bias().defined());
+  EXPECT_FALSE(gqa.w_o()->bias().defined());
+  EXPECT_EQ(gqa.kv_cache_bytes_per_token(2), 2 * 1 * 4 * 2);
+  randomize(gqa, 15);
+  EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
+                   with_params(randn64({2, 3, 6}, 16), gqa));
+  o.head_dim = 3;  // RoPE rotates pairs
+  EXPECT_XG_ERROR(GroupedQueryAttention{o}, "GroupedQueryAttention: RoPE needs an even head_dim, got 3");
+}
+
 TEST(NNAttentionGrad, MultiLatentAttention) {
   for (bool decoupled : {false, true}) {
     SCOPED_TRACE(decoupled ? "decoupled rope key" : "seed layout");
