@@ -53,7 +53,12 @@ put("jsonl", "grpo", b"\x02" + b'{"prompt":"Give an antonym of \\"good\\".","ans
 config = {"vocab_size": 259, "n_layers": 2, "tie_embeddings": False, "final_norm": True, "dtype": "float32",
           "block": {"d_model": 32, "n_heads": 2, "n_kv_heads": 1, "d_ff": 64, "norm_position": "pre", "norm": "rmsnorm",
                     "ffn": "swiglu", "attention": "gqa", "position": "rope", "max_seq_len": 64}}
-put("config", "model_config", b"\x00" + json.dumps(config).encode())
+put("config", "model_config", b"\x00" + json.dumps(config).encode())  # the flat block of earlier versions
+config["block"] = {"d_model": 32, "norm_position": "pre", "position": "rope", "rope_layout": "interleaved",
+                   "max_seq_len": 64, "norm": {"kind": "rmsnorm", "eps": 1e-6},
+                   "attention": {"kind": "gqa", "n_heads": 2, "n_kv_heads": 1, "head_dim": 16, "qkv_bias": True},
+                   "ffn": {"kind": "moe", "d_ff": 64, "num_experts": 4, "top_k": 2, "expert": "swiglu"}}
+put("config", "model_config_specs", b"\x00" + json.dumps(config).encode())
 adapter = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4, "lora_alpha": 8, "lora_dropout": 0.05,
            "target_modules": ["w_q", "w_v"], "bias": "none", "use_rslora": False, "fan_in_fan_out": False,
            "base_model_name_or_path": "runs/base"}
