@@ -49,7 +49,7 @@ constexpr int64_t kRows = 64;           // query rows per forward segment
 // so shorter segments skip more of the masked triangle); 16 was no better, and forward
 // segments of 32 or 128 rows no better than 64.
 constexpr int64_t kBackwardRows = 32;  // query rows per backward segment
-constexpr double kBoolMasked = -1e9;  // the second seed's masked_fill value
+constexpr double kBoolMasked = -1e9;  // hand-written attention's usual masked_fill value
 
 enum class MaskKind { None, Keep, Additive };
 

@@ -12,14 +12,16 @@ namespace xg {
 // What a query may attend to. Both parts are optional and combine.
 struct AttnMask {
   // Broadcastable to [B, H, Tq, Tk]. Either
-  //  - bool, true = keep (the second seed's `scores.masked_fill(mask == 0, -1e9)`): masked
-  //    scores are set to -1e9, so a fully masked row gets uniform weights, exactly as the
-  //    seed's code does; or
-  //  - float of q's dtype, added to the scores (the first seed's triu(-inf) masks, PyTorch's
-  //    attn_mask): a row that is -inf everywhere gives NaN, as PyTorch's softmax does. An
-  //    additive mask that requires grad gets one (e.g. a learned position bias).
-  // NOTE: a 0/1 float mask like the seed's `torch.tril(torch.ones(T, T))` is additive here
-  // (xgrad does not guess); pass ne(mask, 0) or a bool tensor to keep the seed's meaning.
+  //  - bool, true = keep (the common hand-written `scores.masked_fill(mask == 0, -1e9)`):
+  //    masked scores are set to -1e9, so a fully masked row gets uniform weights, exactly as
+  //    that code does; or
+  //  - float of q's dtype, added to the scores (`torch.triu(torch.full((T, T), -inf), 1)`,
+  //    PyTorch's float attn_mask): a row that is -inf everywhere gives NaN, as PyTorch's
+  //    softmax does. An additive mask that requires grad gets one (e.g. a learned position
+  //    bias).
+  // NOTE: a 0/1 float mask like tutorial code's `torch.tril(torch.ones(T, T))` is additive
+  // here (xgrad does not guess); pass ne(mask, 0) or a bool tensor to keep its keep/drop
+  // meaning.
   Tensor mask;
   // Causal, aligned to the end: query i sees keys j <= i + (Tk - Tq). With Tq == Tk this is
   // the usual lower triangle; with a KV cache (Tk = cached + new) the new queries see the

@@ -1,6 +1,7 @@
-// Shape ops, the family of the second seed's section 0. reshape/view/flatten/squeeze/
-// unsqueeze share the input's storage (data is contiguous); transpose/permute/expand/repeat
-// materialise a contiguous copy (PyTorch returns views; here data is always contiguous).
+// Shape ops, PyTorch's set for reshaping tensors (view, transpose, expand, cat, split, ...).
+// reshape/view/flatten/squeeze/unsqueeze share the input's storage (data is contiguous);
+// transpose/permute/expand/repeat materialise a contiguous copy (PyTorch returns views; here
+// data is always contiguous).
 #pragma once
 
 #include <vector>

@@ -204,8 +204,9 @@ bool uses_torch_seed42_init(const StudyConfig& c) {
 }
 
 Init torch_seed42_init(const StudyConfig& config) {
-  check(uses_torch_seed42_init(config), "torch_seed42_init: PyTorch's init is compiled in only for the seed's ",
-        "net (8 layers, d_model 4, batch 2, linear sublayer, layernorm, seed 42)");
+  check(uses_torch_seed42_init(config), "torch_seed42_init: PyTorch's init is compiled in only for the gradient ",
+        "study's default nets: 8 layers of relu(Linear(4, 4)), each with its own LayerNorm, d_model 4, batch 2, ",
+        "seed 42");
   Init init;
   for (const TorchTensor& t : kTorchSeed42) {
     Tensor v = from_vector(std::vector<double>(t.values.begin(), t.values.end()), t.shape);

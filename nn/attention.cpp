@@ -209,14 +209,13 @@ MultiLatentAttention::MultiLatentAttention(const MultiLatentAttentionOptions& o)
         o.q_latent_dim);
   check(o.dropout >= 0 && o.dropout < 1, who, ": dropout must be in [0, 1), got ", o.dropout);
   check(!o.decoupled_rope_key || o.rope_dim > 0, who, ": decoupled_rope_key needs rope_dim > 0");
-  // NOTE: the seed asserts model_dim % head_num == 0, which nothing here needs (head_dim is
-  // its own option), so we do not.
+  // NOTE: hand-written MLA classes often assert model_dim % head_num == 0, which nothing here
+  // needs (head_dim is its own option), so we do not.
   const int64_t H = o.head_num, hd = o.head_dim, rd = o.rope_dim;
-  const bool seed1 = o.naming == LatentAttentionNaming::Seed1;
-  if (seed1) {
+  if (o.naming == LatentAttentionNaming::Capitalized) {
     check(rd == 0 && q_latent_dim_ == 0, who,
-          ": the first seed's naming (W_q, W_kv_down, W_k_up, W_v_up, W_o) has no RoPE and no q compression; ",
-          "set rope_dim = 0 and q_latent_dim = 0 (got ", rd, " and ", o.q_latent_dim, ")");
+          ": LatentAttentionNaming::Capitalized (W_q, W_kv_down, W_k_up, W_v_up, W_o) has no RoPE and ",
+          "no q compression; set rope_dim = 0 and q_latent_dim = 0 (got ", rd, " and ", o.q_latent_dim, ")");
     q_proj_ = register_module("W_q", std::make_shared<Linear>(o.model_dim, H * hd, false));
     kv_down_ = register_module("W_kv_down", std::make_shared<Linear>(o.model_dim, o.latent_dim, false));
     k_up_ = register_module("W_k_up", std::make_shared<Linear>(o.latent_dim, H * hd, false));
@@ -224,7 +223,8 @@ MultiLatentAttention::MultiLatentAttention(const MultiLatentAttentionOptions& o)
     o_proj_ = register_module("W_o", std::make_shared<Linear>(H * hd, o.model_dim, false));
     return;
   }
-  // The seed's registration order: kv_down_proj, kv_up_proj, q_down_proj, q_up_proj, rope, o_proj.
+  // Registered in the order hand-written MLA with these names uses (kv_down_proj, kv_up_proj,
+  // q_down_proj, q_up_proj, rope, o_proj), so that named_parameters() walks alike.
   kv_down_ = register_module("kv_down_proj", std::make_shared<Linear>(o.model_dim, o.latent_dim, false));
   const int64_t kv_rope = o.decoupled_rope_key ? 0 : rd;  // k_rope per head from the latent
   kv_up_ = register_module("kv_up_proj", std::make_shared<Linear>(o.latent_dim, H * (hd + kv_rope + hd), false));
@@ -281,9 +281,9 @@ Tensor MultiLatentAttention::forward(const Tensor& x, const AttnMask& mask, KVCa
     auto parts = split(q, {hd, rd}, -1);
     q = cat({parts[0], rope_->forward(parts[1], pos)}, -1);
   }
-  // NOTE: the seed fills masked scores with -inf (masked_fill(mask == 0, -inf)) where its
-  // other classes use -1e9; a bool mask here uses -1e9, which differs only in a fully masked
-  // row (uniform weights instead of NaN).
+  // NOTE: hand-written MLA sometimes fills masked scores with -inf (masked_fill(mask == 0,
+  // -inf)) where the usual MHA/GQA code uses -1e9; a bool mask here uses -1e9, which differs
+  // only in a fully masked row (uniform weights instead of NaN).
   Tensor out = scaled_dot_product_attention(q, k, v, mask, o.dropout, is_training());  // [B, H, T, hd]
   return o_proj_->forward(merge_heads(out));
 }

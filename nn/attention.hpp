@@ -1,14 +1,16 @@
 // The attention family on one kernel (scaled_dot_product_attention): multi-head attention
 // (self and cross), grouped-query attention (MQA at one kv head; QK-Norm and RoPE as
 // options), multi-head latent attention (low-rank KV with decoupled RoPE), and the per-layer
-// KV cache for token-by-token decoding. Attribute names mirror the seeds' PyTorch classes so
-// that their state dicts load by name.
+// KV cache for token-by-token decoding. Attribute names follow the usual hand-written
+// PyTorch classes (a naming enum per module picks w_q or W_q, kv_down_proj or W_kv_down, ...)
+// so that their state dicts load by name.
 //
-// Masks are xg::AttnMask: a bool tensor (true = keep, the second seed's mask == 0 -> -1e9), a
-// float tensor added to the scores (the first seed's triu(-inf)), and/or `causal` (aligned
-// to the end, so it stays right with a KV cache). NOTE: the second seed builds its masks as
-// float 0/1 tensors (torch.tril(torch.ones(T, T))); pass them as bool here, since a float
-// mask is additive.
+// Masks are xg::AttnMask: a bool tensor (true = keep, as the common
+// scores.masked_fill(mask == 0, -1e9)), a float tensor added to the scores
+// (torch.triu(torch.full((T, T), -inf), 1), as torch.nn.MultiheadAttention's float attn_mask),
+// and/or `causal` (aligned to the end, so it stays right with a KV cache). NOTE: tutorial code
+// often builds its masks as float 0/1 tensors (torch.tril(torch.ones(T, T))) for that
+// masked_fill; pass them as bool here, since a float mask is additive.
 #pragma once
 
 #include <memory>
@@ -35,12 +37,13 @@ struct KVCache {
   int64_t bytes() const;  // memory the cached tensors hold
 };
 
-// --- multi-head attention (the second seed's §1.2) -------------------------------------------
+// --- multi-head attention (Vaswani et al. 2017) -----------------------------------------------
 
 // out = w_o(concat_h softmax(q_h k_h^T / sqrt(hs) + mask) v_h), q = w_q(x_query),
 // k = w_k(x_context), v = w_v(x_context); self-attention when x_context is undefined.
 // Parameters w_q, w_k, w_v, w_o: Linear(model_dim, model_dim, bias). Dropout on the weights.
-// NOTE: the seed's dropout_p defaults to 0.1; ours to 0.
+// NOTE: hand-written MHA classes often default dropout_p to 0.1 (the original Transformer's
+// rate); ours defaults to 0, as torch.nn.MultiheadAttention's dropout does.
 class MultiHeadAttention : public Attention {
  public:
   MultiHeadAttention(int64_t model_dim, int64_t head_num, double dropout_p = 0.0, bool bias = true);
@@ -84,12 +87,12 @@ class MultiHeadAttention : public Attention {
   std::shared_ptr<Linear> w_q_, w_k_, w_v_, w_o_;
 };
 
-// --- grouped-query attention (the second seed's §1.3, the first seed's §7-8) -------------------
+// --- grouped-query attention (Ainslie et al. 2023), with QK-Norm and RoPE as options ----------
 
 // Attribute names of the projections.
 enum class AttentionNaming {
-  Lowercase,  // w_q, w_k, w_v, w_o: the second seed's GroupQueryAttention (and MHA)
-  Uppercase,  // W_q, W_k, W_v, W_o: the first seed's GroupedQueryAttention(_QKNorm)
+  Lowercase,  // w_q, w_k, w_v, w_o: the usual names of hand-written MHA/GQA (MultiHeadAttention's)
+  Uppercase,  // W_q, W_k, W_v, W_o: the capitalised matrix names other hand-written GQA uses
 };
 
 struct GroupedQueryAttentionOptions {
@@ -101,10 +104,11 @@ struct GroupedQueryAttentionOptions {
   // [n_kv_heads * head_dim], and w_o maps n_heads * head_dim back to d_model.
   int64_t head_dim = 0;
   bool bias = false;       // on w_q, w_k, w_v (LLaMA has none; Qwen2 has them)
-  bool out_bias = true;    // on w_o: the second seed's nn.Linear default (the first seed: false)
-  double dropout = 0.0;    // on the attention weights (the second seed's default is 0.1)
-  // QK-Norm (the first seed's §8): RMSNorm q_norm / k_norm over each head's features, applied
-  // after the projection and before RoPE (as in the LLaMA-style models that use it).
+  bool out_bias = true;    // on w_o: nn.Linear's default (LLaMA and bias-free GQA code: false)
+  double dropout = 0.0;    // on the attention weights (hand-written classes often use 0.1)
+  // QK-Norm (Henry et al. 2020; Dehghani et al. 2023): RMSNorm q_norm / k_norm over each
+  // head's features, applied after the projection and before RoPE (as in the LLaMA-style
+  // models that use it).
   bool qk_norm = false;
   double norm_eps = 1e-6;
   // RoPE on q and k of each head (positions start_pos ..).
@@ -117,9 +121,10 @@ struct GroupedQueryAttentionOptions {
 
 // Query heads h = 0 .. n_heads-1 share kv head h / (n_heads / n_kv_heads) (repeat_kv's
 // order); the kernel indexes the shared heads instead of repeating them.
-// NOTE: the first seed's code expands k, v as [B, S, q_per_group, n_kv_heads, d], which pairs
-// query head h with kv head h % n_kv_heads; we follow the second seed's repeat_kv (as LLaMA
-// and PyTorch's enable_gqa do), so that seed's weights load but its heads pair differently.
+// NOTE: some hand-written GQA expands k, v as k[:, :, None].expand(B, S, q_per_group,
+// n_kv_heads, d).reshape(B, S, n_heads, d), which pairs query head h with kv head
+// h % n_kv_heads; we follow repeat_kv's order (as LLaMA and PyTorch's enable_gqa do), so
+// weights from such code load but its heads pair differently.
 class GroupedQueryAttention : public Attention {
  public:
   explicit GroupedQueryAttention(const GroupedQueryAttentionOptions& options);
@@ -150,15 +155,16 @@ class GroupedQueryAttention : public Attention {
   std::shared_ptr<RotaryEmbedding> rope_;
 };
 
-// --- multi-head latent attention (the second seed's §1.4, the first seed's §9) -----------------
+// --- multi-head latent attention (DeepSeek-V2) ------------------------------------------------
 
 enum class LatentAttentionNaming {
   // kv_down_proj, kv_up_proj (fused k_content | k_rope | v per head), q_down_proj, q_up_proj
-  // (or q_proj without q compression), k_rope_proj (decoupled key), o_proj: the second seed
-  Seed2,
-  // W_q, W_kv_down, W_k_up, W_v_up, W_o: the first seed's MultiHeadLatentAttention (no RoPE,
-  // no q compression: needs rope_dim = 0 and q_latent_dim = 0)
-  Seed1,
+  // (or q_proj without q compression), k_rope_proj (decoupled key), o_proj: the *_proj names
+  // of DeepSeek-style hand-written MLA
+  Projections,
+  // W_q, W_kv_down, W_k_up, W_v_up, W_o: the minimal low-rank-KV attention of teaching code
+  // (no RoPE, no q compression: needs rope_dim = 0 and q_latent_dim = 0)
+  Capitalized,
 };
 
 struct MultiLatentAttentionOptions {
@@ -167,17 +173,17 @@ struct MultiLatentAttentionOptions {
   int64_t head_dim = 64;    // content part of q and k, and the size of v, per head
   int64_t latent_dim = 128; // c_KV: what the cache keeps per token
   int64_t rope_dim = 32;    // RoPE part of q and k per head (0: no RoPE)
-  int64_t q_latent_dim = -1;  // q compression: -1 = latent_dim (the seed), 0 = none (one q_proj)
-  // false (the second seed): each head's k_rope comes out of kv_up_proj(latent) and is
-  //   rotated at its position, so the cache keeps the latent alone;
+  int64_t q_latent_dim = -1;  // q compression: -1 = latent_dim, 0 = none (one q_proj)
+  // false (the simplified MLA of hand-written code): each head's k_rope comes out of
+  //   kv_up_proj(latent) and is rotated at its position, so the cache keeps the latent alone;
   // true (DeepSeek-V2): one k_rope shared by all heads from its own projection of x
   //   (k_rope_proj), cached after RoPE beside the latent: latent_dim + rope_dim per token.
   bool decoupled_rope_key = false;
-  double dropout = 0.0;  // on the attention weights (the seed's default is 0.1)
+  double dropout = 0.0;  // on the attention weights (hand-written classes often use 0.1)
   int64_t max_seq_len = 4096;
   double rope_base = 10000.0;
-  RopeLayout rope_layout = RopeLayout::RotateHalf;  // the second seed's rotate_half
-  LatentAttentionNaming naming = LatentAttentionNaming::Seed2;
+  RopeLayout rope_layout = RopeLayout::RotateHalf;  // x * cos + rotate_half(x) * sin
+  LatentAttentionNaming naming = LatentAttentionNaming::Projections;
 };
 
 // q = [q_content, rope(q_rope)] and k = [k_content, rope(k_rope)] per head (scores are the sum
@@ -206,7 +212,7 @@ class MultiLatentAttention : public Attention {
   MultiLatentAttentionOptions options_;
   int64_t q_latent_dim_;
   std::shared_ptr<Linear> q_down_, q_up_, q_proj_;     // q_proj_ without q compression
-  std::shared_ptr<Linear> kv_down_, kv_up_, k_up_, v_up_;  // kv_up_ (Seed2) or k_up_, v_up_ (Seed1)
+  std::shared_ptr<Linear> kv_down_, kv_up_, k_up_, v_up_;  // kv_up_ (Projections) or k_up_, v_up_ (Capitalized)
   std::shared_ptr<Linear> k_rope_proj_, o_proj_;
   std::shared_ptr<RotaryEmbedding> rope_;
 };

@@ -203,6 +203,8 @@ json unflatten_block(const json& b) {
   else
     out["attention"] = {{"kind", attention}, {"n_heads", get("n_heads", 8)}, {"bias", bias}, {"qk_norm", get("qk_norm", false)}};
   const json ffn = get("ffn", "gelu"), d_ff = get("d_ff", 0);
+  // The flat format's naming values in today's spelling ("seed" meant w_up, w_down for the MLP
+  // and W_gate, W_up, W_down for SwiGLU).
   const std::map<std::string, std::string> mlp_names{{"seed", "up_down"}, {"fc", "fc"}, {"sequential", "sequential"}};
   const std::map<std::string, std::string> swiglu_names{{"seed", "upper"}, {"lowercase", "lower"}, {"llama", "llama"}};
   auto renamed = [](const std::map<std::string, std::string>& names, const json& v) -> json {

@@ -49,17 +49,17 @@ FFN::FFN(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool bia
     : d_model_(d_model), d_ff_(d_ff == 0 ? 4 * d_model : d_ff), act_(act), dropout_(dropout) {
   check(d_model > 0 && d_ff_ > 0, "FFN: d_model and d_ff must be positive, got ", d_model, " and ", d_ff);
   check(dropout >= 0 && dropout <= 1, "FFN: dropout must be in [0, 1], got ", dropout);
-  const char* up_name = naming == FFNNaming::Seed ? "w_up" : naming == FFNNaming::FC ? "fc1" : "0";
-  const char* down_name = naming == FFNNaming::Seed ? "w_down" : naming == FFNNaming::FC ? "fc2" : "2";
+  const char* up_name = naming == FFNNaming::UpDown ? "w_up" : naming == FFNNaming::FC ? "fc1" : "0";
+  const char* down_name = naming == FFNNaming::UpDown ? "w_down" : naming == FFNNaming::FC ? "fc2" : "2";
   up_ = register_module(up_name, std::make_shared<Linear>(d_model_, d_ff_, bias));
   down_ = register_module(down_name, std::make_shared<Linear>(d_ff_, d_model_, bias));
 }
 
 // x: [..., d_model] -> [..., d_model]
-// NOTE: the second seed's FFN (section 3.1) computes relu(w_down(w_up(x))): no activation
-// between the projections (so the two Linears collapse into one) and a ReLU on the output.
-// That is a slip; this is the standard down(act(up(x))) of the first seed and of PyTorch's
-// nn.TransformerEncoderLayer.
+// NOTE: hand-written FFNs named w_up/w_down are sometimes coded as relu(w_down(w_up(x))):
+// no activation between the projections (so the two Linears collapse into one) and a ReLU on
+// the output. That is a slip; this is the standard down(act(up(x))) of the original
+// Transformer (Vaswani et al. 2017) and of PyTorch's nn.TransformerEncoderLayer.
 Tensor FFN::forward(const Tensor& x) const {
   check_input(x, d_model_, str_cat("FFN(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
   Tensor h = activation((*up_)(x), act_);
@@ -75,8 +75,8 @@ std::string FFN::extra_repr() const {
 // ---------------------------------------------------------------------------------------
 // SwiGLU
 
-// NOTE: computed as the first seed does in double precision, int(8 / 3 * d_model), which
-// LLaMA writes int(2 * 4 * d / 3); both round up to the same multiple of 256.
+// NOTE: computed in double precision as the Python int(8 / 3 * d_model) of common SwiGLU code,
+// which LLaMA writes int(2 * 4 * d / 3); both round up to the same multiple of 256.
 int64_t SwiGLU::default_d_ff(int64_t d_model, int64_t multiple_of) {
   check(d_model > 0 && multiple_of > 0, "SwiGLU::default_d_ff: d_model and multiple_of must be positive, got ",
         d_model, " and ", multiple_of);
@@ -90,7 +90,8 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, bool bias, SwiGLUNaming naming)
   check(d_model > 0 && d_ff >= 0, "SwiGLU: d_model must be positive and d_ff non-negative (0 = default), got ",
         d_model, " and ", d_ff);
   if (d_ff_ == 0) d_ff_ = default_d_ff(d_model);
-  // Registration order follows the seeds' classes (gate, up, down), so parameters walk alike.
+  // Registered gate, up, down, the order SwiGLU classes are usually written in, so that
+  // named_parameters() walks in the same order as theirs.
   const bool llama = naming == SwiGLUNaming::LLaMA, lower = naming == SwiGLUNaming::Lowercase;
   gate_ = register_module(llama ? "w1" : lower ? "w_gate" : "W_gate", std::make_shared<Linear>(d_model_, d_ff_, bias));
   up_ = register_module(llama ? "w3" : lower ? "w_up" : "W_up", std::make_shared<Linear>(d_model_, d_ff_, bias));
@@ -134,10 +135,11 @@ MoE::MoE(const MoEOptions& opts) : opts_(opts) {
 //   out_t = sum_j w[t, j] * expert_{idx[t, j]}(x_t)
 // Tokens are grouped by expert (index_select), each expert runs once on its tokens, and the
 // weighted outputs are added back in place of their tokens (index_add).
-// NOTE: as the seed does, the weights are a softmax over the k selected logits. That equals
-// Mixtral's softmax over all experts renormalised over the top k; Switch/GShard/DeepSeek
-// weight by the un-renormalised full softmax instead. With top_k = 1 every weight is 1 here,
-// so the router learns only from the aux loss.
+// NOTE: as the usual hand-written MoE does (softmax(topk(logits).values)), the weights are a
+// softmax over the k selected logits. That equals Mixtral's softmax over all experts
+// renormalised over the top k; Switch/GShard/DeepSeek weight by the un-renormalised full
+// softmax instead. With top_k = 1 every weight is 1 here, so the router learns only from the
+// aux loss.
 //
 // Load-balancing loss (Switch Transformer, Fedus et al. 2021, eq. 4; top-k assignments counted):
 //   aux_loss = aux_loss_coef * E * sum_i f_i * P_i
@@ -157,7 +159,7 @@ MoEOutput MoE::forward_with_aux(const Tensor& x) const {
   const Tensor weights = reshape(softmax(top.values, -1), {T * K});
 
   // Group the T*k assignments by expert (a counting sort, keeping token order within an
-  // expert, as the seed's torch.where(indices == i) does).
+  // expert, as a loop over experts with torch.where(indices == i) does).
   const int64_t* idx = top.indices.data<int64_t>();
   std::vector<int64_t> start(static_cast<std::size_t>(E + 1), 0);
   for (int64_t a = 0; a < T * K; ++a) ++start[static_cast<std::size_t>(idx[a] + 1)];

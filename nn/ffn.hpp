@@ -13,19 +13,20 @@ enum class Activation { ReLU, GELU /* erf form, PyTorch's default */, GELUTanh }
 Tensor activation(const Tensor& x, Activation act);
 const char* activation_name(Activation act);  // "relu", "gelu", "gelu_tanh"
 
-// Attribute names of the two projections, so that each seed's state dict loads by name.
+// Attribute names of the two projections, so that state dicts of the usual hand-written
+// PyTorch FFNs load by name.
 enum class FFNNaming {
-  Seed,        // w_up, w_down: the second seed's FFN (section 3.1)
-  FC,          // fc1, fc2: the first seed's FeedForward_Old
-  Sequential,  // "0", "2": nn.Sequential(Linear, act, Linear), the second seed's MoE experts
+  UpDown,      // w_up, w_down: the names hand-written FFN classes commonly use
+  FC,          // fc1, fc2: the classic teaching Transformer's FeedForward, fc2(relu(fc1(x)))
+  Sequential,  // "0", "2": nn.Sequential(Linear, act, Linear), as MoE experts are usually written
 };
 
 // out = down(dropout(act(up(x)))), up: d_model -> d_ff, down: d_ff -> d_model.
-// d_ff = 0 means 4 * d_model (the first seed's `d_ff or 4 * d_model`).
+// d_ff = 0 means 4 * d_model (the original Transformer's ratio, Vaswani et al. 2017).
 class FFN : public FeedForward {
  public:
   FFN(int64_t d_model, int64_t d_ff, Activation act = Activation::ReLU, double dropout = 0.0, bool bias = true,
-      FFNNaming naming = FFNNaming::Seed);
+      FFNNaming naming = FFNNaming::UpDown);
   Tensor forward(const Tensor& x) const override;  // x: [..., d_model] -> [..., d_model]
   const std::shared_ptr<Linear>& up() const { return up_; }
   const std::shared_ptr<Linear>& down() const { return down_; }
@@ -44,19 +45,20 @@ class FFN : public FeedForward {
 
 // Attribute names of SwiGLU's three projections.
 enum class SwiGLUNaming {
-  Seed,       // W_gate, W_up, W_down: the first seed's FeedForward_SwiGLU (section 2)
-  Lowercase,  // w_gate, w_up, w_down: the second seed's SwiGLUFNN (section 3.2, there with bias)
-  LLaMA,      // w1 (gate), w2 (down), w3 (up): Meta's LLaMA checkpoints
+  Capitalized,  // W_gate, W_up, W_down: the formula's matrix names, common in hand-written code
+  Lowercase,    // w_gate, w_up, w_down (such code often keeps nn.Linear's bias: pass bias = true)
+  LLaMA,        // w1 (gate), w2 (down), w3 (up): Meta's LLaMA checkpoints
 };
 
 // out = down(silu(gate(x)) * up(x)), gate/up: d_model -> d_ff, down: d_ff -> d_model.
 // d_ff = 0 means default_d_ff(d_model).
 class SwiGLU : public FeedForward {
  public:
-  SwiGLU(int64_t d_model, int64_t d_ff = 0, bool bias = false, SwiGLUNaming naming = SwiGLUNaming::Seed);
+  SwiGLU(int64_t d_model, int64_t d_ff = 0, bool bias = false, SwiGLUNaming naming = SwiGLUNaming::Capitalized);
   Tensor forward(const Tensor& x) const override;
-  // The first seed's rule: int(8/3 * d_model) rounded up to a multiple of `multiple_of`, and
-  // at least d_model (512 -> 1536, 4096 -> 11008 as in LLaMA-7B).
+  // LLaMA's rule: int(8/3 * d_model) (two thirds of a two-matrix FFN's 4 d_model, so that the
+  // three matrices hold as many parameters; Shazeer 2020) rounded up to a multiple of
+  // `multiple_of`, and at least d_model (512 -> 1536, 4096 -> 11008 as in LLaMA-7B).
   static int64_t default_d_ff(int64_t d_model, int64_t multiple_of = 256);
   const std::shared_ptr<Linear>& gate() const { return gate_; }
   const std::shared_ptr<Linear>& up() const { return up_; }
@@ -72,17 +74,17 @@ class SwiGLU : public FeedForward {
 };
 
 enum class ExpertKind {
-  FFN,     // the second seed's expert: nn.Sequential(Linear(d, d_ff), act, Linear(d_ff, d)), with bias
+  FFN,     // nn.Sequential(Linear(d, d_ff), act, Linear(d_ff, d)) with bias, the usual hand-written expert
   SwiGLU,  // SwiGLU without bias (Mixtral-style experts)
 };
 
 struct MoEOptions {
   int64_t d_model = 0;
-  int64_t d_ff = 0;  // 0: 4 * d_model for FFN experts (the seed), SwiGLU::default_d_ff for SwiGLU
+  int64_t d_ff = 0;  // 0: 4 * d_model for FFN experts, SwiGLU::default_d_ff for SwiGLU
   int64_t num_experts = 8;
   int64_t top_k = 2;
   ExpertKind expert = ExpertKind::FFN;
-  SwiGLUNaming swiglu_naming = SwiGLUNaming::Seed;  // of SwiGLU experts (LLaMA: w1, w3, w2 as Mixtral's)
+  SwiGLUNaming swiglu_naming = SwiGLUNaming::Capitalized;  // of SwiGLU experts (LLaMA: w1, w3, w2 as Mixtral's)
   Activation activation = Activation::ReLU;  // of FFN experts
   double aux_loss_coef = 0.01;               // the Switch Transformer's alpha
 };
@@ -91,9 +93,9 @@ struct MoEOptions {
 // training loss).
 using MoEOutput = FFNOutput;
 
-// Sparse mixture of experts (the second seed's MoE, section 3.3): a bias-free Linear
-// "router" scores the experts, each token goes to its top_k experts, weighted by a softmax
-// over those k scores; the experts live in the ModuleList "experts".
+// Sparse mixture of experts (top-k gating, Shazeer et al. 2017; as in Mixtral): a bias-free
+// Linear "router" scores the experts, each token goes to its top_k experts, weighted by a
+// softmax over those k scores; the experts live in the ModuleList "experts".
 class MoE : public FeedForward {
  public:
   explicit MoE(const MoEOptions& opts);
@@ -122,12 +124,12 @@ struct EnumNames<Activation> {
 template <>
 struct EnumNames<FFNNaming> {
   static constexpr std::array<std::pair<FFNNaming, const char*>, 3> values{
-      {{FFNNaming::Seed, "up_down"}, {FFNNaming::FC, "fc"}, {FFNNaming::Sequential, "sequential"}}};
+      {{FFNNaming::UpDown, "up_down"}, {FFNNaming::FC, "fc"}, {FFNNaming::Sequential, "sequential"}}};
 };
 template <>
 struct EnumNames<SwiGLUNaming> {
   static constexpr std::array<std::pair<SwiGLUNaming, const char*>, 3> values{
-      {{SwiGLUNaming::Seed, "upper"}, {SwiGLUNaming::Lowercase, "lower"}, {SwiGLUNaming::LLaMA, "llama"}}};
+      {{SwiGLUNaming::Capitalized, "upper"}, {SwiGLUNaming::Lowercase, "lower"}, {SwiGLUNaming::LLaMA, "llama"}}};
 };
 template <>
 struct EnumNames<ExpertKind> {
@@ -159,7 +161,7 @@ struct SwiGLUSpec {
   static constexpr const char* kind = "swiglu";
   int64_t d_ff = 0;  // 0: SwiGLU::default_d_ff(d_model)
   bool bias = false;
-  SwiGLUNaming naming = SwiGLUNaming::Seed;  // W_gate, W_up, W_down
+  SwiGLUNaming naming = SwiGLUNaming::Capitalized;  // W_gate, W_up, W_down
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
     f("d_ff", s.d_ff);
@@ -179,7 +181,7 @@ struct MoESpec {
   double aux_loss_coef = 0.01;
   ExpertKind expert = ExpertKind::FFN;       // ReLU experts with bias, named "0" and "2"
   Activation activation = Activation::ReLU;  // of FFN experts
-  SwiGLUNaming swiglu_naming = SwiGLUNaming::Seed;  // of SwiGLU experts: W_gate, W_up, W_down
+  SwiGLUNaming swiglu_naming = SwiGLUNaming::Capitalized;  // of SwiGLU experts: W_gate, W_up, W_down
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
     f("d_ff", s.d_ff);

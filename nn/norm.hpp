@@ -11,8 +11,9 @@ namespace xg::nn {
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased var), as
 // torch.nn.LayerNorm(dim, eps, elementwise_affine). Parameters "weight" (ones) and "bias"
 // (zeros), absent without elementwise_affine.
-// NOTE: the second seed's LayerNorm (§2.1) starts beta at ones; that is a slip, PyTorch
-// starts the bias at zeros, and so do we.
+// NOTE: hand-written LayerNorm classes sometimes start beta at ones (the same
+// nn.Parameter(torch.ones(d)) as gamma); that is a slip, PyTorch starts the bias at zeros,
+// and so do we.
 class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true);
@@ -30,11 +31,13 @@ class LayerNorm : public Norm {
   Tensor weight_, bias_;
 };
 
-// y = x / sqrt(mean(x^2) + eps) * weight over the last dim (LLaMA's RMSNorm, the first
-// seed's §1.3), statistics accumulated in double. Parameter "weight" (ones).
-// NOTE: both seeds call the parameter `gamma`; we use LLaMA's (and torch.nn.RMSNorm's)
-// name "weight". The default eps is the first seed's and LLaMA's 1e-6; the second seed's
-// RMSNorm (§2.2) defaults to 1e-8 (pass it explicitly to reproduce that code).
+// y = x / sqrt(mean(x^2) + eps) * weight over the last dim (Zhang & Sennrich 2019; LLaMA's
+// RMSNorm), statistics accumulated in double. Parameter "weight" (ones).
+// NOTE: tutorial code commonly calls the parameter `gamma` (self.gamma =
+// nn.Parameter(torch.ones(d))); we use LLaMA's (and torch.nn.RMSNorm's) name "weight", and
+// the "gamma" naming scheme (nn/naming.hpp) loads such state dicts. The default eps is
+// LLaMA's 1e-6; some hand-written RMSNorms default to 1e-8 (pass it explicitly to reproduce
+// them).
 class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6);

@@ -109,9 +109,10 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double b
   check(head_dim > 0 && head_dim % 2 == 0, "RotaryEmbedding: head_dim must be a positive even number, got ", head_dim,
         " (features are rotated in pairs)");
   check(max_seq_len > 0, "RotaryEmbedding: max_seq_len must be positive, got ", max_seq_len);
-  // NOTE: the second seed's RotaryEmbedding keeps [max_seq_len, head_dim] tables (each angle
-  // twice, torch.cat((angles, angles))) computed in float32; these are [max_seq_len, head_dim/2],
-  // computed in float64 and rounded once: the kernel reads each entry for both halves.
+  // NOTE: the usual hand-written rotate-half RotaryEmbedding keeps [max_seq_len, head_dim]
+  // tables (each angle twice, torch.cat((angles, angles))) computed in float32; these are
+  // [max_seq_len, head_dim/2], computed in float64 and rounded once: the kernel reads each
+  // entry for both halves.
   auto [c, s] = rope_tables(head_dim, max_seq_len, base, dtype);
   cos_ = register_buffer("cos", c, /*persistent=*/false);
   sin_ = register_buffer("sin", s, /*persistent=*/false);

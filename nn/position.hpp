@@ -9,8 +9,8 @@
 namespace xg::nn {
 
 // x + pe[offset : offset + T] with pe[t, 2i] = sin(t / 10000^(2i/d)), pe[t, 2i+1] = cos(...),
-// then dropout. pe is a persistent buffer "pe" of [max_len, d_model], as the first seed's
-// get_sinusoidal_encoding(max_len, d_model) returns it.
+// then dropout. pe is a persistent buffer "pe" of [max_len, d_model], the table that the usual
+// hand-written get_sinusoidal_encoding(max_len, d_model) returns.
 class SinusoidalPositionalEncoding : public Module {
  public:
   SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len = 5000, double dropout = 0.0,

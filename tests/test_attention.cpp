@@ -90,7 +90,7 @@ TEST(AttentionTorch, GroupedHeads) {
 
 TEST(Attention, FullyMaskedRows) {
   Tensor q = randn({1, 1, 2, 4}), k = randn({1, 1, 3, 4}), v = randn({1, 1, 3, 2});
-  // bool: -1e9 everywhere (the seed's masked_fill) -> uniform weights -> the mean of v
+  // bool: -1e9 everywhere (masked_fill(mask == 0, -1e9)) -> uniform weights -> the mean of v
   Tensor keep = from_vector(std::vector<double>{0, 0, 0, 1, 1, 0}, {2, 3}, kBool);
   std::vector<double> out = scaled_dot_product_attention(q, k, v, AttnMask(keep)).to_vector();
   std::vector<double> vv = v.to_vector();

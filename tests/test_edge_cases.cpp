@@ -1,4 +1,4 @@
-// Numeric edge cases of a whole model and its losses (issue 9): sequence length 1, batch 1,
+// Numeric edge cases of a whole model and its losses: sequence length 1, batch 1,
 // the first and last token ids, empty prompts, all-masked batches and extreme logits. Each
 // test states the behaviour (finite, or PyTorch's documented NaN) and asserts it.
 #include <gtest/gtest.h>

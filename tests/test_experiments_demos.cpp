@@ -37,7 +37,7 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
 
 }  // namespace
 
-// --- positions (§4.2) ------------------------------------------------------------------------------
+// --- positions: no PE vs sinusoidal vs RoPE -------------------------------------------------------
 
 TEST(DemosPositions, RopeScoresDependOnRelativeDistanceOnly) {
   dm::PositionsResult r = dm::run_positions(dm::PositionsConfig{});
@@ -92,9 +92,11 @@ TEST(DemosPositions, BadConfigIsAnError) {
   EXPECT_XG_ERROR(dm::run_positions(c), "--d-head must be a positive even number");
 }
 
-// --- kvcache (§7, §9) ------------------------------------------------------------------------------
+// --- kvcache: MHA / GQA / MQA / MLA cache sizes ---------------------------------------------------
 
-TEST(DemosKVCache, SeedTablesMatchTheSeedsNumbers) {
+// The two tables: LLaMA-7B's 32 query heads of 128, and d_model 512 with 8 heads of 64 and MLA,
+// 4096 tokens in bf16.
+TEST(DemosKVCache, LLaMA7BAndDim512Tables) {
   auto s7 = dm::cache_table(dm::seed_section7());
   ASSERT_EQ(s7.size(), 4u);
   EXPECT_EQ(s7[0].name, "MHA");
@@ -148,7 +150,7 @@ TEST(DemosKVCache, BadConfigIsAnError) {
   EXPECT_XG_ERROR(dm::cache_table(t), "GQA-5: kv heads 5 must divide the 32 query heads");
 }
 
-// --- qknorm (§8) -----------------------------------------------------------------------------------
+// --- qknorm: softmax degeneration with and without QK-Norm ---------------------------------------
 
 TEST(DemosQKNorm, PlainSoftmaxCollapsesQKNormStaysBounded) {
   dm::QKNormConfig c;
@@ -173,7 +175,7 @@ TEST(DemosQKNorm, PlainSoftmaxCollapsesQKNormStaysBounded) {
   EXPECT_GT(small.entropy_qknorm, 0.8);
 }
 
-TEST(DemosQKNorm, SeedExampleNormalisesEveryRowToRmsOne) {
+TEST(DemosQKNorm, DefaultExampleNormalisesEveryRowToRmsOne) {
   dm::QKNormResult r = dm::run_qknorm(dm::QKNormConfig{});
   // RMS 1 over 8 features: every L2 norm is sqrt(8).
   EXPECT_NEAR(r.qknorm.q_norm_min, std::sqrt(8.0), 1e-4);
@@ -192,11 +194,11 @@ TEST(DemosQKNorm, BadConfigIsAnError) {
   EXPECT_XG_ERROR(dm::run_qknorm(c), "qknorm: --scales must be positive, got -2");
 }
 
-// --- norms (§1) ------------------------------------------------------------------------------------
+// --- norms: LayerNorm and RMSNorm by hand -----------------------------------------------------------
 
-TEST(DemosNorms, HandCalculationMatchesModulesAndTheSeed) {
+TEST(DemosNorms, HandCalculationMatchesModulesAndTheWorkedNumbers) {
   dm::NormsResult r = dm::run_norms(dm::NormsConfig{});
-  // The seed's printed numbers (4 decimals).
+  // x = [1, 3, 5, 7] worked by hand (4 decimals).
   EXPECT_DOUBLE_EQ(r.layer.mean, 4.0);
   EXPECT_DOUBLE_EQ(r.layer.var, 5.0);
   EXPECT_NEAR(r.layer.sigma, 2.2361, 5e-5);
@@ -211,7 +213,7 @@ TEST(DemosNorms, HandCalculationMatchesModulesAndTheSeed) {
   // The modules equal the explicit formula with their eps (float32 rounding).
   EXPECT_LT(max_abs(r.layer.module, r.layer.formula_eps), 1e-6);
   EXPECT_LT(max_abs(r.rms.module, r.rms.formula_eps), 1e-6);
-  // Homework 1: x = [3, 4].
+  // The second example (--homework): RMSNorm of x = [3, 4].
   EXPECT_NEAR(r.homework.rms, std::sqrt(12.5), 1e-12);
   expect_near_all(r.homework.module, {3 / std::sqrt(12.5), 4 / std::sqrt(12.5)}, 1e-6);
   EXPECT_EQ(r.layernorm_params, 16);
@@ -224,20 +226,20 @@ TEST(DemosNorms, BadConfigIsAnError) {
   EXPECT_XG_ERROR(dm::run_norms(c), "norms: --x needs at least two numbers, got 1");
 }
 
-// --- swiglu (§2) -----------------------------------------------------------------------------------
+// --- swiglu: ReLU FFN vs SwiGLU parameter counts -------------------------------------------------
 
-TEST(DemosSwiGLU, ParameterCountsAreTheSeeds) {
+TEST(DemosSwiGLU, ParameterCountsAtDModel64And512) {
   dm::SwiGLUConfig c;
   c.d_models = {64, 512};
   auto rows = dm::run_swiglu(c);
   ASSERT_EQ(rows.size(), 2u);
-  const auto& s = rows[1];  // the seed's d_model 512
+  const auto& s = rows[1];  // d_model 512
   EXPECT_EQ(s.relu_d_ff, 2048);
-  EXPECT_EQ(s.relu_params, 2099712);  // the seed's old_p: nn.Linear biases included
+  EXPECT_EQ(s.relu_params, 2099712);  // fc1 + fc2 with nn.Linear's biases included
   EXPECT_EQ(s.relu_weights, 2 * 512 * 2048);
   EXPECT_EQ(s.swiglu_d_ff, 1536);     // int(8/3 * 512) = 1365 rounded up to 256
   EXPECT_EQ(s.swiglu_params, 2359296);
-  EXPECT_NEAR(s.ratio, 2359296.0 / 2099712.0, 1e-12);  // the seed prints 1.12x
+  EXPECT_NEAR(s.ratio, 2359296.0 / 2099712.0, 1e-12);  // 1.12x to two decimals
   EXPECT_DOUBLE_EQ(s.ratio_weights, 1.125);
   const auto& t = rows[0];
   EXPECT_EQ(t.swiglu_d_ff, 256);
@@ -251,7 +253,7 @@ TEST(DemosSwiGLU, BadConfigIsAnError) {
   EXPECT_XG_ERROR(dm::run_swiglu(c), "swiglu: --d-models must be positive, got 0");
 }
 
-// --- softmax (second seed §4.1) ----------------------------------------------------------------------
+// --- softmax: naive vs max-shifted softmax --------------------------------------------------------
 
 TEST(DemosSoftmax, NaiveOverflowsStableMatchesTheFormula) {
   dm::SoftmaxResult r = dm::run_softmax(dm::SoftmaxConfig{});
@@ -267,16 +269,17 @@ TEST(DemosSoftmax, NaiveOverflowsStableMatchesTheFormula) {
   expect_near_all(big.stable_formula, {0.09003057, 0.24472847, 0.66524096}, 1e-8);
   EXPECT_NEAR(big.ce, 0.40760596, 1e-6);
   EXPECT_TRUE(std::isnan(big.ce_naive));
-  // The seed's row [10, 5, 100]: exp(100) overflows float32, the stable form gives its numbers.
-  const auto& seed = r.rows[1];
-  EXPECT_FALSE(seed.naive_finite);
-  EXPECT_EQ(seed.naive[0], 0.0);
-  EXPECT_NEAR(seed.softmax[0] / 8.1940e-40, 1.0, 1e-4);
-  EXPECT_NEAR(seed.softmax[1] / 5.5211e-42, 1.0, 1e-3);
-  EXPECT_NEAR(seed.softmax[2], 1.0, 1e-7);
-  expect_near_all(seed.log_softmax, {-90, -95, 0}, 1e-5);
-  EXPECT_NEAR(seed.ce, 95.0, 1e-5);
-  EXPECT_TRUE(std::isinf(seed.ce_naive));
+  // The row [10, 5, 100]: exp(100) overflows float32, the stable form gives softmax
+  // [8.1940e-40, 5.5211e-42, 1] and log-softmax [-90, -95, 0].
+  const auto& hundred = r.rows[1];
+  EXPECT_FALSE(hundred.naive_finite);
+  EXPECT_EQ(hundred.naive[0], 0.0);
+  EXPECT_NEAR(hundred.softmax[0] / 8.1940e-40, 1.0, 1e-4);
+  EXPECT_NEAR(hundred.softmax[1] / 5.5211e-42, 1.0, 1e-3);
+  EXPECT_NEAR(hundred.softmax[2], 1.0, 1e-7);
+  expect_near_all(hundred.log_softmax, {-90, -95, 0}, 1e-5);
+  EXPECT_NEAR(hundred.ce, 95.0, 1e-5);
+  EXPECT_TRUE(std::isinf(hundred.ce_naive));
   // Small logits: both forms agree.
   const auto& small = r.rows[2];
   EXPECT_TRUE(small.naive_finite);
@@ -393,7 +396,7 @@ TEST(SeedDemosCli, OneSubcommandRecordsItsFlags) {
   const std::string dir = test_file_base() + "_kv";
   CliRun r = run("kvcache --seq-len 2048 --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
-  // Homework 2's numbers: 2048 tokens, 32 heads x 128, fp16: 32 MiB for MHA, 4 MiB for GQA-4.
+  // 2048 tokens, 32 heads x 128, fp16: 32 MiB for MHA, 4 MiB for GQA-4 (87.5% saved).
   EXPECT_NE(r.out.find("MHA            32            1        16384       32.0 MiB    100.0%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("GQA-4           4            8         2048        4.0 MiB     12.5%"), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(slurp(dir + "/kvcache.json"));

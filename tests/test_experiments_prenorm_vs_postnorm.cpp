@@ -46,11 +46,12 @@ TEST(ExperimentsPrenormCli, HelpListsTheFlags) {
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
-TEST(ExperimentsPrenormCli, InitRunPrintsTheSeedTableAndWritesOutputs) {
+TEST(ExperimentsPrenormCli, InitRunPrintsTheGradientTableAndWritesOutputs) {
   const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_out";
   CliRun r = run("--init '" + std::string(XGRAD_FIXTURE_DIR) + "/prenorm.safetensors' --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
-  // The seed's table layout, with PyTorch's numbers (tests/fixtures/gen_prenorm.py prints them).
+  // Each layer's weight-gradient norm, bottom layer first, in the layout and with the numbers
+  // that the same experiment prints in PyTorch (tests/fixtures/gen_prenorm.py).
   EXPECT_NE(r.out.find(" Layer    Post-Norm grad     Pre-Norm grad\n" + std::string(42, '-')), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("Layer 1:          0.411592          6.629197"), std::string::npos) << r.out;
@@ -66,7 +67,7 @@ TEST(ExperimentsPrenormCli, InitRunPrintsTheSeedTableAndWritesOutputs) {
   EXPECT_EQ(count_lines(csv), 9);
 }
 
-TEST(ExperimentsPrenormCli, DefaultRunIsPyTorchsSeedExperiment) {
+TEST(ExperimentsPrenormCli, DefaultRunUsesPyTorchsSeed42Tensors) {
   const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_default";
   CliRun r = run("--out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -1,6 +1,7 @@
-// experiments/study.cpp: the Pre-Norm vs Post-Norm study against PyTorch's run of the first
-// seed's §3.3 code (tests/fixtures/gen_prenorm.py), the init files, the sweep and the
-// Transformer-block profile.
+// experiments/study.cpp: the Pre-Norm vs Post-Norm study against PyTorch's run of the same
+// nets (tests/fixtures/gen_prenorm.py: 8 layers of relu(Linear(4, 4)), each with its own
+// LayerNorm, from torch.manual_seed(42)), the init files, the sweep and the Transformer-block
+// profile.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,8 +45,8 @@ std::string temp_path(const std::string& name) {
 
 }  // namespace
 
-TEST(ExperimentsStudy, SeedExperimentMatchesPyTorch) {
-  ex::StudyConfig c;  // the defaults are the seed's: 8 layers, d_model 4, batch 2, LayerNorm, Linear
+TEST(ExperimentsStudy, DefaultNetsMatchPyTorch) {
+  ex::StudyConfig c;  // the defaults: 8 layers, d_model 4, batch 2, LayerNorm, relu(Linear), seed 42
   expect_matches_pytorch(c, "");
 }
 
@@ -232,5 +233,7 @@ TEST(ExperimentsStudy, CompiledInTorchInitIsTheFixture) {
   EXPECT_EQ(ex::torch_seed42_init(c).params.count("final_norm.bias"), 1u);
   c.seed = 7;
   EXPECT_FALSE(ex::uses_torch_seed42_init(c));
-  EXPECT_XG_ERROR(ex::torch_seed42_init(c), "compiled in only for the seed's net");
+  EXPECT_XG_ERROR(ex::torch_seed42_init(c),
+                  "compiled in only for the gradient study's default nets: 8 layers of relu(Linear(4, 4)), each "
+                  "with its own LayerNorm, d_model 4, batch 2, seed 42");
 }

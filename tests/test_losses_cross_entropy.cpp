@@ -1,6 +1,7 @@
-// Tests for losses/cross_entropy.cpp: PyTorch values (the seed's cross_entropy_loss and
-// F.cross_entropy with every reduction, ignore_index and label smoothing), float64 gradient
-// checks, extreme logits, the parallel path, gradient accumulation, errors.
+// Tests for losses/cross_entropy.cpp: PyTorch values (a plain-PyTorch cross_entropy_loss
+// through a max-shifted log-softmax, tests/fixtures/gen_losses.py, and F.cross_entropy with
+// every reduction, ignore_index and label smoothing), float64 gradient checks, extreme
+// logits, the parallel path, gradient accumulation, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"
@@ -27,7 +28,7 @@ Tensor ids(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v
 
 // --- values against PyTorch ---------------------------------------------------------------
 
-TEST(LossesCrossEntropyTorch, SeedFunction) {
+TEST(LossesCrossEntropyTorch, PlainPyTorchFunction) {
   expect_matches_torch("losses", "ce_seed", [](const V& x) { return cross_entropy(x[0], x[1]); });
 }
 

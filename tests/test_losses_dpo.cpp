@@ -1,5 +1,6 @@
-// Tests for losses/dpo.cpp: the seed's dpo_loss and TRL's robust / hinge / ipo variants
-// against PyTorch, the logged metrics, log-ratios of +-50, gradient checks, errors.
+// Tests for losses/dpo.cpp: a plain-PyTorch dpo_loss with label smoothing (Rafailov et al.
+// 2023; tests/fixtures/gen_losses.py) and TRL's robust / hinge / ipo variants against
+// PyTorch, the logged metrics, log-ratios of +-50, gradient checks, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"
@@ -20,7 +21,7 @@ test::Fn dpo(double beta, double ls, DpoLossType type) {
 
 }  // namespace
 
-TEST(LossesDpoTorch, SeedAndTrlVariants) {
+TEST(LossesDpoTorch, PlainPyTorchAndTrlVariants) {
   expect_matches_torch("losses", "dpo_seed", [](const V& x) { return dpo_loss(x[0], x[1], x[2], x[3]).loss; });
   expect_matches_torch("losses", "dpo_seed_ls", dpo(0.5, 0.2, DpoLossType::Sigmoid));
   expect_matches_torch("losses", "dpo_robust", dpo(0.3, 0.1, DpoLossType::Robust));

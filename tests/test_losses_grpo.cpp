@@ -1,6 +1,7 @@
-// Tests for losses/grpo.cpp: the seed's advantages, grpo_loss and compute_kl_penalty and
-// TRL's token-level normalisers against PyTorch, equal-reward groups, log-ratios of +-50,
-// the old == new property, gradient accumulation, gradient checks, errors.
+// Tests for losses/grpo.cpp: plain-PyTorch group advantages, grpo_loss and
+// compute_kl_penalty (Shao et al. 2024; tests/fixtures/gen_losses.py) and TRL's token-level
+// normalisers against PyTorch, equal-reward groups, log-ratios of +-50, the old == new
+// property, gradient accumulation, gradient checks, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"
@@ -38,8 +39,8 @@ TEST(LossesGrpoTorch, Advantages) {
 }
 
 TEST(LossesGrpo, EqualRewardsGiveExactlyZeroAdvantages) {
-  // Seven rewards of 0.1: the seed's float32 formula gives -0.745 each (its mean is off by
-  // one rounding, divided by 1e-8); here exactly 0, with a zero gradient, in both dtypes.
+  // Seven rewards of 0.1: (r - mean) / (std + 1e-8) in float32 gives -0.745 each (the mean is
+  // off by one rounding, divided by 1e-8); here exactly 0, with a zero gradient, in both dtypes.
   for (Dtype dt : {kFloat32, kFloat64}) {
     Tensor rr = cat({full({1, 7}, 0.1, dt), full({1, 7}, -3.7, dt)}, 0).requires_grad_();
     Tensor a = compute_grpo_advantages(rr);
@@ -50,7 +51,7 @@ TEST(LossesGrpo, EqualRewardsGiveExactlyZeroAdvantages) {
   }
 }
 
-TEST(LossesGrpoTorch, SeedLossAndKl) {
+TEST(LossesGrpoTorch, PlainPyTorchLossAndKl) {
   expect_matches_torch("losses", "grpo_seed", [](const V& x) { return grpo_loss(x[0], x[1], x[2]); });
   expect_matches_torch("losses", "grpo_seed_kl",
                        [](const V& x) { return grpo_loss(x[0], x[1], x[2], 0.2, 0.04, x[3]); });
@@ -160,7 +161,7 @@ TEST(LossesGrpo, Gradcheck) {
     EXPECT_GRADCHECK([&](const V& x) { return grpo_loss(x[0], x[1], x[2], 0.2, 0.04, x[3], o); },
                      {old_lp, new_lp, randn64({4}, 5), randn64({4, 3}, 6)});
   }
-  // the seed's 1-d form, and the KL penalty with respect to both log-probs
+  // the 1-d form (one log-prob per sequence), and the KL penalty with respect to both log-probs
   EXPECT_GRADCHECK([](const V& x) { return grpo_loss(x[0], x[1], x[2], 0.2, 0.04, x[3]); },
                    {randn64({5}, 7), randn64({5}, 8), randn64({5}, 9), randn64({5}, 10)});
   EXPECT_GRADCHECK([](const V& x) { return compute_kl_penalty(x[0], x[1]); }, {randn64({6}, 11), randn64({6}, 12)});

@@ -1,5 +1,5 @@
-// Tests for losses/kl.cpp: the seed's KL_divergence and F.kl_div against PyTorch, float64
-// gradient checks (both arguments), huge logits, zero targets, errors.
+// Tests for losses/kl.cpp: a plain-PyTorch KL(p || q) of two logit sets and F.kl_div against
+// PyTorch, float64 gradient checks (both arguments), huge logits, zero targets, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"
@@ -13,9 +13,9 @@ using test::expect_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
 
-TEST(LossesKlTorch, SeedKlDivergence) {
+TEST(LossesKlTorch, PlainPyTorchKlDivergence) {
   expect_matches_torch("losses", "kl_seed", [](const V& x) { return kl_divergence(x[0], x[1]); });
-  // the same inputs' PyTorch batchmean kl_div equals the seed's value
+  // the same inputs' PyTorch batchmean kl_div equals the plain-PyTorch value
   expect_matches_torch("losses", "kl_seed_batchmean", [](const V& x) { return kl_divergence(x[0], x[1]); });
   expect_matches_torch("losses", "kl_seed_3d", [](const V& x) { return kl_divergence(x[0], x[1]); });
   expect_matches_torch("losses", "kl_seed_huge", [](const V& x) { return kl_divergence(x[0], x[1]); });

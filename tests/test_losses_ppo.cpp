@@ -1,5 +1,6 @@
-// Tests for losses/ppo.cpp: the seed's ppo_clip_loss, TRL's value loss, entropy bonus and
-// GAE against PyTorch, log-ratios of +-50, gradient checks, errors.
+// Tests for losses/ppo.cpp: a plain-PyTorch PPO clipped surrogate (Schulman et al. 2017),
+// TRL's value loss, entropy bonus and GAE against PyTorch, log-ratios of +-50, gradient
+// checks, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"

@@ -1,5 +1,6 @@
-// Tests for losses/sft.cpp: the seed's SFTLoss against PyTorch (with padding, prompts as
-// long as the sequence, every target masked), gradient checks, gradient accumulation, errors.
+// Tests for losses/sft.cpp: a plain-PyTorch SFT loss (next-token cross-entropy with the
+// prompt's labels set to -100) against PyTorch (with padding, prompts as long as the
+// sequence, every target masked), gradient checks, gradient accumulation, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"
@@ -18,12 +19,12 @@ namespace {
 Tensor ids(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v, s); }
 }  // namespace
 
-TEST(LossesSftTorch, SeedSftLoss) {
+TEST(LossesSftTorch, PlainPyTorchSftLoss) {
   expect_matches_torch("losses", "sft_seed", [](const V& x) { return sft_loss(x[0], x[1], x[2]); });
   expect_matches_torch("losses", "sft_padding", [](const V& x) { return sft_loss(x[0], x[1], x[2], x[3]); });
   // prompt lengths of T and beyond mask the whole row (a Python slice clamps)
   expect_matches_torch("losses", "sft_long_prompt", [](const V& x) { return sft_loss(x[0], x[1], x[2]); });
-  // every target masked: NaN (0/0), as the seed's F.cross_entropy gives
+  // every target masked: NaN (0/0), as F.cross_entropy's mean over no targets gives
   expect_matches_torch("losses", "sft_all_masked", [](const V& x) { return sft_loss(x[0], x[1], x[2]); });
 }
 

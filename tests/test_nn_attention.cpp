@@ -1,7 +1,8 @@
 // Tests for nn/attention.cpp: MultiHeadAttention, GroupedQueryAttention (MQA, QK-Norm,
-// RoPE) and MultiLatentAttention against the seeds' PyTorch classes with the same weights;
-// float64 gradient checks; KV-cache decoding against the full causal forward; the seeds'
-// KV-cache size tables; state-dict names; errors.
+// RoPE) and MultiLatentAttention against plain-PyTorch classes with the same weights and
+// attribute names (tests/fixtures/gen_nn_attention.py); float64 gradient checks; KV-cache
+// decoding against the full causal forward; KV-cache size tables (LLaMA-7B's heads, a d_model
+// 512 model with MLA); state-dict names; errors.
 #include "nn/attention.hpp"
 
 #include <cmath>
@@ -77,7 +78,7 @@ Tensor decode_in_chunks(const Tensor& x, const std::vector<int64_t>& chunks, Ste
 
 }  // namespace
 
-// --- values and gradients against the seeds' PyTorch classes ---------------------------------
+// --- values and gradients against the PyTorch classes of gen_nn_attention.py -----------------
 
 TEST(NNAttentionTorch, MultiHeadAttention) {
   MultiHeadAttention mha(16, 4);
@@ -110,14 +111,14 @@ TEST(NNAttentionTorch, QKNormAndRope) {
   GroupedQueryAttention inter(oi);
   expect_module_matches_torch("nn_attention", "gqa_rope_interleaved", inter,
                               [&](const V& x) { return inter(x[0], AttnMask(x[1])); });
-  // The first seed's GroupedQueryAttention_QKNorm: W_q .. W_o, no bias, an additive mask.
+  // gen_nn_attention.py's GroupedQueryAttention_QKNorm: W_q .. W_o, no bias, an additive mask.
   GroupedQueryAttentionOptions o1 = gqa_options(16, 4, 2);
   o1.naming = AttentionNaming::Uppercase;
   o1.out_bias = false;
   o1.qk_norm = true;
-  GroupedQueryAttention seed1(o1);
-  expect_module_matches_torch("nn_attention", "gqa_seed1_qknorm", seed1,
-                              [&](const V& x) { return seed1(x[0], AttnMask(x[1])); });
+  GroupedQueryAttention upper(o1);
+  expect_module_matches_torch("nn_attention", "gqa_seed1_qknorm", upper,
+                              [&](const V& x) { return upper(x[0], AttnMask(x[1])); });
 }
 
 TEST(NNAttentionTorch, MultiLatentAttention) {
@@ -132,18 +133,19 @@ TEST(NNAttentionTorch, MultiLatentAttention) {
   oq.q_latent_dim = 0;
   MultiLatentAttention noq(oq);
   expect_module_matches_torch("nn_attention", "mla_no_q_latent", noq, [&](const V& x) { return noq(x[0]); });
-  // The first seed's MultiHeadLatentAttention(16, 4, 6): no RoPE, no q compression.
+  // gen_nn_attention.py's MultiHeadLatentAttention(16, 4, 6), the minimal low-rank-KV form:
+  // W_q, W_kv_down, W_k_up, W_v_up, W_o; no RoPE, no q compression.
   MultiLatentAttentionOptions o1 = mla_options(16, 4, 4, 6, 0);
   o1.q_latent_dim = 0;
-  o1.naming = LatentAttentionNaming::Seed1;
-  MultiLatentAttention seed1(o1);
-  expect_module_matches_torch("nn_attention", "mla_seed1", seed1,
-                              [&](const V& x) { return seed1(x[0], AttnMask(x[1])); });
+  o1.naming = LatentAttentionNaming::Capitalized;
+  MultiLatentAttention capitalized(o1);
+  expect_module_matches_torch("nn_attention", "mla_seed1", capitalized,
+                              [&](const V& x) { return capitalized(x[0], AttnMask(x[1])); });
 }
 
 // --- state-dict names ----------------------------------------------------------------------------
 
-TEST(NNAttention, ParameterNamesMirrorTheSeeds) {
+TEST(NNAttention, ParameterNamesOfEachNaming) {
   EXPECT_EQ(names(MultiHeadAttention(8, 2)),
             (std::vector<std::string>{"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias",
                                       "w_o.weight", "w_o.bias"}));
@@ -161,7 +163,8 @@ TEST(NNAttention, ParameterNamesMirrorTheSeeds) {
   EXPECT_EQ(names(MultiLatentAttention(mla_options(8, 2, 4, 4, 2))),
             (std::vector<std::string>{"kv_down_proj.weight", "kv_up_proj.weight", "q_down_proj.weight",
                                       "q_up_proj.weight", "o_proj.weight"}));
-  // the seed's shapes: kv_up_proj [H (hd + rd + hd), latent], q_up_proj [H (hd + rd), latent]
+  // the shapes of a hand-written MLA with these names: kv_up_proj [H (hd + rd + hd), latent],
+  // q_up_proj [H (hd + rd), latent]
   MultiLatentAttention m(mla_options(512, 8, 64, 128, 32));
   EXPECT_EQ(m.state_dict().at("kv_up_proj.weight").shape(), (Shape{8 * (64 + 32 + 64), 128}));
   EXPECT_EQ(m.state_dict().at("q_up_proj.weight").shape(), (Shape{8 * (64 + 32), 128}));
@@ -217,7 +220,7 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
 
 TEST(NNAttentionGrad, MultiLatentAttention) {
   for (bool decoupled : {false, true}) {
-    SCOPED_TRACE(decoupled ? "decoupled rope key" : "seed layout");
+    SCOPED_TRACE(decoupled ? "decoupled rope key" : "rope key from the latent");
     MultiLatentAttentionOptions o = mla_options(6, 2, 2, 3, 2);
     o.decoupled_rope_key = decoupled;
     MultiLatentAttention mla(o);
@@ -239,11 +242,11 @@ TEST(NNAttentionCache, DecodingMatchesTheFullForward) {
   omd.decoupled_rope_key = true;
   MultiLatentAttentionOptions om1 = mla_options(16, 4, 4, 6, 0);
   om1.q_latent_dim = 0;
-  om1.naming = LatentAttentionNaming::Seed1;
+  om1.naming = LatentAttentionNaming::Capitalized;
 
   MultiHeadAttention mha(16, 4);
   GroupedQueryAttention gqa(og), mqa(gqa_options(16, 4, 1));
-  MultiLatentAttention mla(om), mla_dec(omd), mla_seed1(om1);
+  MultiLatentAttention mla(om), mla_dec(omd), mla_capitalized(om1);
   struct Named {
     const char* name;
     std::function<Tensor(const Tensor&, const AttnMask&, KVCache*)> fwd;
@@ -254,7 +257,7 @@ TEST(NNAttentionCache, DecodingMatchesTheFullForward) {
       {"MQA", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mqa(x, m, c); }},
       {"MLA", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla(x, m, c); }},
       {"MLA decoupled", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla_dec(x, m, c); }},
-      {"MLA seed1", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla_seed1(x, m, c); }},
+      {"MLA W_kv_down", [&](const Tensor& x, const AttnMask& m, KVCache* c) { return mla_capitalized(x, m, c); }},
   };
   NoGradGuard no_grad;
   Generator gen(3);
@@ -309,17 +312,17 @@ TEST(NNAttentionCache, RollBackWithStartPos) {
   EXPECT_TRUE(test::tensors_close(tail, narrow(full, 1, 4, 2), 1e-5, 1e-6));
 }
 
-// --- the seeds' KV-cache tables, from module configs -------------------------------------------
+// --- KV-cache size tables, from module configs ------------------------------------------------
 
-// The first seed §7: 32 query heads of 128, 4096 tokens in bf16 (2 bytes).
-TEST(NNAttentionCache, FirstSeedSection7Table) {
+// MHA / GQA-4 / GQA-8 / MQA at LLaMA-7B's 32 query heads of 128, 4096 tokens in bf16 (2 bytes).
+TEST(NNAttentionCache, LLaMA7BKVCacheTable) {
   const int64_t seq_len = 4096, bf16 = 2;
   auto mb = [&](int64_t kv_heads) {
     GroupedQueryAttentionOptions o = gqa_options(32 * 128, 32, kv_heads);
     return static_cast<double>(GroupedQueryAttention::kv_cache_bytes_per_token(o, bf16) * seq_len) / (1024.0 * 1024.0);
   };
   const double mha = mb(32), gqa4 = mb(4), gqa8 = mb(8), mqa = mb(1);
-  // the seed prints "KV Cache=  64.0 MB (100.0%)", "8.0 MB ( 12.5%)", "16.0 MB ( 25.0%)", "2.0 MB (  3.1%)"
+  // per layer: 64.0 MB (100.0%), 8.0 MB (12.5%), 16.0 MB (25.0%), 2.0 MB (3.1%), MB = 2^20 bytes
   EXPECT_EQ(mha, 64.0);
   EXPECT_EQ(gqa4, 8.0);
   EXPECT_EQ(gqa8, 16.0);
@@ -332,8 +335,8 @@ TEST(NNAttentionCache, FirstSeedSection7Table) {
   EXPECT_EQ(MultiHeadAttention::kv_cache_bytes_per_token(32 * 128, bf16) * seq_len, 64 * 1024 * 1024);
 }
 
-// The first seed §9: d_model 512, 8 heads of 64, a 64-dim latent, 4096 tokens in bf16.
-TEST(NNAttentionCache, FirstSeedSection9Table) {
+// MHA / GQA-4 / GQA-2 / MLA at d_model 512, 8 heads of 64, a 64-dim latent, 4096 tokens in bf16.
+TEST(NNAttentionCache, Dim512MHAGQAMLATable) {
   const int64_t seq_len = 4096, bf16 = 2;
   auto gqa_bytes = [&](int64_t kv) {
     return GroupedQueryAttention::kv_cache_bytes_per_token(gqa_options(512, 8, kv), bf16) * seq_len;
@@ -352,14 +355,17 @@ TEST(NNAttentionCache, FirstSeedSection9Table) {
   EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(gqa4) / mha) * 100), 50);
   EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(mla) / mha) * 100), 94);
   EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(mla) / gqa4) * 100), 88);
-  // per token in elements (its second table): MHA 2 * 4 * 16 = 128 vs MLA d_latent 16 for d_model 64
+  // per token in elements: MHA 2 * 4 * 16 = 128 vs MLA d_latent 16 for d_model 64, 4 heads
   EXPECT_EQ(GroupedQueryAttention::kv_cache_bytes_per_token(gqa_options(64, 4, 4), 1), 128);
   EXPECT_EQ(MultiLatentAttention::kv_cache_bytes_per_token(mla_options(64, 4, 16, 16, 0), 1), 16);
 }
 
-// The second seed §1.4: "MHA 1,048,576", "MLA 163,840", "ratio 6.4" (elements; its formula
-// multiplies by model_dim = 512 where it means the sequence length, so 512 tokens here).
-TEST(NNAttentionCache, SecondSeedMLATable) {
+// MLA with a RoPE key (model_dim 512, 8 heads of 64, latent 128, rope_dim 32) against MHA, in
+// elements for batch 2: MHA 1,048,576, MLA 163,840, ratio 6.4. NOTE: the usual hand-written
+// form of this count, batch * 2 * model_dim * head_num * head_dim against batch * model_dim *
+// (latent_dim + rope_dim), multiplies by model_dim where it means the sequence length; the
+// numbers are those of 512 tokens.
+TEST(NNAttentionCache, MLAWithRopeKeyCachesLessThanMHA) {
   MultiLatentAttentionOptions o = mla_options(512, 8, 64, 128, 32);
   o.decoupled_rope_key = true;  // the latent and the rope key are cached
   const int64_t batch = 2, tokens = 512;
@@ -368,7 +374,7 @@ TEST(NNAttentionCache, SecondSeedMLATable) {
   EXPECT_EQ(mha, 1048576);
   EXPECT_EQ(mla, 163840);
   EXPECT_DOUBLE_EQ(static_cast<double>(mha) / mla, 6.4);
-  // the seed's own layout derives k_rope from the latent, so only the latent is cached
+  // with k_rope derived from the latent (decoupled_rope_key false), only the latent is cached
   o.decoupled_rope_key = false;
   EXPECT_EQ(MultiLatentAttention::kv_cache_bytes_per_token(o, 1), 128);
 }
@@ -394,7 +400,7 @@ TEST(NNAttention, Errors) {
   MultiLatentAttentionOptions bad = mla_options(16, 4, 4, 8, 3);
   EXPECT_XG_ERROR(MultiLatentAttention{bad}, "rope_dim must be 0 or a positive even number, got 3");
   MultiLatentAttentionOptions s1 = mla_options(16, 4, 4, 8, 4);
-  s1.naming = LatentAttentionNaming::Seed1;
+  s1.naming = LatentAttentionNaming::Capitalized;
   EXPECT_XG_ERROR(MultiLatentAttention{s1}, "set rope_dim = 0 and q_latent_dim = 0");
 
   MultiHeadAttention mha(8, 2);

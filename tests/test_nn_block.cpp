@@ -1,7 +1,9 @@
-// Tests for nn/block.cpp (TransformerBlock): the first seed's teaching and LLaMA blocks and the
-// other configurations (GQA + QK-Norm + RoPE, DeepNorm, MoE, MLA) against PyTorch with the same
-// weights; float64 gradient checks of every configuration; child names; DeepNorm's constants
-// and initialisation; dropout only in training; config errors.
+// Tests for nn/block.cpp (TransformerBlock): the teaching block (Post-Norm, LayerNorm, ReLU
+// FFN), the LLaMA block (Pre-Norm, RMSNorm, RoPE attention, SwiGLU) and the other
+// configurations (GQA + QK-Norm + RoPE, DeepNorm, MoE, MLA) against PyTorch with the same
+// weights (tests/fixtures/gen_nn_block.py); float64 gradient checks of every configuration;
+// child names; DeepNorm's constants and initialisation; dropout only in training; config
+// errors.
 #include "nn/block.hpp"
 
 #include <cmath>
@@ -54,7 +56,7 @@ BlockConfig gqa_qknorm_config() {
   c.max_seq_len = 64;
   MLPSpec mlp;  // GELU
   mlp.d_ff = 24;
-  mlp.naming = FFNNaming::Seed;  // w_up, w_down
+  mlp.naming = FFNNaming::UpDown;  // w_up, w_down
   c.ffn = mlp;
   c.naming = BlockNaming::Teaching;
   return c;
@@ -122,17 +124,17 @@ BlockConfig mla_config() {
 // --- against PyTorch ------------------------------------------------------------------------
 
 TEST(NnBlockTorch, Teaching) {
-  TransformerBlock blk(BlockConfig::teaching(8, 2));  // the seed's d_model 8, 2 heads
+  TransformerBlock blk(BlockConfig::teaching(8, 2));  // gen_nn_block.py's TransformerBlock_Old(8, 2)
   expect_module_matches_torch("nn_block", "teaching", blk,
                               [&](const V& x) { return blk(x[0], AttnMask(x[1])).out; });
   BlockConfig c = BlockConfig::teaching(8, 2);
   std::get<MLPSpec>(c.ffn).d_ff = 12;
-  TransformerBlock nomask(c);  // what the seed's forward computes (it drops its mask)
+  TransformerBlock nomask(c);  // no mask: what teaching code that drops its mask computes
   expect_module_matches_torch("nn_block", "teaching_nomask", nomask, [&](const V& x) { return nomask(x[0]).out; });
 }
 
 TEST(NnBlockTorch, LLaMA) {
-  BlockConfig c = BlockConfig::llama(8, 2, 2);  // the seed's LLaMABlock(8, 2): d_ff = 256
+  BlockConfig c = BlockConfig::llama(8, 2, 2);  // gen_nn_block.py's LLaMABlock(8, 2): d_ff = 256
   EXPECT_EQ(std::get<SwiGLUSpec>(c.ffn).d_ff, 0);
   TransformerBlock blk(c);
   expect_module_matches_torch("nn_block", "llama", blk,
@@ -168,7 +170,7 @@ TEST(NnBlockTorch, MLAPostNorm) {
                               [&](const V& x) { return blk(x[0], AttnMask::causal_mask()).out; });
 }
 
-// --- names: the seeds' state dicts load by name --------------------------------------------
+// --- names: state dicts of the PyTorch blocks load by name -----------------------------------
 
 TEST(NnBlock, TeachingNames) {
   TransformerBlock blk(BlockConfig::teaching(8, 2));
@@ -180,7 +182,7 @@ TEST(NnBlock, TeachingNames) {
   EXPECT_EQ(names(blk), expected);
   EXPECT_EQ(blk.config().norm_position, NormPosition::Post);
   EXPECT_NE(dynamic_cast<MultiHeadAttention*>(blk.attention().get()), nullptr);
-  EXPECT_EQ(dynamic_cast<FFN*>(blk.ffn().get())->d_ff(), 32);  // the seed's 4 * d_model
+  EXPECT_EQ(dynamic_cast<FFN*>(blk.ffn().get())->d_ff(), 32);  // 4 * d_model
   EXPECT_NE(dynamic_cast<LayerNorm*>(blk.norm1().get()), nullptr);
   EXPECT_FALSE(blk(randn({1, 2, 8})).aux_loss.defined());  // no MoE, no auxiliary loss
 }
@@ -196,7 +198,7 @@ TEST(NnBlock, LLaMANames) {
   EXPECT_EQ(gqa->options().n_kv_heads, 1);  // MQA
   EXPECT_TRUE(gqa->options().rope);
   EXPECT_EQ(gqa->options().rope_layout, RopeLayout::Interleaved);
-  EXPECT_EQ(dynamic_cast<SwiGLU*>(blk.ffn().get())->d_ff(), 256);  // the first seed's default for 8
+  EXPECT_EQ(dynamic_cast<SwiGLU*>(blk.ffn().get())->d_ff(), 256);  // 8/3 * 8 rounded up to 256
   EXPECT_NE(dynamic_cast<RMSNorm*>(blk.norm1().get()), nullptr);
   EXPECT_DOUBLE_EQ(dynamic_cast<RMSNorm*>(blk.norm1().get())->eps(), 1e-6);
 }

@@ -1,5 +1,6 @@
-// Tests for nn/ffn.cpp: FFN, SwiGLU and MoE against the seeds' PyTorch classes, float64
-// gradchecks, the seeds' worked numbers, errors.
+// Tests for nn/ffn.cpp: FFN, SwiGLU and MoE against plain-PyTorch classes with the same
+// attribute names (tests/fixtures/gen_nn_ffn.py), float64 gradchecks, the parameter counts of
+// a ReLU FFN and a SwiGLU FFN at d_model 512, errors.
 #include "nn/ffn.hpp"
 
 #include <algorithm>
@@ -45,10 +46,10 @@ double router_gap(const MoE& moe, const Tensor& x) {
 // --- values against PyTorch ---------------------------------------------------------------
 
 TEST(NnFfnTorch, FFN) {
-  FFN fc(8, 0, Activation::ReLU, 0.0, true, FFNNaming::FC);  // the first seed's FeedForward_Old(8)
+  FFN fc(8, 0, Activation::ReLU, 0.0, true, FFNNaming::FC);  // gen_nn_ffn.py's FeedForward_Old(8)
   EXPECT_EQ(fc.d_ff(), 32);
   test::expect_module_matches_torch("nn_ffn", "ffn_relu_fc", fc, [&](const V& x) { return fc(x[0]); });
-  FFN relu(6, 24);  // the second seed's FFN(6, 24), activation between the projections
+  FFN relu(6, 24);  // w_up, w_down with the activation between the projections
   test::expect_module_matches_torch("nn_ffn", "ffn_relu", relu, [&](const V& x) { return relu(x[0]); });
   FFN gelu(6, 20, Activation::GELU);
   test::expect_module_matches_torch("nn_ffn", "ffn_gelu", gelu, [&](const V& x) { return gelu(x[0]); });
@@ -57,13 +58,13 @@ TEST(NnFfnTorch, FFN) {
 }
 
 TEST(NnFfnTorch, SwiGLU) {
-  SwiGLU def(8);  // the first seed's FeedForward_SwiGLU(8): d_ff = 256
+  SwiGLU def(8);  // gen_nn_ffn.py's FeedForward_SwiGLU(8): d_ff = 256
   EXPECT_EQ(def.d_ff(), 256);
   test::expect_module_matches_torch("nn_ffn", "swiglu_default", def, [&](const V& x) { return def(x[0]); });
   SwiGLU expl(8, 12);
   test::expect_module_matches_torch("nn_ffn", "swiglu_explicit", expl, [&](const V& x) { return expl(x[0]); });
-  SwiGLU seed2(6, 8, true, SwiGLUNaming::Lowercase);  // the second seed's SwiGLUFNN(6, 8)
-  test::expect_module_matches_torch("nn_ffn", "swiglu_seed2", seed2, [&](const V& x) { return seed2(x[0]); });
+  SwiGLU lower(6, 8, true, SwiGLUNaming::Lowercase);  // gen_nn_ffn.py's SwiGLUFNN(6, 8), with bias
+  test::expect_module_matches_torch("nn_ffn", "swiglu_seed2", lower, [&](const V& x) { return lower(x[0]); });
 }
 
 TEST(NnFfnTorch, MoE) {
@@ -71,7 +72,7 @@ TEST(NnFfnTorch, MoE) {
   o.d_model = 6;
   o.num_experts = 4;
   o.top_k = 2;
-  MoE moe(o);  // the second seed's MoE(6, 4, 2)
+  MoE moe(o);  // gen_nn_ffn.py's MoE(6, 4, 2): nn.Sequential ReLU experts
   test::expect_module_matches_torch("nn_ffn", "moe_out", moe, [&](const V& x) { return moe.forward_with_aux(x[0]).out; });
   test::expect_module_matches_torch("nn_ffn", "moe_aux", moe, [&](const V& x) { return moe.forward_with_aux(x[0]).aux_loss; });
 
@@ -96,9 +97,9 @@ TEST(NnFfnTorch, MoE) {
   test::expect_module_matches_torch("nn_ffn", "moe_swiglu_aux", sw, [&](const V& x) { return sw.forward_with_aux(x[0]).aux_loss; });
 }
 
-// --- names, so that the seeds' state dicts load ----------------------------------------------
+// --- names, so that state dicts of PyTorch classes with these names load ---------------------
 
-TEST(NnFfn, ParameterNamesMirrorTheSeeds) {
+TEST(NnFfn, ParameterNamesOfEachNaming) {
   EXPECT_EQ(param_names(FFN(4, 8)), (std::vector<std::string>{"w_up.weight", "w_up.bias", "w_down.weight", "w_down.bias"}));
   EXPECT_EQ(param_names(FFN(4, 8, Activation::ReLU, 0.0, false, FFNNaming::FC)),
             (std::vector<std::string>{"fc1.weight", "fc2.weight"}));
@@ -122,12 +123,13 @@ TEST(NnFfn, ParameterNamesMirrorTheSeeds) {
   EXPECT_EQ(repr.rfind("FFN(d_model=4, d_ff=8, activation=gelu, dropout=0.1, bias=true\n", 0), 0u) << repr;
 }
 
-// --- the seeds' worked numbers -------------------------------------------------------------
+// --- parameter counts ----------------------------------------------------------------------
 
-TEST(NnFfn, FirstSeedParameterCounts) {
-  // The first seed, section 2, at d_model = 512: "ReLU FFN ... = 2,099,712 个参数",
-  // "SwiGLU FFN: W_gate(512x1536) + W_up(512x1536) + W_down(1536x512) = 2,359,296 个参数",
-  // "参数量比: 1.12x".
+TEST(NnFfn, ReLUAndSwiGLUParameterCountsAt512) {
+  // At d_model = 512: a ReLU FFN fc1(512x2048) + fc2(2048x512) with nn.Linear's biases holds
+  // 2,099,712 parameters; a bias-free SwiGLU W_gate(512x1536) + W_up(512x1536) +
+  // W_down(1536x512) holds 2,359,296, 1.12x as many (d_ff = 8/3 d rounded up to 256 keeps
+  // the two close; Shazeer 2020).
   FFN relu(512, 0, Activation::ReLU, 0.0, true, FFNNaming::FC);
   SwiGLU swiglu(512);
   EXPECT_EQ(relu.d_ff(), 2048);
@@ -223,7 +225,7 @@ TEST(NnFfn, MoEKeepsTheInputShape) {
   MoE moe(o);
   EXPECT_EQ(moe.forward_with_aux(ones({2, 2, 5, 3})).out.shape(), (Shape{2, 2, 5, 3}));
   EXPECT_EQ(moe.forward_with_aux(ones({3})).out.shape(), (Shape{3}));
-  EXPECT_EQ(moe.options().d_ff, 12);  // the seed's 4 * d_model
+  EXPECT_EQ(moe.options().d_ff, 12);  // 4 * d_model, the default for FFN experts
 }
 
 // --- float64 gradient checks -------------------------------------------------------------

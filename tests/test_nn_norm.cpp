@@ -1,5 +1,6 @@
 // Tests for nn/norm.cpp: the LayerNorm and RMSNorm modules against PyTorch (same weights),
-// float64 gradient checks, bad input, and the seeds' worked numbers.
+// float64 gradient checks, bad input, and worked examples (LayerNorm and RMSNorm of
+// [1, 3, 5, 7] by hand; outputs printed to 4 decimals by hand-written PyTorch norms).
 #include "nn/norm.hpp"
 
 #include <cmath>
@@ -16,7 +17,7 @@ using V = std::vector<Tensor>;
 
 namespace {
 
-// Expects `t` to equal `expected` to within tol elementwise (the seeds print 4 decimals).
+// Expects `t` to equal `expected` to within tol elementwise (worked examples give 4 decimals).
 void expect_values(const Tensor& t, const std::vector<double>& expected, double tol) {
   std::vector<double> v = t.to_vector();
   ASSERT_EQ(v.size(), expected.size());
@@ -40,8 +41,9 @@ TEST(NNNormTorch, LayerNorm) {
   expect_module_matches_torch("nn_norm", "layernorm_no_affine", plain, fn(plain));
 }
 
-TEST(NNNormTorch, RMSNormSeedModule) {
-  // The gen script's RMSNorm is the first seed's class (§1.3) with gamma named "weight".
+TEST(NNNormTorch, RMSNormModule) {
+  // gen_nn_norm.py's RMSNorm: x / sqrt(mean(x^2) + eps) * weight, the parameter named
+  // "weight" (hand-written code often calls it gamma).
   RMSNorm r8(8), r7(7), r6(6, 1e-8);
   auto fn = [](const RMSNorm& m) { return [&m](const V& x) { return m(x[0]); }; };
   expect_module_matches_torch("nn_norm", "rmsnorm", r8, fn(r8));
@@ -61,7 +63,8 @@ TEST(NNNorm, LayerNormParametersAsPyTorch) {
   EXPECT_EQ(params[1].first, "bias");
   EXPECT_EQ(ln.weight().shape(), Shape{8});
   EXPECT_EQ(ln.weight().to_vector(), std::vector<double>(8, 1.0));
-  // NOTE: the second seed (§2.1) starts beta at ones; PyTorch (and xgrad) start it at zeros.
+  // NOTE: hand-written LayerNorms sometimes start beta at ones; PyTorch (and xgrad) start it
+  // at zeros.
   EXPECT_EQ(ln.bias().to_vector(), std::vector<double>(8, 0.0));
   EXPECT_TRUE(ln.weight().requires_grad());
   EXPECT_EQ(ln.repr(), "LayerNorm(dim=8, eps=1e-05, elementwise_affine=true)");
@@ -77,7 +80,7 @@ TEST(NNNorm, LayerNormParametersAsPyTorch) {
 TEST(NNNorm, RMSNormParametersAsLLaMA) {
   RMSNorm rms(8);
   EXPECT_EQ(rms.dim(), 8);
-  EXPECT_EQ(rms.eps(), 1e-6);  // the first seed's and LLaMA's default
+  EXPECT_EQ(rms.eps(), 1e-6);  // LLaMA's default
   nn::NamedTensors params = rms.named_parameters();
   ASSERT_EQ(params.size(), 1u);
   EXPECT_EQ(params[0].first, "weight");
@@ -137,10 +140,10 @@ TEST(NNNormErrors, BadOptions) {
   EXPECT_XG_ERROR(RMSNorm(4, NAN), "RMSNorm(dim=4): eps must be a finite number >= 0, got nan");
 }
 
-// --- the seeds' worked numbers ------------------------------------------------------------
+// --- worked examples ------------------------------------------------------------------------
 
-TEST(NNNormSeed, LayerNormByHandOn1357) {
-  // First seed §1.1: x = [1, 3, 5, 7]: mean 4, variance (divided by N) 5, sigma 2.2361,
+TEST(NNNormWorked, LayerNormByHandOn1357) {
+  // x = [1, 3, 5, 7]: mean 4, variance (divided by N) 5, sigma 2.2361,
   // normalised [-1.3416, -0.4472, 0.4472, 1.3416] with mean 0 and std 1; with gamma = 1
   // and beta = 0 (the initial values) LayerNorm outputs exactly that.
   Tensor x = tensor({1.0, 3.0, 5.0, 7.0});
@@ -155,8 +158,8 @@ TEST(NNNormSeed, LayerNormByHandOn1357) {
   expect_values(LayerNorm(4)(x), normalised, 5e-5);
 }
 
-TEST(NNNormSeed, RMSNormByHandOn1357) {
-  // First seed §1.3: mean of squares (1 + 9 + 25 + 49) / 4 = 21, RMS 4.5826, output
+TEST(NNNormWorked, RMSNormByHandOn1357) {
+  // mean of squares (1 + 9 + 25 + 49) / 4 = 21, RMS 4.5826, output
   // [0.2182, 0.6547, 1.0911, 1.5275] whose RMS is 1 and whose mean is 0.8729, not 0.
   Tensor x = tensor({1.0, 3.0, 5.0, 7.0});
   EXPECT_DOUBLE_EQ(mean(x * x).item(), 21.0);
@@ -169,8 +172,8 @@ TEST(NNNormSeed, RMSNormByHandOn1357) {
   EXPECT_NEAR(mean(LayerNorm(4, 1e-5, false)(x)).item(), 0.0, 1e-6);
 }
 
-TEST(NNNormSeed, RMSNormOutputHasUnitRMSAndHalfTheParameters) {
-  // First seed §1.3: d_model = 8, a [2, 4, 8] batch of randn * 3: the output keeps the
+TEST(NNNormWorked, RMSNormOutputHasUnitRMSAndHalfTheParameters) {
+  // d_model = 8, a [2, 4, 8] batch of randn * 3: the output keeps the
   // shape and each row has RMS ~ 1; LayerNorm has gamma(8) + beta(8) = 16 parameters,
   // RMSNorm gamma(8) = 8.
   const int64_t d_model = 8;
@@ -188,10 +191,10 @@ TEST(NNNormSeed, RMSNormOutputHasUnitRMSAndHalfTheParameters) {
   EXPECT_EQ(rmsn.num_parameters(), 8);
 }
 
-TEST(NNNormSeed, SecondSeedPrintedOutputs) {
-  // Second seed §2.1 prints x and out for its LayerNorm(6), whose beta starts at ones (the
-  // slip): with our bias set to ones the outputs match to the printed 4 decimals, and with
-  // PyTorch's zeros they are 1 lower.
+TEST(NNNormWorked, PrintedOutputsOfHandWrittenNorms) {
+  // x and out as printed (4 decimals) by a hand-written LayerNorm(6) whose beta starts at ones
+  // (the slip above): with our bias set to ones the outputs match, and with PyTorch's zeros
+  // they are 1 lower.
   Tensor x = tensor({{{1.2764, -0.1716, 0.2268, -0.4756, -1.7076, -0.6254},
                       {0.7817, -0.4869, 0.8618, -0.5067, 0.0978, -0.3469}},
                      {{-1.6539, -1.1373, -0.4134, -1.0421, 0.1656, 2.2103},
@@ -206,7 +209,7 @@ TEST(NNNormSeed, SecondSeedPrintedOutputs) {
   ln.bias().fill_(1.0);
   expect_values(ln(x), printed, 2e-4);
 
-  // §2.2: RMSNorm(6) with the second seed's eps = 1e-8.
+  // The same for a hand-written RMSNorm(6) with eps = 1e-8.
   Tensor x2 = tensor({{{0.0966, 0.9523, 1.3856, -0.5899, -0.0432, -0.8740},
                        {-0.1539, 2.0977, -1.1415, -0.1885, 0.8163, 0.4271}},
                       {{-1.6803, -1.3997, 0.1455, 0.0500, -0.0594, 0.5897},

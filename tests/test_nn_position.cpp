@@ -1,5 +1,6 @@
 // Tests for nn/position.cpp: sinusoidal, learned and rotary position modules against their
-// PyTorch versions (same weights), the seed's sinusoidal formula, gradchecks and errors.
+// PyTorch versions (same weights), the sinusoidal table of "Attention Is All You Need",
+// gradchecks and errors.
 #include "nn/position.hpp"
 
 #include <cmath>
@@ -25,8 +26,9 @@ TEST(NnPositionTorch, Sinusoidal) {
   expect_module_matches_torch("nn_position", "sinusoidal_2d", m, [&](const V& x) { return m(x[0], 3); });
 }
 
-// The table against the seed's get_sinusoidal_encoding (computed by PyTorch in float64).
-TEST(NnPositionTorch, SinusoidalTableIsTheSeedFormula) {
+// The table against the usual get_sinusoidal_encoding, pe[t, 2i] = sin(t / 10000^(2i/d)),
+// pe[t, 2i+1] = cos(...) (computed by PyTorch in float64).
+TEST(NnPositionTorch, SinusoidalTableMatchesTheFormula) {
   for (const auto& [name, max_len, d] :
        std::vector<std::tuple<std::string, int64_t, int64_t>>{{"sinusoidal_table_16x8", 16, 8},
                                                               {"sinusoidal_table_64x32", 64, 32}}) {
@@ -105,7 +107,7 @@ TEST(NnPosition, RotaryBuffersAreNonPersistentTables) {
   EXPECT_TRUE(test::tensors_close(m.cos(), c, 0, 0));
   EXPECT_TRUE(test::tensors_close(m.sin(), s, 0, 0));
   EXPECT_EQ(m.cos().shape(), (Shape{128, 32}));
-  EXPECT_EQ(m.layout(), RopeLayout::RotateHalf);  // the default, as the second seed
+  EXPECT_EQ(m.layout(), RopeLayout::RotateHalf);  // the default (x * cos + rotate_half(x) * sin)
   EXPECT_EQ(m.repr(), "RotaryEmbedding(head_dim=64, max_seq_len=128, base=10000, layout=rotate_half)");
   // to() converts the tables with the module; handles stay valid.
   m.to(kFloat64);

@@ -90,7 +90,7 @@ TEST(NormTorch, LayerNormGradientsOfSomeInputs) {
   expect_matches_torch("norm", "layer_norm_x_grad_only", fn);
 }
 
-TEST(NormTorch, RMSNormSeedFormula) {
+TEST(NormTorch, RMSNormFormula) {
   auto fn = [](const V& x) { return rms_norm(x[0], x[1]); };
   expect_matches_torch("norm", "rms_norm_weight_3d", fn);
   expect_matches_torch("norm", "rms_norm_weight_2d", fn);

@@ -1,4 +1,4 @@
-// Tests for autograd/rope.cpp: PyTorch values of both seeds' RoPE (with offsets), float64
+// Tests for autograd/rope.cpp: PyTorch values of both RoPE layouts (with offsets), float64
 // gradient checks, the rotation's invariants (pair norms, relative positions) and errors.
 #include "autograd/rope.hpp"
 
@@ -35,7 +35,7 @@ std::pair<Tensor, Tensor> tables64(int64_t hs, int64_t rows, double base = 10000
 
 }  // namespace
 
-// --- values against PyTorch (the seeds' implementations) ------------------------------------
+// --- values against PyTorch (tests/fixtures/gen_rope.py) ------------------------------------
 
 TEST(RopeTorch, BothLayoutsWithOffsets) {
   for (RopeLayout layout : kLayouts) {
@@ -54,9 +54,10 @@ TEST(RopeTorch, TableGradients) {
   expect_matches_torch("rope", "rotate_half_table_grad", rope_fn(3, RopeLayout::RotateHalf));
 }
 
-TEST(RopeTorch, FirstSeedHandExample) {
+TEST(RopeTorch, HandCheckableExample) {
+  // d_head = 4, the vector [1, 0, 0.5, 0.5] at three positions, interleaved pairs.
   expect_matches_torch("rope", "interleaved_seed_example", rope_fn(0, RopeLayout::Interleaved));
-  // The seed's printout: position 1, pair 0 is (cos 1, sin 1) for the input pair (1, 0).
+  // By hand: position 1, pair 0 is (cos 1, sin 1) for the input pair (1, 0).
   Tensor q = test::fixture("rope").at("interleaved_seed_example.f64.in0");
   auto [c, s] = tables64(4, 3);
   std::vector<double> y = apply_rope(q, c, s, 0, RopeLayout::Interleaved).to_vector();
@@ -141,7 +142,7 @@ TEST(Rope, PreservesPairAndRowNorms) {
   }
 }
 
-// The first seed's section 4: <R(m) q, R(n) k> depends only on m - n.
+// RoPE's defining property (RoFormer, Su et al.): <R(m) q, R(n) k> depends only on m - n.
 TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
   const int64_t hs = 16, T = 12;
   for (RopeLayout layout : kLayouts) {

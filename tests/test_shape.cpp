@@ -132,7 +132,8 @@ TEST(ShapeTorch, Triangles) {
   torch_case("triu_wide", [](const V& x) { return triu(x[0], -10); });
 }
 
-// The second seed's section 0.2 example, written as its PyTorch code reads.
+// Multi-head attention's head split and merge (view + transpose, transpose + contiguous +
+// view), written as the usual PyTorch code reads.
 TEST(ShapeTorch, MultiHeadAttentionExample) {
   torch_case("mha_split_heads", [](const V& x) { return transpose(view(x[0], {2, 10, 8, 8}), 1, 2); });
   torch_case("mha_merge_heads", [](const V& x) { return view(transpose(x[0], 1, 2).contiguous(), {2, 10, 64}); });
@@ -226,8 +227,8 @@ TEST(Shape, ZeroDimTensors) {
   EXPECT_EQ(repeat(s, {2}).to_vector(), (std::vector<double>{3.0, 3.0}));
 }
 
-TEST(Shape, SeedExamples) {
-  // transpose / permute shapes (seed section 0.1 item 2)
+TEST(Shape, ExamplesOfEachOp) {
+  // transpose / permute shapes
   Tensor x = iota({2, 3, 4});
   EXPECT_EQ(transpose(x, 0, 1).shape(), (Shape{3, 2, 4}));
   EXPECT_EQ(permute(x, {2, 0, 1}).shape(), (Shape{4, 2, 3}));
@@ -287,7 +288,7 @@ TEST(Shape, SliceSemantics) {
 }
 
 TEST(Shape, TrianglesOfMasks) {
-  // tril of a bool mask (the causal mask of the seeds) and of int64
+  // tril of a bool mask (the usual causal mask, torch.tril(torch.ones(T, T))) and of int64
   Tensor m = tril(ones({3, 3}, kBool));
   EXPECT_EQ(m.dtype(), kBool);
   EXPECT_EQ(m.to_vector(), (std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1}));

@@ -43,7 +43,7 @@ TEST(SoftmaxTorch, AnyDim) {
 }
 
 TEST(SoftmaxTorch, LargeLogitsStayFinite) {
-  // The second seed's example: logits [10, 5, 100] * 100, and values up to 1e4.
+  // The classic overflow example: logits [10, 5, 100] * 100, and values up to 1e4.
   expect_both("large", -1);
   expect_both("huge", -1);
   expect_both("huge_dim0", 0);

@@ -103,7 +103,7 @@ std::vector<CacheCheck> check_caches(const CacheCheckConfig& c) {
     o.latent_dim = c.latent_dim;
     o.rope_dim = 0;
     o.q_latent_dim = 0;
-    o.naming = nn::LatentAttentionNaming::Seed1;
+    o.naming = nn::LatentAttentionNaming::Capitalized;
     nn::MultiLatentAttention attn(o);
     record("MLA", decode(attn, c.d_model, c, gen), c.latent_dim, attn.kv_cache_bytes_per_token(4));
   }
