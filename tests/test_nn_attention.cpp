@@ -121,6 +121,19 @@ TEST(NNAttentionTorch, QKNormAndRope) {
                               [&](const V& x) { return upper(x[0], AttnMask(x[1])); });
 }
 
+// Heads of their own width (Qwen3-style: 4 heads x 6 on d_model 16), q/k/v biases without an
+// output bias (Qwen2-style), QK-Norm and RoPE.
+TEST(NNAttentionTorch, GroupedQueryAttentionWithItsOwnHeadDim) {
+  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
+  o.head_dim = 6;
+  o.bias = true;
+  o.out_bias = false;
+  o.qk_norm = true;
+  o.rope = true;
+  GroupedQueryAttention gqa(o);
+  expect_module_matches_torch("nn_attention", "gqa_head_dim", gqa, [&](const V& x) { return gqa(x[0], AttnMask(x[1])); });
+}
+
 TEST(NNAttentionTorch, MultiLatentAttention) {
   MultiLatentAttention mla(mla_options(16, 4, 4, 8, 4));
   expect_module_matches_torch("nn_attention", "mla", mla, [&](const V& x) { return mla(x[0], AttnMask(x[1])); });
