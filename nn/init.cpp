@@ -2,7 +2,8 @@
 // cold path written with xtensor, its QR factorisation from xtensor-blas (LAPACK's geqrf/orgqr).
 #include "nn/init.hpp"
 
-#include <xtensor-blas/xlinalg.hpp>
+#include <xflens/cxxblas/auxiliary/debugmacro.h>  // ASSERT, which xlapack.hpp uses without including
+#include <xtensor-blas/xlapack.hpp>
 #include <xtensor/xarray.hpp>
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xmath.hpp>
@@ -51,12 +52,21 @@ namespace {
 template <class T>
 Tensor orthogonal_q(const Tensor& normal) {
   const bool wide = normal.shape()[0] < normal.shape()[1];
-  xt::xarray<T> a = to_xarray<T>(normal);
-  if (wide) a = xt::transpose(a);  // [cols, rows]: QR wants rows >= cols
-  auto [q, r] = xt::linalg::qr(a);  // a: [m, n], m >= n -> q: [m, n], r: [n, n] upper triangular
+  const xt::xarray<T> x = to_xarray<T>(normal);
+  // a: [m, n], m >= n (the wide case is transposed), column-major as LAPACK wants it.
+  xt::xtensor<T, 2, xt::layout_type::column_major> a = wide ? xt::xarray<T>(xt::transpose(x)) : x;
+  const std::size_t n = a.shape()[1];
+  xt::xtensor<T, 1> tau = xt::zeros<T>({n});
+  // geqrf: R in a's upper triangle and the Householder vectors below it; orgqr: Q [m, n] in a.
+  // (xtensor-blas's LAPACK bindings directly: xt::linalg::qr compiles 8x slower for the same calls.)
+  check(xt::lapack::geqrf(a, tau) == 0, "orthogonal_: LAPACK geqrf failed on ", shape_str(normal.shape()));
+  std::vector<T> sign(n);
+  for (std::size_t j = 0; j < n; ++j) sign[j] = a(j, j) > 0 ? T(1) : a(j, j) < 0 ? T(-1) : T(0);
+  check(xt::lapack::orgqr(a, tau) == 0, "orthogonal_: LAPACK orgqr failed on ", shape_str(normal.shape()));
   // Column j of q times sign(r[j, j]); a zero on r's diagonal zeroes its column, as in torch.
-  q *= xt::sign(xt::diagonal(r));
-  xt::xarray<T> out = q;
+  for (std::size_t i = 0; i < a.shape()[0]; ++i)
+    for (std::size_t j = 0; j < n; ++j) a(i, j) *= sign[j];
+  xt::xarray<T> out = a;
   if (wide) out = xt::transpose(out);
   return from_xarray<T>(out);
 }

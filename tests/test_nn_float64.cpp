@@ -4,13 +4,13 @@
 // float64 config, and a float64 DecoderLM through save_pretrained / load_pretrained. With RoPE
 // tables computed in float32 and widened, these modules were off by 3e-9..4e-8 in their outputs
 // and up to 4e-7 in their gradients; with float64 tables they agree to ~1e-14.
-#include <cstdint>
 #include <filesystem>
 #include <string>
 
 #include "nn/attention.hpp"
 #include "nn/block.hpp"
 #include "nn/decoder.hpp"
+#include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
@@ -103,17 +103,6 @@ LMConfig llama_lm64(bool tie) {
   return c;
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() /
-           ("xgrad_" + tag + "_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "_" +
-            std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
-    std::filesystem::remove_all(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 }  // namespace
 
 TEST(NNFloat64Torch, GroupedQueryAttentionRope) {
@@ -166,9 +155,9 @@ TEST(NNFloat64Torch, LoadPretrainedFloat64) {
     for (const auto& [k, v] : test::fixture("nn_float64"))
       if (k.compare(0, pre.size(), pre) == 0) params.emplace(k.substr(pre.size()), v);
     lm.load_state_dict(params);
-    TempDir dir("f64lm");
-    save_pretrained(lm, (dir.path / "model").string());
-    std::shared_ptr<DecoderLM> back = load_pretrained((dir.path / "model").string());
+    const std::filesystem::path dir = test::fresh_test_dir(name);
+    save_pretrained(lm, (dir / "model").string());
+    std::shared_ptr<DecoderLM> back = load_pretrained((dir / "model").string());
     EXPECT_EQ(back->config().dtype, kFloat64);
     expect_f64_matches_torch(name, *back, [&](const V& x) { return (*back)(x[0]); }, /*load_params=*/false);
   }
