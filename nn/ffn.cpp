@@ -22,14 +22,7 @@ Tensor activation(const Tensor& x, Activation act) {
   throw Error("activation: unknown activation");
 }
 
-const char* activation_name(Activation act) {
-  switch (act) {
-    case Activation::ReLU: return "relu";
-    case Activation::GELU: return "gelu";
-    case Activation::GELUTanh: return "gelu_tanh";
-  }
-  return "?";
-}
+const char* activation_name(Activation act) { return enum_name(act); }
 
 namespace {
 

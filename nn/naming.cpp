@@ -119,12 +119,12 @@ std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
       }
     }
     if (!found) {
-      check(!s.complete, "naming scheme '", s.name, "': no name for the model's tensor '", name,
-            "' (the scheme covers: ", [&] {
-              std::string list;
-              for (const NameRule& r : s.rules) list += (list.empty() ? "" : ", ") + r.xgrad;
-              return list;
-            }(), ")");
+      if (s.complete) {  // the hint is built only for the error
+        std::vector<std::string> patterns;
+        for (const NameRule& r : s.rules) patterns.push_back(r.xgrad);
+        throw Error(str_cat("naming scheme '", s.name, "': no name for the model's tensor '", name,
+                            "' (closest rule: '", closest_name(name, patterns), "')"));
+      }
       external = name;
     }
     check(!out.count(external), "naming scheme '", s.name, "': two of the model's tensors map to '", external, "'");

@@ -52,7 +52,7 @@ Tensor RMSNorm::forward(const Tensor& x) const {
 
 std::string RMSNorm::extra_repr() const { return str_cat("dim=", dim_, ", eps=", eps_); }
 
-const char* norm_kind_name(NormKind k) { return k == NormKind::LayerNorm ? "layernorm" : "rmsnorm"; }
+const char* norm_kind_name(NormKind k) { return k == NormKind::LayerNorm ? LayerNormSpec::kind : RMSNormSpec::kind; }
 
 std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps) {
   if (kind == NormKind::LayerNorm) return std::make_shared<LayerNorm>(dim, eps);
