@@ -10,7 +10,7 @@
 #include "optim/optim.hpp"
 #include "tests/torch_fixture.hpp"
 
-namespace xg::optim::test {
+namespace xg::test {
 
 constexpr int kSteps = 20;
 
@@ -57,8 +57,8 @@ inline Tensor row(const Tensor& stacked, int64_t k) {
   return from_vector(std::vector<double>(all.begin() + k * n, all.begin() + (k + 1) * n), shape, stacked.dtype());
 }
 
-using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(MLP&)>;
-using MakeScheduler = std::function<std::unique_ptr<LambdaLR>(Optimizer&)>;
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(MLP&)>;
+using MakeScheduler = std::function<std::unique_ptr<optim::LambdaLR>(optim::Optimizer&)>;
 
 // Trains the fixture's MLP for 20 steps (zero_grad, backward, [clip], step, [scheduler
 // step]) and compares every parameter after every step with torch's trajectory `name`.
@@ -70,13 +70,13 @@ inline void expect_trajectory(const std::string& name, Dtype dtype, const MakeOp
   const std::string pre = name + (f64 ? ".f64." : ".f32.");
   const double rtol = f64 ? 0 : 1e-4, atol = f64 ? 1e-10 : 1e-5;
   auto model = make_mlp(dtype);
-  std::unique_ptr<Optimizer> opt = make(*model);
-  std::unique_ptr<LambdaLR> sched = make_sched ? make_sched(*opt) : nullptr;
+  std::unique_ptr<optim::Optimizer> opt = make(*model);
+  std::unique_ptr<optim::LambdaLR> sched = make_sched ? make_sched(*opt) : nullptr;
   for (int step = 1; step <= kSteps; ++step) {
     opt->zero_grad();
     mlp_loss(*model).backward();
     if (max_norm > 0) {
-      const double norm = clip_grad_norm(model->parameters(), max_norm);
+      const double norm = optim::clip_grad_norm(model->parameters(), max_norm);
       const double expected = fx_tensor(pre + "clip_norm").to_vector()[step - 1];
       ASSERT_NEAR(norm, expected, f64 ? 1e-9 : 1e-5 * std::max(1.0, expected)) << name << " step " << step;
     }
@@ -90,4 +90,4 @@ inline void expect_trajectory(const std::string& name, Dtype dtype, const MakeOp
   }
 }
 
-}  // namespace xg::optim::test
+}  // namespace xg::test

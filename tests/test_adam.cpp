@@ -9,13 +9,13 @@
 
 using namespace xg;
 using namespace xg::optim;
-using xg::optim::test::expect_trajectory;
-using xg::optim::test::MLP;
+using xg::test::expect_trajectory;
+using xg::test::MLP;
 
 namespace {
 
 template <class Opt, class Options>
-xg::optim::test::MakeOptimizer make(Options o) {
+xg::test::MakeOptimizer make(Options o) {
   return [o](MLP& m) { return std::make_unique<Opt>(m.parameters(), o); };
 }
 
@@ -91,7 +91,7 @@ TEST(AdamW, MatchesTorchWithDecayGroupsCosineScheduleAndClipping) {
           auto groups = weight_decay_groups(m.named_parameters(), adamw(0.05, {0.9, 0.999}, 1e-8, 0.1));
           return std::make_unique<AdamW>(groups);
         },
-        [](Optimizer& o) { return std::make_unique<LambdaLR>(o, cosine_with_warmup(3, xg::optim::test::kSteps, 0.1)); },
+        [](Optimizer& o) { return std::make_unique<LambdaLR>(o, cosine_with_warmup(3, xg::test::kSteps, 0.1)); },
         0.5);
   }
 }

@@ -15,13 +15,13 @@
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
+using xg::test::kInf;
 using test::expect_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Tensor sdpa(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }
 Tensor sdpa_mask(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask(x[3])); }

@@ -8,7 +8,7 @@
 
 using namespace xg;
 using namespace xg::optim;
-using xg::optim::test::fx_tensor;
+using xg::test::fx_tensor;
 
 namespace {
 

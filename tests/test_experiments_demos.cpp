@@ -305,17 +305,17 @@ using xg::test::test_file_base;
 
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
 
-CliRun run(const std::string& args) { return xg::test::run_cli(XGRAD_SEED_DEMOS_EXE, args); }
+CliRun run_demos(const std::string& args) { return xg::test::run_cli(XGRAD_SEED_DEMOS_EXE, args); }
 
 }  // namespace
 
 TEST(SeedDemosCli, BadSubcommandIsOneLineAndStatus2) {
-  CliRun r = run("bogus --out x");
+  CliRun r = run_demos("bogus --out x");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_EQ(r.err.rfind("seed_demos: unknown subcommand 'bogus'", 0), 0u) << r.err;
   EXPECT_EQ(r.out, "");
-  CliRun none = run("");
+  CliRun none = run_demos("");
   EXPECT_EQ(none.status, 2);
   EXPECT_EQ(count_lines(none.err), 1) << none.err;
   EXPECT_NE(none.err.find("expected a subcommand"), std::string::npos) << none.err;
@@ -328,25 +328,25 @@ TEST(SeedDemosCli, BadFlagsAndValuesAreOneLineAndStatus2) {
         "positions --shifts 1,x", "positions --d-head 7", "kvcache --check-heads 3", "kvcache --dtype-bytes 0",
         "qknorm --scales 0,1", "qknorm --trials 0", "swiglu --d-models 0", "softmax --targets 5",
         "softmax --logits '1,2;3'", "norms --x 1", "all --seq-len 4", "all extra"}) {
-    CliRun r = run(args + out);
+    CliRun r = run_demos(args + out);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
     EXPECT_EQ(r.err.rfind("seed_demos: ", 0), 0u) << args << ": " << r.err;
   }
-  CliRun r = run("positions --shifts 1,x" + out);
+  CliRun r = run_demos("positions --shifts 1,x" + out);
   EXPECT_NE(r.err.find("--shifts: expected a comma-separated list of integers >= 1, got '1,x'"), std::string::npos)
       << r.err;
-  CliRun k = run("kvcache --check-heads 3" + out);
+  CliRun k = run_demos("kvcache --check-heads 3" + out);
   EXPECT_NE(k.err.find("--check-heads must divide --check-d-model 64, got 3"), std::string::npos) << k.err;
 }
 
 TEST(SeedDemosCli, HelpListsSubcommandsAndFlags) {
-  CliRun r = run("--help");
+  CliRun r = run_demos("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* s : {"positions", "kvcache", "qknorm", "norms", "swiglu", "softmax", "all", "--out", "--seed",
                         "--shifts", "--check-heads", "--scales", "--d-models", "--logits", "--homework"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
-  CliRun p = run("qknorm --help");
+  CliRun p = run_demos("qknorm --help");
   EXPECT_EQ(p.status, 0);
   EXPECT_NE(p.out.find("--k-scale"), std::string::npos) << p.out;
   EXPECT_EQ(p.out.find("--shifts"), std::string::npos) << p.out;
@@ -354,7 +354,7 @@ TEST(SeedDemosCli, HelpListsSubcommandsAndFlags) {
 
 TEST(SeedDemosCli, AllWritesEveryOutput) {
   const std::string dir = test_file_base() + "_all";
-  CliRun r = run("all --quick --seed 7 --out '" + dir + "'");
+  CliRun r = run_demos("all --quick --seed 7 --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   // Numbers each demo prints.
   for (const char* s : {"MHA -> GQA-4  saves 87.5%", "MHA -> MLA    saves 93.8%", "Step 3 - standard deviation sigma = sqrt(5.0) = 2.2361",
@@ -394,7 +394,7 @@ TEST(SeedDemosCli, AllWritesEveryOutput) {
 
 TEST(SeedDemosCli, OneSubcommandRecordsItsFlags) {
   const std::string dir = test_file_base() + "_kv";
-  CliRun r = run("kvcache --seq-len 2048 --out '" + dir + "'");
+  CliRun r = run_demos("kvcache --seq-len 2048 --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   // 2048 tokens, 32 heads x 128, fp16: 32 MiB for MHA, 4 MiB for GQA-4 (87.5% saved).
   EXPECT_NE(r.out.find("MHA            32            1        16384       32.0 MiB    100.0%"), std::string::npos) << r.out;

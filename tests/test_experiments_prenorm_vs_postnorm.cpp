@@ -13,12 +13,12 @@ using xg::test::CliRun;
 using xg::test::count_lines;
 using xg::test::slurp;
 
-CliRun run(const std::string& args) { return xg::test::run_cli(XGRAD_PRENORM_EXE, args); }
+CliRun run_study(const std::string& args) { return xg::test::run_cli(XGRAD_PRENORM_EXE, args); }
 
 }  // namespace
 
 TEST(ExperimentsPrenormCli, UnknownFlagIsOneLineAndStatus2) {
-  CliRun r = run("--bogus 3");
+  CliRun r = run_study("--bogus 3");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(count_lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("prenorm_vs_postnorm: "), std::string::npos) << r.err;
@@ -30,16 +30,16 @@ TEST(ExperimentsPrenormCli, BadValuesAreOneLineAndStatus2) {
   for (const char* args : {"--norm batchnorm", "--sublayer conv", "--layers abc", "--layers 0", "--depths 4,x",
                            "--d-model 6 --heads 4", "--seeds 0",
                            "--train-lrs 0.1,abc", "--train-steps 0", "--xiong-heads 3"}) {
-    CliRun r = run(args);
+    CliRun r = run_study(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
   }
-  CliRun r = run("--norm batchnorm");
+  CliRun r = run_study("--norm batchnorm");
   EXPECT_NE(r.err.find("--norm: expected layernorm or rmsnorm, got 'batchnorm'"), std::string::npos) << r.err;
 }
 
 TEST(ExperimentsPrenormCli, HelpListsTheFlags) {
-  CliRun r = run("--help");
+  CliRun r = run_study("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--layers", "--d-model", "--batch", "--seed", "--norm", "--final-norm", "--sublayer",
                            "--init", "--save-init", "--out", "--sweep", "--xiong", "--train", "--corpus"})
@@ -48,7 +48,7 @@ TEST(ExperimentsPrenormCli, HelpListsTheFlags) {
 
 TEST(ExperimentsPrenormCli, InitRunPrintsTheGradientTableAndWritesOutputs) {
   const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_out";
-  CliRun r = run("--init '" + std::string(XGRAD_FIXTURE_DIR) + "/prenorm.safetensors' --out '" + dir + "'");
+  CliRun r = run_study("--init '" + std::string(XGRAD_FIXTURE_DIR) + "/prenorm.safetensors' --out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   // Each layer's weight-gradient norm, bottom layer first, in the layout and with the numbers
   // that the same experiment prints in PyTorch (tests/fixtures/gen_prenorm.py).
@@ -69,11 +69,11 @@ TEST(ExperimentsPrenormCli, InitRunPrintsTheGradientTableAndWritesOutputs) {
 
 TEST(ExperimentsPrenormCli, DefaultRunUsesPyTorchsSeed42Tensors) {
   const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_default";
-  CliRun r = run("--out '" + dir + "'");
+  CliRun r = run_study("--out '" + dir + "'");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("init: PyTorch's torch.manual_seed(42) tensors"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Layer 8:          0.532629          4.577710"), std::string::npos) << r.out;
-  CliRun x = run("--xgrad-init --out '" + dir + "'");
+  CliRun x = run_study("--xgrad-init --out '" + dir + "'");
   ASSERT_EQ(x.status, 0) << x.err;
   EXPECT_NE(x.out.find("init: xgrad generator, seed 42"), std::string::npos) << x.out;
   EXPECT_EQ(x.out.find("Layer 8:          0.532629          4.577710"), std::string::npos) << x.out;

@@ -17,16 +17,11 @@ using xg::test::bitwise_equal;
 using xg::test::lora_cfg;
 using xg::test::randomize_b;
 using xg::test::tiny_llama;
+using xg::test::param_names;
 using xg::test::tiny_tokens;
 using V = std::vector<Tensor>;
 
 namespace {
-
-std::vector<std::string> param_names(const nn::Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [n, p] : m.named_parameters()) out.push_back(n);
-  return out;
-}
 
 std::shared_ptr<nn::Linear> lin_at(const nn::Module& m, const std::string& path) {
   for (const auto& [p, l] : linear_modules(m))

@@ -25,7 +25,7 @@ using xg::test::slurp;
 
 namespace {
 
-const std::string kExe = std::string(XGRAD_TOOL_DIR) + "/xg-train";
+const std::string kXgTrain = std::string(XGRAD_TOOL_DIR) + "/xg-train";
 
 // A text with structure a tiny model picks up in a few dozen steps.
 void write_text(const fs::path& p, int lines, int offset) {
@@ -34,7 +34,7 @@ void write_text(const fs::path& p, int lines, int offset) {
     f << "line " << (i + offset) % 10 << ": the quick brown fox jumps over the lazy dog.\n";
 }
 
-CliRun run(const std::string& args) { return run_cli(kExe, args); }
+CliRun run_train(const std::string& args) { return run_cli(kXgTrain, args); }
 
 std::string tiny_flags(const fs::path& dir, const fs::path& out) {
   return "--data " + (dir / "train.txt").string() + " --eval-data " + (dir / "eval.txt").string() + " --out " +
@@ -49,7 +49,7 @@ fs::path uninterrupted_run(const std::string& sub, const std::string& flags) {
   const fs::path d = xg::test::fresh_test_dir(sub);
   write_text(d / "train.txt", 400, 0);
   write_text(d / "eval.txt", 40, 3);
-  CliRun full = run(tiny_flags(d, d / "full") + flags);
+  CliRun full = run_train(tiny_flags(d, d / "full") + flags);
   EXPECT_EQ(full.status, 0) << full.err;
   return d;
 }
@@ -60,7 +60,7 @@ TEST(XgTrain, TrainsAndWritesALoadableModel) {
   const fs::path d = xg::test::fresh_test_dir("trains");
   write_text(d / "train.txt", 400, 0);
   write_text(d / "eval.txt", 40, 3);
-  CliRun r = run(tiny_flags(d, d / "out") + " --steps 40 --eval-every 10 --sample-tokens 20");
+  CliRun r = run_train(tiny_flags(d, d / "out") + " --steps 40 --eval-every 10 --sample-tokens 20");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("unigram baseline"), std::string::npos) << r.out;
   // Held-out loss falls between the first and the last evaluation.
@@ -88,10 +88,10 @@ TEST(XgTrain, KilledRunResumesToBitwiseTheSameWeights) {
   // Start the same run, SIGKILL it once a mid-run checkpoint exists, then --resume.
   const fs::path out = d / "killed";
   const fs::path ckpt = out / "checkpoint.safetensors";
-  ASSERT_TRUE(xg::test::kill_when_file_appears(kExe + " " + tiny_flags(d, out) + common + " >/dev/null 2>&1", ckpt.string()))
+  ASSERT_TRUE(xg::test::kill_when_file_appears(kXgTrain + " " + tiny_flags(d, out) + common + " >/dev/null 2>&1", ckpt.string()))
       << "the run finished before a checkpoint appeared, or none did";
   EXPECT_GE(xg::finetune::load_checkpoint(ckpt.string()).progress.step, 5);
-  CliRun resumed = run(tiny_flags(d, out) + common + " --resume");
+  CliRun resumed = run_train(tiny_flags(d, out) + common + " --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
   EXPECT_EQ(slurp((out / "model.safetensors").string()), slurp((d / "full" / "model.safetensors").string()));
@@ -104,7 +104,7 @@ TEST(XgTrain, KilledWhileWritingACheckpointResumesFromThePreviousOne) {
   // SIGKILL inside the second checkpoint write (step 10), after its temporary file is written.
   const fs::path out = d / "killed";
   ::setenv("XGRAD_FAULT_KILL_IN_WRITE", "checkpoint.safetensors:2", 1);
-  CliRun killed = run(tiny_flags(d, out) + common);
+  CliRun killed = run_train(tiny_flags(d, out) + common);
   ::unsetenv("XGRAD_FAULT_KILL_IN_WRITE");
   EXPECT_TRUE(killed.status == -1 || killed.status == 128 + SIGKILL) << killed.status << killed.err;
   EXPECT_EQ(xg::finetune::load_checkpoint((out / "checkpoint.safetensors").string()).progress.step, 5);
@@ -113,7 +113,7 @@ TEST(XgTrain, KilledWhileWritingACheckpointResumesFromThePreviousOne) {
   EXPECT_EQ(leftovers, 1);
   EXPECT_FALSE(fs::exists(out / "model.safetensors"));
 
-  CliRun resumed = run(tiny_flags(d, out) + common + " --resume");
+  CliRun resumed = run_train(tiny_flags(d, out) + common + " --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("left by a run killed while writing"), std::string::npos) << resumed.out;
   EXPECT_EQ(slurp((out / "model.safetensors").string()), slurp((d / "full" / "model.safetensors").string()));
@@ -123,16 +123,16 @@ TEST(XgTrain, KilledWhileWritingACheckpointResumesFromThePreviousOne) {
 TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
   const fs::path d = xg::test::fresh_test_dir("errors");
   write_text(d / "train.txt", 40, 0);
-  CliRun r = run("--bogus 1");
+  CliRun r = run_train("--bogus 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("xg-train: unrecognised option '--bogus'"), std::string::npos) << r.err;
-  r = run("--data x --out " + (d / "o").string() + " --ffn conv");
+  r = run_train("--data x --out " + (d / "o").string() + " --ffn conv");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--ffn: expected one of gelu, relu, swiglu, got 'conv'"), std::string::npos) << r.err;
-  r = run("--data x --out " + (d / "o").string() + " --heads 3");
+  r = run_train("--data x --out " + (d / "o").string() + " --heads 3");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--heads: must be positive and divide --d-model 128"), std::string::npos) << r.err;
-  r = run("--data x --out " + (d / "o").string() + " --schedule exp");
+  r = run_train("--data x --out " + (d / "o").string() + " --schedule exp");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--schedule: expected constant, cosine or linear"), std::string::npos) << r.err;
   // Each model flag by its name, and no unsigned flag wraps a negative value.
@@ -141,12 +141,12 @@ TEST(XgTrain, BadFlagsAndInputsAreOneLine) {
            {"--dropout 1.5", "xg-train: --dropout must be in [0, 1), got 1.5 (see --help)\n"},
            {"--max-seq-len 0", "xg-train: --max-seq-len must be positive, got 0 (see --help)\n"},
            {"--seed -1", "xg-train: --seed: expected an integer >= 0, got '-1' (see --help)\n"}}) {
-    r = run("--data x --out " + (d / "o").string() + " " + flag);
+    r = run_train("--data x --out " + (d / "o").string() + " " + flag);
     EXPECT_EQ(r.status, 2) << flag;
     EXPECT_EQ(r.err, message);
   }
   std::ofstream(d / "empty.txt").close();
-  r = run("--data " + (d / "empty.txt").string() + " --out " + (d / "o").string());
+  r = run_train("--data " + (d / "empty.txt").string() + " --out " + (d / "o").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("empty.txt"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -159,7 +159,7 @@ TEST(XgTrain, NonFiniteLossStopsOrSkipsAndNeverCheckpointsNaN) {
   // lr 1e30 without clipping: the first update makes the weights ~1e30 and step 2's loss NaN.
   const std::string diverge = " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 0 --lr 1e30 --clip 0"
                               " --steps 6 --checkpoint-every 1 --sample-tokens 0 --data " + (d / "train.txt").string();
-  CliRun r = run("--out " + (d / "stop").string() + diverge);
+  CliRun r = run_train("--out " + (d / "stop").string() + diverge);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("xg-train: step 2: the loss is"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("stopped (--on-nan stop); the checkpoint of step 1 is kept"), std::string::npos) << r.err;
@@ -167,18 +167,18 @@ TEST(XgTrain, NonFiniteLossStopsOrSkipsAndNeverCheckpointsNaN) {
   EXPECT_EQ(c.progress.step, 1);
   for (const auto& [name, t] : c.model) EXPECT_TRUE(xg::isfinite_all(t)) << name;
 
-  r = run("--out " + (d / "anomaly").string() + diverge + " --detect-anomaly");
+  r = run_train("--out " + (d / "anomaly").string() + diverge + " --detect-anomaly");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("xg-train: step 2: detect_anomaly: op '"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in module 'layers.0."), std::string::npos) << r.err;
 
-  r = run("--out " + (d / "skip").string() + diverge + " --on-nan skip");
+  r = run_train("--out " + (d / "skip").string() + diverge + " --on-nan skip");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("step 2 skipped (--on-nan skip): the loss is"), std::string::npos) << r.out;
   auto model = xg::nn::load_pretrained((d / "skip").string());
   for (const auto& [name, t] : model->named_parameters()) EXPECT_TRUE(xg::isfinite_all(t)) << name;
 
-  r = run("--out " + (d / "bad").string() + diverge + " --on-nan retry");
+  r = run_train("--out " + (d / "bad").string() + diverge + " --on-nan retry");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--on-nan: expected stop or skip, got 'retry'"), std::string::npos) << r.err;
 }

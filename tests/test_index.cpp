@@ -11,9 +11,9 @@ namespace {
 using xg::Tensor;
 using xg::test::expect_matches_torch;
 using xg::test::randn64;
+using xg::test::ids;
 using Ins = std::vector<Tensor>;
 
-Tensor ids(const std::vector<int64_t>& v, const xg::Shape& shape) { return xg::from_vector(v, shape); }
 
 // Deterministic int64 indices in [0, n) of the given shape.
 Tensor some_ids(const xg::Shape& shape, int64_t n, int64_t seed) {

@@ -11,6 +11,7 @@
 
 using namespace xg;
 using namespace xg::losses;
+using xg::test::ids;
 using test::expect_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
@@ -22,7 +23,6 @@ Reduction reduction_of(const std::string& name) {
 }
 
 // Targets as an int64 tensor.
-Tensor ids(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v, s); }
 
 }  // namespace
 

@@ -11,12 +11,12 @@
 
 using namespace xg;
 using namespace xg::losses;
+using xg::test::ids;
 using test::expect_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
 
 namespace {
-Tensor ids(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v, s); }
 }  // namespace
 
 TEST(LossesSftTorch, PlainPyTorchSftLoss) {

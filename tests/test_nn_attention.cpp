@@ -14,6 +14,9 @@
 
 using namespace xg;
 using namespace xg::nn;
+using xg::test::param_names;
+using xg::test::randomize64;
+using xg::test::with_params;
 using test::expect_module_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
@@ -37,27 +40,6 @@ MultiLatentAttentionOptions mla_options(int64_t model_dim, int64_t head_num, int
   o.latent_dim = latent_dim;
   o.rope_dim = rope_dim;
   return o;
-}
-
-// The names named_parameters() yields, in order.
-std::vector<std::string> names(const Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [n, p] : m.named_parameters()) out.push_back(n);
-  return out;
-}
-
-// Parameters then x, for gradchecks of a module in float64 (x first).
-V with_params(const Tensor& x, const Module& m) {
-  V in = {x};
-  for (const Tensor& p : m.parameters()) in.push_back(p);
-  return in;
-}
-
-// Random non-trivial weights in float64 for every parameter (e.g. the norms' ones).
-void randomize(Module& m, uint64_t seed) {
-  m.to(kFloat64);
-  Generator gen(seed);
-  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), kFloat64, &gen) * 0.5);
 }
 
 // Runs `step(x_chunk, cache)` over x [B, T, C] in chunks of the given sizes and concatenates
@@ -159,10 +141,10 @@ TEST(NNAttentionTorch, MultiLatentAttention) {
 // --- state-dict names ----------------------------------------------------------------------------
 
 TEST(NNAttention, ParameterNamesOfEachNaming) {
-  EXPECT_EQ(names(MultiHeadAttention(8, 2)),
+  EXPECT_EQ(param_names(MultiHeadAttention(8, 2)),
             (std::vector<std::string>{"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias",
                                       "w_o.weight", "w_o.bias"}));
-  EXPECT_EQ(names(GroupedQueryAttention(gqa_options(8, 4, 2))),
+  EXPECT_EQ(param_names(GroupedQueryAttention(gqa_options(8, 4, 2))),
             (std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "w_o.bias"}));
   GroupedQueryAttentionOptions o1 = gqa_options(8, 4, 2);
   o1.naming = AttentionNaming::Uppercase;
@@ -170,10 +152,10 @@ TEST(NNAttention, ParameterNamesOfEachNaming) {
   o1.qk_norm = true;
   o1.rope = true;  // RoPE's tables are non-persistent buffers: not in the state dict
   GroupedQueryAttention g1(o1);
-  EXPECT_EQ(names(g1), (std::vector<std::string>{"W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight",
+  EXPECT_EQ(param_names(g1), (std::vector<std::string>{"W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight",
                                                  "q_norm.weight", "k_norm.weight"}));
   EXPECT_EQ(g1.state_dict().size(), 6u);
-  EXPECT_EQ(names(MultiLatentAttention(mla_options(8, 2, 4, 4, 2))),
+  EXPECT_EQ(param_names(MultiLatentAttention(mla_options(8, 2, 4, 4, 2))),
             (std::vector<std::string>{"kv_down_proj.weight", "kv_up_proj.weight", "q_down_proj.weight",
                                       "q_up_proj.weight", "o_proj.weight"}));
   // the shapes of a hand-written MLA with these names: kv_up_proj [H (hd + rd + hd), latent],
@@ -188,7 +170,7 @@ TEST(NNAttention, ParameterNamesOfEachNaming) {
 
 TEST(NNAttentionGrad, MultiHeadAttention) {
   MultiHeadAttention mha(6, 2);
-  randomize(mha, 1);
+  randomize64(mha, 1);
   Tensor keep = from_vector(std::vector<double>{1, 0, 1, 1, 1, 0, 1, 1, 1}, {1, 1, 3, 3}, kBool);
   EXPECT_GRADCHECK([&](const V& in) { return mha(in[0], Tensor(), AttnMask(keep)); },
                    with_params(randn64({2, 3, 6}, 2), mha));
@@ -202,7 +184,7 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithQKNormAndRope) {
   o.qk_norm = true;
   o.rope = true;
   GroupedQueryAttention gqa(o);
-  randomize(gqa, 5);
+  randomize64(gqa, 5);
   EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
                    with_params(randn64({2, 3, 8}, 6), gqa));
 }
@@ -224,7 +206,7 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
   EXPECT_TRUE(gqa.w_v()->bias().defined());
   EXPECT_FALSE(gqa.w_o()->bias().defined());
   EXPECT_EQ(gqa.kv_cache_bytes_per_token(2), 2 * 1 * 4 * 2);
-  randomize(gqa, 15);
+  randomize64(gqa, 15);
   EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
                    with_params(randn64({2, 3, 6}, 16), gqa));
   o.head_dim = 3;  // RoPE rotates pairs
@@ -237,7 +219,7 @@ TEST(NNAttentionGrad, MultiLatentAttention) {
     MultiLatentAttentionOptions o = mla_options(6, 2, 2, 3, 2);
     o.decoupled_rope_key = decoupled;
     MultiLatentAttention mla(o);
-    randomize(mla, 7);
+    randomize64(mla, 7);
     EXPECT_GRADCHECK([&](const V& in) { return mla(in[0], AttnMask::causal_mask()); },
                      with_params(randn64({2, 3, 6}, 8), mla));
   }

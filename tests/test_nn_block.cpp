@@ -14,30 +14,13 @@
 
 using namespace xg;
 using namespace xg::nn;
+using xg::test::param_names;
+using xg::test::randomize64;
+using xg::test::with_params;
 using test::expect_module_matches_torch;
 using V = std::vector<Tensor>;
 
 namespace {
-
-std::vector<std::string> names(const Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [n, p] : m.named_parameters()) out.push_back(n);
-  return out;
-}
-
-// Random float64 parameters (norm weights included, so that they matter in gradchecks).
-void randomize64(Module& m, uint64_t seed) {
-  m.to(kFloat64);
-  Generator gen(seed);
-  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), kFloat64, &gen) * 0.5);
-}
-
-// x and then every parameter, for gradchecks.
-V with_params(const Tensor& x, const Module& m) {
-  V in = {x};
-  for (const Tensor& p : m.parameters()) in.push_back(p);
-  return in;
-}
 
 // The configurations of the fixture script's Block cases.
 BlockConfig gqa_qknorm_config() {
@@ -179,7 +162,7 @@ TEST(NnBlock, TeachingNames) {
       "attention.w_v.weight", "attention.w_v.bias", "attention.w_o.weight", "attention.w_o.bias",
       "ffn.fc1.weight",       "ffn.fc1.bias",       "ffn.fc2.weight",       "ffn.fc2.bias",
       "norm1.weight",         "norm1.bias",         "norm2.weight",         "norm2.bias"};
-  EXPECT_EQ(names(blk), expected);
+  EXPECT_EQ(param_names(blk), expected);
   EXPECT_EQ(blk.config().norm_position, NormPosition::Post);
   EXPECT_NE(dynamic_cast<MultiHeadAttention*>(blk.attention().get()), nullptr);
   EXPECT_EQ(dynamic_cast<FFN*>(blk.ffn().get())->d_ff(), 32);  // 4 * d_model
@@ -192,7 +175,7 @@ TEST(NnBlock, LLaMANames) {
   const std::vector<std::string> expected = {"norm_attn.weight",     "attention.w_q.weight", "attention.w_k.weight",
                                              "attention.w_v.weight", "attention.w_o.weight", "norm_ffn.weight",
                                              "ffn.W_gate.weight",    "ffn.W_up.weight",      "ffn.W_down.weight"};
-  EXPECT_EQ(names(blk), expected);
+  EXPECT_EQ(param_names(blk), expected);
   auto* gqa = dynamic_cast<GroupedQueryAttention*>(blk.attention().get());
   ASSERT_NE(gqa, nullptr);
   EXPECT_EQ(gqa->options().n_kv_heads, 1);  // MQA

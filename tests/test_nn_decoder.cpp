@@ -15,23 +15,12 @@
 
 using namespace xg;
 using namespace xg::nn;
+using xg::test::param_names;
+using xg::test::randomize64;
 using test::expect_module_matches_torch;
 using V = std::vector<Tensor>;
 
 namespace {
-
-std::vector<std::string> names(const Module& m) {
-  std::vector<std::string> out;
-  for (const auto& [n, p] : m.named_parameters()) out.push_back(n);
-  return out;
-}
-
-// Random float64 parameters at a scale that keeps the logits moderate.
-void randomize64(Module& m, uint64_t seed, double scale = 0.5) {
-  m.to(kFloat64);
-  Generator gen(seed);
-  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), kFloat64, &gen) * scale);
-}
 
 Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   Generator gen(seed);
@@ -129,7 +118,7 @@ TEST(NnDecoderTorch, TeachingTied) {
 
 TEST(NnDecoder, ChildNames) {
   DecoderLM untied(llama_lm());
-  std::vector<std::string> n = names(untied);
+  std::vector<std::string> n = param_names(untied);
   EXPECT_EQ(n.front(), "tok_embeddings.weight");
   EXPECT_EQ(n[1], "layers.0.norm_attn.weight");
   EXPECT_NE(std::find(n.begin(), n.end(), "layers.1.attention.w_k.weight"), n.end());
@@ -139,7 +128,7 @@ TEST(NnDecoder, ChildNames) {
   EXPECT_EQ(untied.pos(), nullptr);  // RoPE lives in the attention
 
   DecoderLM tied(gpt2_tied_lm());
-  n = names(tied);
+  n = param_names(tied);
   EXPECT_EQ(std::count(n.begin(), n.end(), "tok_embeddings.weight"), 1);
   EXPECT_EQ(n[1], "pos.weight");
   EXPECT_EQ(std::count_if(n.begin(), n.end(), [](const std::string& s) { return s.rfind("output", 0) == 0; }), 0);
@@ -522,7 +511,7 @@ TEST(NnDecoderConfig, SavePretrainedLoadPretrained) {
     EXPECT_TRUE(std::filesystem::exists(dir.path / "model" / "model.safetensors"));
     std::shared_ptr<DecoderLM> back = load_pretrained((dir.path / "model").string());
     EXPECT_EQ(back->tok_embeddings()->weight().dtype(), lm.tok_embeddings()->weight().dtype());
-    EXPECT_EQ(names(*back), names(lm));
+    EXPECT_EQ(param_names(*back), param_names(lm));
     const Tensor tokens = random_tokens(2, 5, c.vocab_size, 72);
     EXPECT_TRUE(test::tensors_close(back->forward(tokens), lm(tokens), 0, 0));
     LMConfig want = c;

@@ -10,21 +10,16 @@
 
 using namespace xg;
 using namespace xg::nn;
+using xg::test::param_names;
 using V = std::vector<Tensor>;
 
 namespace {
 
 // Sets every parameter to 0.5 * N(0, 1) in float64 (fixed per seed), so tests do not depend
 // on the global generator's state.
-void randomize64(Module& m, uint64_t seed) {
+void randomize64_per_tensor(Module& m, uint64_t seed) {
   m.to(kFloat64);
   for (auto& p : m.parameters()) p.copy_((test::randn64(p.shape(), seed++) * 0.5).detach());
-}
-
-std::vector<std::string> param_names(const Module& m) {
-  std::vector<std::string> names;
-  for (const auto& [k, v] : m.named_parameters()) names.push_back(k);
-  return names;
 }
 
 // Smallest gap between the k-th and (k+1)-th router logit over the tokens of x.
@@ -156,7 +151,7 @@ TEST(NnFfn, DefaultDff) {
 
 TEST(NnFfn, DropoutOnlyInTraining) {
   FFN f(4, 16, Activation::ReLU, 0.5);
-  randomize64(f, 3);
+  randomize64_per_tensor(f, 3);
   f.up()->bias().fill_(1.0);  // every hidden unit active, so dropping any changes the output
   Tensor x = test::randn64({8, 4}, 1).detach();
   FFN plain(4, 16);
@@ -178,7 +173,7 @@ TEST(NnFfn, MoEWithAllExpertsIsTheDenseSoftmaxMixture) {
   o.top_k = 3;
   o.aux_loss_coef = 0.25;
   MoE moe(o);
-  randomize64(moe, 10);
+  randomize64_per_tensor(moe, 10);
   Tensor x = test::randn64({2, 3, 4}, 2).detach();
   MoEOutput r = moe.forward_with_aux(x);
   Tensor p = softmax(moe.router()->forward(x), -1);  // [2, 3, E]
@@ -234,7 +229,7 @@ TEST(NnFfnGradcheck, FFN) {
   for (Activation act : {Activation::ReLU, Activation::GELU, Activation::GELUTanh}) {
     SCOPED_TRACE(activation_name(act));
     FFN f(3, 5, act);
-    randomize64(f, 20);
+    randomize64_per_tensor(f, 20);
     EXPECT_GRADCHECK([&](const V& v) { return f(v[0]); },
                      {test::randn64({2, 2, 3}, 4), f.up()->weight(), f.up()->bias(), f.down()->weight(),
                       f.down()->bias()});
@@ -243,11 +238,11 @@ TEST(NnFfnGradcheck, FFN) {
 
 TEST(NnFfnGradcheck, SwiGLU) {
   SwiGLU s(3, 4);
-  randomize64(s, 30);
+  randomize64_per_tensor(s, 30);
   EXPECT_GRADCHECK([&](const V& v) { return s(v[0]); },
                    {test::randn64({2, 2, 3}, 5), s.gate()->weight(), s.up()->weight(), s.down()->weight()});
   SwiGLU b(3, 4, true);
-  randomize64(b, 40);
+  randomize64_per_tensor(b, 40);
   EXPECT_GRADCHECK([&](const V& v) { return b(v[0]); },
                    {test::randn64({5, 3}, 6), b.gate()->bias(), b.up()->bias(), b.down()->bias()});
 }
@@ -264,7 +259,7 @@ TEST(NnFfnGradcheck, MoE) {
     o.expert = kind;
     o.aux_loss_coef = 0.3;
     MoE moe(o);
-    randomize64(moe, 50);
+    randomize64_per_tensor(moe, 50);
     Tensor x = test::randn64({2, 3, 3}, 7);
     ASSERT_GT(router_gap(moe, x), 1e-3);
     V inputs{x};

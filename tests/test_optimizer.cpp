@@ -9,9 +9,9 @@
 
 using namespace xg;
 using namespace xg::optim;
-using xg::optim::test::make_mlp;
-using xg::optim::test::MLP;
-using xg::optim::test::mlp_loss;
+using xg::test::make_mlp;
+using xg::test::MLP;
+using xg::test::mlp_loss;
 
 namespace {
 

@@ -9,13 +9,13 @@
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
+using xg::test::kInf;
 using test::expect_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Tensor randn32(const Shape& s, uint64_t seed) {
   Generator gen(seed);

@@ -8,13 +8,13 @@
 
 using namespace xg;
 using namespace xg::optim;
-using xg::optim::test::expect_trajectory;
-using xg::optim::test::MLP;
+using xg::test::expect_trajectory;
+using xg::test::MLP;
 
 namespace {
 
 // An SGD over the whole MLP with options `o` (one group).
-xg::optim::test::MakeOptimizer sgd(SGDOptions o) {
+xg::test::MakeOptimizer sgd(SGDOptions o) {
   return [o](MLP& m) { return std::make_unique<SGD>(m.parameters(), o); };
 }
 
@@ -59,7 +59,7 @@ TEST(SGD, MatchesTorchWithLinearDecayAndClipping) {
   for (Dtype dt : {kFloat64, kFloat32}) {
     expect_trajectory(
         "sgd_linear_decay_clip", dt, sgd(opts(0.2, 0.9)),
-        [](Optimizer& o) { return std::make_unique<LambdaLR>(o, linear_decay(2, xg::optim::test::kSteps)); }, 0.3);
+        [](Optimizer& o) { return std::make_unique<LambdaLR>(o, linear_decay(2, xg::test::kSteps)); }, 0.3);
   }
 }
 

@@ -9,13 +9,13 @@
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
+using xg::test::kInf;
 using test::expect_matches_torch;
 using test::randn64;
 using V = std::vector<Tensor>;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Both ops, for the cases the fixture has under "softmax_<case>" and "log_softmax_<case>".
 void expect_both(const std::string& suffix, int64_t dim) {

@@ -129,4 +129,22 @@ Tensor randn64(const Shape& shape, uint64_t seed) {
   return t;
 }
 
+std::vector<std::string> param_names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : m.named_parameters()) out.push_back(name);
+  return out;
+}
+
+void randomize64(nn::Module& m, uint64_t seed, double scale) {
+  m.to(kFloat64);
+  Generator gen(seed);
+  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), kFloat64, &gen) * scale);
+}
+
+std::vector<Tensor> with_params(const Tensor& x, const nn::Module& m) {
+  std::vector<Tensor> in = {x};
+  for (const Tensor& p : m.parameters()) in.push_back(p);
+  return in;
+}
+
 }  // namespace xg::test

@@ -38,6 +38,22 @@ void expect_module_matches_torch(const std::string& file, const std::string& cas
 // Float64 inputs for gradcheck: randn of the shape, requires_grad on.
 Tensor randn64(const Shape& shape, uint64_t seed);
 
+using optim::kInf;  // infinity, as a double
+
+// An int64 tensor of class labels or token ids.
+inline Tensor ids(const std::vector<int64_t>& v, const Shape& shape) { return from_vector(v, shape); }
+
+// The names named_parameters() yields, in order.
+std::vector<std::string> param_names(const nn::Module& m);
+
+// Converts m to float64 and sets every parameter to scale * N(0, 1) drawn from Generator(seed):
+// non-trivial weights everywhere (the norms' ones included), so that all of them matter in a
+// gradcheck.
+void randomize64(nn::Module& m, uint64_t seed, double scale = 0.5);
+
+// x and then every parameter of m: the inputs of a module's gradcheck.
+std::vector<Tensor> with_params(const Tensor& x, const nn::Module& m);
+
 }  // namespace xg::test
 
 // Asserts that gradcheck(fn, inputs) passes, printing its report when it does not.
