@@ -3,6 +3,7 @@
 
 #include "autograd/attention.hpp"
 #include "autograd/broadcast.hpp"
+#include "autograd/checkpoint.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/index.hpp"

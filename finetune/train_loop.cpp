@@ -10,6 +10,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "finetune/distributed.hpp"
+#include "nn/decoder.hpp"
 
 namespace xg::finetune {
 
@@ -57,6 +58,19 @@ TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors tr
   ao.weight_decay = o_.weight_decay;
   opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(trainable_, ao));
   sched_ = std::make_unique<optim::LambdaLR>(*opt_, make_schedule(o_));
+  if (o_.gradient_checkpointing) {
+    int64_t models = 0;
+    auto enable = [&](nn::Module& m) {
+      if (auto* lm = dynamic_cast<nn::DecoderLM*>(&m)) {
+        lm->set_gradient_checkpointing(true);
+        ++models;
+      }
+    };
+    enable(model_);
+    for (const auto& [name, m] : model_.named_modules()) enable(*m);
+    check(models > 0, program_, ": --gradient-checkpointing needs a DecoderLM (", model_.name(),
+          " is none and holds none)");
+  }
   if (!o_.out_dir.empty()) std::filesystem::create_directories(o_.out_dir);
   const bool main_rank = Distributed::is_main();
   log_ = std::make_unique<RunLog>(program_, o_.out_dir.empty() || !main_rank ? "" : o_.out_dir + "/log.jsonl", o_.steps);

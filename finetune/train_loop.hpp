@@ -40,6 +40,9 @@ struct LoopOptions {
   // weights, and so every checkpoint, stay finite.
   std::string on_nan = "stop";
   bool detect_anomaly = false;       // name the first op and module that made a NaN/Inf (slow)
+  // Activation checkpointing: every DecoderLM in the model recomputes its blocks in backward
+  // (DecoderLM::set_gradient_checkpointing); less memory, about one more forward per step.
+  bool gradient_checkpointing = false;
 
   void validate(const std::string& who) const;
 };
@@ -55,7 +58,8 @@ struct MicroResult {
 class TrainLoop {
  public:
   // trainable: the parameters the optimizer updates, by name (frozen ones left out). `model`
-  // is switched to train() for steps and eval() for evaluations.
+  // is switched to train() for steps and eval() for evaluations. With
+  // options.gradient_checkpointing, it (or a module below it) must be a DecoderLM.
   TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options);
 
   // micro(step, micro, data_rng): draws its batch from data_rng and returns its loss.

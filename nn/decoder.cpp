@@ -14,6 +14,7 @@
 #include <utility>
 #include <variant>
 
+#include "autograd/checkpoint.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/matmul.hpp"
@@ -356,9 +357,21 @@ LMOutput DecoderLM::forward_with_aux(const Tensor& tokens, int64_t start_pos, st
   if (learned_) h = learned_->forward(h, pos0);
   if (config_.block.dropout > 0 && is_training()) h = dropout(h, config_.block.dropout, true);
   const AttnMask mask = AttnMask::causal_mask();
+  const bool recompute = gradient_checkpointing_ && !caches && is_training() && is_grad_enabled();
   Tensor aux;
   for (std::size_t i = 0; i < layers_->size(); ++i) {
-    BlockOutput r = (*layers_)[i]->forward(h, mask, caches ? &(*caches)[i] : nullptr, pos0);
+    const std::shared_ptr<TransformerBlock>& block = (*layers_)[i];
+    BlockOutput r;
+    if (recompute) {
+      auto run = [block, mask, pos0](const std::vector<Tensor>& in) {
+        BlockOutput b = block->forward(in[0], mask, nullptr, pos0);
+        return std::vector<Tensor>{b.out, b.aux_loss};
+      };
+      std::vector<Tensor> out = checkpoint(run, {h}, block->parameters());
+      r = {out[0], out[1]};
+    } else {
+      r = block->forward(h, mask, caches ? &(*caches)[i] : nullptr, pos0);
+    }
     h = r.out;
     if (r.aux_loss.defined()) aux = aux.defined() ? aux + r.aux_loss : r.aux_loss;
   }

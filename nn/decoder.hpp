@@ -80,6 +80,14 @@ class DecoderLM : public Module {
   // module's train/eval modes are restored afterwards. Rows draw in order from one generator.
   Tensor generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options = {});
 
+  // Activation checkpointing (Hugging Face's model.gradient_checkpointing_enable()): while on,
+  // a forward in training mode with grad enabled and without KV caches keeps only each block's
+  // input and recomputes the block in backward (xg::checkpoint over the block's parameters), so
+  // that the activations of one block at a time are alive instead of all of them. Same
+  // gradients, dropout included; about one more forward per step. Not part of config.json.
+  void set_gradient_checkpointing(bool on = true) { gradient_checkpointing_ = on; }
+  bool gradient_checkpointing() const { return gradient_checkpointing_; }
+
   const LMConfig& config() const { return config_; }
   // The longest sequence the positions allow (-1: no limit, for PositionKind::None without MLA RoPE).
   int64_t max_seq_len() const;
@@ -105,6 +113,7 @@ class DecoderLM : public Module {
   std::shared_ptr<ModuleList<TransformerBlock>> layers_;
   std::shared_ptr<Norm> norm_;
   std::shared_ptr<Linear> output_;
+  bool gradient_checkpointing_ = false;
 };
 
 // Writes <dir>/config.json (LMConfig::to_json, dtype = the parameters') and

@@ -31,8 +31,16 @@ TEST(CliLoopFlags, BindsLoopOptions) {
   EXPECT_EQ(o.seed, 9u);
   EXPECT_TRUE(o.resume);
   EXPECT_FALSE(o.detect_anomaly);
+  EXPECT_FALSE(o.gradient_checkpointing);
   EXPECT_EQ(o.lr, 2e-3);
   EXPECT_NO_THROW(cli::validate_loop(o, "prog"));
+
+  const char* argv2[] = {"prog", "--gradient-checkpointing"};
+  po::variables_map vm2;
+  cli::store_checked(po::parse_command_line(2, argv2, opts), vm2);
+  po::notify(vm2);
+  EXPECT_TRUE(o.gradient_checkpointing);
+  EXPECT_EQ(cli::flags_json(vm2)["gradient-checkpointing"], true);  // as args.json records it
 }
 
 TEST(CliLoopFlags, InvalidOptionsAreUsageErrors) {
