@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autograd/atomic_file.hpp"
+#include "autograd/gemm_backend.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/safetensors.hpp"

@@ -1,6 +1,7 @@
 // Matrix products: matmul (torch.matmul's rules), linear and bmm. Every product is one
-// OpenBLAS gemm call (or a loop of them over a batch) with transpose flags; no transpose is
-// ever materialised, and a batch that meets an unbatched operand is folded into gemm's M.
+// gemm call (or a loop of them over a batch) with transpose flags, on OpenBLAS or oneDNN
+// (gemm_backend.hpp); no transpose is ever materialised, and a batch that meets an
+// unbatched operand is folded into gemm's M.
 #include "autograd/matmul.hpp"
 
 #include <omp.h>

@@ -1,4 +1,4 @@
-// Matrix products through OpenBLAS (cblas_sgemm / cblas_dgemm with transpose flags):
+// Matrix products as gemm calls with transpose flags (on the backend of gemm_backend.hpp):
 // matmul with torch.matmul's rules (1-D, 2-D, batched N-D with broadcast batch dims),
 // linear (x @ w^T + b, no materialised transpose) and bmm.
 #pragma once

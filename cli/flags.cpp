@@ -1,6 +1,8 @@
 // Command-line flags (see flags.hpp): checked storing, --help, comma-separated lists, flags as JSON.
 #include "cli/flags.hpp"
 
+#include "autograd/gemm_backend.hpp"
+
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -51,7 +53,7 @@ bool parse(int argc, char** argv, const po::options_description& opts, po::varia
            const std::string& usage) {
   store_checked(po::parse_command_line(argc, argv, opts), vm);
   if (vm.count("help")) {
-    std::cout << usage << "\n\n" << opts << "\n";
+    std::cout << usage << "\n\n" << opts << "\nfloat32 matrix products: " << gemm_backend_description() << "\n";
     return true;
   }
   po::notify(vm);

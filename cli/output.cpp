@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "autograd/gemm_backend.hpp"
+
 #ifndef XGRAD_GIT_REVISION
 #define XGRAD_GIT_REVISION "unknown"
 #endif
@@ -47,7 +49,8 @@ const char* git_revision() { return XGRAD_GIT_REVISION; }
 nlohmann::json experiment_json(const std::string& prog, const std::string& part, uint64_t seed,
                                const nlohmann::json& flags) {
   return nlohmann::json{
-      {"experiment", prog + " " + part}, {"git_revision", git_revision()}, {"seed", seed}, {"flags", flags}};
+      {"experiment", prog + " " + part}, {"git_revision", git_revision()}, {"gemm", gemm_backend_description()},
+      {"seed", seed}, {"flags", flags}};
 }
 
 void report_plot(const std::string& dir, const std::string& stem, bool ok, const std::string& why, bool& warned) {

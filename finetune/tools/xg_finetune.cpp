@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
 
         std::filesystem::create_directories(o.out_dir);
         json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
-                     {"git_revision", cli::git_revision()}};
+                     {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()}};
         args["ranks"] = ft::Distributed::size();
         const bool main_rank = ft::Distributed::is_main();
         if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);

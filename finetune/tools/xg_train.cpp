@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
         std::unique_ptr<ft::TextDataset> heldout;
         if (!f.eval_data.empty()) heldout = std::make_unique<ft::TextDataset>(f.eval_data);
         std::filesystem::create_directories(o.out_dir);
-        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", cli::git_revision()},
+        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
                      {"ranks", ft::Distributed::size()}};
         if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
 

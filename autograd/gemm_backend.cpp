@@ -1,0 +1,149 @@
+// The float32 gemm backend: the choice (rules in gemm_backend.hpp), its description, and the
+// one call into oneDNN.
+#include "autograd/gemm_backend.hpp"
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "autograd/detail/blas.hpp"
+#include "autograd/error.hpp"
+
+namespace xg {
+
+namespace {
+
+// OpenBLAS's kernel sets (openblas_get_corename) that use AVX2 and FMA or better. Any other
+// name (Prescott, Core2, Nehalem, Sandybridge, ...) is a generic or pre-AVX2 fallback.
+const std::set<std::string>& avx2_cores() {
+  static const std::set<std::string> cores = {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids",
+                                              "excavator"};
+  return cores;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "OpenBLAS 0.3.21" from openblas_get_config()'s "OpenBLAS 0.3.21 DYNAMIC_ARCH ...".
+std::string openblas_version() {
+  std::istringstream words(openblas_get_config());
+  std::string name, version;
+  words >> name >> version;
+  return name + " " + version;
+}
+
+bool cpu_has_avx2_fma() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+const char* onednn_isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "generic";
+  }
+}
+
+// Read on every product: one relaxed load. -1 until the first product chooses.
+std::atomic<int> g_backend{-1};
+std::string g_why;  // written once, with g_backend, under the static's initialisation lock
+
+GemmBackend chosen() {
+  const int b = g_backend.load(std::memory_order_relaxed);
+  if (b >= 0) return static_cast<GemmBackend>(b);
+  static const bool once = [] {
+    const GemmChoice c = choose_gemm_backend(gemm_facts());
+    g_why = c.why;
+    int expected = -1;  // set_gemm_backend may have chosen already
+    g_backend.compare_exchange_strong(expected, static_cast<int>(c.backend));
+    return true;
+  }();
+  (void)once;
+  return static_cast<GemmBackend>(g_backend.load());
+}
+
+}  // namespace
+
+GemmFacts gemm_facts() {
+  GemmFacts f;
+  if (const char* v = std::getenv("XGRAD_GEMM")) f.xgrad_gemm = v;
+  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) f.openblas_coretype = v;
+  f.openblas_core = openblas_get_corename();
+  f.openblas_version = openblas_version();
+  f.cpu_avx2_fma = cpu_has_avx2_fma();
+  return f;
+}
+
+GemmChoice choose_gemm_backend(const GemmFacts& f) {
+  if (!f.xgrad_gemm.empty()) {
+    const std::string v = lower(f.xgrad_gemm);
+    if (v == "openblas") return {GemmBackend::OpenBLAS, "XGRAD_GEMM=openblas"};
+    if (v == "onednn") return {GemmBackend::OneDNN, "XGRAD_GEMM=onednn"};
+    throw Error("XGRAD_GEMM=" + f.xgrad_gemm + ": expected openblas or onednn");
+  }
+  if (!f.openblas_coretype.empty())
+    return {GemmBackend::OpenBLAS, "OPENBLAS_CORETYPE=" + f.openblas_coretype + " is set"};
+  const bool generic = !avx2_cores().count(lower(f.openblas_core));
+  if (generic && f.cpu_avx2_fma)
+    return {GemmBackend::OneDNN, f.openblas_version + " has only its generic " + f.openblas_core +
+                                     " kernels for this CPU"};
+  if (generic) return {GemmBackend::OpenBLAS, "the CPU has no AVX2"};
+  return {GemmBackend::OpenBLAS, "OpenBLAS chose its kernels by the CPU's model"};
+}
+
+GemmBackend gemm_backend() { return chosen(); }
+
+void set_gemm_backend(GemmBackend backend) {
+  chosen();  // run the rules once so that a bad XGRAD_GEMM is still reported
+  g_backend.store(static_cast<int>(backend));
+  g_why = "set_gemm_backend";
+}
+
+const char* gemm_backend_name(GemmBackend backend) {
+  return backend == GemmBackend::OneDNN ? "onednn" : "openblas";
+}
+
+std::string gemm_backend_description() {
+  const GemmBackend b = chosen();
+  std::ostringstream s;
+  if (b == GemmBackend::OneDNN) {
+    const dnnl_version_t* v = dnnl_version();
+    s << "oneDNN " << v->major << "." << v->minor << "." << v->patch << " sgemm, "
+      << onednn_isa_name(dnnl_get_effective_cpu_isa()) << " kernels";
+  } else {
+    s << openblas_version() << " sgemm, " << openblas_get_corename() << " kernels";
+  }
+  s << " (" << g_why << ")";
+  return s.str();
+}
+
+namespace blas {
+
+bool sgemm_on_onednn() { return chosen() == GemmBackend::OneDNN; }
+
+void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // dnnl_sgemm is row-major, with 64-bit sizes.
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
+                                      C, ldc);
+  check(st == dnnl_success, "matmul: oneDNN's sgemm failed (status ", static_cast<int>(st), ") for M=", M, " N=", N,
+        " K=", K);
+}
+
+}  // namespace blas
+
+}  // namespace xg

@@ -1,0 +1,54 @@
+// Which library computes float32 matrix products (matmul, linear, bmm, attention's products).
+//
+// Debian's OpenBLAS picks its kernels by the CPU's model number, and a model it does not know
+// (OpenBLAS 0.3.21 on a Sapphire Rapids Xeon, say) gets its generic "Prescott" SSE3 kernels:
+// about an eighth of what the machine can do. oneDNN picks its kernels by the CPU's features
+// (AVX2, AVX-512, AMX), so it is used exactly when OpenBLAS has fallen back that way:
+//   1. XGRAD_GEMM=openblas or XGRAD_GEMM=onednn in the environment chooses;
+//   2. else an OPENBLAS_CORETYPE set in the environment is respected: OpenBLAS, with the
+//      kernels it names (some machines set it because other kernels compute wrong results
+//      there, so xgrad never overrides it);
+//   3. else oneDNN when OpenBLAS's kernels lack AVX2 on a CPU that has AVX2 and FMA;
+//   4. else OpenBLAS.
+// The choice is made once, at the first product, and kept for the process, so runs are
+// reproducible. Float64 products always run on OpenBLAS (oneDNN has no dgemm).
+#pragma once
+
+#include <string>
+
+namespace xg {
+
+enum class GemmBackend { OpenBLAS, OneDNN };
+
+// The backend float32 products use (chosen at the first call, by the rules above).
+GemmBackend gemm_backend();
+
+// Replaces the choice for the rest of the process (tests and benchmarks compare backends).
+void set_gemm_backend(GemmBackend backend);
+
+// "openblas" or "onednn", the names XGRAD_GEMM takes.
+const char* gemm_backend_name(GemmBackend backend);
+
+// What the rules read, and the rules as a function of it (tests check each rule).
+struct GemmFacts {
+  std::string xgrad_gemm;         // XGRAD_GEMM, empty when unset
+  std::string openblas_coretype;  // OPENBLAS_CORETYPE, empty when unset
+  std::string openblas_core;      // openblas_get_corename(): the kernel set OpenBLAS runs
+  std::string openblas_version;   // e.g. "OpenBLAS 0.3.21"
+  bool cpu_avx2_fma = false;      // the CPU has AVX2 and FMA
+};
+struct GemmChoice {
+  GemmBackend backend;
+  std::string why;  // the rule that chose it, for gemm_backend_description()
+};
+// Throws xg::Error naming XGRAD_GEMM when it is neither openblas nor onednn.
+GemmChoice choose_gemm_backend(const GemmFacts& facts);
+// This process's facts.
+GemmFacts gemm_facts();
+
+// One line for logs, --help and benchmark JSON: the library, its version, the kernels that run
+// and why, e.g. "oneDNN 2.6.3 sgemm, avx512_core_amx kernels (OpenBLAS 0.3.21 has only its
+// generic Prescott kernels for this CPU)".
+std::string gemm_backend_description();
+
+}  // namespace xg

@@ -1,0 +1,98 @@
+// Tests for autograd/gemm_backend.cpp: the rules that choose the float32 gemm backend, and
+// products that agree across backends (the whole suite also runs under each backend:
+// XGRAD_GEMM=openblas and XGRAD_GEMM=onednn in .ci/run).
+#include "autograd/gemm_backend.hpp"
+
+#include "tests/torch_fixture.hpp"
+
+using namespace xg;
+
+namespace {
+
+GemmFacts facts(const std::string& core, bool avx2) {
+  GemmFacts f;
+  f.openblas_core = core;
+  f.openblas_version = "OpenBLAS 0.3.21";
+  f.cpu_avx2_fma = avx2;
+  return f;
+}
+
+// Restores the process's backend when a test is done with it.
+struct BackendGuard {
+  GemmBackend saved = gemm_backend();
+  ~BackendGuard() { set_gemm_backend(saved); }
+};
+
+}  // namespace
+
+TEST(GemmBackend, GenericOpenBLASKernelsOnAnAVX2CPUGoToOneDNN) {
+  const GemmChoice c = choose_gemm_backend(facts("Prescott", true));
+  EXPECT_EQ(c.backend, GemmBackend::OneDNN);
+  EXPECT_EQ(c.why, "OpenBLAS 0.3.21 has only its generic Prescott kernels for this CPU");
+  EXPECT_EQ(choose_gemm_backend(facts("Sandybridge", true)).backend, GemmBackend::OneDNN);  // AVX without FMA
+}
+
+TEST(GemmBackend, OpenBLASKeepsTheCPUsItKnowsAndCPUsWithoutAVX2) {
+  for (const char* core : {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"})
+    EXPECT_EQ(choose_gemm_backend(facts(core, true)).backend, GemmBackend::OpenBLAS) << core;
+  const GemmChoice old_cpu = choose_gemm_backend(facts("Nehalem", false));
+  EXPECT_EQ(old_cpu.backend, GemmBackend::OpenBLAS);
+  EXPECT_EQ(old_cpu.why, "the CPU has no AVX2");
+}
+
+TEST(GemmBackend, AnOpenBLASCoretypeInTheEnvironmentIsRespected) {
+  GemmFacts f = facts("Prescott", true);
+  f.openblas_coretype = "Prescott";  // set on purpose (e.g. other kernels are wrong there): never overridden
+  const GemmChoice c = choose_gemm_backend(f);
+  EXPECT_EQ(c.backend, GemmBackend::OpenBLAS);
+  EXPECT_EQ(c.why, "OPENBLAS_CORETYPE=Prescott is set");
+}
+
+TEST(GemmBackend, XgradGemmChoosesAndABadValueIsNamed) {
+  GemmFacts f = facts("Haswell", true);
+  f.openblas_coretype = "Haswell";
+  f.xgrad_gemm = "onednn";
+  EXPECT_EQ(choose_gemm_backend(f).backend, GemmBackend::OneDNN);
+  f.xgrad_gemm = "OpenBLAS";
+  EXPECT_EQ(choose_gemm_backend(f).backend, GemmBackend::OpenBLAS);
+  f.xgrad_gemm = "mkl";
+  EXPECT_XG_ERROR(choose_gemm_backend(f), "XGRAD_GEMM=mkl: expected openblas or onednn");
+}
+
+TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
+  BackendGuard guard;
+  set_gemm_backend(GemmBackend::OneDNN);
+  EXPECT_EQ(gemm_backend_description().rfind("oneDNN ", 0), 0u) << gemm_backend_description();
+  EXPECT_NE(gemm_backend_description().find(" kernels (set_gemm_backend)"), std::string::npos);
+  set_gemm_backend(GemmBackend::OpenBLAS);
+  EXPECT_EQ(gemm_backend_description().rfind("OpenBLAS ", 0), 0u) << gemm_backend_description();
+  EXPECT_STREQ(gemm_backend_name(GemmBackend::OneDNN), "onednn");
+}
+
+// Both backends against a float64 product of the same float32 values, on shapes that take
+// every path of matmul (single gemm, split over threads, batched, transposed operands in backward).
+TEST(GemmBackend, BothBackendsMatchAFloat64ProductForwardAndBackward) {
+  BackendGuard guard;
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 5}, {5, 2}}, {{64, 48}, {48, 80}}, {{257, 129}, {129, 65}}, {{4, 33, 17}, {4, 17, 9}}};
+  for (const auto& [sa, sb] : cases) {
+    Generator gen(7);
+    const Tensor a32 = randn(sa, kFloat32, &gen), b32 = randn(sb, kFloat32, &gen);
+    const Tensor want = matmul(a32.to(kFloat64), b32.to(kFloat64));
+    for (GemmBackend backend : {GemmBackend::OpenBLAS, GemmBackend::OneDNN}) {
+      SCOPED_TRACE(gemm_backend_name(backend));
+      set_gemm_backend(backend);
+      Tensor a = a32.detach(), b = b32.detach();
+      a.requires_grad_(true);
+      b.requires_grad_(true);
+      const Tensor y = matmul(a, b);
+      EXPECT_TRUE(test::tensors_close(y.to(kFloat64), want, 1e-5, 1e-5));
+      const Tensor g = ones_like(y);
+      y.backward(g);
+      // dA = g B^T, dB = A^T g, in float64 from the same float32 values
+      const Tensor g64 = g.to(kFloat64);
+      EXPECT_TRUE(test::tensors_close(a.grad().to(kFloat64), matmul(g64, transpose(b32.to(kFloat64), -1, -2)), 1e-5, 1e-5));
+      EXPECT_TRUE(test::tensors_close(b.grad().to(kFloat64), matmul(transpose(a32.to(kFloat64), -1, -2), g64), 1e-5, 1e-5));
+    }
+  }
+}
