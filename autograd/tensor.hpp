@@ -29,13 +29,16 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   std::size_t nbytes = 0;
-  std::size_t padded = 0;  // bytes actually allocated
+  std::size_t padded = 0;  // bytes actually allocated (a size class from 128 KB on)
 };
 
-// Large freed buffers are cached for reuse (see tensor.cpp). empty_cache() frees them and
-// returns how many bytes it released; cached_bytes() says how many are held.
+// Freed buffers of 128 KB and more are cached for reuse, by size class, within the most that
+// was ever live at once (see tensor.cpp). empty_cache() frees them, returns how many bytes it
+// released and restarts that high-water mark; cached_bytes() says how many bytes are held,
+// allocated_bytes() how many the live tensors' buffers of 128 KB and more take.
 std::size_t empty_cache();
 std::size_t cached_bytes();
+std::size_t allocated_bytes();
 
 class Tensor {
  public:

@@ -122,3 +122,46 @@ TEST(Tensor, LargeBuffersAreReusedAfterFree) {
   Tensor small = empty({16});  // small buffers go straight to malloc
   EXPECT_EQ(cached_bytes(), 0u);
 }
+
+// A training run with batches of varying length frees buffers of ever new sizes: the cache
+// must not keep them all (it once held up to 1 GiB of buffers of exact sizes never asked for
+// again).
+TEST(Tensor, BufferCacheStaysBoundedUnderVaryingSizes) {
+  empty_cache();
+  for (int64_t i = 0; i < 200; ++i) {
+    Tensor t = empty({(int64_t{1} << 18) + i * 3000});  // 1 MB .. 3.3 MB, each size once
+    t.fill_(1.0);
+  }
+  EXPECT_LE(cached_bytes(), std::size_t{16} << 20);
+  empty_cache();
+  EXPECT_EQ(cached_bytes(), 0u);
+}
+
+TEST(Tensor, BufferCacheServesASizeClass) {
+  empty_cache();
+  void* first;
+  {
+    Tensor t = empty({1 << 20});  // 4 MB
+    first = t.raw_data();
+  }
+  Tensor nearby = empty({(1 << 20) - 1000});  // a little less: the same 4 MB class
+  EXPECT_EQ(nearby.raw_data(), first);
+  EXPECT_EQ(cached_bytes(), 0u);
+  EXPECT_GE(allocated_bytes(), std::size_t{4} << 20);
+}
+
+// Live plus cached bytes stay within the most that was live at once: a buffer the cache
+// cannot serve evicts cached ones instead of adding to them.
+TEST(Tensor, BufferCacheEvictsBeyondThePeakLiveBytes) {
+  empty_cache();
+  const std::size_t before = allocated_bytes();
+  { Tensor big = empty({1 << 20}); }  // 4 MB, then cached
+  EXPECT_EQ(cached_bytes(), std::size_t{4} << 20);
+  Tensor other = empty({1 << 18});  // 1 MB, another class: 4 + 1 MB would pass the 4 MB peak
+  EXPECT_EQ(cached_bytes(), 0u);
+  EXPECT_EQ(allocated_bytes(), before + (std::size_t{1} << 20));
+  { Tensor again = empty({1 << 20}); }  // now 5 MB live at once, so the 4 MB stays cached
+  EXPECT_EQ(cached_bytes(), std::size_t{4} << 20);
+  EXPECT_LE(allocated_bytes() + cached_bytes(), before + (std::size_t{5} << 20));
+  empty_cache();
+}
