@@ -1,6 +1,8 @@
 // xgrad_step_bench: times whole training steps of the reference LLaMA-style byte LM (forward,
-// cross-entropy, backward, AdamW) and prints one JSON object; --sgemm-peak times raw sgemm.
+// cross-entropy, backward, AdamW) and prints one JSON object; --sgemm-peak times an n^3
+// sgemm: xgrad's matmul (on the backend it chose), or OpenBLAS or oneDNN called directly.
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -36,6 +39,7 @@ const std::map<std::string, BenchConfig>& configs() {
       {"tiny", {64, 2, 2, 64, 8, 10, 100}},
       {"small", {256, 4, 4, 128, 8, 3, 20}},
       {"medium", {512, 8, 8, 256, 4, 2, 10}},
+      {"gpt2s", {768, 12, 12, 512, 4, 1, 3}},  // GPT-2 small's width, depth, heads and context
   };
   return c;
 }
@@ -173,29 +177,42 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["flop_formula"] = kFlopFormula;
   j["peak_rss_mb"] = peak_rss_mb();
   j["threads"] = omp_get_max_threads();
-  j["blas_core"] = openblas_get_corename();  // OpenBLAS's kernel set (OPENBLAS_CORETYPE pins it)
+  j["gemm"] = xg::gemm_backend_description();  // the library and kernels of the products
   j["loss_first"] = first_loss;
   j["loss_last"] = last_loss;
   j["seed"] = seed;
   return j;
 }
 
-// OpenBLAS sgemm C = A B on n x n float32 matrices: the machine's reachable matmul rate.
-json sgemm_peak(int64_t n, int64_t reps) {
-  const std::size_t nn = static_cast<std::size_t>(n * n);
-  std::vector<float> a(nn), b(nn), out(nn, 0.0f);
-  std::mt19937 rng(0);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (std::size_t i = 0; i < nn; ++i) {
-    a[i] = u(rng);
-    b[i] = u(rng);
-  }
+// C = A B on n x n float32 matrices: the rate a product reaches. impl "xgrad" is xg::matmul
+// (the backend gemm_backend() chose, xgrad's split over threads, the output's allocation);
+// "openblas" and "onednn" call cblas_sgemm and dnnl_sgemm directly (the kernels' own rate).
+json sgemm_peak(const std::string& impl, int64_t n, int64_t reps) {
+  xg::Generator gen(0);
+  const xg::Tensor a = xg::randn({n, n}, xg::kFloat32, &gen), b = xg::randn({n, n}, xg::kFloat32, &gen);
+  xg::Tensor out = xg::zeros({n, n}, xg::kFloat32);
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  float* pc = out.data<float>();
   const int ni = static_cast<int>(n);
-  auto call = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, a.data(), ni, b.data(), ni, 0.0f,
-                out.data(), ni);
-  };
-  call();  // warm-up: threads started, pages touched
+  std::function<void()> call;
+  std::string kernels;
+  if (impl == "xgrad") {
+    call = [&] {
+      xg::NoGradGuard ng;
+      out = xg::matmul(a, b);
+    };
+    kernels = xg::gemm_backend_description();
+  } else if (impl == "openblas") {
+    call = [&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, pa, ni, pb, ni, 0.0f, pc, ni);
+    };
+    kernels = std::string(openblas_get_corename()) + " kernels";
+  } else {
+    call = [&] { dnnl_sgemm('N', 'N', n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n); };
+    const dnnl_version_t* v = dnnl_version();
+    kernels = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  }
+  call();  // warm-up: threads started, pages touched, kernels generated
   std::vector<double> secs;
   for (int64_t r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -204,12 +221,12 @@ json sgemm_peak(int64_t n, int64_t reps) {
   }
   const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   json j;
-  j["impl"] = "openblas_sgemm";
+  j["impl"] = impl;
+  j["kernels"] = kernels;
   j["n"] = n;
   j["reps"] = reps;
   j["ms_per_call"] = median(secs) * 1e3;
   j["gflops"] = flop / median(secs) / 1e9;
-  j["blas_core"] = openblas_get_corename();
   j["gflops_best"] = flop / *std::min_element(secs.begin(), secs.end()) / 1e9;
   j["flop_formula"] = "2*n^3 per call";
   j["threads"] = omp_get_max_threads();
@@ -220,6 +237,7 @@ json sgemm_peak(int64_t n, int64_t reps) {
 
 int main(int argc, char** argv) {
   std::string config = "tiny";
+  std::string sgemm_impl = "xgrad";
   int64_t warmup = -1, steps = -1, sgemm_n = 2048, sgemm_reps = 7;
   uint64_t seed = 0;
   bool sgemm = false;
@@ -227,16 +245,19 @@ int main(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help", "show this help")
-    ("config", po::value(&config)->default_value(config), "tiny | small | medium")
+    ("config", po::value(&config)->default_value(config), "tiny | small | medium | gpt2s")
     ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first (-1: the config's default)")
     ("steps", po::value(&steps)->default_value(steps), "timed steps (-1: the config's default)")
     ("seed", po::value(&seed)->default_value(seed), "seeds the initialisation and the token batches")
-    ("sgemm-peak", po::bool_switch(&sgemm), "time OpenBLAS sgemm instead (n x n x n, median of --sgemm-reps)")
+    ("sgemm-peak", po::bool_switch(&sgemm), "time an sgemm instead (n x n x n, median of --sgemm-reps)")
+    ("sgemm-impl", po::value(&sgemm_impl)->default_value(sgemm_impl),
+     "xgrad (xg::matmul) | openblas | onednn (their sgemm called directly)")
     ("sgemm-size", po::value(&sgemm_n)->default_value(sgemm_n), "n of --sgemm-peak")
     ("sgemm-reps", po::value(&sgemm_reps)->default_value(sgemm_reps), "timed calls of --sgemm-peak");
   // clang-format on
   const std::string usage =
-      "usage: xgrad_step_bench [--config tiny|small|medium] [--warmup N] [--steps N] [--seed S] | --sgemm-peak\n"
+      "usage: xgrad_step_bench [--config tiny|small|medium|gpt2s] [--warmup N] [--steps N] [--seed S]\n"
+      "       xgrad_step_bench --sgemm-peak [--sgemm-impl xgrad|openblas|onednn] [--sgemm-size N]\n"
       "Times training steps of the reference LLaMA-style byte LM and prints one JSON object.";
   BenchConfig c{};
   return xg::cli::run_main(
@@ -247,6 +268,8 @@ int main(int argc, char** argv) {
         if (sgemm) {
           xg::cli::require(sgemm_n > 0, "--sgemm-size must be positive, got " + std::to_string(sgemm_n));
           xg::cli::require(sgemm_reps > 0, "--sgemm-reps must be positive, got " + std::to_string(sgemm_reps));
+          xg::cli::require(sgemm_impl == "xgrad" || sgemm_impl == "openblas" || sgemm_impl == "onednn",
+                           "--sgemm-impl: expected xgrad, openblas or onednn, got '" + sgemm_impl + "'");
           return -1;
         }
         c = xg::cli::choice("config", config, configs());
@@ -257,7 +280,7 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
-        const json j = sgemm ? sgemm_peak(sgemm_n, sgemm_reps) : run_steps(config, c, seed);
+        const json j = sgemm ? sgemm_peak(sgemm_impl, sgemm_n, sgemm_reps) : run_steps(config, c, seed);
         std::cout << j.dump() << std::endl;
         return 0;
       });
