@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "autograd/detail/dispatch.hpp"
+#include "autograd/detail/op_util.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/matmul.hpp"
@@ -80,10 +82,65 @@ std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRACon
   return a;
 }
 
-// delta = scaling * (dropout(x) A^T) B^T, as PEFT's lora_B(lora_A(dropout(x))) * scaling.
+// delta = s (h A^T) B^T, h = dropout(x), as PEFT's lora_B(lora_A(dropout(x))) * scaling
+// (x: [..., in], A: [r, in], B: [out, r] -> [..., out]; s: scaling). With h = x * m (m: 0 or
+// 1 / (1 - p), drawn as xg::dropout draws it), u = h A^T and gs = s g:
+//   dB = gs^T u,   du = gs B,   dA = du^T h,   dx = (du A) * m
+// NOTE: one op rather than dropout, two linears and a mul, so that the graph keeps only the
+// keep-mask (bool) and u ([N, r]); the four ops kept h, a float mask, u B^T and its scaled
+// copy, 3.75-13 MB per adapted module of the README's model at 16 x 128 tokens: 174 of the
+// 350 MB a LoRA DPO step held.
 Tensor LoRAAdapter::delta(const Tensor& x) const {
-  const Tensor h = dropout_ > 0 ? xg::dropout(x, dropout_, A_->is_training()) : x;
-  return linear(linear(h, A_->weight()), B_->weight()) * scaling();
+  const Tensor A = A_->weight(), B = B_->weight();
+  const int64_t r = A.shape()[0], C = A.shape()[1], OC = B.shape()[0];
+  check(x.dim() >= 1 && x.shape().back() == C, "LoRA: input must be [..., ", C, "], got ", shape_str(x.shape()));
+  const double s = scaling(), p = dropout_;
+  const bool drop = p > 0 && A_->is_training();
+  Tensor keep, h = x;  // keep: the mask of kept inputs (with dropout only)
+  auto apply_mask = [p](const Tensor& src, const Tensor& mask) {
+    Tensor dst = empty(src.shape(), src.dtype());
+    dispatch_float(src.dtype(), "LoRA dropout", [&](auto tag) {
+      using T = decltype(tag);
+      const T k = static_cast<T>(1.0 / (1.0 - p));
+      const T* ps = src.data<T>();
+      const bool* pm = mask.data<bool>();
+      T* pd = dst.data<T>();
+      for (int64_t i = 0, n = src.numel(); i < n; ++i) pd[i] = ps[i] * (pm[i] ? k : T(0));
+    });
+    return dst;
+  };
+  if (drop) {
+    keep = empty(x.shape(), kBool);
+    Generator& g = default_generator();
+    bool* pk = keep.data<bool>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) pk[i] = !(g.uniform() < p);
+    h = apply_mask(x, keep);
+  }
+  Tensor u, y;
+  {
+    NoGradGuard no_grad;
+    u = linear(h, A);
+    y = linear(u, B) * s;
+  }
+  if (!needs_grad({x, A, B})) return y;
+  return record(y, {x, A, B}, "lora",
+                [keep, u, s, r, C, OC, apply_mask](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
+                  std::vector<Tensor> grads(3);
+                  const Tensor gs = g.reshape({-1, OC}) * s;  // [N, out]
+                  const Tensor u2 = u.reshape({-1, r});        // [N, r]
+                  if (wants(in, 2)) grads[2] = matmul(u2.t(), gs).t();  // [out, r]
+                  if (!wants(in, 0) && !wants(in, 1)) return grads;
+                  const Tensor du = matmul(gs, in[2]);  // [N, r]
+                  if (wants(in, 1)) {
+                    const Tensor h = keep.defined() ? apply_mask(in[0], keep) : in[0];
+                    grads[1] = matmul(du.t(), h.reshape({-1, C}));  // [r, in]
+                  }
+                  if (wants(in, 0)) {
+                    const Tensor dh = matmul(du, in[1]).reshape(in[0].shape());  // [..., in]
+                    grads[0] = keep.defined() ? apply_mask(dh, keep) : dh;
+                  }
+                  return grads;
+                });
 }
 
 void LoRAAdapter::set_scale(double scale) {

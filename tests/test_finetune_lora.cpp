@@ -308,6 +308,50 @@ TEST(FinetuneLora, DropoutOnlyInTraining) {
   EXPECT_TRUE(bitwise_equal(drop(x), none(x)));  // eval: identity
 }
 
+// The delta is one op: with dropout in training, the gradients of x, A and B are those of
+// x * mask / (1 - p) through both products (each call re-seeds, so every evaluation of the
+// gradcheck draws the same mask), and dropped inputs get no gradient.
+TEST(FinetuneLora, GradcheckWithDropoutInTraining) {
+  Generator gen(9);
+  LoRALinear lin(6, 5, lora_cfg(3, 6.0, "q", false, 0.4), gen);
+  lin.to(kFloat64);
+  {
+    NoGradGuard ng;
+    Tensor B = lin.lora().B();
+    B.copy_(test::randn64({5, 3}, 10).detach());
+  }
+  auto fn = [&](const V& v) {
+    manual_seed(11);
+    return lin(v[0]);
+  };
+  const Tensor x = test::randn64({2, 4, 6}, 12);
+  EXPECT_GRADCHECK(fn, {x, lin.lora().A(), lin.lora().B()});
+  // The same draw as xg::dropout's: y = x W^T + b + s (dropout(x) A^T) B^T, ops by ops.
+  manual_seed(11);
+  const Tensor y = lin(x);
+  manual_seed(11);
+  const Tensor h = dropout(x, 0.4, true);
+  const Tensor want = linear(x, lin.weight(), lin.bias()) + linear(linear(h, lin.lora().A()), lin.lora().B()) * 2.0;
+  EXPECT_TRUE(test::tensors_close(y, want, 1e-12, 1e-12));
+}
+
+// Beside the base output and the sum, an adapted Linear's graph keeps only the keep-mask
+// (1 byte per input) and the rank-r product: not the dropped-out input, a float mask, the
+// full-width product and its scaled copy.
+TEST(FinetuneLora, GraphKeepsOnlyTheMaskAndTheRankRProduct) {
+  Generator gen(13);
+  LoRALinear lin(64, 64, lora_cfg(4, 8.0, "q", false, 0.1), gen);
+  const Tensor x = randn({4096, 64}).requires_grad_();  // 1 MB
+  const std::size_t before = allocated_bytes();
+  const Tensor y = lin(x);
+  // y, the base output and the delta: 3 MB; the bool mask 256 KB; u [4096, 4] is below the
+  // 128 KB that allocated_bytes() counts.
+  EXPECT_LE(allocated_bytes() - before, std::size_t{3328} << 10);
+  y.sum().backward();
+  EXPECT_TRUE(lin.lora().A().grad().defined());
+  EXPECT_TRUE(x.grad().defined());
+}
+
 TEST(FinetuneLora, BaseStateDictLoadsIntoInjectedModel) {
   nn::DecoderLM base(tiny_llama(1));
   TensorMap sd = base.state_dict();
