@@ -6,6 +6,7 @@
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
 #include "autograd/safetensors.hpp"
+#include "autograd/threads.hpp"
 #include "autograd/xarray.hpp"
 #include "finetune/checkpoint.hpp"
 #include "finetune/dataset.hpp"

@@ -20,6 +20,7 @@
 
 #include "cli/flags.hpp"
 #include "cli/run_main.hpp"
+#include "cli/threads.hpp"
 #include "xgrad.hpp"
 
 namespace {
@@ -178,6 +179,7 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["peak_rss_mb"] = peak_rss_mb();
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();  // the library and kernels of the products
+  j["thread_policy"] = xg::threads_description();
   j["loss_first"] = first_loss;
   j["loss_last"] = last_loss;
   j["seed"] = seed;
@@ -259,12 +261,15 @@ int main(int argc, char** argv) {
       "usage: xgrad_step_bench [--config tiny|small|medium|gpt2s] [--warmup N] [--steps N] [--seed S]\n"
       "       xgrad_step_bench --sgemm-peak [--sgemm-impl xgrad|openblas|onednn] [--sgemm-size N]\n"
       "Times training steps of the reference LLaMA-style byte LM and prints one JSON object.";
+  int threads = 0;
+  opts.add(xg::cli::threads_flag(threads));
   BenchConfig c{};
   return xg::cli::run_main(
       "xgrad_step_bench",
       [&] {
         po::variables_map vm;
         if (xg::cli::parse(argc, argv, opts, vm, usage)) return 0;
+        xg::cli::apply_threads(threads);
         if (sgemm) {
           xg::cli::require(sgemm_n > 0, "--sgemm-size must be positive, got " + std::to_string(sgemm_n));
           xg::cli::require(sgemm_reps > 0, "--sgemm-reps must be positive, got " + std::to_string(sgemm_reps));

@@ -2,6 +2,7 @@
 #include "cli/flags.hpp"
 
 #include "autograd/gemm_backend.hpp"
+#include "autograd/threads.hpp"
 
 #include <cmath>
 #include <iostream>
@@ -53,7 +54,8 @@ bool parse(int argc, char** argv, const po::options_description& opts, po::varia
            const std::string& usage) {
   store_checked(po::parse_command_line(argc, argv, opts), vm);
   if (vm.count("help")) {
-    std::cout << usage << "\n\n" << opts << "\nfloat32 matrix products: " << gemm_backend_description() << "\n";
+    std::cout << usage << "\n\n" << opts << "\nfloat32 matrix products: " << gemm_backend_description()
+              << "\nthreads: " << threads_description() << "\n";
     return true;
   }
   po::notify(vm);

@@ -15,6 +15,7 @@
 
 #include "cli/flags.hpp"
 #include "cli/output.hpp"
+#include "cli/threads.hpp"
 #include "experiments/plot.hpp"
 #include "experiments/study.hpp"
 #include "experiments/training.hpp"
@@ -339,12 +340,15 @@ int main(int argc, char** argv) {
     ("full", "longer training runs: 3000 steps, d_model 64, warmup 500 (unless given)")
     ("quick", "tiny sizes for CI: sweep depths 4,8 x 2 seeds x d_model 4,16; block depths 2,4 at d_model 16");
   // clang-format on
+  int threads = 0;
+  opts.add(cli::threads_flag(threads));
   po::variables_map vm;
   std::vector<int64_t> depths, dims, xiong_depths, train_depths;
   std::vector<double> lrs;
   try {
     cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
+    cli::apply_threads(threads);
     if (vm.count("help")) {
       std::cout << opts << "\nExample: " << kProg << " --sweep --xiong --train --out results\n";
       return 0;

@@ -16,6 +16,7 @@
 #include "autograd/error.hpp"
 #include "cli/flags.hpp"
 #include "cli/output.hpp"
+#include "cli/threads.hpp"
 #include "experiments/demos/demo_plot.hpp"
 #include "experiments/demos/kvcache.hpp"
 #include "experiments/demos/norms.hpp"
@@ -688,12 +689,15 @@ int main(int argc, char** argv) {
     chosen->add(own, flags);
     opts.add(own);
   }
+  int threads = 0;
+  opts.add(cli::threads_flag(threads));
   po::variables_map vm;
   try {
     std::vector<std::string> args(argv + 2, argv + argc);
     po::positional_options_description no_positionals;  // "seed_demos all extra" is an error
     cli::store_checked(po::command_line_parser(args).options(opts).positional(no_positionals).run(), vm);
     po::notify(vm);
+    cli::apply_threads(threads);
   } catch (const std::exception& e) {
     std::cerr << error_line(sub, e.what()) << " (see " << kProg << " --help)\n";
     return 2;

@@ -14,6 +14,7 @@
 #include "autograd/error.hpp"
 #include "cli/flags.hpp"
 #include "cli/output.hpp"
+#include "cli/threads.hpp"
 #include "finetune/data/rdata.hpp"
 #include "finetune/data/wordnet.hpp"
 
@@ -176,10 +177,13 @@ int main(int argc, char** argv) {
     ("heldout-fraction", po::value<double>(&fraction)->default_value(0.05),
      "fraction of WordNet lemmas held out of every *_train.jsonl")
     ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed of the lemma split and DPO sibling choice");
+  int threads = 0;
+  opts.add(xg::cli::threads_flag(threads));
   try {
     po::variables_map vm;
     xg::cli::store_checked(po::parse_command_line(argc, argv, opts), vm);
     po::notify(vm);
+    xg::cli::apply_threads(threads);
     if (vm.count("help")) {
       std::cout << opts << "\n";
       return 0;

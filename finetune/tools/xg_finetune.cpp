@@ -10,6 +10,7 @@
 #include "cli/loop_flags.hpp"
 #include "cli/output.hpp"
 #include "cli/run_main.hpp"
+#include "cli/threads.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
@@ -94,11 +95,14 @@ int main(int argc, char** argv) {
     ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
+  int threads = 0;
+  opts.add(cli::threads_flag(threads));
   po::variables_map vm;
   return cli::run_main(
       kProg,
       [&] {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
+        cli::apply_threads(threads);
         cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
         cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,

@@ -4,6 +4,7 @@
 
 #include "cli/flags.hpp"
 #include "cli/run_main.hpp"
+#include "cli/threads.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/peft.hpp"
@@ -38,12 +39,15 @@ int main(int argc, char** argv) {
     ("samples", po::value(&samples)->default_value(samples), "independent samples to print")
     ("seed", po::value(&g.seed)->default_value(g.seed), "seed of the sampling");
   // clang-format on
+  int threads = 0;
+  opts.add(cli::threads_flag(threads));
   po::variables_map vm;
   return cli::run_main(
       "xg-generate",
       [&] {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-generate --base DIR [--prompt TEXT] [--adapter DIR] [options]"))
           return 0;
+        cli::apply_threads(threads);
         if (format == "auto") format = adapter.empty() ? "raw" : "instruct";
         cli::choice<int>("format", format, {{"raw", 0}, {"instruct", 1}});
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");

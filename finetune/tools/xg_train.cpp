@@ -9,6 +9,7 @@
 #include "cli/loop_flags.hpp"
 #include "cli/output.hpp"
 #include "cli/run_main.hpp"
+#include "cli/threads.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/train_loop.hpp"
 #include "xgrad.hpp"
@@ -150,12 +151,15 @@ int main(int argc, char** argv) {
     ("sample-tokens", po::value(&f.sample_tokens)->default_value(f.sample_tokens), "bytes per sample (at most --seq-len, prompt included)");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the init, the data order and dropout"));
+  int threads = 0;
+  opts.add(cli::threads_flag(threads));
   po::variables_map vm;
   nn::LMConfig config;
   return cli::run_main(
       kProg,
       [&] {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-train --data FILE --out DIR [options]")) return 0;
+        cli::apply_threads(threads);
         config = model_config(f);
         cli::require(f.seq_len >= 1 && f.batch >= 1 && f.eval_batches >= 1,
                      "--seq-len, --batch and --eval-batches must be positive");
