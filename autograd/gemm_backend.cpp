@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -137,9 +138,18 @@ bool sgemm_on_onednn() { return chosen() == GemmBackend::OneDNN; }
 
 void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // Each call runs on the calling thread, as OpenBLAS's OpenMP build does for products below its
+  // threading threshold or inside a parallel region: matmul.cpp splits large products over the
+  // threads itself. Left to itself, dnnl_sgemm opens a parallel region for every product, small
+  // ones too (attention's per-head products, a tiny model's layers): many more barriers, and
+  // under load a finetune measured stuck in them for minutes.
+  const int threads = omp_get_max_threads();
+  const bool narrow = threads > 1 && !omp_in_parallel();
+  if (narrow) omp_set_num_threads(1);
   // dnnl_sgemm is row-major, with 64-bit sizes.
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta,
                                       C, ldc);
+  if (narrow) omp_set_num_threads(threads);
   check(st == dnnl_success, "matmul: oneDNN's sgemm failed (status ", static_cast<int>(st), ") for M=", M, " N=", N,
         " K=", K);
 }
