@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
