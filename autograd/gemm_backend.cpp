@@ -119,18 +119,21 @@ const char* gemm_backend_name(GemmBackend backend) {
   return backend == GemmBackend::OneDNN ? "onednn" : "openblas";
 }
 
-std::string gemm_backend_description() {
-  const GemmBackend b = chosen();
+std::string gemm_kernels(GemmBackend backend) {
   std::ostringstream s;
-  if (b == GemmBackend::OneDNN) {
+  if (backend == GemmBackend::OneDNN) {
     const dnnl_version_t* v = dnnl_version();
     s << "oneDNN " << v->major << "." << v->minor << "." << v->patch << " sgemm, "
       << onednn_isa_name(dnnl_get_effective_cpu_isa()) << " kernels";
   } else {
     s << openblas_version() << " sgemm, " << openblas_get_corename() << " kernels";
   }
-  s << " (" << g_why << ")";
   return s.str();
+}
+
+std::string gemm_backend_description() {
+  const GemmBackend b = chosen();
+  return gemm_kernels(b) + " (" + g_why + ")";
 }
 
 namespace blas {

@@ -46,6 +46,10 @@ GemmChoice choose_gemm_backend(const GemmFacts& facts);
 // This process's facts.
 GemmFacts gemm_facts();
 
+// The library, its version and the kernels a backend runs on this CPU, e.g. "oneDNN 2.6.3
+// sgemm, avx512_core_amx kernels" or "OpenBLAS 0.3.21 sgemm, Prescott kernels".
+std::string gemm_kernels(GemmBackend backend);
+
 // One line for logs, --help and benchmark JSON: the library, its version, the kernels that run
 // and why, e.g. "oneDNN 2.6.3 sgemm, avx512_core_amx kernels (OpenBLAS 0.3.21 has only its
 // generic Prescott kernels for this CPU)".

@@ -208,11 +208,10 @@ json sgemm_peak(const std::string& impl, int64_t n, int64_t reps) {
     call = [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.0f, pa, ni, pb, ni, 0.0f, pc, ni);
     };
-    kernels = std::string(openblas_get_corename()) + " kernels";
+    kernels = xg::gemm_kernels(xg::GemmBackend::OpenBLAS);
   } else {
     call = [&] { dnnl_sgemm('N', 'N', n, n, n, 1.0f, pa, n, pb, n, 0.0f, pc, n); };
-    const dnnl_version_t* v = dnnl_version();
-    kernels = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    kernels = xg::gemm_kernels(xg::GemmBackend::OneDNN);
   }
   call();  // warm-up: threads started, pages touched, kernels generated
   std::vector<double> secs;

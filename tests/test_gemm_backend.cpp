@@ -64,6 +64,7 @@ TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
   set_gemm_backend(GemmBackend::OneDNN);
   EXPECT_EQ(gemm_backend_description().rfind("oneDNN ", 0), 0u) << gemm_backend_description();
   EXPECT_NE(gemm_backend_description().find(" kernels (set_gemm_backend)"), std::string::npos);
+  EXPECT_EQ(gemm_backend_description(), gemm_kernels(GemmBackend::OneDNN) + " (set_gemm_backend)");
   set_gemm_backend(GemmBackend::OpenBLAS);
   EXPECT_EQ(gemm_backend_description().rfind("OpenBLAS ", 0), 0u) << gemm_backend_description();
   EXPECT_STREQ(gemm_backend_name(GemmBackend::OneDNN), "onednn");
