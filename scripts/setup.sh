@@ -11,6 +11,7 @@ PACKAGES=(
   libxtensor-blas-dev             # xtensor-blas: the QR of nn::init::orthogonal_ (build time only)
   libxsimd-dev                    # xsimd: SIMD batches (exp, sqrt) in the fused row kernels and AdamW
   libboost-program-options-dev nlohmann-json3-dev
+  libpcre2-dev                    # PCRE2: the split regexes of tokenizer.json pre-tokenizers (Unicode classes, lookahead)
   zlib1g-dev                      # finetune/data: reads R's compressed lazy-load database (janeaustenr)
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox                     # experiments/: PNG and SVG plots (optional at run time)
