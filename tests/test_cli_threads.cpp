@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,4 +79,46 @@ TEST(CliThreads, EveryExecutableTakesTheFlag) {
     EXPECT_EQ(bad.status, 2);
     EXPECT_NE(bad.err.find("--threads: expected 0 (the default) or 1..1024, got 2000"), std::string::npos) << bad.err;
   }
+}
+
+// libgomp reads its wait policy before main; xgrad's default (passive, from
+// libxgrad_wait_policy.so's constructor) must be in the environment by then, which depends on
+// the order the libraries are initialised in. libgomp's own report (OMP_DISPLAY_ENV=verbose)
+// says what it read: passive is a spin count of 0 (its default spins 300,000 times). A user's
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is never overridden.
+TEST(CliThreads, DefaultPassiveWaitReachesLibgompInEveryExecutable) {
+  const std::string tools = XGRAD_TOOL_DIR;
+  std::vector<std::string> exes = {tools + "/xg-train", tools + "/xg-finetune", tools + "/xg-generate",
+                                   tools + "/xg-data", XGRAD_PRENORM_EXE};
+#ifdef XGRAD_STEP_BENCH_EXE
+  exes.emplace_back(XGRAD_STEP_BENCH_EXE);
+#endif
+  const std::string clean = "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u XGRAD_DEFAULT_WAIT_POLICY OMP_DISPLAY_ENV=verbose ";
+  for (const std::string& exe : exes) {
+    SCOPED_TRACE(exe);
+    const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' --help");
+    EXPECT_EQ(def.status, 0);
+    EXPECT_NE(def.err.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << def.err;
+  }
+  const std::string exe = tools + "/xg-generate";  // its --help ends with the threads line
+  const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' --help");
+  EXPECT_NE(def.out.find("threads, passive wait (xgrad's default; OMP_WAIT_POLICY=active to spin)"), std::string::npos)
+      << def.out;
+  const xg::test::CliRun active = xg::test::run_cli("/usr/bin/env", clean + "OMP_WAIT_POLICY=active '" + exe + "' --help");
+  EXPECT_NE(active.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << active.err;
+  EXPECT_NE(active.out.find("threads, OMP_WAIT_POLICY=active"), std::string::npos) << active.out;
+  const xg::test::CliRun spin = xg::test::run_cli("/usr/bin/env", clean + "GOMP_SPINCOUNT=1000 '" + exe + "' --help");
+  EXPECT_NE(spin.err.find("GOMP_SPINCOUNT = '1000'"), std::string::npos) << spin.err;
+  EXPECT_NE(spin.out.find("threads, GOMP_SPINCOUNT=1000"), std::string::npos) << spin.out;
+}
+
+// This test process links the library too, so its own policy is xgrad's default, and its
+// children (the executables the other tests run) inherit it as xgrad's default, not as a
+// user's setting.
+TEST(CliThreads, ThisProcessAndItsChildrenReportTheDefault) {
+  if (std::getenv("XGRAD_DEFAULT_WAIT_POLICY") == nullptr) GTEST_SKIP() << "the environment chose a wait policy";
+  EXPECT_NE(xg::threads_description().find("passive wait (xgrad's default"), std::string::npos)
+      << xg::threads_description();
+  const xg::test::CliRun child = xg::test::run_cli(std::string(XGRAD_TOOL_DIR) + "/xg-generate", "--help");
+  EXPECT_NE(child.out.find("passive wait (xgrad's default"), std::string::npos) << child.out;
 }

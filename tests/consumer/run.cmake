@@ -6,10 +6,21 @@ file(REMOVE_RECURSE ${BINARY_DIR}/consumer-test)
 foreach(step
     "${CMAKE_COMMAND};--install;${BINARY_DIR};--prefix;${prefix}"
     "${CMAKE_COMMAND};-S;${SOURCE_DIR}/tests/consumer;-B;${build};-DCMAKE_PREFIX_PATH=${prefix};-DCMAKE_BUILD_TYPE=Release"
-    "${CMAKE_COMMAND};--build;${build}"
-    "${build}/consumer")
+    "${CMAKE_COMMAND};--build;${build}")
   execute_process(COMMAND ${step} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "consumer test: step failed (${rc}): ${step}")
   endif()
 endforeach()
+# The installed package links libxgrad_wait_policy.so so that libgomp reads xgrad's default
+# wait policy (passive: a spin count of 0, which libgomp's verbose report shows).
+execute_process(
+  COMMAND env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u XGRAD_DEFAULT_WAIT_POLICY OMP_DISPLAY_ENV=verbose ${build}/consumer
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer test: the consumer failed (${rc}): ${err}")
+endif()
+if(NOT err MATCHES "GOMP_SPINCOUNT = '0'")
+  message(FATAL_ERROR "consumer test: libgomp did not read xgrad's default passive wait policy:\n${err}")
+endif()
