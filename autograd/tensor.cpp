@@ -100,15 +100,17 @@ void* map_buffer(std::size_t bytes) {
 // a training step frees and asks for the same sizes every step. Whole steps of the step
 // benchmark took 3.0x (tiny) and 1.4x (small) as long without the cache, at the same peak
 // RSS. The cache is bounded by the live working set: the bytes of live buffers plus the
-// cached ones never exceed 1.25x the most that was ever live at once (the high-water mark
-// since the last empty_cache()). A buffer that cannot be served from the cache evicts the
-// oldest cached ones to stay under it, so batches of varying length, whose sizes the cache
-// cannot serve, make it turn over instead of grow (it once kept every exact size up to 1 GiB:
-// LoRA DPO of the README's model grew to 1.5 GB).
-// NOTE: why a quarter over the peak and not the peak itself: a step asks for its size classes
-// in an order in which some class is all in use while others sit cached, so a cache of exactly
-// the peak evicted and re-mapped buffers every step (930 page faults, 30% of the tiny
-// benchmark's single-thread time; 2 faults a step with the slack, and 1/8 left 260).
+// cached ones never pass the most that was ever live at once (the high-water mark since the
+// last empty_cache()) by more than a slack of a quarter of it, at most 8 MB. A buffer that
+// cannot be served from the cache evicts the oldest cached ones to stay under it, so batches
+// of varying length, whose sizes the cache cannot serve, make it turn over instead of grow (it
+// once kept every exact size up to 1 GiB: LoRA DPO of the README's model grew to 1.5 GB).
+// NOTE: why a slack: a step asks for its size classes in an order in which some class is all
+// in use while others sit cached, so a cache of exactly the peak evicted and re-mapped buffers
+// every step (930 page faults a step of the tiny step benchmark, 30% of its single-thread
+// time; 3 with the slack; the small config's 7,400 became 1,800). A slack of a quarter of the
+// peak with no 8 MB cap left 435, but LoRA DPO of the README's model, whose batches vary in
+// length and so fill any slack, then peaked at 344 MB instead of 284 (289 with the cap).
 // XGRAD_NO_BUFFER_CACHE=1 turns it off (every buffer is mapped and unmapped), as
 // PYTORCH_NO_CUDA_MEMORY_CACHING does for PyTorch's allocator.
 class BufferCache {
@@ -130,7 +132,7 @@ class BufferCache {
         held_ -= bytes;
       } else {
         if (live_ > peak_live_) peak_live_ = live_;
-        while (live_ + held_ > peak_live_ + peak_live_ / 4) evicted.push_back(pop_oldest());
+        while (live_ + held_ > peak_live_ + slack()) evicted.push_back(pop_oldest());
       }
     }
     for (const Slot& s : evicted) munmap(s.data, s.bytes);
@@ -196,6 +198,10 @@ class BufferCache {
     held_ -= s.bytes;
     return s;
   }
+
+  // How far live plus cached bytes may pass the peak live bytes (caller holds mu_).
+  std::size_t slack() const { return std::min(peak_live_ / 4, kSlackMax); }
+  static constexpr std::size_t kSlackMax = std::size_t{8} << 20;
 
   std::mutex mu_;
   std::map<std::size_t, std::vector<Slot>> free_;  // by class size; each oldest first
