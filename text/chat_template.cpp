@@ -1,0 +1,160 @@
+// Chat templates: reading tokenizer_config.json, the variables transformers passes to the
+// template, and the prompt/completion split.
+#include "text/chat_template.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include "autograd/error.hpp"
+
+namespace xg::text {
+namespace {
+
+jinja::TemplateOptions chat_options() {
+  jinja::TemplateOptions o;
+  o.name = "chat template";
+  return o;
+}
+
+// A special token of tokenizer_config.json: a string, or an AddedToken object's content.
+std::string token_text(const nlohmann::ordered_json& config, const char* key, const std::string& origin) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+    return (*it)["content"].get<std::string>();
+  throw Error(str_cat(origin, ": ", key, " must be a string or an object with \"content\", got ", it->dump()));
+}
+
+// The special tokens transformers passes to the template: each one the config sets.
+jinja::Dict special_tokens_of(const nlohmann::ordered_json& config, const std::string& origin) {
+  jinja::Dict d;
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    std::string t = token_text(config, key, origin);
+    if (!t.empty()) d.set(key, jinja::Value(t));
+  }
+  return d;
+}
+
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(const std::string& source, jinja::Dict special_tokens)
+    : source_(source), template_(source, chat_options()), special_tokens_(std::move(special_tokens)) {}
+
+ChatTemplate::ChatTemplate(const std::string& source, std::string bos_token, std::string eos_token)
+    : ChatTemplate(source, [&] {
+        jinja::Dict d;
+        if (!bos_token.empty()) d.set("bos_token", jinja::Value(bos_token));
+        if (!eos_token.empty()) d.set("eos_token", jinja::Value(eos_token));
+        return d;
+      }()) {}
+
+bool ChatTemplate::has_chat_template(const nlohmann::ordered_json& config) {
+  auto it = config.find("chat_template");
+  return it != config.end() && ((it->is_string() && !it->get<std::string>().empty()) || (it->is_array() && !it->empty()));
+}
+
+ChatTemplate ChatTemplate::from_tokenizer_config(const nlohmann::ordered_json& config, const std::string& origin,
+                                                 const std::string& name) {
+  if (!config.is_object()) throw Error(origin + ": expected a JSON object");
+  auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null())
+    throw Error(origin + ": no \"chat_template\" (the model has no chat template; use --chat-template none)");
+  std::string source;
+  if (it->is_string()) {
+    source = it->get<std::string>();
+  } else if (it->is_array()) {
+    std::vector<std::string> names;
+    for (const auto& entry : *it) {
+      if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") || !entry["name"].is_string() ||
+          !entry["template"].is_string())
+        throw Error(origin + ": chat_template list entries must be {\"name\": string, \"template\": string}");
+      names.push_back(entry["name"].get<std::string>());
+      if (names.back() == name) source = entry["template"].get<std::string>();
+    }
+    if (source.empty()) {
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+      throw Error(str_cat(origin, ": no chat template named '", name, "' (it has ", all, ")"));
+    }
+  } else {
+    throw Error(origin + ": chat_template must be a string or a list of named templates");
+  }
+  try {
+    return ChatTemplate(source, special_tokens_of(config, origin));
+  } catch (const Error& e) {
+    throw Error(origin + ": " + e.what());
+  }
+}
+
+ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path, const std::string& name) {
+  struct stat st{};
+  std::string file = path;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) file = path + "/tokenizer_config.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error("cannot read " + file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::ordered_json config;
+  try {
+    config = nlohmann::ordered_json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str_cat(file, ": not valid JSON (", e.what(), ")"));
+  }
+  return from_tokenizer_config(config, file, name);
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) const {
+  if (!messages.is_array()) throw Error("chat template: messages must be a JSON array");
+  if (!extra.is_object()) throw Error("chat template: the extra variables must be a JSON object");
+  jinja::Dict context;
+  context.set("messages", jinja::from_json(messages));
+  context.set("tools", jinja::Value::none());
+  context.set("documents", jinja::Value::none());
+  context.set("add_generation_prompt", jinja::Value(add_generation_prompt));
+  for (const auto& [k, v] : special_tokens_.items) context.set(k, v);
+  for (const auto& [k, v] : extra.items()) context.set(k, jinja::from_json(v));
+  return template_.render(context);
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) const {
+  return render(messages_json(messages), add_generation_prompt, extra);
+}
+
+std::string ChatTemplate::render_prompt(const std::vector<ChatMessage>& messages,
+                                        const nlohmann::ordered_json& extra) const {
+  return render(messages, true, extra);
+}
+
+ChatSplit ChatTemplate::render_split(const std::vector<ChatMessage>& messages,
+                                     const nlohmann::ordered_json& extra) const {
+  if (messages.empty() || messages.back().role != "assistant")
+    throw Error("chat template: render_split needs messages that end with an assistant message");
+  std::vector<ChatMessage> before(messages.begin(), messages.end() - 1);
+  std::string prompt = render(before, true, extra);
+  std::string full = render(messages, false, extra);
+  if (full.compare(0, prompt.size(), prompt) != 0) {
+    size_t k = 0;
+    while (k < prompt.size() && k < full.size() && prompt[k] == full[k]) ++k;
+    throw Error(str_cat("chat template: the conversation with the reply does not start with the prompt rendered "
+                        "without it (they differ from byte ", k, ": prompt has ",
+                        quoted(prompt.substr(k, 40)), ", the whole conversation ",
+                        quoted(full.substr(k, 40)), ")"));
+  }
+  return {prompt, full.substr(prompt.size())};
+}
+
+nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const ChatMessage& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
+  return out;
+}
+
+}  // namespace xg::text

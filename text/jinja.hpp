@@ -1,0 +1,130 @@
+// A Jinja subset for chat templates: Values with Python's semantics (what transformers'
+// Jinja2 sees: dicts keep their order, str() of True is "True"), and a Template that parses
+// once and renders many times. text/chat_template.hpp builds the chat API on it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace xg::text::jinja {
+
+class Value;
+using List = std::vector<Value>;
+using Kwargs = std::vector<std::pair<std::string, Value>>;
+using Function = std::function<Value(const List& args, const Kwargs& kwargs)>;
+
+// A Python dict: insertion-ordered, looked up by a linear scan (chat messages have a handful
+// of keys).
+struct Dict {
+  std::vector<std::pair<std::string, Value>> items;
+  const Value* find(const std::string& key) const;
+  void set(const std::string& key, Value value);
+};
+
+// A template value. Lists, dicts and namespaces are shared by reference, as in Python, so
+// `{% set ns.x = 1 %}` changes the namespace every name for it sees. Undefined is Jinja's
+// default Undefined: it prints as "", is false, iterates as empty, and any attribute of it
+// is an error naming it.
+class Value {
+ public:
+  enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
+
+  Value() = default;  // undefined
+  Value(bool b) : kind_(Kind::Bool), b_(b) {}  // NOLINT: implicit, like the literal
+  Value(int v) : kind_(Kind::Int), i_(v) {}  // NOLINT
+  Value(int64_t v) : kind_(Kind::Int), i_(v) {}  // NOLINT
+  Value(double v) : kind_(Kind::Float), f_(v) {}  // NOLINT
+  Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}  // NOLINT
+  Value(const char* s) : Value(std::string(s)) {}  // NOLINT
+  static Value undefined(std::string message);
+  static Value none();
+  static Value list(List items);
+  static Value dict(Dict d);
+  static Value ns(Dict d);  // Jinja's namespace(): attributes assignable by {% set %}
+  static Value function(std::string name, Function fn);
+
+  Kind kind() const { return kind_; }
+  bool is_undefined() const { return kind_ == Kind::Undefined; }
+  bool is_none() const { return kind_ == Kind::None; }
+  bool is_string() const { return kind_ == Kind::String; }
+  bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+  bool is_list() const { return kind_ == Kind::List; }
+  bool is_dict() const { return kind_ == Kind::Dict; }
+
+  bool as_bool() const { return b_; }
+  int64_t as_int() const { return kind_ == Kind::Bool ? int64_t(b_) : i_; }
+  double as_float() const { return kind_ == Kind::Float ? f_ : double(as_int()); }
+  const std::string& as_string() const { return *s_; }
+  const List& as_list() const { return *list_; }
+  const Dict& as_dict() const { return *dict_; }  // a dict's or a namespace's entries
+  Dict& namespace_entries() const { return *dict_; }
+  const Function& as_function() const { return *fn_; }
+  // A function's name, or what using an undefined says: "'foo' is undefined",
+  // "'dict object' has no attribute 'bar'" (Jinja2's messages).
+  const std::string& name() const { return name_; }
+
+  bool truthy() const;      // Python's bool()
+  std::string str() const;  // Python's str(): what {{ }} prints ("" for undefined)
+  std::string repr() const; // Python's repr(), as str() shows list items
+  const char* type_name() const;  // Python's type name: "str", "dict", "NoneType", ...
+
+ private:
+  Kind kind_ = Kind::Undefined;
+  bool b_ = false;
+  int64_t i_ = 0;
+  double f_ = 0;
+  std::shared_ptr<const std::string> s_;
+  std::shared_ptr<List> list_;
+  std::shared_ptr<Dict> dict_;
+  std::shared_ptr<Function> fn_;
+  std::string name_;
+};
+
+// Python's ==: numbers by value (True == 1), lists and dicts deeply, undefined == undefined.
+bool equals(const Value& a, const Value& b);
+
+// JSON values become Values in their order; integers stay integers.
+Value from_json(const nlohmann::ordered_json& j);
+
+// Python's json.dumps(x, ensure_ascii, indent, separators, sort_keys), as transformers'
+// tojson filter calls it. indent < 0 is None; the separators default as json.dumps's do.
+struct JsonDump {
+  int indent = -1;
+  bool ensure_ascii = false;
+  bool sort_keys = false;
+  std::string item_separator, key_separator;  // empty: json.dumps's defaults
+};
+std::string to_json(const Value& v, const JsonDump& opts = {});
+
+// Jinja's whitespace settings; transformers renders chat templates with both on.
+struct TemplateOptions {
+  bool trim_blocks = true;    // drop the first newline after a block tag
+  bool lstrip_blocks = true;  // drop spaces and tabs from a line's start up to a block tag
+  std::string name = "template";  // how error messages name the template
+};
+
+namespace detail {
+struct Program;
+}
+
+// A parsed template. Parsing refuses what the subset does not have ("template line 3:
+// unsupported tag 'include'"); rendering throws xg::Error naming the line for runtime errors
+// and for raise_exception(msg).
+class Template {
+ public:
+  explicit Template(const std::string& source, TemplateOptions opts = {});
+  // Renders with `context` as the global variables (beside the built-ins: range, namespace,
+  // dict, raise_exception, strftime_now, true/false/none).
+  std::string render(const Dict& context) const;
+
+ private:
+  std::shared_ptr<const detail::Program> program_;
+};
+
+}  // namespace xg::text::jinja

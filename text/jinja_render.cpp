@@ -1,0 +1,494 @@
+// Renders a parsed Jinja-subset template: scopes as Jinja2 keeps them (a for loop and a
+// macro call open one, if does not, so {% set %} in a loop stays there and namespace() is
+// how a template carries state out), Python's operators, attribute lookup (methods first for
+// `.`, keys first for `[]`), loops with `loop.*`, macros, and the built-in globals.
+#include <cmath>
+#include <ctime>
+
+#include "autograd/error.hpp"
+#include "text/detail/jinja_ast.hpp"
+#include "text/detail/jinja_builtins.hpp"
+#include "text/detail/jinja_utf8.hpp"
+
+namespace xg::text::jinja {
+namespace detail {
+namespace {
+
+struct Frame {
+  Dict vars;
+  std::shared_ptr<Frame> parent;
+};
+using FramePtr = std::shared_ptr<Frame>;
+
+enum class Flow { Normal, Break, Continue };
+
+Value get_attr(const Value& obj, const std::string& name) {
+  check_defined(obj);
+  switch (obj.kind()) {
+    case Value::Kind::Dict: {
+      Value m = method(obj, name);
+      if (!m.is_undefined()) return m;
+      const Value* v = obj.as_dict().find(name);
+      return v ? *v : Value::undefined("'dict object' has no attribute '" + name + "'");
+    }
+    case Value::Kind::Namespace: {
+      const Value* v = obj.as_dict().find(name);
+      return v ? *v : Value::undefined("'Namespace object' has no attribute '" + name + "'");
+    }
+    default: return method(obj, name);
+  }
+}
+
+Value get_item(const Value& obj, const Value& key) {
+  check_defined(obj);
+  if ((obj.is_dict() || obj.kind() == Value::Kind::Namespace) && key.is_string()) {
+    if (const Value* v = obj.as_dict().find(key.as_string())) return *v;
+    return get_attr(obj, key.as_string());
+  }
+  if ((obj.is_list() || obj.is_string()) && key.is_number() && key.kind() != Value::Kind::Float) {
+    int64_t n = length(obj), k = key.as_int();
+    if (k < 0) k += n;
+    if (k < 0 || k >= n) return Value::undefined(str_cat(obj.type_name(), " index out of range"));
+    if (obj.is_list()) return obj.as_list()[size_t(k)];
+    return Value(code_points(obj.as_string())[size_t(k)]);
+  }
+  if (key.is_string()) return get_attr(obj, key.as_string());
+  return Value::undefined(str_cat("'", obj.type_name(), " object' has no item ", key.repr()));
+}
+
+// Python's seq[start:stop:step] on a list or string.
+Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
+  check_defined(obj);
+  if (!obj.is_list() && !obj.is_string()) throw Error(str_cat("'", obj.type_name(), "' object is not subscriptable"));
+  auto as_index = [](const Value& v, const char* what) -> const Value& {
+    if (!v.is_none() && !v.is_undefined() && v.kind() != Value::Kind::Int)
+      throw Error(str_cat("slice ", what, " must be an integer or None, not ", v.type_name()));
+    return v;
+  };
+  const Value& a = as_index(start, "start");
+  const Value& b = as_index(stop, "stop");
+  const Value& c = as_index(step, "step");
+  List items = iterate(obj);
+  int64_t n = int64_t(items.size());
+  int64_t st = c.kind() == Value::Kind::Int ? c.as_int() : 1;
+  if (st == 0) throw Error("slice step cannot be zero");
+  auto clamp = [&](const Value& v, int64_t def, int64_t lo, int64_t hi) {
+    if (v.kind() != Value::Kind::Int) return def;
+    int64_t x = v.as_int();
+    if (x < 0) x += n;
+    return std::min(std::max(x, lo), hi);
+  };
+  int64_t from = st > 0 ? clamp(a, 0, 0, n) : clamp(a, n - 1, -1, n - 1);
+  int64_t to = st > 0 ? clamp(b, n, 0, n) : clamp(b, -1, -1, n - 1);
+  List out;
+  for (int64_t k = from; st > 0 ? k < to : k > to; k += st) out.push_back(items[size_t(k)]);
+  if (obj.is_list()) return Value::list(std::move(out));
+  std::string s;
+  for (const Value& ch : out) s += ch.as_string();
+  return Value(s);
+}
+
+// Python's floor division and modulo (the sign follows the divisor).
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+Value arithmetic(const std::string& op, const Value& a, const Value& b) {
+  if (op == "~") return Value(a.str() + b.str());
+  if (op == "%" && a.is_string()) throw Error("unsupported construct: string formatting with '%'");
+  check_defined(a);
+  check_defined(b);
+  auto unsupported = [&]() -> Value {
+    throw Error(str_cat("unsupported operand type(s) for ", op, ": '", a.type_name(), "' and '", b.type_name(), "'"));
+  };
+  const bool nums = a.is_number() && b.is_number();
+  const bool floats = nums && (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float);
+  if (op == "+") {
+    if (nums) return floats ? Value(a.as_float() + b.as_float()) : Value(a.as_int() + b.as_int());
+    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_list() && b.is_list()) {
+      List out = a.as_list();
+      out.insert(out.end(), b.as_list().begin(), b.as_list().end());
+      return Value::list(std::move(out));
+    }
+    return unsupported();
+  }
+  if (op == "*") {
+    if (nums) return floats ? Value(a.as_float() * b.as_float()) : Value(a.as_int() * b.as_int());
+    const Value& seq = a.is_number() ? b : a;
+    const Value& times = a.is_number() ? a : b;
+    if (times.is_number() && times.kind() != Value::Kind::Float && (seq.is_string() || seq.is_list())) {
+      if (seq.is_string()) {
+        std::string out;
+        for (int64_t k = 0; k < times.as_int(); ++k) out += seq.as_string();
+        return Value(out);
+      }
+      List out;
+      for (int64_t k = 0; k < times.as_int(); ++k) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
+      return Value::list(std::move(out));
+    }
+    return unsupported();
+  }
+  if (!nums) return unsupported();
+  if (op == "-") return floats ? Value(a.as_float() - b.as_float()) : Value(a.as_int() - b.as_int());
+  if (op == "**") {
+    if (!floats && b.as_int() >= 0) {
+      int64_t r = 1;
+      for (int64_t k = 0; k < b.as_int(); ++k) r *= a.as_int();
+      return Value(r);
+    }
+    return Value(std::pow(a.as_float(), b.as_float()));
+  }
+  if (b.as_float() == 0) throw Error(op == "/" ? "division by zero" : "integer division or modulo by zero");
+  if (op == "/") return Value(a.as_float() / b.as_float());
+  if (op == "//") return floats ? Value(std::floor(a.as_float() / b.as_float())) : Value(floor_div(a.as_int(), b.as_int()));
+  // op == "%"
+  if (floats) {
+    double r = std::fmod(a.as_float(), b.as_float());
+    if (r != 0 && ((r < 0) != (b.as_float() < 0))) r += b.as_float();
+    return Value(r);
+  }
+  return Value(a.as_int() - floor_div(a.as_int(), b.as_int()) * b.as_int());
+}
+
+bool compare(const std::string& op, const Value& a, const Value& b) {
+  if (op == "==") return equals(a, b);
+  if (op == "!=") return !equals(a, b);
+  if (op == "<") return less(a, b);
+  if (op == ">") return less(b, a);
+  if (op == "<=") return !less(b, a);
+  if (op == ">=") return !less(a, b);
+  if (op == "in") return contains(b, a);
+  return !contains(b, a);  // "not in"
+}
+
+class Renderer {
+ public:
+  Renderer(const Program& p, const Dict& context) : p_(p), context_(context) {}
+
+  std::string run() {
+    auto top = std::make_shared<Frame>();
+    std::string out;
+    try {
+      exec(p_.body, top, out);
+    } catch (const Error& e) {
+      throw Error(str_cat(p_.opts.name, " line ", line_, ": ", e.what()));
+    }
+    return out;
+  }
+
+ private:
+  Value lookup(const std::string& name, const FramePtr& frame) const {
+    for (const Frame* f = frame.get(); f; f = f->parent.get())
+      if (const Value* v = f->vars.find(name)) return *v;
+    if (const Value* v = context_.find(name)) return *v;
+    if (const Value* v = globals().find(name)) return *v;
+    return Value::undefined("'" + name + "' is undefined");
+  }
+
+  static const Dict& globals() {
+    static const Dict g = [] {
+      Dict d;
+      d.set("range", Value::function("range", [](const List& a, const Kwargs& k) {
+        if (!k.empty() || a.empty() || a.size() > 3) throw Error("range expects 1 to 3 integer arguments");
+        for (const Value& x : a)
+          if (x.kind() != Value::Kind::Int) throw Error(str_cat("range: '", x.type_name(), "' object cannot be interpreted as an integer"));
+        int64_t start = a.size() > 1 ? a[0].as_int() : 0, stop = a.size() > 1 ? a[1].as_int() : a[0].as_int();
+        int64_t step = a.size() > 2 ? a[2].as_int() : 1;
+        if (step == 0) throw Error("range() arg 3 must not be zero");
+        List out;
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+        return Value::list(std::move(out));
+      }));
+      auto from_args = [](const char* fn, const List& a, const Kwargs& k) {
+        Dict entries;
+        if (a.size() > 1) throw Error(str_cat(fn, " expected at most 1 positional argument"));
+        if (a.size() == 1) {
+          if (!a[0].is_dict()) throw Error(str_cat(fn, ": a positional argument must be a mapping"));
+          entries = a[0].as_dict();
+        }
+        for (const auto& [key, v] : k) entries.set(key, v);
+        return entries;
+      };
+      d.set("namespace", Value::function("namespace", [from_args](const List& a, const Kwargs& k) {
+        return Value::ns(from_args("namespace", a, k));
+      }));
+      d.set("dict", Value::function("dict", [from_args](const List& a, const Kwargs& k) {
+        return Value::dict(from_args("dict", a, k));
+      }));
+      d.set("raise_exception", Value::function("raise_exception", [](const List& a, const Kwargs&) -> Value {
+        throw Error(a.empty() ? std::string("raise_exception") : a[0].str());
+      }));
+      // transformers' strftime_now: datetime.now().strftime(format), local time.
+      d.set("strftime_now", Value::function("strftime_now", [](const List& a, const Kwargs&) {
+        if (a.size() != 1 || !a[0].is_string()) throw Error("strftime_now expects one format string");
+        std::time_t t = std::time(nullptr);
+        std::tm local{};
+        localtime_r(&t, &local);
+        char buf[512];
+        size_t n = std::strftime(buf, sizeof buf, a[0].as_string().c_str(), &local);
+        return Value(std::string(buf, n));
+      }));
+      return d;
+    }();
+    return g;
+  }
+
+  void assign(Frame& frame, const std::vector<std::string>& targets, const Value& v) {
+    if (targets.size() == 1) return frame.vars.set(targets[0], v);
+    List items = iterate(v);
+    if (items.size() != targets.size())
+      throw Error(str_cat(items.size() < targets.size() ? "not enough" : "too many", " values to unpack (expected ",
+                          targets.size(), ", got ", items.size(), ")"));
+    for (size_t k = 0; k < targets.size(); ++k) frame.vars.set(targets[k], items[k]);
+  }
+
+  std::string render_body(const Body& body, const FramePtr& frame) {
+    std::string out;
+    if (exec(body, frame, out) != Flow::Normal) throw Error("'break' or 'continue' outside a loop");
+    return out;
+  }
+
+  Flow exec(const Body& body, const FramePtr& frame, std::string& out) {
+    for (const StmtPtr& sp : body) {
+      const Stmt& s = *sp;
+      line_ = s.line;
+      switch (s.kind) {
+        case Stmt::Kind::Text: out += s.text; break;
+        case Stmt::Kind::Output: out += eval(*s.expr, frame).str(); break;
+        case Stmt::Kind::If: {
+          size_t k = 0;
+          while (k < s.conds.size() && !eval(*s.conds[k], frame).truthy()) ++k;
+          if (k < s.bodies.size()) {
+            Flow f = exec(s.bodies[k], frame, out);
+            if (f != Flow::Normal) return f;
+          }
+          break;
+        }
+        case Stmt::Kind::For: exec_for(s, frame, out); break;
+        case Stmt::Kind::Set: {
+          Value v = eval(*s.expr, frame);
+          line_ = s.line;
+          if (s.attr.empty()) {
+            assign(*frame, s.targets, v);
+          } else {
+            Value target = lookup(s.targets[0], frame);
+            if (target.kind() != Value::Kind::Namespace)
+              throw Error(str_cat("cannot assign attribute '", s.attr, "' on '", s.targets[0], "' (a ",
+                                  target.type_name(), ", not a namespace())"));
+            target.namespace_entries().set(s.attr, v);
+          }
+          break;
+        }
+        case Stmt::Kind::SetBlock: frame->vars.set(s.targets[0], Value(render_body(s.bodies[0], frame))); break;
+        case Stmt::Kind::Macro: frame->vars.set(s.name, make_macro(s, frame)); break;
+        case Stmt::Kind::Break:
+        case Stmt::Kind::Continue:
+          if (loop_depth_ == 0) throw Error(str_cat("'", s.kind == Stmt::Kind::Break ? "break" : "continue", "' outside a loop"));
+          return s.kind == Stmt::Kind::Break ? Flow::Break : Flow::Continue;
+        case Stmt::Kind::FilterBlock: {
+          Value saved = block_text_;
+          block_text_ = Value(render_body(s.bodies[0], frame));
+          out += eval(*s.expr, frame).str();
+          block_text_ = saved;
+          break;
+        }
+        case Stmt::Kind::Generation: {
+          Flow f = exec(s.bodies[0], frame, out);
+          if (f != Flow::Normal) return f;
+          break;
+        }
+      }
+    }
+    return Flow::Normal;
+  }
+
+  void exec_for(const Stmt& s, const FramePtr& frame, std::string& out) {
+    Value seq = eval(*s.expr, frame);
+    if (!seq.is_undefined() && !seq.is_list() && !seq.is_dict() && !seq.is_string())
+      throw Error(str_cat("'", seq.type_name(), "' object is not iterable"));
+    auto scope = std::make_shared<Frame>();
+    scope->parent = frame;
+    List items = iterate(seq);
+    if (s.cond) {
+      List kept;
+      for (const Value& item : items) {
+        assign(*scope, s.targets, item);
+        if (eval(*s.cond, scope).truthy()) kept.push_back(item);
+      }
+      items = std::move(kept);
+    }
+    const int64_t n = int64_t(items.size());
+    ++loop_depth_;
+    for (int64_t k = 0; k < n; ++k) {
+      Dict loop;
+      loop.set("index", Value(k + 1));
+      loop.set("index0", Value(k));
+      loop.set("revindex", Value(n - k));
+      loop.set("revindex0", Value(n - k - 1));
+      loop.set("first", Value(k == 0));
+      loop.set("last", Value(k == n - 1));
+      loop.set("length", Value(n));
+      loop.set("depth", Value(int64_t(1)));
+      loop.set("depth0", Value(int64_t(0)));
+      loop.set("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("there is no previous item"));
+      loop.set("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("there is no next item"));
+      loop.set("cycle", Value::function("loop.cycle", [k](const List& a, const Kwargs&) {
+        if (a.empty()) throw Error("no items for cycling given");
+        return a[size_t(k) % a.size()];
+      }));
+      scope->vars.set("loop", Value::dict(std::move(loop)));
+      assign(*scope, s.targets, items[size_t(k)]);
+      if (exec(s.bodies[0], scope, out) == Flow::Break) break;
+    }
+    --loop_depth_;
+    if (n == 0 && s.bodies.size() > 1) {
+      Flow f = exec(s.bodies[1], frame, out);
+      (void)f;
+    }
+  }
+
+  // A macro is a function that renders its body in a new scope over the one it was defined
+  // in (held weakly: the scope holds the macro).
+  Value make_macro(const Stmt& s, const FramePtr& frame) {
+    std::weak_ptr<Frame> defined_in = frame;
+    const Stmt* def = &s;
+    return Value::function(s.name, [this, def, defined_in](const List& a, const Kwargs& k) {
+      auto parent = defined_in.lock();
+      if (!parent) throw Error(str_cat("macro '", def->name, "' called outside the scope that defined it"));
+      if (a.size() > def->params.size())
+        throw Error(str_cat("macro '", def->name, "' takes not more than ", def->params.size(), " argument(s)"));
+      auto scope = std::make_shared<Frame>();
+      scope->parent = parent;
+      for (const auto& [key, v] : k) {
+        bool known = false;
+        for (size_t i = 0; i < def->params.size(); ++i) {
+          if (def->params[i].first != key) continue;
+          if (i < a.size()) throw Error(str_cat("macro '", def->name, "' got multiple values for argument '", key, "'"));
+          known = true;
+        }
+        if (!known) throw Error(str_cat("macro '", def->name, "' takes no keyword argument '", key, "'"));
+        scope->vars.set(key, v);
+      }
+      for (size_t i = 0; i < def->params.size(); ++i) {
+        const auto& [pname, pdef] = def->params[i];
+        if (i < a.size()) scope->vars.set(pname, a[i]);
+        else if (!scope->vars.find(pname))
+          scope->vars.set(pname, pdef ? eval(*pdef, scope) : Value::undefined("'" + pname + "' is undefined"));
+      }
+      int saved_line = line_;
+      int saved_depth = loop_depth_;
+      loop_depth_ = 0;
+      std::string text = render_body(def->bodies[0], scope);
+      loop_depth_ = saved_depth;
+      line_ = saved_line;
+      return Value(text);
+    });
+  }
+
+  Value eval(const Expr& e, const FramePtr& frame) {
+    line_ = e.line;
+    switch (e.kind) {
+      case Expr::Kind::Literal: return e.value;
+      case Expr::Kind::Name: return lookup(e.name, frame);
+      case Expr::Kind::ListLit:
+      case Expr::Kind::TupleLit: {
+        List items;
+        for (const ExprPtr& x : e.args) items.push_back(eval(*x, frame));
+        return Value::list(std::move(items));
+      }
+      case Expr::Kind::DictLit: {
+        Dict d;
+        for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
+          Value key = eval(*e.args[k], frame);
+          if (!key.is_string()) throw Error(str_cat("dict keys must be strings here, not ", key.type_name()));
+          d.set(key.as_string(), eval(*e.args[k + 1], frame));
+        }
+        return Value::dict(std::move(d));
+      }
+      case Expr::Kind::Attr: return get_attr(eval(*e.args[0], frame), e.name);
+      case Expr::Kind::Item: {
+        Value obj = eval(*e.args[0], frame);
+        return get_item(obj, eval(*e.args[1], frame));
+      }
+      case Expr::Kind::Slice: {
+        Value obj = eval(*e.args[0], frame);
+        auto part = [&](const ExprPtr& p) { return p ? eval(*p, frame) : Value::none(); };
+        Value a = part(e.args[1]), b = part(e.args[2]), c = part(e.args[3]);
+        line_ = e.line;
+        return slice(obj, a, b, c);
+      }
+      case Expr::Kind::Call: {
+        Value fn = eval(*e.args[0], frame);
+        List args;
+        Kwargs kwargs;
+        for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k], frame));
+        for (const auto& [key, x] : e.kwargs) kwargs.emplace_back(key, eval(*x, frame));
+        line_ = e.line;
+        check_defined(fn);
+        if (fn.kind() != Value::Kind::Function) throw Error(str_cat("'", fn.type_name(), "' object is not callable"));
+        return fn.as_function()(args, kwargs);
+      }
+      case Expr::Kind::Filter: {
+        Value operand = e.args[0] ? eval(*e.args[0], frame) : block_text_;
+        List args;
+        Kwargs kwargs;
+        for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k], frame));
+        for (const auto& [key, x] : e.kwargs) kwargs.emplace_back(key, eval(*x, frame));
+        line_ = e.line;
+        return apply_filter(e.name, operand, args, kwargs);
+      }
+      case Expr::Kind::Test: {
+        Value operand = eval(*e.args[0], frame);
+        List args;
+        for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k], frame));
+        line_ = e.line;
+        return Value(apply_test(e.name, operand, args) != e.negate);
+      }
+      case Expr::Kind::Unary: {
+        Value v = eval(*e.args[0], frame);
+        line_ = e.line;
+        if (e.name == "not") return Value(!v.truthy());
+        check_defined(v);
+        if (!v.is_number()) throw Error(str_cat("bad operand type for unary ", e.name, ": '", v.type_name(), "'"));
+        if (e.name == "+") return v.kind() == Value::Kind::Float ? v : Value(v.as_int());
+        return v.kind() == Value::Kind::Float ? Value(-v.as_float()) : Value(-v.as_int());
+      }
+      case Expr::Kind::Binary: {
+        Value a = eval(*e.args[0], frame);
+        if (e.name == "and") return a.truthy() ? eval(*e.args[1], frame) : a;
+        if (e.name == "or") return a.truthy() ? a : eval(*e.args[1], frame);
+        Value b = eval(*e.args[1], frame);
+        line_ = e.line;
+        return arithmetic(e.name, a, b);
+      }
+      case Expr::Kind::Compare: {
+        Value a = eval(*e.args[0], frame);
+        for (size_t k = 0; k < e.ops.size(); ++k) {
+          Value b = eval(*e.args[k + 1], frame);
+          line_ = e.line;
+          if (!compare(e.ops[k], a, b)) return Value(false);
+          a = std::move(b);
+        }
+        return Value(true);
+      }
+      case Expr::Kind::Cond:
+        if (eval(*e.args[0], frame).truthy()) return eval(*e.args[1], frame);
+        return e.args[2] ? eval(*e.args[2], frame) : Value::undefined("the condition was false and there is no else");
+    }
+    return Value();
+  }
+
+  const Program& p_;
+  const Dict& context_;
+  Value block_text_;
+  int line_ = 0;
+  int loop_depth_ = 0;
+};
+
+}  // namespace
+}  // namespace detail
+
+Template::Template(const std::string& source, TemplateOptions opts) : program_(detail::parse(source, opts)) {}
+
+std::string Template::render(const Dict& context) const { return detail::Renderer(*program_, context).run(); }
+
+}  // namespace xg::text::jinja

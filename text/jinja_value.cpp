@@ -1,0 +1,351 @@
+// Values of the Jinja subset with Python's semantics: truthiness, str()/repr(), ==, and
+// json.dumps as transformers' tojson filter calls it.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include "autograd/error.hpp"
+#include "text/detail/jinja_utf8.hpp"
+#include "text/jinja.hpp"
+
+namespace xg::text::jinja {
+
+const Value* Dict::find(const std::string& key) const {
+  for (const auto& [k, v] : items)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+void Dict::set(const std::string& key, Value value) {
+  for (auto& [k, v] : items)
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  items.emplace_back(key, std::move(value));
+}
+
+Value Value::undefined(std::string message) {
+  Value v;
+  v.name_ = std::move(message);
+  return v;
+}
+
+Value Value::none() {
+  Value v;
+  v.kind_ = Kind::None;
+  return v;
+}
+
+Value Value::list(List items) {
+  Value v;
+  v.kind_ = Kind::List;
+  v.list_ = std::make_shared<List>(std::move(items));
+  return v;
+}
+
+Value Value::dict(Dict d) {
+  Value v;
+  v.kind_ = Kind::Dict;
+  v.dict_ = std::make_shared<Dict>(std::move(d));
+  return v;
+}
+
+Value Value::ns(Dict d) {
+  Value v = dict(std::move(d));
+  v.kind_ = Kind::Namespace;
+  return v;
+}
+
+Value Value::function(std::string name, Function fn) {
+  Value v;
+  v.kind_ = Kind::Function;
+  v.name_ = std::move(name);
+  v.fn_ = std::make_shared<Function>(std::move(fn));
+  return v;
+}
+
+bool Value::truthy() const {
+  switch (kind_) {
+    case Kind::Undefined: case Kind::None: return false;
+    case Kind::Bool: return b_;
+    case Kind::Int: return i_ != 0;
+    case Kind::Float: return f_ != 0;
+    case Kind::String: return !s_->empty();
+    case Kind::List: return !list_->empty();
+    case Kind::Dict: return !dict_->items.empty();
+    case Kind::Namespace: case Kind::Function: return true;
+  }
+  return false;
+}
+
+const char* Value::type_name() const {
+  switch (kind_) {
+    case Kind::Undefined: return "Undefined";
+    case Kind::None: return "NoneType";
+    case Kind::Bool: return "bool";
+    case Kind::Int: return "int";
+    case Kind::Float: return "float";
+    case Kind::String: return "str";
+    case Kind::List: return "list";
+    case Kind::Dict: return "dict";
+    case Kind::Namespace: return "Namespace";
+    case Kind::Function: return "function";
+  }
+  return "?";
+}
+
+namespace {
+
+// Python's repr(float): the shortest digits that round-trip, positional for exponents
+// -4..15 ("0.0001", "1e+16", "1.5", "2.0").
+std::string float_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  size_t e = sci.find('e');
+  std::string mant = sci.substr(0, e);
+  int exp = std::stoi(sci.substr(e + 1));
+  bool neg = mant[0] == '-';
+  if (neg) mant.erase(0, 1);
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  std::string out = neg ? "-" : "";
+  if (exp >= -4 && exp < 16) {
+    if (exp < 0) {
+      out += "0." + std::string(size_t(-exp - 1), '0') + digits;
+    } else {
+      if (digits.size() <= size_t(exp) + 1) digits += std::string(exp + 1 - digits.size(), '0');
+      std::string frac = digits.substr(exp + 1);
+      out += digits.substr(0, exp + 1) + "." + (frac.empty() ? "0" : frac);
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  char ebuf[16];
+  std::snprintf(ebuf, sizeof ebuf, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+  return out + ebuf;
+}
+
+std::string string_repr(const std::string& s) {
+  bool has_single = s.find('\'') != std::string::npos;
+  char q = has_single && s.find('"') == std::string::npos ? '"' : '\'';
+  std::string out(1, q);
+  for (unsigned char c : s) {
+    if (c == '\\' || c == static_cast<unsigned char>(q)) {
+      out += '\\';
+      out += char(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + q;
+}
+
+}  // namespace
+
+std::string Value::str() const {
+  switch (kind_) {
+    case Kind::Undefined: return "";
+    case Kind::String: return *s_;
+    default: return repr();
+  }
+}
+
+std::string Value::repr() const {
+  switch (kind_) {
+    case Kind::Undefined: return "";
+    case Kind::None: return "None";
+    case Kind::Bool: return b_ ? "True" : "False";
+    case Kind::Int: return std::to_string(i_);
+    case Kind::Float: return float_repr(f_);
+    case Kind::String: return string_repr(*s_);
+    case Kind::List: {
+      std::string out = "[";
+      for (size_t k = 0; k < list_->size(); ++k) out += (k ? ", " : "") + (*list_)[k].repr();
+      return out + "]";
+    }
+    case Kind::Dict: case Kind::Namespace: {
+      std::string out = "{";
+      for (size_t k = 0; k < dict_->items.size(); ++k)
+        out += (k ? ", " : "") + string_repr(dict_->items[k].first) + ": " + dict_->items[k].second.repr();
+      out += "}";
+      return kind_ == Kind::Dict ? out : "<Namespace " + out + ">";
+    }
+    case Kind::Function: return "<function " + name_ + ">";
+  }
+  return "";
+}
+
+bool equals(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (a.is_number() && b.is_number()) {
+    if (a.kind() == K::Float || b.kind() == K::Float) return a.as_float() == b.as_float();
+    return a.as_int() == b.as_int();
+  }
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+    case K::Undefined: case K::None: return true;
+    case K::String: return a.as_string() == b.as_string();
+    case K::List: {
+      const List &x = a.as_list(), &y = b.as_list();
+      if (x.size() != y.size()) return false;
+      for (size_t k = 0; k < x.size(); ++k)
+        if (!equals(x[k], y[k])) return false;
+      return true;
+    }
+    case K::Dict: {
+      const Dict &x = a.as_dict(), &y = b.as_dict();
+      if (x.items.size() != y.items.size()) return false;
+      for (const auto& [k, v] : x.items) {
+        const Value* w = y.find(k);
+        if (!w || !equals(v, *w)) return false;
+      }
+      return true;
+    }
+    case K::Namespace: return &a.namespace_entries() == &b.namespace_entries();
+    case K::Function: return &a.as_function() == &b.as_function();
+    default: return false;
+  }
+}
+
+Value from_json(const nlohmann::ordered_json& j) {
+  using T = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case T::null: return Value::none();
+    case T::boolean: return Value(j.get<bool>());
+    case T::number_integer: return Value(j.get<int64_t>());
+    case T::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
+    case T::number_float: return Value(j.get<double>());
+    case T::string: return Value(j.get<std::string>());
+    case T::array: {
+      List items;
+      for (const auto& x : j) items.push_back(from_json(x));
+      return Value::list(std::move(items));
+    }
+    case T::object: {
+      Dict d;
+      for (const auto& [k, v] : j.items()) d.items.emplace_back(k, from_json(v));
+      return Value::dict(std::move(d));
+    }
+    default: throw Error("jinja: cannot convert a binary or discarded JSON value");
+  }
+}
+
+namespace {
+
+void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    size_t start = i;
+    uint32_t cp = detail::next_code_point(s, i);
+    char buf[16];
+    switch (cp) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (cp < 0x20 || (ensure_ascii && cp >= 0x80)) {
+          if (cp >= 0x10000) {
+            uint32_t v = cp - 0x10000;
+            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+          } else {
+            std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+          }
+          out += buf;
+        } else {
+          out.append(s, start, i - start);
+        }
+    }
+  }
+  out += '"';
+}
+
+void dump(std::string& out, const Value& v, const JsonDump& o, int depth) {
+  using K = Value::Kind;
+  const bool pretty = o.indent >= 0;
+  const std::string item_sep = !o.item_separator.empty() ? o.item_separator : pretty ? "," : ", ";
+  const std::string key_sep = !o.key_separator.empty() ? o.key_separator : ": ";
+  auto newline = [&](int d) {
+    if (pretty) out += "\n" + std::string(size_t(o.indent) * d, ' ');
+  };
+  switch (v.kind()) {
+    case K::None: out += "null"; return;
+    case K::Bool: out += v.as_bool() ? "true" : "false"; return;
+    case K::Int: out += std::to_string(v.as_int()); return;
+    case K::Float: {
+      double f = v.as_float();
+      out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity") : v.repr();
+      return;
+    }
+    case K::String: json_string(out, v.as_string(), o.ensure_ascii); return;
+    case K::List: {
+      const List& items = v.as_list();
+      if (items.empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k) out += item_sep;
+        newline(depth + 1);
+        dump(out, items[k], o, depth + 1);
+      }
+      newline(depth);
+      out += ']';
+      return;
+    }
+    case K::Dict: {
+      auto items = v.as_dict().items;
+      if (items.empty()) {
+        out += "{}";
+        return;
+      }
+      if (o.sort_keys)
+        std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      out += '{';
+      for (size_t k = 0; k < items.size(); ++k) {
+        if (k) out += item_sep;
+        newline(depth + 1);
+        json_string(out, items[k].first, o.ensure_ascii);
+        out += key_sep;
+        dump(out, items[k].second, o, depth + 1);
+      }
+      newline(depth);
+      out += '}';
+      return;
+    }
+    default:
+      throw Error(str_cat("Object of type ", v.type_name(), " is not JSON serializable",
+                          v.is_undefined() && !v.name().empty() ? " (" + v.name() + ")" : ""));
+  }
+}
+
+}  // namespace
+
+std::string to_json(const Value& v, const JsonDump& opts) {
+  std::string out;
+  dump(out, v, opts, 0);
+  return out;
+}
+
+}  // namespace xg::text::jinja
