@@ -22,6 +22,7 @@
 #include "nn/block.hpp"
 #include "nn/decoder.hpp"
 #include "nn/ffn.hpp"
+#include "nn/hf.hpp"
 #include "nn/init.hpp"
 #include "nn/linear.hpp"
 #include "nn/module.hpp"

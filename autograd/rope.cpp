@@ -157,16 +157,49 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t
   });
 }
 
-std::pair<Tensor, Tensor> rope_tables(int64_t head_dim, int64_t max_seq_len, double base, Dtype dtype) {
+void RopeScaling::validate(const std::string& who) const {
+  if (!active()) return;
+  check(factor > 0, who, ": field 'rope_scaling.factor' must be positive, got ", factor);
+  check(low_freq_factor > 0, who, ": field 'rope_scaling.low_freq_factor' must be positive, got ", low_freq_factor);
+  check(high_freq_factor > low_freq_factor, who, ": field 'rope_scaling.high_freq_factor' (", high_freq_factor,
+        ") must be greater than low_freq_factor (", low_freq_factor, ")");
+  check(original_max_seq_len > 0, who, ": field 'rope_scaling.original_max_seq_len' must be positive, got ",
+        original_max_seq_len);
+}
+
+std::vector<double> rope_frequencies(int64_t head_dim, double base, const RopeScaling& scaling) {
+  check(head_dim > 0 && head_dim % 2 == 0, "rope_frequencies: head_dim must be a positive even number, got ", head_dim);
+  check(base > 0, "rope_frequencies: base must be positive, got ", base);
+  scaling.validate("rope_frequencies");
+  const int64_t half = head_dim / 2;
+  std::vector<double> freqs(static_cast<std::size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    freqs[static_cast<std::size_t>(i)] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  if (scaling.kind == RopeScalingKind::Llama3) {
+    const double L = static_cast<double>(scaling.original_max_seq_len);
+    const double low_wavelen = L / scaling.low_freq_factor, high_wavelen = L / scaling.high_freq_factor;
+    for (double& f : freqs) {
+      const double wavelen = 2.0 * 3.14159265358979323846 / f;
+      if (wavelen > low_wavelen) {
+        f /= scaling.factor;
+      } else if (!(wavelen < high_wavelen)) {  // the medium band: interpolate
+        const double s = (L / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+        f = (1.0 - s) * f / scaling.factor + s * f;
+      }
+    }
+  }
+  return freqs;
+}
+
+std::pair<Tensor, Tensor> rope_tables(int64_t head_dim, int64_t max_seq_len, double base, Dtype dtype,
+                                      const RopeScaling& scaling) {
   check(head_dim > 0 && head_dim % 2 == 0, "rope_tables: head_dim must be a positive even number, got ", head_dim);
   check(max_seq_len >= 0, "rope_tables: max_seq_len must be non-negative, got ", max_seq_len);
   check(base > 0, "rope_tables: base must be positive, got ", base);
   check(is_floating(dtype), "rope_tables: dtype must be float32 or float64, got ", dtype_name(dtype));
   const int64_t half = head_dim / 2;
-  // freqs = 1 / base^(arange(0, hs, 2) / hs), angles = outer(t, freqs): in float64, rounded once.
-  std::vector<double> freqs(static_cast<std::size_t>(half));
-  for (int64_t i = 0; i < half; ++i)
-    freqs[static_cast<std::size_t>(i)] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  // angles = outer(t, freqs): in float64, rounded once.
+  const std::vector<double> freqs = rope_frequencies(head_dim, base, scaling);
   Tensor cos = empty({max_seq_len, half}, dtype), sin = empty({max_seq_len, half}, dtype);
   dispatch_float(dtype, "rope_tables", [&](auto tag) {
     using T = decltype(tag);

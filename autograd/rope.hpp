@@ -2,7 +2,9 @@
 // by position * frequency, in LLaMA's interleaved layout or the rotate-half layout.
 #pragma once
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "autograd/tensor.hpp"
 
@@ -20,11 +22,35 @@ enum class RopeLayout { Interleaved, RotateHalf };
 //        (only when the tables require grad, which rope_tables' do not)
 Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout);
 
-// The tables of both layouts: freqs[i] = 1 / base^(2i / head_dim), angles = outer(t, freqs) for
-// t = 0 .. max_seq_len - 1; returns (cos(angles), sin(angles)), each [max_seq_len, head_dim/2],
-// computed in float64 and rounded once to `dtype`.
+// A rescaling of RoPE's frequencies for a longer context than the model was trained on.
+//   None:   freqs[i] = 1 / base^(2i / head_dim)
+//   Llama3: Llama 3.1's scaling (transformers' _compute_llama3_parameters): with wavelen =
+//           2 pi / freq, L = original_max_seq_len, low = L / low_freq_factor and
+//           high = L / high_freq_factor, a frequency is kept when wavelen < high, divided by
+//           factor when wavelen > low, and in between mixed as (1 - s) freq / factor + s freq
+//           with s = (L / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor).
+enum class RopeScalingKind { None, Llama3 };
+struct RopeScaling {
+  RopeScalingKind kind = RopeScalingKind::None;
+  double factor = 8.0;           // the Llama3 defaults are Llama 3.1's
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_seq_len = 8192;
+  bool active() const { return kind != RopeScalingKind::None; }
+  // Throws xg::Error naming `who` and the field (factor > 0, 0 < low < high, L > 0) when active.
+  void validate(const std::string& who) const;
+};
+
+// The head_dim / 2 frequencies, in float64: 1 / base^(2i / head_dim), then `scaling`'s rescaling.
+std::vector<double> rope_frequencies(int64_t head_dim, double base = 10000.0, const RopeScaling& scaling = {});
+
+// The tables of both layouts: angles = outer(t, freqs) for t = 0 .. max_seq_len - 1 and the
+// frequencies of rope_frequencies; returns (cos(angles), sin(angles)), each
+// [max_seq_len, head_dim/2], computed in float64 and rounded once to `dtype`.
+// NOTE: transformers computes the frequencies and angles in float32; these differ from its
+// tables by float32 rounding (below 1e-5 over a few thousand positions).
 std::pair<Tensor, Tensor> rope_tables(int64_t head_dim, int64_t max_seq_len, double base = 10000.0,
-                                      Dtype dtype = kFloat32);
+                                      Dtype dtype = kFloat32, const RopeScaling& scaling = {});
 
 const char* rope_layout_name(RopeLayout layout);  // "interleaved" / "rotate_half"
 

@@ -4,6 +4,7 @@
 // broken; writing goes to a temporary file renamed into place.
 #pragma once
 
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -13,10 +14,58 @@ namespace xg {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// One tensor of a safetensors header: its dtype string ("F32", "BF16", ...), shape, and byte
+// range [begin, end) in the data that follows the header.
+struct SafetensorsEntry {
+  std::string dtype;
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+};
+
+// A safetensors file opened to be read tensor by tensor: the constructor reads and validates
+// the header (dtypes, shapes, offsets that tile the data exactly, the file's size), and a
+// tensor's bytes are read only when asked for, so a model can load one tensor at a time.
+class SafetensorsReader {
+ public:
+  explicit SafetensorsReader(const std::string& path);
+  const std::string& path() const { return path_; }
+  const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool contains(const std::string& name) const { return entries_.count(name) > 0; }
+  const SafetensorsEntry& entry(const std::string& name) const;  // throws naming the file
+  // A new tensor: F32, F64, I64, BOOL as they are; I32 widened to int64, F16/BF16 to float32.
+  Tensor read(const std::string& name);
+  // Reads a float tensor (F32, F64, F16 or BF16) into dst's existing storage, converted to
+  // dst's float dtype a block at a time (never a second copy of the whole tensor). dst must
+  // be float32 or float64 with the entry's shape; anything else is an error naming the file.
+  void read_into(const std::string& name, const Tensor& dst);
+
+ private:
+  void seek(const SafetensorsEntry& e, const std::string& name);
+  std::string path_;
+  std::ifstream f_;
+  uint64_t data_start_ = 0;
+  std::map<std::string, SafetensorsEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
 // Reads every tensor (F32, F64, I64, BOOL; also I32/F16/BF16 widened to int64/float32).
 TensorMap load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+
+// How save_safetensors stores float tensors: in their own dtype (F32 / F64), or rounded to
+// bfloat16 (BF16, round to nearest even as torch's .to(torch.bfloat16); NaN stays NaN).
+enum class StoredFloat { Native, BFloat16 };
+
 // Writes tensors in name order; `metadata` goes under "__metadata__".
 void save_safetensors(const std::string& path, const TensorMap& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+                      const std::map<std::string, std::string>& metadata = {},
+                      StoredFloat stored = StoredFloat::Native);
+// The number of bytes save_safetensors writes for the tensors' data (the header excluded).
+uint64_t safetensors_data_bytes(const TensorMap& tensors, StoredFloat stored = StoredFloat::Native);
+
+// float <-> bfloat16 bits (the rounding above), and IEEE half bits -> float.
+uint16_t float_to_bfloat16(float f);
+float bfloat16_to_float(uint16_t b);
+float half_to_float(uint16_t h);
 
 }  // namespace xg

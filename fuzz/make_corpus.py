@@ -80,3 +80,25 @@ def xdr_strings(values):
 
 put("rdata", "strings", b"\x00" + xdr_strings(["It is a truth universally acknowledged", "", "CHAPTER 1"]))
 put("rdata", "strings_zlib", b"\x01" + zlib.compress(xdr_strings(["Emma Woodhouse, handsome, clever, and rich"])))
+
+# Hugging Face folders (fuzz_hf.cpp): 0 + config.json, 1 + an index, 2 + the weights of its tiny Llama.
+hf_config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 16, "hidden_size": 8,
+             "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+             "head_dim": 8, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "max_position_embeddings": 64,
+             "tie_word_embeddings": True, "torch_dtype": "bfloat16", "eos_token_id": [1, 2],
+             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                              "original_max_position_embeddings": 32}}
+put("hf", "config_qwen3", b"\x00" + json.dumps(hf_config).encode())
+tiny = {"model.embed_tokens.weight": [8, 4], "model.norm.weight": [4],
+        "model.layers.0.input_layernorm.weight": [4], "model.layers.0.post_attention_layernorm.weight": [4],
+        "model.layers.0.self_attn.q_proj.weight": [4, 4], "model.layers.0.self_attn.k_proj.weight": [2, 4],
+        "model.layers.0.self_attn.v_proj.weight": [2, 4], "model.layers.0.self_attn.o_proj.weight": [4, 4],
+        "model.layers.0.mlp.gate_proj.weight": [4, 4], "model.layers.0.mlp.up_proj.weight": [4, 4],
+        "model.layers.0.mlp.down_proj.weight": [4, 4]}
+numel = lambda s: s[0] * (s[1] if len(s) > 1 else 1)  # noqa: E731
+put("hf", "index", b"\x01" + json.dumps({"metadata": {"total_size": 8},
+                                         "weight_map": {n: "model-00001-of-00001.safetensors" for n in tiny}}).encode())
+put("hf", "weights_bf16", b"\x02" + safetensors({n: ("BF16", s, b"\x80\x3f" * numel(s)) for n, s in tiny.items()},
+                                                {"format": "pt"}))
+put("hf", "weights_f16", b"\x02" + safetensors({n: ("F16", s, struct.pack("<e", 0.5) * numel(s))
+                                                for n, s in tiny.items()}))

@@ -145,7 +145,7 @@ GroupedQueryAttention::GroupedQueryAttention(const GroupedQueryAttentionOptions&
   }
   if (o.rope)
     rope_ = register_module("rope", std::make_shared<RotaryEmbedding>(head_dim_, o.max_seq_len, o.rope_base,
-                                                                      o.rope_layout));
+                                                                      o.rope_layout, kFloat32, o.rope_scaling));
 }
 
 Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVCache* cache,
@@ -337,6 +337,7 @@ GroupedQueryAttentionOptions gqa_options(const SublayerContext& ctx, int64_t n_h
   o.rope_layout = ctx.rope_layout;
   o.max_seq_len = ctx.max_seq_len;
   o.rope_base = ctx.rope_base;
+  o.rope_scaling = ctx.rope_scaling;
   return o;
 }
 

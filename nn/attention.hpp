@@ -116,6 +116,7 @@ struct GroupedQueryAttentionOptions {
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   int64_t max_seq_len = 4096;
   double rope_base = 10000.0;
+  RopeScaling rope_scaling;  // of the frequencies (Llama 3.1's "llama3")
   AttentionNaming naming = AttentionNaming::Lowercase;
 };
 

@@ -63,6 +63,7 @@ SublayerContext BlockConfig::context() const {
   ctx.rope = position == PositionKind::RoPE;
   ctx.rope_layout = rope_layout;
   ctx.rope_base = rope_base;
+  ctx.rope_scaling = rope_scaling;
   ctx.max_seq_len = max_seq_len;
   return ctx;
 }
@@ -77,6 +78,13 @@ void BlockConfig::validate(const std::string& who) const {
     check(c.max_seq_len > 0, who, ": field 'max_seq_len' must be positive, got ", c.max_seq_len);
   check(c.rope_base > 0, who, ": field 'rope_base' must be positive, got ", c.rope_base);
   check(c.dropout >= 0 && c.dropout < 1, who, ": field 'dropout' must be in [0, 1), got ", c.dropout);
+  if (c.rope_scaling.active()) {
+    check(c.position == PositionKind::RoPE, who, ": field 'rope_scaling' needs position = rope, got ",
+          position_kind_name(c.position));
+    check(!std::holds_alternative<MLASpec>(c.attention), who,
+          ": field 'rope_scaling' is supported with gqa and mha attention, not mla");
+    c.rope_scaling.validate(who);
+  }
   const SublayerContext ctx = context();
   validate_spec(c.norm, ctx, who);
   validate_spec(c.attention, ctx, who);

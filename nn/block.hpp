@@ -59,6 +59,10 @@ struct BlockConfig {
   PositionKind position = PositionKind::Learned;
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   double rope_base = 10000.0;
+  // A rescaling of RoPE's frequencies (Llama 3.1's "llama3"); GQA and MHA attention only. In
+  // config.json "rope_scaling": {"kind": "llama3", "factor": .., "low_freq_factor": ..,
+  // "high_freq_factor": .., "original_max_seq_len": ..}, written only when active.
+  RopeScaling rope_scaling;
   int64_t max_seq_len = 2048;  // of the position tables (and of RoPE)
 
   double dropout = 0.0;  // on the attention weights and on each sublayer's output
@@ -90,6 +94,15 @@ struct BlockConfig {
     f("max_seq_len", c.max_seq_len);
     f("dropout", c.dropout);
     f("naming", c.naming);
+  }
+  // rope_scaling's fields, in config.json order.
+  template <class Self, class F>
+  static void visit_rope_scaling(Self& r, F&& f) {
+    f("kind", r.kind);
+    f("factor", r.factor);
+    f("low_freq_factor", r.low_freq_factor);
+    f("high_freq_factor", r.high_freq_factor);
+    f("original_max_seq_len", r.original_max_seq_len);
   }
 };
 

@@ -162,6 +162,12 @@ json block_to_json(const BlockConfig& c) {
   json j;
   FieldWriter w{j};
   BlockConfig::visit(c, w);
+  if (c.rope_scaling.active()) {
+    json r;
+    FieldWriter rw{r};
+    BlockConfig::visit_rope_scaling(c.rope_scaling, rw);
+    j["rope_scaling"] = r;
+  }
   j["norm"] = spec_to_json(c.norm);
   j["attention"] = spec_to_json(c.attention);
   j["ffn"] = spec_to_json(c.ffn);
@@ -227,6 +233,11 @@ void block_from_json(const json& given, BlockConfig& c, const std::string& sourc
   const json j = is_flat_block(given) ? unflatten_block(given) : given;
   FieldReader r(j, source, "block");
   BlockConfig::visit(c, r);
+  r.object("rope_scaling", [&](const json& v) {
+    FieldReader rr(v, source, "block.rope_scaling");
+    BlockConfig::visit_rope_scaling(c.rope_scaling, rr);
+    rr.run();
+  });
   r.object("norm", [&](const json& v) { spec_from_json(v, c.norm, source, "block.norm"); });
   r.object("attention", [&](const json& v) { spec_from_json(v, c.attention, source, "block.attention"); });
   r.object("ffn", [&](const json& v) { spec_from_json(v, c.ffn, source, "block.ffn"); });

@@ -246,6 +246,7 @@ NamingScheme hf_llama_scheme() {
   s.rules.push_back({"tok_embeddings.weight", "model.embed_tokens.weight", ""});
   s.rules.push_back({"norm.weight", "model.norm.weight", ""});
   s.rules.push_back({"output.weight", "lm_head.weight", ""});
+  s.ignored = {"model.layers.*.self_attn.rotary_emb.inv_freq", "model.rotary_emb.inv_freq"};
   return s;
 }
 
@@ -282,6 +283,31 @@ const NamingScheme& NamingScheme::get(const std::string& name) {
     throw Error(str_cat("unknown naming scheme '", name, "' (known: ", known, ")"));
   }
   return it->second;
+}
+
+bool NamingScheme::ignores(const std::string& external) const {
+  std::vector<std::string> caps;
+  for (const std::string& p : ignored)
+    if (match(p, external, caps)) return true;
+  return false;
+}
+
+std::map<std::string, ExternalTensor> external_tensors(const Module& m, const NamingScheme& scheme) {
+  check_rope_supported(m, scheme);
+  const TensorMap own = m.state_dict();
+  const std::map<std::string, RopeRows> rope = rope_rows(m);
+  std::map<std::string, ExternalTensor> out;
+  for (const auto& [external, e] : plan(m, scheme)) {
+    ExternalTensor x{e.parts, e.dim, own.at(e.parts[0]).shape(), false};
+    for (std::size_t i = 1; i < e.parts.size(); ++i)
+      x.shape[static_cast<std::size_t>(e.dim)] += own.at(e.parts[i]).size(e.dim);
+    for (const std::string& p : e.parts) {
+      auto r = rope.find(p);
+      if (scheme.rope_layout && r != rope.end() && r->second.layout != *scheme.rope_layout) x.rope_permuted = true;
+    }
+    out.emplace(external, std::move(x));
+  }
+  return out;
 }
 
 std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
@@ -336,8 +362,11 @@ TensorMap Module::state_dict(const NamingScheme& scheme) const {
   return out;
 }
 
-void Module::load_state_dict(const TensorMap& dict, const NamingScheme& scheme) {
+void Module::load_state_dict(const TensorMap& given, const NamingScheme& scheme) {
   check_rope_supported(*this, scheme);
+  TensorMap dict;  // without the tensors the scheme ignores (handles: no data is copied)
+  for (const auto& [n, t] : given)
+    if (!scheme.ignores(n)) dict.emplace(n, t);
   const TensorMap own = state_dict();
   const std::map<std::string, Entry> expected = plan(*this, scheme);
   // The shape each external tensor must have: its parts' shapes joined along dim.

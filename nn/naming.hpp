@@ -44,6 +44,11 @@ struct NamingScheme {
   // GroupedQueryAttention whose layout differs are permuted between the two pair orders
   // (Hugging Face's Llama conversion does the same to Meta's weights). Unset: as the model.
   std::optional<RopeLayout> rope_layout;
+  // External tensors a checkpoint may hold that the model does not need (patterns as in
+  // NameRule; Hugging Face's older Llama checkpoints keep RoPE's rotary_emb.inv_freq):
+  // load_state_dict skips them.
+  std::vector<std::string> ignored;
+  bool ignores(const std::string& external) const;
 
   // The schemes xgrad knows (naming_schemes() lists them):
   //  "xgrad":      xgrad's own names (the identity).
@@ -61,6 +66,18 @@ struct NamingScheme {
 };
 
 std::vector<std::string> naming_schemes();  // the names NamingScheme::get accepts
+
+// One tensor of the model under a scheme: the model's tensors it is made of (in order,
+// concatenated along `dim`), its shape, and whether its rows are permuted between RoPE layouts.
+struct ExternalTensor {
+  std::vector<std::string> parts;
+  int64_t dim = 0;
+  Shape shape;
+  bool rope_permuted = false;
+};
+// Every external name of the model's state dict under `scheme` (as state_dict(scheme) names
+// them), so that a loader can read tensor by tensor into the model's storage.
+std::map<std::string, ExternalTensor> external_tensors(const Module& m, const NamingScheme& scheme);
 
 // The name in `candidates` closest to `name` (Levenshtein distance), for error hints; empty
 // when there are none.

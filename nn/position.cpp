@@ -2,6 +2,9 @@
 #include "nn/position.hpp"
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
@@ -12,6 +15,40 @@
 namespace xg::nn {
 
 namespace {
+
+// RoPE's cos/sin tables, shared by every RotaryEmbedding of the same settings (all the layers
+// of a model): a process-wide map to weak references to the tables' storage, so a table is
+// found while some module holds it. Each module gets nodes of its own on that storage, so that
+// Module::to, which rebinds a buffer's node (set_data), never changes another module's table.
+// NOTE: per layer, Llama 3's 131072 positions x 64 frequencies would be 67 MB of tables, 2 GB
+// over 32 layers; shared, one 67 MB pair.
+std::pair<Tensor, Tensor> shared_rope_tables(int64_t head_dim, int64_t max_seq_len, double base, Dtype dtype,
+                                             const RopeScaling& sc) {
+  using Key = std::tuple<int64_t, int64_t, double, Dtype, int, double, double, double, int64_t>;
+  const Key key{head_dim, max_seq_len, base, dtype, static_cast<int>(sc.kind), sc.factor, sc.low_freq_factor,
+                sc.high_freq_factor, sc.original_max_seq_len};
+  static std::mutex mu;
+  static std::map<Key, std::pair<std::weak_ptr<Storage>, std::weak_ptr<Storage>>> cache;
+  auto on = [&](std::shared_ptr<Storage> storage) {  // a node of its own on shared storage
+    auto node = std::make_shared<Node>();
+    node->dtype = dtype;
+    node->shape = {max_seq_len, head_dim / 2};
+    node->numel = max_seq_len * (head_dim / 2);
+    node->storage = std::move(storage);
+    return Tensor(std::move(node));
+  };
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) {
+    std::shared_ptr<Storage> c = it->second.first.lock(), s = it->second.second.lock();
+    if (c && s) return {on(std::move(c)), on(std::move(s))};
+  }
+  for (auto e = cache.begin(); e != cache.end();)  // forget the tables no module holds any more
+    e = e->second.first.expired() || e->second.second.expired() ? cache.erase(e) : std::next(e);
+  auto [c, s] = rope_tables(head_dim, max_seq_len, base, dtype, sc);
+  cache[key] = {c.node()->storage, s.node()->storage};
+  return {c, s};
+}
 
 // Positions offset .. offset + T - 1 of x ([..., T, C]) must fit a table of `rows` rows.
 void check_positions(const Tensor& x, int64_t offset, int64_t rows, const std::string& who, const char* what) {
@@ -104,8 +141,9 @@ std::string LearnedPositionalEmbedding::extra_repr() const { return str_cat(max_
 
 // --- rotary --------------------------------------------------------------------------------
 
-RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double base, RopeLayout layout, Dtype dtype)
-    : head_dim_(head_dim), max_seq_len_(max_seq_len), base_(base), layout_(layout) {
+RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double base, RopeLayout layout, Dtype dtype,
+                                 const RopeScaling& scaling)
+    : head_dim_(head_dim), max_seq_len_(max_seq_len), base_(base), layout_(layout), scaling_(scaling) {
   check(head_dim > 0 && head_dim % 2 == 0, "RotaryEmbedding: head_dim must be a positive even number, got ", head_dim,
         " (features are rotated in pairs)");
   check(max_seq_len > 0, "RotaryEmbedding: max_seq_len must be positive, got ", max_seq_len);
@@ -113,7 +151,8 @@ RotaryEmbedding::RotaryEmbedding(int64_t head_dim, int64_t max_seq_len, double b
   // tables (each angle twice, torch.cat((angles, angles))) computed in float32; these are
   // [max_seq_len, head_dim/2], computed in float64 and rounded once: the kernel reads each
   // entry for both halves.
-  auto [c, s] = rope_tables(head_dim, max_seq_len, base, dtype);
+  scaling.validate("RotaryEmbedding");
+  auto [c, s] = shared_rope_tables(head_dim, max_seq_len, base, dtype, scaling);
   cos_ = register_buffer("cos", c, /*persistent=*/false);
   sin_ = register_buffer("sin", s, /*persistent=*/false);
 }
@@ -132,14 +171,19 @@ Tensor RotaryEmbedding::forward(const Tensor& x, int64_t offset) const {
 // float32's rounding (~6e-8) into every float64 product.
 void RotaryEmbedding::rebuild_buffers(Dtype dtype) {
   NoGradGuard no_grad;
-  auto [c, s] = rope_tables(head_dim_, max_seq_len_, base_, dtype);
+  auto [c, s] = shared_rope_tables(head_dim_, max_seq_len_, base_, dtype, scaling_);
   cos_.set_data(c);
   sin_.set_data(s);
 }
 
 std::string RotaryEmbedding::extra_repr() const {
   return str_cat("head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ", base=", base_,
-             ", layout=", rope_layout_name(layout_));
+             ", layout=", rope_layout_name(layout_),
+             scaling_.kind == RopeScalingKind::Llama3
+                 ? str_cat(", scaling=llama3(factor=", scaling_.factor, ", low_freq_factor=", scaling_.low_freq_factor,
+                           ", high_freq_factor=", scaling_.high_freq_factor, ", original_max_seq_len=",
+                           scaling_.original_max_seq_len, ")")
+                 : std::string());
 }
 
 }  // namespace xg::nn

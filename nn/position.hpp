@@ -53,11 +53,13 @@ class LearnedPositionalEmbedding : public Module {
 };
 
 // Rotates the features of Q or K by position (apply_rope). cos/sin are non-persistent
-// buffers of [max_seq_len, head_dim/2] (rope_tables), so they never enter a state dict.
+// buffers of [max_seq_len, head_dim/2] (rope_tables, with the frequencies rescaled by
+// `scaling` when it is active), so they never enter a state dict.
 class RotaryEmbedding : public Module {
  public:
   RotaryEmbedding(int64_t head_dim, int64_t max_seq_len = 4096, double base = 10000.0,
-                  RopeLayout layout = RopeLayout::RotateHalf, Dtype dtype = kFloat32);
+                  RopeLayout layout = RopeLayout::RotateHalf, Dtype dtype = kFloat32,
+                  const RopeScaling& scaling = {});
   // x: [..., T, head_dim] (e.g. [B, H, T, hs]) -> same shape; positions offset .. offset + T - 1.
   Tensor forward(const Tensor& x, int64_t offset = 0) const;
   Tensor operator()(const Tensor& x, int64_t offset = 0) const { return forward(x, offset); }
@@ -67,6 +69,7 @@ class RotaryEmbedding : public Module {
   int64_t max_seq_len() const { return max_seq_len_; }
   double base() const { return base_; }
   RopeLayout layout() const { return layout_; }
+  const RopeScaling& scaling() const { return scaling_; }
   std::string name() const override { return "RotaryEmbedding"; }
   std::string extra_repr() const override;
 
@@ -77,6 +80,7 @@ class RotaryEmbedding : public Module {
   int64_t head_dim_, max_seq_len_;
   double base_;
   RopeLayout layout_;
+  RopeScaling scaling_;
   Tensor cos_, sin_;
 };
 

@@ -62,6 +62,7 @@ struct SublayerContext {
   bool rope = false;      // RoPE on q and k (PositionKind::RoPE)
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   double rope_base = 10000.0;
+  RopeScaling rope_scaling;    // of RoPE's frequencies (Llama 3.1); GQA and MHA only
   int64_t max_seq_len = 2048;  // rows of the RoPE tables
 };
 
@@ -76,6 +77,12 @@ const char* enum_name(E e) {
     if (v == e) return n;
   return "?";
 }
+
+template <>
+struct EnumNames<RopeScalingKind> {
+  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 2> values{
+      {{RopeScalingKind::None, "none"}, {RopeScalingKind::Llama3, "llama3"}}};
+};
 
 template <>
 struct EnumNames<RopeLayout> {

@@ -13,7 +13,7 @@ using namespace xg::nn;
 
 namespace {
 
-constexpr double kRtol = 1e-12, kAtol = 1e-12;
+constexpr double kNamingRtol = 1e-12, kNamingAtol = 1e-12;
 
 // The "<case>.sd." tensors of naming.safetensors under their PyTorch names.
 TensorMap torch_state_dict(const std::string& name) {
@@ -63,8 +63,8 @@ TEST(NnNamingTorch, TorchMultiheadAttentionTeachingBlock) {
   const TensorMap torch = torch_state_dict("torch_teaching");
   const NamingScheme& scheme = NamingScheme::get("torch");
   blk.load_state_dict(torch, scheme);
-  EXPECT_TRUE(test::tensors_close(blk(fixture_at("torch_teaching.in0")).out, fixture_at("torch_teaching.out"), kRtol,
-                                  kAtol));
+  EXPECT_TRUE(test::tensors_close(blk(fixture_at("torch_teaching.in0")).out, fixture_at("torch_teaching.out"), kNamingRtol,
+                                  kNamingAtol));
   expect_round_trip(blk, scheme, torch);
 }
 
@@ -80,7 +80,7 @@ TEST(NnNamingTorch, TutorialLLaMABlockWithGamma) {
   const NamingScheme& scheme = NamingScheme::get("gamma");
   blk.load_state_dict(torch, scheme);
   EXPECT_TRUE(test::tensors_close(blk(fixture_at("seed_llama_block.in0")).out, fixture_at("seed_llama_block.out"),
-                                  kRtol, kAtol));
+                                  kNamingRtol, kNamingAtol));
   expect_round_trip(blk, scheme, torch);
 }
 
@@ -94,7 +94,7 @@ TEST(NnNamingTorch, MetaLLaMA) {
     SCOPED_TRACE(rope_layout_name(layout));
     DecoderLM lm(llama_lm(layout));
     lm.load_state_dict(torch, scheme);
-    EXPECT_TRUE(test::tensors_close(lm(fixture_at("meta_llama.in0")), fixture_at("meta_llama.out"), kRtol, kAtol));
+    EXPECT_TRUE(test::tensors_close(lm(fixture_at("meta_llama.in0")), fixture_at("meta_llama.out"), kNamingRtol, kNamingAtol));
     expect_round_trip(lm, scheme, torch);
   }
 }
@@ -106,7 +106,7 @@ TEST(NnNamingTorch, HuggingFaceLlama) {
     SCOPED_TRACE(rope_layout_name(layout));
     DecoderLM lm(llama_lm(layout));
     lm.load_state_dict(torch, scheme);
-    EXPECT_TRUE(test::tensors_close(lm(fixture_at("hf_llama.in0")), fixture_at("hf_llama.out"), kRtol, kAtol));
+    EXPECT_TRUE(test::tensors_close(lm(fixture_at("hf_llama.in0")), fixture_at("hf_llama.out"), kNamingRtol, kNamingAtol));
     expect_round_trip(lm, scheme, torch);
   }
 }

@@ -160,3 +160,24 @@ TEST(NnPosition, Errors) {
                   "LearnedPositionalEmbedding(max_len=12): positions 0..4 with offset 8 exceed max_len 12");
   EXPECT_XG_ERROR(LearnedPositionalEmbedding(0, 8), "LearnedPositionalEmbedding: sizes must be positive, got max_len=0 and d_model=8");
 }
+
+// Every RotaryEmbedding of the same settings (a model's layers) reads one pair of tables;
+// converting one module to float64 leaves the others' float32 tables as they were.
+TEST(NnPosition, RotaryTablesAreSharedAcrossModules) {
+  RotaryEmbedding a(8, 32, 10000.0), b(8, 32, 10000.0), other_base(8, 32, 500000.0);
+  EXPECT_EQ(a.cos().raw_data(), b.cos().raw_data());
+  EXPECT_EQ(a.sin().raw_data(), b.sin().raw_data());
+  EXPECT_NE(a.cos().raw_data(), other_base.cos().raw_data());
+  RopeScaling llama3;
+  llama3.kind = RopeScalingKind::Llama3;
+  llama3.original_max_seq_len = 16;
+  RotaryEmbedding scaled(8, 32, 10000.0, RopeLayout::RotateHalf, kFloat32, llama3);
+  EXPECT_NE(a.cos().raw_data(), scaled.cos().raw_data());
+  const std::vector<double> before = b.cos().to_vector();
+  a.to(kFloat64);
+  EXPECT_EQ(a.cos().dtype(), kFloat64);
+  EXPECT_EQ(b.cos().dtype(), kFloat32);
+  EXPECT_EQ(b.cos().to_vector(), before);
+  RotaryEmbedding c(8, 32, 10000.0, RopeLayout::RotateHalf, kFloat64);
+  EXPECT_EQ(a.cos().raw_data(), c.cos().raw_data());  // a's rebuilt float64 tables
+}

@@ -1,0 +1,43 @@
+// libFuzzer target: Hugging Face folders (nn/hf.cpp). The first byte picks what the rest is:
+//   0: config.json text (HFConfig::from_json; a config that parses must write and parse again
+//      to the same model)
+//   1: model.safetensors.index.json of a folder with a tiny valid config.json and one shard
+//   2: model.safetensors of that folder (read tensor by tensor into the model, F16/BF16 widened)
+#include <filesystem>
+
+#include "fuzz/fuzz_util.hpp"
+#include "nn/hf.hpp"
+
+namespace {
+
+// A 1-layer Llama with vocab 8, hidden 4, 2 heads of 2, intermediate 4.
+const char* kTinyConfig = R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 8, "hidden_size": 4,
+  "intermediate_size": 4, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+  "max_position_embeddings": 16, "tie_word_embeddings": true})";
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::string body = xg::fuzz::as_string(data + 1, size - 1);
+  return xg::fuzz::expect_only_xg_errors([&] {
+    namespace fs = std::filesystem;
+    if (data[0] % 3 == 0) {
+      const xg::nn::HFConfig c = xg::nn::HFConfig::from_json(body, "config.json");
+      const xg::nn::HFConfig again = xg::nn::HFConfig::from_json(c.to_json(), "again");
+      if (again.lm.to_json() != c.lm.to_json()) __builtin_trap();
+      return;
+    }
+    const fs::path dir = xg::fuzz::scratch_dir() / "hf";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    xg::fuzz::scratch_file("hf/config.json", kTinyConfig);
+    if (data[0] % 3 == 1) {
+      xg::fuzz::scratch_file("hf/model.safetensors.index.json", body);
+      xg::fuzz::scratch_file("hf/model-00001-of-00001.safetensors", std::string(8, '\0'));
+    } else {
+      xg::fuzz::scratch_file("hf/model.safetensors", body);
+    }
+    xg::nn::load_hf(dir.string());
+  });
+}

@@ -1,0 +1,298 @@
+// Hugging Face model folders: load_hf (config.json, then the weights tensor by tensor from one
+// file or the shards of model.safetensors.index.json into the parameters), save_hf (a temporary
+// folder renamed into place) and load_model (xgrad or HF folder, told apart by config.json).
+#include "nn/hf.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "autograd/atomic_file.hpp"
+#include "nn/naming.hpp"
+
+namespace xg::nn {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                           "generation_config.json"};
+
+std::string read_file(const std::string& path, const char* who) {
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), who, ": cannot open ", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json parse_json(const std::string& text, const std::string& source) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(str_cat(source, ": not valid JSON (", e.what(), ")"));
+  }
+}
+
+// The weight files of a folder: shard file name -> the tensors the index puts there (empty
+// sets and no index for a single model.safetensors).
+struct WeightFiles {
+  std::string index_path;                                // empty without an index
+  std::map<std::string, std::set<std::string>> shards;  // file name -> tensor names (index only)
+  std::map<std::string, std::string> weight_map;        // tensor name -> file name (index only)
+};
+
+WeightFiles weight_files(const std::string& folder) {
+  WeightFiles w;
+  const fs::path index = fs::path(folder) / kIndexFile;
+  if (fs::exists(index)) {
+    w.index_path = index.string();
+    const json j = parse_json(read_file(w.index_path, "load_hf"), w.index_path);
+    check(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), w.index_path,
+          ": expected an object with a \"weight_map\" object of tensor name -> shard file");
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      check(it.value().is_string(), w.index_path, ": weight_map entry '", it.key(), "' must be a file name, got ",
+            it.value().dump());
+      const std::string file = it.value().get<std::string>();
+      check(!file.empty() && file.find('/') == std::string::npos && file != "." && file != "..", w.index_path,
+            ": weight_map entry '", it.key(), "' names '", file, "', not a file name inside the folder");
+      w.weight_map[it.key()] = file;
+      w.shards[file].insert(it.key());
+    }
+    check(!w.shards.empty(), w.index_path, ": weight_map is empty");
+    for (const auto& [file, names] : w.shards)
+      check(fs::is_regular_file(fs::path(folder) / file), w.index_path, ": shard '", file, "' (holding '",
+            *names.begin(), "') is not in the folder ", folder);
+    return w;
+  }
+  const fs::path single = fs::path(folder) / kWeightsFile;
+  check(fs::exists(single), "load_hf: ", folder, " has neither ", kWeightsFile, " nor ", kIndexFile);
+  w.shards[kWeightsFile] = {};
+  return w;
+}
+
+std::string first_few(const std::vector<std::string>& names) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < 4; ++i) s += (s.empty() ? "'" : ", '") + names[i] + "'";
+  if (names.size() > 4) s += str_cat(" and ", names.size() - 4, " more");
+  return s;
+}
+
+}  // namespace
+
+bool is_hf_folder(const std::string& folder) {
+  const fs::path path = fs::path(folder) / "config.json";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && (j.contains("architectures") || j.contains("model_type"));
+}
+
+std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_out) {
+  const std::string config_path = (fs::path(folder) / "config.json").string();
+  const HFConfig config = HFConfig::from_json(read_file(config_path, "load_hf"), config_path);
+  const WeightFiles files = weight_files(folder);  // before the model is built: fail fast
+  auto model = std::make_shared<DecoderLM>(config.lm);
+  const NamingScheme& scheme = NamingScheme::get("hf_llama");
+  const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
+  const TensorMap own = model->state_dict();  // handles to the parameters' storage
+  std::vector<std::string> expected_names;
+  for (const auto& [n, e] : expected) expected_names.push_back(n);
+  const char* arch = hf_architecture_name(config.architecture);
+
+  std::set<std::string> loaded;
+  std::string tied_head_file;  // the file holding lm_head.weight of a tied model
+  for (const auto& [file, names] : files.shards) {
+    const std::string path = (fs::path(folder) / file).string();
+    SafetensorsReader reader(path);
+    if (!files.index_path.empty())
+      for (const std::string& n : names)
+        check(reader.contains(n), files.index_path, ": weight_map puts '", n, "' in ", file, ", which does not hold it");
+    std::vector<std::pair<uint64_t, std::string>> order;  // file order: one pass over the file
+    for (const auto& [name, e] : reader.entries()) order.emplace_back(e.begin, name);
+    std::sort(order.begin(), order.end());
+    for (const auto& [begin, name] : order) {
+      if (scheme.ignores(name)) continue;
+      if (!files.index_path.empty()) {
+        auto w = files.weight_map.find(name);
+        check(w != files.weight_map.end() && w->second == file, path, ": tensor '", name, "' is ",
+              w == files.weight_map.end() ? std::string("not in the weight_map of ") + files.index_path
+                                          : "put in " + w->second + " by " + files.index_path);
+      }
+      if (name == "lm_head.weight" && config.lm.tie_embeddings) {
+        tied_head_file = path;
+        continue;
+      }
+      auto it = expected.find(name);
+      check(it != expected.end(), path, ": tensor '", name, "' is not part of a ", arch,
+            " with this config.json (closest expected: '", closest_name(name, expected_names), "')");
+      check(loaded.insert(name).second, path, ": tensor '", name, "' is stored in more than one file");
+      const ExternalTensor& e = it->second;
+      const SafetensorsEntry& entry = reader.entry(name);
+      check(entry.shape == e.shape, path, ": tensor '", name, "' has shape ", shape_str(entry.shape), ", config.json ",
+            "gives ", shape_str(e.shape));
+      // hf_llama renames one to one, and the model is built in HF's rotate-half layout.
+      check(e.parts.size() == 1 && !e.rope_permuted, "load_hf: internal error: '", name, "' is packed or permuted");
+      reader.read_into(name, own.at(e.parts[0]));
+    }
+  }
+  std::vector<std::string> missing;
+  for (const auto& n : expected_names)
+    if (!loaded.count(n)) missing.push_back(n);
+  check(missing.empty(), "load_hf: ", folder, ": missing tensor", missing.size() > 1 ? "s " : " ", first_few(missing),
+        " (", arch, " with this config.json; weights from ",
+        files.index_path.empty() ? (fs::path(folder) / kWeightsFile).string() : files.index_path, ")");
+  if (!tied_head_file.empty()) {  // a tied model's copy of the embeddings must be that copy
+    SafetensorsReader reader(tied_head_file);
+    const Tensor emb = model->tok_embeddings()->weight();
+    check(reader.entry("lm_head.weight").shape == emb.shape(), tied_head_file, ": tensor 'lm_head.weight' has shape ",
+          shape_str(reader.entry("lm_head.weight").shape), ", the tied embeddings ", shape_str(emb.shape()));
+    Tensor head = empty(emb.shape(), kFloat32);
+    reader.read_into("lm_head.weight", head);
+    const float* a = head.data<float>();
+    const float* b = emb.data<float>();
+    for (int64_t i = 0; i < head.numel(); ++i)
+      check(a[i] == b[i], tied_head_file, ": tensor 'lm_head.weight' differs from model.embed_tokens.weight at element ",
+            i, " (", a[i], " vs ", b[i], ") but config.json has tie_word_embeddings true");
+  }
+  if (config_out) *config_out = config;
+  return model;
+}
+
+// ---------------------------------------------------------------------------------------------
+// save_hf
+
+void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOptions& options) {
+  check(!folder.empty(), "save_hf: the folder name is empty");
+  const Dtype dtype = model.tok_embeddings()->weight().dtype();
+  check(dtype == kFloat32 || options.dtype == StoredFloat::BFloat16, "save_hf: the model is ", dtype_name(dtype),
+        "; Hugging Face folders are float32 or bfloat16 here (convert with to(kFloat32) or save as bfloat16)");
+  check(options.max_shard_bytes > 0, "save_hf: max_shard_bytes must be positive");
+  HFConfig config = options.config ? *options.config : HFConfig::from_lm(model.config());
+  if (options.config) {
+    HFConfig inferred = HFConfig::from_lm(model.config());
+    check(inferred.lm.to_json() == HFConfig::from_lm(config.lm).lm.to_json(),
+          "save_hf: options.config describes another model than the one saved");
+  }
+  if (!options.source.empty()) {
+    check(fs::is_directory(options.source), "save_hf: source folder ", options.source, " does not exist");
+    if (!options.config && is_hf_folder(options.source)) {
+      const std::string path = (fs::path(options.source) / "config.json").string();
+      const HFConfig src = HFConfig::from_json(read_file(path, "save_hf"), path);
+      // The source's architecture name when it computes the same model (Mistral is Llama without biases).
+      const bool same = src.architecture == config.architecture ||
+                        (src.architecture == HFArchitecture::Mistral && config.architecture == HFArchitecture::Llama &&
+                         !std::get<GQASpec>(config.lm.block.attention).qkv_bias);
+      if (same) config.architecture = src.architecture;
+      config.bos_token_id = src.bos_token_id;
+      config.eos_token_ids = src.eos_token_ids;
+      config.eos_is_list = src.eos_is_list;
+    }
+  }
+  config.torch_dtype = options.dtype == StoredFloat::BFloat16 ? "bfloat16" : "float32";
+  const TensorMap tensors = model.state_dict(NamingScheme::get("hf_llama"));
+
+  // Shards as the Hub fills them: tensors in order, a new shard when the next would overflow.
+  std::vector<TensorMap> shards(1);
+  uint64_t shard_bytes = 0, total = 0;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t bytes = safetensors_data_bytes({{name, t}}, options.dtype);
+    if (!shards.back().empty() && shard_bytes + bytes > options.max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().emplace(name, t);
+    shard_bytes += bytes;
+    total += bytes;
+  }
+
+  const fs::path target = fs::path(folder).lexically_normal();
+  const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  check(!ec, "save_hf: cannot create ", parent.string(), " (", ec.message(), ")");
+  check(!fs::exists(target) || fs::is_directory(target), "save_hf: ", folder, " exists and is not a folder");
+  const std::string tag = str_cat(".", target.filename().string(), ".tmp.", ::getpid());
+  const fs::path tmp = parent / tag;
+  const fs::path old = parent / str_cat(".", target.filename().string(), ".old.", ::getpid());
+  fs::remove_all(tmp, ec);
+  std::set<std::string> written;
+  try {
+    fs::create_directories(tmp);
+    write_file_atomic((tmp / "config.json").string(), config.to_json(), "save_hf");
+    written.insert("config.json");
+    const std::map<std::string, std::string> metadata{{"format", "pt"}};
+    if (shards.size() == 1) {
+      save_safetensors((tmp / kWeightsFile).string(), shards[0], metadata, options.dtype);
+      written.insert(kWeightsFile);
+    } else {
+      json index;
+      index["metadata"] = {{"total_size", total}};
+      json map = json::object();
+      const std::size_t n = shards.size();
+      for (std::size_t i = 0; i < n; ++i) {
+        char name[64];
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+        save_safetensors((tmp / name).string(), shards[i], metadata, options.dtype);
+        written.insert(name);
+        for (const auto& [t, v] : shards[i]) map[t] = name;
+      }
+      index["weight_map"] = map;
+      write_file_atomic((tmp / kIndexFile).string(), index.dump(2) + "\n", "save_hf");
+      written.insert(kIndexFile);
+    }
+    if (!options.source.empty())
+      for (const char* f : kTokenizerFiles) {
+        const fs::path src = fs::path(options.source) / f;
+        if (!fs::is_regular_file(src)) continue;
+        write_file_atomic((tmp / f).string(), read_file(src.string(), "save_hf"), "save_hf");
+        written.insert(f);
+      }
+    if (fs::exists(target)) {
+      // Files of the old folder that are not weights of a model (a README, an adapter) are
+      // carried over as hard links (copies where links fail).
+      for (const auto& entry : fs::directory_iterator(target)) {
+        const std::string n = entry.path().filename().string();
+        const bool weights = n == kIndexFile || (n.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors");
+        if (written.count(n) || weights || !entry.is_regular_file()) continue;
+        fs::create_hard_link(entry.path(), tmp / n, ec);
+        if (ec) fs::copy_file(entry.path(), tmp / n);
+      }
+      fs::rename(target, old);
+      try {
+        fs::rename(tmp, target);
+      } catch (...) {
+        fs::rename(old, target, ec);
+        throw;
+      }
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(tmp, target);
+    }
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw Error(str_cat("save_hf: writing ", folder, " failed: ", e.what()));
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+std::shared_ptr<DecoderLM> load_model(const std::string& folder) {
+  return is_hf_folder(folder) ? load_hf(folder) : load_pretrained(folder);
+}
+
+}  // namespace xg::nn

@@ -1,0 +1,79 @@
+// Hugging Face model folders: config.json of LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM and Qwen3ForCausalLM mapped to and from LMConfig, weights read tensor by
+// tensor from model.safetensors or a sharded model.safetensors.index.json (F32, F16, BF16,
+// widened to float32), and written back the way the Hub lays them out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/safetensors.hpp"
+#include "nn/decoder.hpp"
+
+namespace xg::nn {
+
+enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3 };
+const char* hf_architecture_name(HFArchitecture a);  // "LlamaForCausalLM", ...
+const char* hf_model_type(HFArchitecture a);         // "llama", "mistral", "qwen2", "qwen3"
+
+// What a Hugging Face config.json says: the model (as an LMConfig: Pre-Norm RMSNorm, SwiGLU,
+// GQA with rotate-half RoPE, the LLaMA block naming, a final norm, float32 parameters) and
+// the keys that do not change its math but belong in the folder.
+struct HFConfig {
+  HFArchitecture architecture = HFArchitecture::Llama;
+  LMConfig lm;
+  std::string torch_dtype = "float32";  // "float32", "bfloat16" or "float16": how the weights are stored
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;  // empty: none
+  bool eos_is_list = false;            // config.json gave a list (Llama 3.1: [128001, 128008, 128009])
+
+  // Reads config.json's text. An architecture, activation, rope_scaling type or option xgrad
+  // does not compute exactly (mlp_bias, an active sliding window, attention_dropout, a
+  // quantization_config, partial_rotary_factor ...) is an xg::Error naming `source`, the key
+  // and its value; keys that do not change the forward (initializer_range, use_cache ...)
+  // are ignored. Keys left out take the defaults of the architecture's transformers class.
+  static HFConfig from_json(const std::string& text, const std::string& source = "config.json");
+  // config.json as transformers writes it (architectures, model_type, torch_dtype, ...).
+  std::string to_json() const;
+  // The HF config of an xgrad model: its architecture inferred (QK-Norm: Qwen3; q/k/v biases
+  // without an output bias: Qwen2; else Llama). A model HF's classes cannot express (another
+  // norm, FFN or attention kind, Post-Norm, no final norm, ...) is an error naming the field.
+  static HFConfig from_lm(const LMConfig& lm);
+};
+
+// True when <folder>/config.json is a Hugging Face config ("architectures" or "model_type").
+bool is_hf_folder(const std::string& folder);
+
+// Builds the model of <folder>/config.json and reads its weights tensor by tensor straight
+// into the parameters (peak memory: the float32 model plus a block of the tensor being read).
+// Names are the hf_llama scheme's; rotary_emb.inv_freq buffers are skipped. A tensor the
+// model does not have, a missing one (lm_head.weight may be absent when tied; present, it
+// must equal the embeddings), a wrong shape or dtype, a shard the index names but the folder
+// lacks, or a malformed file is an xg::Error naming the file and the tensor. If `config` is
+// given it receives the folder's HFConfig.
+std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config = nullptr);
+
+struct SaveHFOptions {
+  StoredFloat dtype = StoredFloat::Native;  // Native: F32 (torch_dtype float32); BFloat16: BF16
+  // Shards of at most this many bytes of tensor data (a larger tensor gets a shard of its own)
+  // with a model.safetensors.index.json, as the Hub's 5 GB default; one model.safetensors below.
+  uint64_t max_shard_bytes = 5'000'000'000ull;
+  // An HF folder to take the tokenizer files from (tokenizer.json, tokenizer_config.json,
+  // special_tokens_map.json, generation_config.json, those present) and, from its config.json,
+  // the architecture and bos/eos ids (when it describes the same model). Empty: none.
+  std::string source;
+  std::optional<HFConfig> config;  // written instead of the inferred one (its lm must be the model's)
+};
+
+// Writes <folder>/config.json, the weights under HF's names ({"format": "pt"} metadata) and the
+// tokenizer files. Everything is written into a temporary folder beside <folder> and renamed
+// into place, so an error leaves <folder> as it was (and no half-written folder).
+void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOptions& options = {});
+
+// An xgrad folder (load_pretrained) or a Hugging Face folder (load_hf), told apart by config.json.
+std::shared_ptr<DecoderLM> load_model(const std::string& folder);
+
+}  // namespace xg::nn

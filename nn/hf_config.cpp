@@ -1,0 +1,407 @@
+// Hugging Face config.json <-> LMConfig for LlamaForCausalLM, MistralForCausalLM,
+// Qwen2ForCausalLM and Qwen3ForCausalLM: the keys each uses, their transformers defaults, and
+// the refusals (anything xgrad would compute differently).
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "nn/hf.hpp"
+
+namespace xg::nn {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct ArchInfo {
+  HFArchitecture arch;
+  const char* name;
+  const char* model_type;
+};
+constexpr ArchInfo kArchs[] = {{HFArchitecture::Llama, "LlamaForCausalLM", "llama"},
+                               {HFArchitecture::Mistral, "MistralForCausalLM", "mistral"},
+                               {HFArchitecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
+                               {HFArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"}};
+
+std::string supported_list(bool model_types) {
+  std::string s;
+  for (const ArchInfo& a : kArchs) s += std::string(s.empty() ? "" : ", ") + (model_types ? a.model_type : a.name);
+  return s;
+}
+
+// The defaults of transformers' config classes (LlamaConfig, MistralConfig, Qwen2Config,
+// Qwen3Config) for the keys a config.json may leave out.
+struct Defaults {
+  int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
+  int64_t num_key_value_heads;  // -1: num_attention_heads
+  int64_t head_dim;             // -1: hidden_size / num_attention_heads
+  int64_t max_position_embeddings;
+  double rms_norm_eps, rope_theta;
+  std::optional<int64_t> bos, eos;
+};
+Defaults defaults_of(HFArchitecture a) {
+  switch (a) {
+    case HFArchitecture::Llama: return {32000, 4096, 11008, 32, 32, -1, -1, 2048, 1e-6, 10000.0, 1, 2};
+    case HFArchitecture::Mistral: return {32000, 4096, 14336, 32, 32, 8, -1, 4096 * 32, 1e-6, 10000.0, 1, 2};
+    case HFArchitecture::Qwen2: return {151936, 4096, 22016, 32, 32, 32, -1, 32768, 1e-6, 10000.0, {}, {}};
+    case HFArchitecture::Qwen3: return {151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, {}, {}};
+  }
+  return {};
+}
+
+// Typed access to config.json's keys; every error names the file, the key and its value.
+class Keys {
+ public:
+  Keys(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
+  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  const json& at(const char* key) const { return j_[key]; }
+  int64_t integer(const char* key, int64_t def) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_number_integer()) bad(key, "an integer");
+    return j_[key].get<int64_t>();
+  }
+  int64_t positive(const char* key, int64_t def) const {
+    const int64_t v = integer(key, def);
+    if (v <= 0) bad(key, "a positive integer");
+    return v;
+  }
+  double number(const char* key, double def) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_number()) bad(key, "a number");
+    return j_[key].get<double>();
+  }
+  bool boolean(const char* key, bool def) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_boolean()) bad(key, "true or false");
+    return j_[key].get<bool>();
+  }
+  std::string string(const char* key, const std::string& def) const {
+    if (!has(key)) return def;
+    if (!j_[key].is_string()) bad(key, "a string");
+    return j_[key].get<std::string>();
+  }
+  [[noreturn]] void bad(const std::string& key, const std::string& expected) const {
+    throw Error(str_cat(source_, ": key '", key, "' must be ", expected, ", got ", value(key)));
+  }
+  [[noreturn]] void refuse(const std::string& key, const std::string& why) const {
+    throw Error(str_cat(source_, ": key '", key, "' = ", value(key), " is not supported (", why, ")"));
+  }
+
+ private:
+  // A key may be dotted ("rope_scaling.rope_type") to name a field of an object.
+  std::string value(const std::string& key) const {
+    const json* v = &j_;
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t dot = key.find('.', start);
+      const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      if (!v->is_object() || !v->contains(part)) return "nothing";
+      v = &(*v)[part];
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    return v->dump();
+  }
+  const json& j_;
+  std::string source_;
+};
+
+HFArchitecture read_architecture(const Keys& k) {
+  std::optional<HFArchitecture> from_arch, from_type;
+  if (k.has("architectures")) {
+    const json& a = k.at("architectures");
+    if (!a.is_array() || a.size() != 1 || !a[0].is_string()) {
+      if (a.is_array() && a.size() > 1) k.refuse("architectures", "exactly one architecture, one of " + supported_list(false));
+      k.bad("architectures", "a list of one architecture name");
+    }
+    for (const ArchInfo& i : kArchs)
+      if (a[0].get<std::string>() == i.name) from_arch = i.arch;
+    if (!from_arch) k.refuse("architectures", "xgrad reads " + supported_list(false));
+  }
+  if (k.has("model_type")) {
+    const std::string t = k.string("model_type", "");
+    for (const ArchInfo& i : kArchs)
+      if (t == i.model_type) from_type = i.arch;
+    if (!from_type) k.refuse("model_type", "xgrad reads " + supported_list(true));
+  }
+  if (!from_arch && !from_type) k.bad("architectures", "one of " + supported_list(false) + " (or model_type given)");
+  if (from_arch && from_type && *from_arch != *from_type)
+    k.refuse("model_type", str_cat("it disagrees with architectures ", hf_architecture_name(*from_arch)));
+  return from_arch ? *from_arch : *from_type;
+}
+
+RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& source) {
+  RopeScaling r;
+  if (!k.has("rope_scaling")) return r;
+  const json& s = j["rope_scaling"];
+  if (!s.is_object()) k.bad("rope_scaling", "an object or null");
+  Keys rs(s, source);
+  // transformers reads "rope_type", and "type" from older configs.
+  const char* type_key = rs.has("rope_type") ? "rope_type" : "type";
+  const std::string type = rs.string(type_key, "default");
+  const std::string key = std::string("rope_scaling.") + type_key;
+  if (type == "default") return r;
+  if (type != "llama3") k.refuse(key, "xgrad computes rope_scaling types \"default\" and \"llama3\"");
+  r.kind = RopeScalingKind::Llama3;
+  auto need = [&](const char* f) {
+    if (!rs.has(f)) k.bad(std::string("rope_scaling.") + f, "given for rope_type \"llama3\"");
+  };
+  for (const char* f : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) need(f);
+  r.factor = rs.number("factor", 0);
+  r.low_freq_factor = rs.number("low_freq_factor", 0);
+  r.high_freq_factor = rs.number("high_freq_factor", 0);
+  r.original_max_seq_len = rs.integer("original_max_position_embeddings", 0);
+  if (!(r.factor > 0)) k.bad("rope_scaling.factor", "positive");
+  if (!(r.low_freq_factor > 0)) k.bad("rope_scaling.low_freq_factor", "positive");
+  if (!(r.high_freq_factor > r.low_freq_factor)) k.bad("rope_scaling.high_freq_factor", "greater than low_freq_factor");
+  if (r.original_max_seq_len <= 0) k.bad("rope_scaling.original_max_position_embeddings", "a positive integer");
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    const std::string f = it.key();
+    if (f != "rope_type" && f != "type" && f != "factor" && f != "low_freq_factor" && f != "high_freq_factor" &&
+        f != "original_max_position_embeddings")
+      k.refuse("rope_scaling." + f, "rope_type \"llama3\" takes factor, low_freq_factor, high_freq_factor and "
+                                    "original_max_position_embeddings only");
+  }
+  return r;
+}
+
+// A sliding window that masks some attention (shorter than the positions the model allows) is
+// refused: xgrad's attention is full causal attention.
+void check_sliding_window(const Keys& k, HFArchitecture arch, int64_t max_pos, int64_t n_layers) {
+  const bool qwen = arch == HFArchitecture::Qwen2 || arch == HFArchitecture::Qwen3;
+  if (arch == HFArchitecture::Llama || !k.has("sliding_window")) return;
+  const int64_t window = k.integer("sliding_window", 0);
+  if (window >= max_pos) return;  // covers every position: full attention
+  if (qwen) {
+    if (!k.boolean("use_sliding_window", false)) return;
+    if (k.has("layer_types")) {
+      const json& lt = k.at("layer_types");
+      if (!lt.is_array()) k.bad("layer_types", "a list");
+      for (const json& t : lt)
+        if (t != "full_attention")
+          k.refuse("layer_types", str_cat("layers of sliding attention (sliding_window ", window,
+                                          " < max_position_embeddings ", max_pos, "); xgrad attends to every position"));
+      return;
+    }
+    // transformers: layers from max_window_layers on use the window.
+    if (k.integer("max_window_layers", 28) >= n_layers) return;
+    k.refuse("use_sliding_window", str_cat("sliding_window ", window, " < max_position_embeddings ", max_pos,
+                                           " on layers from max_window_layers ", k.integer("max_window_layers", 28),
+                                           "; xgrad attends to every position"));
+  }
+  k.refuse("sliding_window",
+           str_cat("a window shorter than max_position_embeddings (", max_pos, "); xgrad attends to every position"));
+}
+
+std::vector<int64_t> read_ids(const Keys& k, const json& j, const char* key, bool& is_list) {
+  is_list = false;
+  if (!k.has(key)) return {};
+  const json& v = j[key];
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  if (!v.is_array()) k.bad(key, "an integer, a list of integers or null");
+  is_list = true;
+  std::vector<int64_t> out;
+  for (const json& e : v) {
+    if (!e.is_number_integer()) k.bad(key, "an integer, a list of integers or null");
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* hf_architecture_name(HFArchitecture a) {
+  for (const ArchInfo& i : kArchs)
+    if (i.arch == a) return i.name;
+  return "?";
+}
+
+const char* hf_model_type(HFArchitecture a) {
+  for (const ArchInfo& i : kArchs)
+    if (i.arch == a) return i.model_type;
+  return "?";
+}
+
+HFConfig HFConfig::from_json(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(str_cat(source, ": not valid JSON (", e.what(), ")"));
+  }
+  check(j.is_object(), source, ": the config must be a JSON object, got ", j.dump().substr(0, 80));
+  const Keys k(j, source);
+  HFConfig c;
+  c.architecture = read_architecture(k);
+  const HFArchitecture arch = c.architecture;
+  const Defaults d = defaults_of(arch);
+
+  // Keys that change the forward in ways xgrad does not compute.
+  const std::string act = k.string("hidden_act", "silu");
+  if (act != "silu") k.refuse("hidden_act", "xgrad's SwiGLU uses \"silu\"");
+  if (k.has("hidden_activation")) k.refuse("hidden_activation", "xgrad's SwiGLU uses hidden_act \"silu\"");
+  if (k.boolean("mlp_bias", false)) k.refuse("mlp_bias", "xgrad's SwiGLU of these architectures has no biases");
+  if (k.number("attention_dropout", 0.0) != 0.0) k.refuse("attention_dropout", "xgrad reads 0.0 only");
+  if (k.has("quantization_config")) k.refuse("quantization_config", "xgrad reads unquantized weights only");
+  if (k.has("partial_rotary_factor") && k.number("partial_rotary_factor", 1.0) != 1.0)
+    k.refuse("partial_rotary_factor", "xgrad rotates every feature of a head (1.0)");
+  if (k.integer("pretraining_tp", 1) < 1) k.bad("pretraining_tp", "a positive integer");  // its split is exact
+
+  LMConfig& lm = c.lm;
+  lm.vocab_size = k.positive("vocab_size", d.vocab_size);
+  lm.n_layers = k.positive("num_hidden_layers", d.num_hidden_layers);
+  lm.tie_embeddings = k.boolean("tie_word_embeddings", false);
+  lm.final_norm = true;
+  lm.dtype = kFloat32;
+  const int64_t hidden = k.positive("hidden_size", d.hidden_size);
+  const int64_t heads = k.positive("num_attention_heads", d.num_attention_heads);
+  const int64_t kv_heads = k.positive("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : heads);
+  if (heads % kv_heads != 0)
+    k.bad("num_key_value_heads", str_cat("a divisor of num_attention_heads (", heads, ")"));
+  int64_t head_dim = d.head_dim;
+  if (k.has("head_dim")) head_dim = k.positive("head_dim", 0);
+  if (head_dim < 0) {
+    if (hidden % heads != 0)
+      k.bad("hidden_size", str_cat("a multiple of num_attention_heads (", heads, ") when head_dim is not given"));
+    head_dim = hidden / heads;
+  }
+  if (head_dim % 2 != 0) k.bad("head_dim", "even (RoPE rotates pairs of features)");
+  const int64_t max_pos = k.positive("max_position_embeddings", d.max_position_embeddings);
+  check_sliding_window(k, arch, max_pos, lm.n_layers);
+
+  BlockConfig b = BlockConfig::llama(hidden, heads, kv_heads);
+  b.rope_layout = RopeLayout::RotateHalf;  // HF's layout: no q/k row permutation
+  const double eps = k.number("rms_norm_eps", d.rms_norm_eps);
+  if (!(eps > 0)) k.bad("rms_norm_eps", "positive");
+  b.norm = RMSNormSpec{eps};
+  b.rope_base = k.number("rope_theta", d.rope_theta);
+  if (!(b.rope_base > 0)) k.bad("rope_theta", "positive");
+  b.rope_scaling = read_rope_scaling(k, j, source);
+  b.max_seq_len = max_pos;
+  GQASpec& gqa = std::get<GQASpec>(b.attention);
+  gqa.head_dim = head_dim == hidden / heads && hidden % heads == 0 ? 0 : head_dim;
+  const bool attention_bias = k.boolean("attention_bias", false);
+  switch (arch) {
+    case HFArchitecture::Llama:
+    case HFArchitecture::Qwen3:
+      gqa.qkv_bias = gqa.out_bias = attention_bias;
+      break;
+    case HFArchitecture::Mistral:  // MistralAttention has no biases whatever the key says
+      gqa.qkv_bias = gqa.out_bias = false;
+      break;
+    case HFArchitecture::Qwen2:  // q/k/v biases, none on o_proj
+      gqa.qkv_bias = true;
+      gqa.out_bias = false;
+      break;
+  }
+  gqa.qk_norm = arch == HFArchitecture::Qwen3;
+  SwiGLUSpec ffn;
+  ffn.d_ff = k.positive("intermediate_size", d.intermediate_size);
+  ffn.bias = false;
+  b.ffn = ffn;
+  lm.block = b;
+  lm.validate(source);
+
+  // torch_dtype (transformers >= 4.56 writes "dtype").
+  const char* dtype_key = k.has("torch_dtype") ? "torch_dtype" : "dtype";
+  c.torch_dtype = k.string(dtype_key, "float32");
+  if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
+    k.refuse(dtype_key, "xgrad reads weights stored as float32, bfloat16 or float16");
+
+  bool bos_list = false;
+  const std::vector<int64_t> bos = j.contains("bos_token_id") ? read_ids(k, j, "bos_token_id", bos_list)
+                                                                : (d.bos ? std::vector<int64_t>{*d.bos} : std::vector<int64_t>{});
+  if (bos_list && bos.size() != 1) k.bad("bos_token_id", "one integer");
+  if (!bos.empty()) c.bos_token_id = bos[0];
+  c.eos_token_ids = j.contains("eos_token_id") ? read_ids(k, j, "eos_token_id", c.eos_is_list)
+                                               : (d.eos ? std::vector<int64_t>{*d.eos} : std::vector<int64_t>{});
+  return c;
+}
+
+std::string HFConfig::to_json() const {
+  lm.validate("HFConfig");
+  const BlockConfig& b = lm.block;
+  const GQASpec& gqa = std::get<GQASpec>(b.attention);
+  const int64_t heads = gqa.n_heads, kv_heads = gqa.n_kv_heads > 0 ? gqa.n_kv_heads : gqa.n_heads;
+  const int64_t head_dim = gqa.head_dim > 0 ? gqa.head_dim : b.d_model / heads;
+  json j;
+  j["architectures"] = {hf_architecture_name(architecture)};
+  j["model_type"] = hf_model_type(architecture);
+  if (architecture == HFArchitecture::Llama || architecture == HFArchitecture::Qwen3) j["attention_bias"] = gqa.qkv_bias;
+  j["attention_dropout"] = 0.0;
+  j["bos_token_id"] = bos_token_id ? json(*bos_token_id) : json(nullptr);
+  if (eos_token_ids.empty())
+    j["eos_token_id"] = nullptr;
+  else if (eos_is_list || eos_token_ids.size() > 1)
+    j["eos_token_id"] = eos_token_ids;
+  else
+    j["eos_token_id"] = eos_token_ids[0];
+  j["head_dim"] = head_dim;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = b.d_model;
+  j["intermediate_size"] = std::get<SwiGLUSpec>(b.ffn).d_ff;
+  j["max_position_embeddings"] = b.max_seq_len;
+  if (architecture == HFArchitecture::Llama) j["mlp_bias"] = false;
+  j["num_attention_heads"] = heads;
+  j["num_hidden_layers"] = lm.n_layers;
+  j["num_key_value_heads"] = kv_heads;
+  j["rms_norm_eps"] = norm_eps(b.norm);
+  if (b.rope_scaling.kind == RopeScalingKind::Llama3)
+    j["rope_scaling"] = {{"factor", b.rope_scaling.factor},
+                         {"high_freq_factor", b.rope_scaling.high_freq_factor},
+                         {"low_freq_factor", b.rope_scaling.low_freq_factor},
+                         {"original_max_position_embeddings", b.rope_scaling.original_max_seq_len},
+                         {"rope_type", "llama3"}};
+  else
+    j["rope_scaling"] = nullptr;
+  j["rope_theta"] = b.rope_base;
+  if (architecture != HFArchitecture::Llama) j["sliding_window"] = nullptr;
+  j["tie_word_embeddings"] = lm.tie_embeddings;
+  j["torch_dtype"] = torch_dtype;
+  if (architecture == HFArchitecture::Qwen2 || architecture == HFArchitecture::Qwen3) j["use_sliding_window"] = false;
+  j["use_cache"] = true;
+  j["vocab_size"] = lm.vocab_size;
+  return j.dump(2) + "\n";
+}
+
+HFConfig HFConfig::from_lm(const LMConfig& given) {
+  LMConfig lm = given;
+  lm.block.n_layers = lm.n_layers;
+  lm.validate("save_hf");
+  const BlockConfig& b = lm.block;
+  const std::string who = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3 model needs ";
+  check(b.norm_position == NormPosition::Pre, who, "norm_position pre, got ", norm_position_name(b.norm_position));
+  check(std::holds_alternative<RMSNormSpec>(b.norm), who, "norm rmsnorm, got ", spec_kind(b.norm));
+  check(b.position == PositionKind::RoPE, who, "position rope, got ", position_kind_name(b.position));
+  check(lm.final_norm, who, "final_norm true");
+  check(std::holds_alternative<SwiGLUSpec>(b.ffn) && !std::get<SwiGLUSpec>(b.ffn).bias, who,
+        "ffn swiglu without bias, got ", spec_kind(b.ffn));
+  HFConfig c;
+  c.lm = lm;
+  SwiGLUSpec& ffn = std::get<SwiGLUSpec>(c.lm.block.ffn);
+  if (ffn.d_ff == 0) ffn.d_ff = SwiGLU::default_d_ff(b.d_model);  // what the module was built with
+  if (const auto* mha = std::get_if<MHASpec>(&b.attention)) {  // the same parameters as GQA with n_kv_heads = n_heads
+    GQASpec g;
+    g.n_heads = mha->n_heads;
+    g.qkv_bias = g.out_bias = mha->bias;
+    g.qk_norm = mha->qk_norm;
+    c.lm.block.attention = g;
+  }
+  check(std::holds_alternative<GQASpec>(c.lm.block.attention), who, "attention gqa or mha, got ", spec_kind(b.attention));
+  const GQASpec& gqa = std::get<GQASpec>(c.lm.block.attention);
+  if (gqa.qk_norm) {
+    c.architecture = HFArchitecture::Qwen3;
+    check(gqa.qkv_bias == gqa.out_bias, who, "q/k/v and output biases alike with QK-Norm (Qwen3's attention_bias)");
+  } else if (gqa.qkv_bias && !gqa.out_bias) {
+    c.architecture = HFArchitecture::Qwen2;
+  } else {
+    c.architecture = HFArchitecture::Llama;
+    check(gqa.qkv_bias == gqa.out_bias, who, "q/k/v and output biases alike (Llama's attention_bias)");
+  }
+  // What HF's layout is: rotate-half (the hf_llama scheme permutes an interleaved model's rows).
+  c.lm.block.rope_layout = RopeLayout::RotateHalf;
+  c.lm.dtype = kFloat32;
+  return c;
+}
+
+}  // namespace xg::nn
