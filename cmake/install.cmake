@@ -8,7 +8,7 @@ install(TARGETS xgrad xgrad_wait_policy EXPORT xgradTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES xgrad.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad)
 # Headers under any detail/ folder are internal to the library's .cpp files and stay out.
-install(DIRECTORY autograd nn losses optim finetune DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad
+install(DIRECTORY autograd nn losses optim finetune text DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad
   FILES_MATCHING PATTERN "*.hpp" PATTERN "detail" EXCLUDE)
 install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
 

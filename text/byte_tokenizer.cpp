@@ -1,9 +1,15 @@
 // ByteTokenizer: bytes <-> ids 0..255, special ids 256..258.
-#include "finetune/tokenizer.hpp"
+#include "text/byte_tokenizer.hpp"
 
 #include "autograd/error.hpp"
 
-namespace xg::finetune {
+namespace xg::text {
+
+namespace {
+
+const char* const kSpecialNames[] = {"<bos>", "<eos>", "<pad>"};
+
+}  // namespace
 
 std::vector<int64_t> ByteTokenizer::encode(const std::string& text, bool bos, bool eos) const {
   std::vector<int64_t> ids;
@@ -29,4 +35,18 @@ std::string ByteTokenizer::decode(const std::vector<int64_t>& ids) const {
   return s;
 }
 
-}  // namespace xg::finetune
+int64_t ByteTokenizer::token_to_id(const std::string& token) const {
+  if (token.size() == 1) return static_cast<unsigned char>(token[0]);
+  for (int64_t k = 0; k < 3; ++k)
+    if (token == kSpecialNames[k]) return kBos + k;
+  return -1;
+}
+
+std::string ByteTokenizer::id_to_token(int64_t id) const {
+  check(id >= 0 && id < kVocabSize, "ByteTokenizer::id_to_token: id ", id, " is outside the vocabulary [0, ", kVocabSize,
+        ")");
+  if (id < 256) return std::string(1, static_cast<char>(static_cast<unsigned char>(id)));
+  return kSpecialNames[id - kBos];
+}
+
+}  // namespace xg::text
