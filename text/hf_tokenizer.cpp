@@ -192,6 +192,7 @@ struct HfTokenizer::Impl {
   std::unique_ptr<Decoder> decoder;
   Template post;
   int64_t bos = -1, eos = -1, pad = -1;
+  int64_t max_id = 0;  // ids are below this
 
   void load(const std::string& path);
   void load_model(const JsonNode& m, bool byte_level);
@@ -214,7 +215,11 @@ void HfTokenizer::Impl::load(const std::string& path) {
   pre_tokenizer = detail::parse_pre_tokenizer(root["pre_tokenizer"]);
   decoder = detail::parse_decoder(root["decoder"]);
   post = parse_post_processor(root["post_processor"]);
-  load_model(root.require("model"), pre_tokenizer && pre_tokenizer->byte_level());
+  // NOTE: ids index a table, so they must be about as dense as Hugging Face's are (a stray id
+  // of 2^31 would otherwise ask for gigabytes).
+  const JsonNode model_json = root.require("model");
+  max_id = 2 * static_cast<int64_t>(model_json["vocab"].json().size() + root["added_tokens"].json().size()) + 1024;
+  load_model(model_json, pre_tokenizer && pre_tokenizer->byte_level());
 
   if (root.has("added_tokens")) {
     const JsonNode list = root["added_tokens"];
@@ -223,7 +228,7 @@ void HfTokenizer::Impl::load(const std::string& path) {
     for (std::size_t i = 0; i < list.size(); ++i) {
       const JsonNode t = list.at(i);
       const int64_t id = t.integer("id");
-      if (id < 0 || id > INT32_MAX) t["id"].fail("must be in [0, 2^31)");
+      if (id < 0 || id >= max_id) t["id"].fail(str_cat("must be in [0, ", max_id, ")"));
       if (t.boolean_or("single_word", false)) t["single_word"].unsupported();
       AddedToken a{static_cast<int32_t>(id), t.str("content"), t.boolean_or("special", false), t.boolean_or("lstrip", false),
                    t.boolean_or("rstrip", false), t.boolean_or("normalized", false)};
@@ -245,6 +250,10 @@ void HfTokenizer::Impl::load(const std::string& path) {
   }
   raw_matcher.finish();
   normalized_matcher.finish();
+  for (const std::vector<int64_t>* ids_around : {&post.prefix, &post.suffix})
+    for (int64_t id : *ids_around)
+      if (id < 0 || id >= static_cast<int64_t>(tokens.size()) || tokens[id].empty())
+        root["post_processor"].fail(str_cat("adds the id ", id, ", which is no token"));
 }
 
 void HfTokenizer::Impl::load_model(const JsonNode& m, bool byte_level) {
@@ -258,7 +267,7 @@ void HfTokenizer::Impl::load_model(const JsonNode& m, bool byte_level) {
   for (const auto& [token, id_json] : vocab.json().items()) {
     const JsonNode id_node(id_json, file, vocab.path() + "." + token);
     const int64_t id = id_node.integer();
-    if (id < 0 || id > INT32_MAX) id_node.fail("must be in [0, 2^31)");
+    if (id < 0 || id >= max_id) id_node.fail(str_cat("must be in [0, ", max_id, ")"));
     if (static_cast<std::size_t>(id) >= tokens.size()) tokens.resize(id + 1);
     tokens[id] = token;
     ids.emplace(token, static_cast<int32_t>(id));
