@@ -185,6 +185,26 @@ TEST(NnHf, ShardedRoundTripWritesAnIndex) {
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string()[0] == '.', false) << e.path();
 }
 
+TEST(NnHf, SaveWithAGivenConfigKeepsItsKeys) {
+  const fs::path dir = fresh_test_dir();
+  nn::HFConfig c;
+  auto model = nn::load_hf(hf_fixture("mistral"), &c);
+  nn::SaveHFOptions o;
+  o.config = c;
+  nn::save_hf(*model, (dir / "given").string(), o);
+  const auto cfg = nlohmann::json::parse(hf_slurp(dir / "given" / "config.json"));
+  EXPECT_EQ(cfg["architectures"][0], "MistralForCausalLM");
+  EXPECT_EQ(cfg["sliding_window"], nullptr);
+  EXPECT_EQ(cfg["bos_token_id"], 1);
+  nn::save_hf(*model, (dir / "inferred").string());  // without a source or config: Llama's names
+  EXPECT_EQ(nlohmann::json::parse(hf_slurp(dir / "inferred" / "config.json"))["architectures"][0], "LlamaForCausalLM");
+  nn::HFConfig other = c;
+  other.lm.n_layers = 3;
+  o.config = other;
+  EXPECT_XG_ERROR(nn::save_hf(*model, (dir / "other").string(), o), "options.config describes another model");
+  EXPECT_FALSE(fs::exists(dir / "other"));
+}
+
 TEST(NnHf, Bf16IsReadAndWrittenExactly) {
   const fs::path dir = fresh_test_dir();
   // The BF16 fixture's numbers are bfloat16 values: widened, and rounded back, they are unchanged.
