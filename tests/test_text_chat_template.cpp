@@ -179,6 +179,20 @@ TEST(TextChatTemplate, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(err("{% for x in 3 %}{% endfor %}"), "t line 1: 'int' object is not iterable");
   EXPECT_EQ(err("{{ 'a'.format(1) }}"), "t line 1: 'str object' has no attribute 'format'");
   EXPECT_EQ(err("{{ 'a' | trim(1, 2) }}"), "t line 1: trim takes at most 1 argument(s) (2 given)");
+  // Hostile templates end in an error, not a stack overflow or a runaway loop.
+  EXPECT_EQ(err("{{ " + std::string(600, '(') + "1" + std::string(600, ')') + " }}"), "t line 1: nesting deeper than 500 levels");
+  std::string chain = "{{ 1";
+  for (int k = 0; k < 600; ++k) chain += " + 1";
+  EXPECT_EQ(err(chain + " }}"), "t line 1: nesting deeper than 500 levels");
+  std::string blocks;
+  for (int k = 0; k < 600; ++k) blocks += "{% if true %}";
+  EXPECT_EQ(err(blocks), "t line 1: nesting deeper than 500 levels");
+  EXPECT_EQ(err("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), "t line 1: macro 'f' nested more than 100 calls deep");
+  EXPECT_EQ(err("{% for i in range(10**9) %}{% endfor %}"),
+            "t line 1: range too big: the sandbox blocks ranges longer than 100000");
+  EXPECT_EQ(err("{{ 9223372036854775807 + 1 }}"), "t line 1: integer overflow (integers are 64-bit here)");
+  EXPECT_EQ(err("{{ 99999999999999999999 }}"), "t line 1: integer literal 99999999999999999999 does not fit in 64 bits");
+  EXPECT_EQ(err("{{ 'ab' * 100000000 }}"), "t line 1: repetition too large (more than 67108864 bytes or items)");
   // The chat template names where it came from.
   EXPECT_EQ(error_of([] { ChatTemplate::from_tokenizer_config(ordered_json{{"chat_template", "{% call x %}"}}, "cfg.json"); }),
             "cfg.json: chat template line 1: unsupported tag 'call'");

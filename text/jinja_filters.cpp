@@ -19,7 +19,8 @@ class Args {
       : what_(what), args_(args), kwargs_(kwargs), names_(std::move(names)) {
     if (args.size() > names_.size())
       throw Error(str_cat(what_, " takes at most ", names_.size(), " argument(s) (", args.size(), " given)"));
-    for (const auto& [k, v] : kwargs) {
+    for (const auto& kv : kwargs) {
+      const std::string& k = kv.first;
       auto it = std::find_if(names_.begin(), names_.end(), [&](const char* n) { return k == n; });
       if (it == names_.end()) throw Error(str_cat(what_, " got an unexpected keyword argument '", k, "'"));
       if (size_t(it - names_.begin()) < args.size()) throw Error(str_cat(what_, " got multiple values for '", k, "'"));
@@ -201,7 +202,7 @@ Value attribute_of(const Value& item, const std::string& path) {
     if (cur.is_dict() || cur.kind() == Value::Kind::Namespace) {
       const Value* v = cur.as_dict().find(part);
       cur = v ? *v : Value::undefined("'dict object' has no attribute '" + part + "'");
-    } else if (cur.is_list() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
+    } else if (cur.is_list() && !part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), ::isdigit)) {
       size_t k = std::stoul(part);
       cur = k < cur.as_list().size() ? cur.as_list()[k] : Value::undefined("list index out of range");
     } else {
@@ -248,8 +249,16 @@ Value select_items(const char* name, const Value& seq, const List& args, bool by
   return Value::list(std::move(out));
 }
 
+// A float truncated to an integer; NaN, infinities and values past 64 bits give `def`.
+Value truncate(double d, const Value& def) {
+  return std::isfinite(d) && std::fabs(d) < 9.2e18 ? Value(int64_t(d)) : def;
+}
+
 Value to_number(const Value& v, bool as_int, const Value& def) {
-  if (v.is_number()) return as_int ? Value(v.kind() == Value::Kind::Float ? int64_t(v.as_float()) : v.as_int()) : Value(v.as_float());
+  if (v.is_number()) {
+    if (!as_int) return Value(v.as_float());
+    return v.kind() == Value::Kind::Float ? truncate(v.as_float(), def) : Value(v.as_int());
+  }
   if (v.is_string()) {
     std::string s = strip(v.as_string(), Value::none(), true, true);
     try {
@@ -258,7 +267,7 @@ Value to_number(const Value& v, bool as_int, const Value& def) {
         int64_t x = std::stoll(s, &used);
         if (used == s.size()) return Value(x);
         double d = std::stod(s, &used);  // Jinja2's int("3.7") is 3
-        if (used == s.size()) return Value(int64_t(d));
+        if (used == s.size()) return truncate(d, def);
       } else {
         double d = std::stod(s, &used);
         if (used == s.size()) return Value(d);
@@ -408,7 +417,9 @@ const std::map<std::string, FilterFn>& filters() {
       {"abs", [](const Value& v, const List& a, const Kwargs& k) {
          Args("abs", a, k, {});
          if (!v.is_number()) throw Error(str_cat("bad operand type for abs(): '", v.type_name(), "'"));
-         return v.kind() == Value::Kind::Float ? Value(std::fabs(v.as_float())) : Value(int64_t(std::llabs(v.as_int())));
+         if (v.kind() == Value::Kind::Float) return Value(std::fabs(v.as_float()));
+         if (v.as_int() == INT64_MIN) throw Error("integer overflow (integers are 64-bit here)");
+         return Value(int64_t(std::llabs(v.as_int())));
        }},
       {"replace", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("replace", a, k, {"old", "new", "count"});

@@ -1,6 +1,8 @@
 // The Jinja subset's lexer and parser: template text and tags with Jinja2's whitespace
 // control ({%- -%}, trim_blocks, lstrip_blocks), then a recursive-descent parser with
 // Jinja2's operator precedence (filters and tests bind tighter than arithmetic).
+#include <cerrno>
+#include <cstdlib>
 #include <set>
 
 #include "autograd/error.hpp"
@@ -220,7 +222,9 @@ class Lexer {
           std::string hex = src_.substr(q + 1, n);
           if (hex.size() != n || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
             fail(str_cat("invalid escape '\\", e, hex, "' in a string literal"));
-          append_utf8(out, static_cast<uint32_t>(std::stoul(hex, nullptr, 16)));
+          auto cp = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+          if (cp > 0x10FFFF) fail(str_cat("invalid escape '\\", e, hex, "': not a Unicode code point"));
+          append_utf8(out, cp);
           q += n;
           break;
         }
@@ -256,8 +260,13 @@ class Lexer {
     for (size_t k = pos_; k < q; ++k)
       if (src_[k] != '_') text += src_[k];
     Token t{is_float ? Token::Float : Token::Int, text, line_};
-    if (is_float) t.f = std::stod(text);
-    else t.i = std::stoll(text);
+    errno = 0;
+    if (is_float) {
+      t.f = std::strtod(text.c_str(), nullptr);  // Python's float('1e999') is inf, as strtod's
+    } else {
+      t.i = std::strtoll(text.c_str(), nullptr, 10);
+      if (errno == ERANGE) fail("integer literal " + text + " does not fit in 64 bits");
+    }
     tokens_.push_back(t);
     advance_to(q);
   }
@@ -282,6 +291,24 @@ class Parser {
   [[noreturn]] void fail(int line, const std::string& msg) const {
     throw Error(str_cat(opts_.name, " line ", line, ": ", msg));
   }
+
+  // Nesting (blocks, brackets, unary operators, and each link of an operator, filter or
+  // postfix chain) is bounded, so that parsing, rendering and freeing the tree, which all
+  // recurse over it, cannot overflow the stack on a hostile template.
+  static constexpr int kMaxDepth = 500;
+  class Deeper {
+   public:
+    explicit Deeper(Parser& p) : p_(p), saved_(p.depth_) { more(); }
+    void more() {
+      if (++p_.depth_ > kMaxDepth) p_.fail(p_.peek().line, str_cat("nesting deeper than ", kMaxDepth, " levels"));
+    }
+    ~Deeper() { p_.depth_ = saved_; }
+
+   private:
+    Parser& p_;
+    int saved_;
+  };
+
   const Token& peek(size_t ahead = 0) const { return t_[std::min(k_ + ahead, t_.size() - 1)]; }
   const Token& next() { return t_[k_ < t_.size() - 1 ? k_++ : k_]; }
   bool is_op(const char* op, size_t ahead = 0) const {
@@ -345,6 +372,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    Deeper deeper(*this);
     int line = peek().line;
     std::string tag = expect_name("a tag name after '{%'");
     auto s = std::make_unique<Stmt>();
@@ -450,8 +478,10 @@ class Parser {
 
   // Jinja2's parse_expression: `a if cond else b` around the boolean operators.
   ExprPtr parse_expr(bool with_cond = true) {
+    Deeper deeper(*this);
     ExprPtr e = parse_or();
     while (with_cond && is_name("if")) {
+      deeper.more();
       int line = next().line;
       auto c = make(Expr::Kind::Cond, line);
       c->args.push_back(parse_or());
@@ -474,6 +504,7 @@ class Parser {
   ExprPtr parse_and() { return parse_left_assoc({"and"}, &Parser::parse_not); }
 
   ExprPtr parse_not() {
+    Deeper deeper(*this);
     if (is_name("not")) {
       auto e = make(Expr::Kind::Unary, next().line);
       e->name = "not";
@@ -487,6 +518,7 @@ class Parser {
     int line = peek().line;
     ExprPtr first = parse_math1();
     ExprPtr cmp;
+    Deeper deeper(*this);
     while (true) {
       std::string op;
       const Token& t = peek();
@@ -501,6 +533,7 @@ class Parser {
       } else {
         break;
       }
+      deeper.more();
       if (!cmp) {
         cmp = make(Expr::Kind::Compare, line);
         cmp->args.push_back(std::move(first));
@@ -514,12 +547,14 @@ class Parser {
   // sub (op sub)*, left-associative; an op is an operator or a keyword ("and", "or").
   template <class Sub>
   ExprPtr parse_left_assoc(std::initializer_list<const char*> ops, Sub sub) {
+    Deeper deeper(*this);
     ExprPtr e = (this->*sub)();
     while (true) {
       const char* found = nullptr;
       for (const char* op : ops)
         if (is_op(op) || is_name(op)) found = op;
       if (!found) return e;
+      deeper.more();
       int line = next().line;
       e = binary(found, std::move(e), (this->*sub)(), line);
     }
@@ -531,6 +566,7 @@ class Parser {
   ExprPtr parse_unary_filtered() { return parse_unary(true); }
 
   ExprPtr parse_unary(bool with_filter) {
+    Deeper deeper(*this);
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
       e = make(Expr::Kind::Unary, peek().line);
@@ -603,7 +639,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    Deeper deeper(*this);
     while (true) {
+      deeper.more();
       int line = peek().line;
       if (skip_op(".")) {
         if (peek().type == Token::Int) {
@@ -678,7 +716,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
+    Deeper deeper(*this);
     while (true) {
+      deeper.more();
       if (is_op("|")) {
         next();
         e = parse_filter(std::move(e));
@@ -704,8 +744,9 @@ class Parser {
 
   // {% filter a(x) | b %}: a chain of filters applied to a null operand (the block's text).
   ExprPtr parse_filter_chain(ExprPtr operand) {
+    Deeper deeper(*this);
     ExprPtr e = parse_filter(std::move(operand));
-    while (skip_op("|")) e = parse_filter(std::move(e));
+    while (skip_op("|")) deeper.more(), e = parse_filter(std::move(e));
     return e;
   }
 
@@ -730,6 +771,7 @@ class Parser {
   std::vector<Token> t_;
   size_t k_ = 0;
   const TemplateOptions& opts_;
+  int depth_ = 0;
 };
 
 }  // namespace

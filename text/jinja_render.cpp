@@ -88,8 +88,32 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   return Value(s);
 }
 
-// Python's floor division and modulo (the sign follows the divisor).
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+// NOTE: integers are 64-bit here (Python's are unbounded): overflow is an error.
+[[noreturn]] void overflow() { throw Error("integer overflow (integers are 64-bit here)"); }
+int64_t add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) overflow();
+  return r;
+}
+int64_t sub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) overflow();
+  return r;
+}
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+// Python's floor division (the sign of a remainder follows the divisor).
+int64_t floor_div(int64_t a, int64_t b) {
+  if (a == INT64_MIN && b == -1) overflow();
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+// `seq * times` is refused past this many bytes or items (Python would run out of memory).
+constexpr int64_t kMaxRepeat = int64_t(1) << 26;
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") return Value(a.str() + b.str());
@@ -102,7 +126,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   const bool nums = a.is_number() && b.is_number();
   const bool floats = nums && (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float);
   if (op == "+") {
-    if (nums) return floats ? Value(a.as_float() + b.as_float()) : Value(a.as_int() + b.as_int());
+    if (nums) return floats ? Value(a.as_float() + b.as_float()) : Value(add(a.as_int(), b.as_int()));
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list()) {
       List out = a.as_list();
@@ -112,10 +136,13 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     return unsupported();
   }
   if (op == "*") {
-    if (nums) return floats ? Value(a.as_float() * b.as_float()) : Value(a.as_int() * b.as_int());
+    if (nums) return floats ? Value(a.as_float() * b.as_float()) : Value(mul(a.as_int(), b.as_int()));
     const Value& seq = a.is_number() ? b : a;
     const Value& times = a.is_number() ? a : b;
     if (times.is_number() && times.kind() != Value::Kind::Float && (seq.is_string() || seq.is_list())) {
+      int64_t size = seq.is_string() ? int64_t(seq.as_string().size()) : int64_t(seq.as_list().size());
+      if (times.as_int() > 0 && size > 0 && times.as_int() > kMaxRepeat / size)
+        throw Error(str_cat("repetition too large (more than ", kMaxRepeat, " bytes or items)"));
       if (seq.is_string()) {
         std::string out;
         for (int64_t k = 0; k < times.as_int(); ++k) out += seq.as_string();
@@ -128,11 +155,14 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     return unsupported();
   }
   if (!nums) return unsupported();
-  if (op == "-") return floats ? Value(a.as_float() - b.as_float()) : Value(a.as_int() - b.as_int());
+  if (op == "-") return floats ? Value(a.as_float() - b.as_float()) : Value(sub(a.as_int(), b.as_int()));
   if (op == "**") {
     if (!floats && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < b.as_int(); ++k) r *= a.as_int();
+      int64_t r = 1, base = a.as_int();
+      for (int64_t e = b.as_int(); e > 0; e >>= 1) {  // by squaring: 2 ** 62 is 7 products
+        if (e & 1) r = mul(r, base);
+        if (e > 1) base = mul(base, base);
+      }
       return Value(r);
     }
     return Value(std::pow(a.as_float(), b.as_float()));
@@ -146,7 +176,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (r != 0 && ((r < 0) != (b.as_float() < 0))) r += b.as_float();
     return Value(r);
   }
-  return Value(a.as_int() - floor_div(a.as_int(), b.as_int()) * b.as_int());
+  return Value(sub(a.as_int(), mul(floor_div(a.as_int(), b.as_int()), b.as_int())));
 }
 
 bool compare(const std::string& op, const Value& a, const Value& b) {
@@ -194,6 +224,11 @@ class Renderer {
         int64_t start = a.size() > 1 ? a[0].as_int() : 0, stop = a.size() > 1 ? a[1].as_int() : a[0].as_int();
         int64_t step = a.size() > 2 ? a[2].as_int() : 1;
         if (step == 0) throw Error("range() arg 3 must not be zero");
+        // Jinja2's sandbox (transformers renders in ImmutableSandboxedEnvironment) refuses
+        // ranges longer than MAX_RANGE.
+        constexpr int64_t kMaxRange = 100000;
+        if ((double(stop) - double(start)) / double(step) > double(kMaxRange))
+          throw Error(str_cat("range too big: the sandbox blocks ranges longer than ", kMaxRange));
         List out;
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
         return Value::list(std::move(out));
@@ -374,10 +409,21 @@ class Renderer {
         else if (!scope->vars.find(pname))
           scope->vars.set(pname, pdef ? eval(*pdef, scope) : Value::undefined("'" + pname + "' is undefined"));
       }
+      // Python stops a runaway recursion with a RecursionError; so does this.
+      if (macro_depth_ >= kMaxMacroDepth)
+        throw Error(str_cat("macro '", def->name, "' nested more than ", kMaxMacroDepth, " calls deep"));
       int saved_line = line_;
       int saved_depth = loop_depth_;
       loop_depth_ = 0;
-      std::string text = render_body(def->bodies[0], scope);
+      ++macro_depth_;
+      std::string text;
+      try {
+        text = render_body(def->bodies[0], scope);
+      } catch (...) {
+        --macro_depth_;
+        throw;
+      }
+      --macro_depth_;
       loop_depth_ = saved_depth;
       line_ = saved_line;
       return Value(text);
@@ -450,7 +496,7 @@ class Renderer {
         check_defined(v);
         if (!v.is_number()) throw Error(str_cat("bad operand type for unary ", e.name, ": '", v.type_name(), "'"));
         if (e.name == "+") return v.kind() == Value::Kind::Float ? v : Value(v.as_int());
-        return v.kind() == Value::Kind::Float ? Value(-v.as_float()) : Value(-v.as_int());
+        return v.kind() == Value::Kind::Float ? Value(-v.as_float()) : Value(sub(0, v.as_int()));
       }
       case Expr::Kind::Binary: {
         Value a = eval(*e.args[0], frame);
@@ -482,6 +528,8 @@ class Renderer {
   Value block_text_;
   int line_ = 0;
   int loop_depth_ = 0;
+  int macro_depth_ = 0;
+  static constexpr int kMaxMacroDepth = 100;
 };
 
 }  // namespace
