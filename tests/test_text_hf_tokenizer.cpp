@@ -183,6 +183,8 @@ TEST(HfTokenizer, SpecialIdsFromTheConfigs) {
 namespace {
 
 // A tiny SentencePiece-style tokenizer.json: byte fallback, an unknown token, merges "a b".
+// NOTE: the ids and texts expected from it below are what Hugging Face's tokenizers gives for
+// the same file with both merges as strings (it refuses a mix of the two forms; xgrad reads it).
 nlohmann::json hf_tok_tiny() {
   return nlohmann::json::parse(R"({
     "version": "1.0", "truncation": null, "padding": null,
