@@ -12,6 +12,7 @@ PACKAGES=(
   libxsimd-dev                    # xsimd: SIMD batches (exp, sqrt) in the fused row kernels and AdamW
   libboost-program-options-dev nlohmann-json3-dev
   libpcre2-dev                    # PCRE2: the split regexes of tokenizer.json pre-tokenizers (Unicode classes, lookahead)
+  libicu-dev                      # ICU: Unicode NFC, the normalizer of Qwen2/3 tokenizer.json files
   zlib1g-dev                      # finetune/data: reads R's compressed lazy-load database (janeaustenr)
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox                     # experiments/: PNG and SVG plots (optional at run time)
