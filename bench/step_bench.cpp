@@ -186,6 +186,54 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   return j;
 }
 
+// The step's matrix products alone, through xgrad's ops, forward and backward (input and
+// weight gradients): per layer the four d -> d projections, gate and up (d -> d_ff) and down
+// (d_ff -> d) as xg::linear, and the fused causal attention (scaled_dot_product_attention,
+// whose products are QK^T and PV, with its softmax inside); the LM head (d -> 256) once.
+// Nothing else of the step (norms, RoPE, SwiGLU, residuals, cross-entropy, AdamW) runs, so
+// flop_per_step / this time is the most the whole step could reach with these products: the
+// ceiling against which "xgrad of the sgemm peak" is read. Median of `reps` passes.
+json products_only(const std::string& name, const BenchConfig& c, int64_t reps) {
+  xg::Generator gen(0);
+  const int64_t M = c.batch * c.seq, d = c.d, F = ffn_dim(c.d), hs = c.d / c.heads;
+  auto param = [&](const xg::Shape& shape) { return xg::randn(shape, xg::kFloat32, &gen).requires_grad_(); };
+  struct Proj {
+    int64_t in, out, count;  // count: how many of this shape a step runs
+  };
+  const std::vector<Proj> projs = {{d, d, 4 * c.layers}, {d, F, 2 * c.layers}, {F, d, c.layers}, {d, kVocab, 1}};
+  auto pass = [&] {
+    double t = 0;
+    for (const Proj& p : projs) {
+      xg::Tensor x = param({M, p.in}), w = param({p.out, p.in});
+      const xg::Tensor g = xg::randn({M, p.out}, xg::kFloat32, &gen);
+      const auto t0 = std::chrono::steady_clock::now();
+      xg::linear(x, w).backward(g);
+      t += seconds_since(t0) * static_cast<double>(p.count);
+    }
+    xg::Tensor q = param({c.batch, c.heads, c.seq, hs}), k = param({c.batch, c.heads, c.seq, hs}),
+               v = param({c.batch, c.heads, c.seq, hs});
+    const xg::Tensor g = xg::randn({c.batch, c.heads, c.seq, hs}, xg::kFloat32, &gen);
+    const auto t0 = std::chrono::steady_clock::now();
+    xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask()).backward(g);
+    return t + seconds_since(t0) * static_cast<double>(c.layers);
+  };
+  pass();  // warm-up: buffers cached, kernels generated
+  std::vector<double> secs;
+  for (int64_t r = 0; r < reps; ++r) secs.push_back(pass());
+  const double sec = median(secs);
+  json j;
+  j["impl"] = "xgrad products only";
+  j["config"] = name;
+  j["reps"] = reps;
+  j["ms_per_step"] = sec * 1e3;
+  j["gflop_per_step"] = flop_per_step(c) / 1e9;
+  j["gflops"] = flop_per_step(c) / sec / 1e9;
+  j["flop_formula"] = kFlopFormula;
+  j["threads"] = omp_get_max_threads();
+  j["gemm"] = xg::gemm_backend_description();
+  return j;
+}
+
 // C = A B on n x n float32 matrices: the rate a product reaches. impl "xgrad" is xg::matmul
 // (the backend gemm_backend() chose, xgrad's split over threads, the output's allocation);
 // "openblas" and "onednn" call cblas_sgemm and dnnl_sgemm directly (the kernels' own rate).
@@ -241,7 +289,7 @@ int main(int argc, char** argv) {
   std::string sgemm_impl = "xgrad";
   int64_t warmup = -1, steps = -1, sgemm_n = 2048, sgemm_reps = 7;
   uint64_t seed = 0;
-  bool sgemm = false;
+  bool sgemm = false, products = false;
   po::options_description opts("options");
   // clang-format off
   opts.add_options()
@@ -250,6 +298,8 @@ int main(int argc, char** argv) {
     ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first (-1: the config's default)")
     ("steps", po::value(&steps)->default_value(steps), "timed steps (-1: the config's default)")
     ("seed", po::value(&seed)->default_value(seed), "seeds the initialisation and the token batches")
+    ("products", po::bool_switch(&products),
+     "time only the config's matrix products (linear layers and attention, forward + backward; the step's ceiling)")
     ("sgemm-peak", po::bool_switch(&sgemm), "time an sgemm instead (n x n x n, median of --sgemm-reps)")
     ("sgemm-impl", po::value(&sgemm_impl)->default_value(sgemm_impl),
      "xgrad (xg::matmul) | openblas | onednn (their sgemm called directly)")
@@ -258,6 +308,7 @@ int main(int argc, char** argv) {
   // clang-format on
   const std::string usage =
       "usage: xgrad_step_bench [--config tiny|small|medium|gpt2s] [--warmup N] [--steps N] [--seed S]\n"
+      "       xgrad_step_bench --products [--config ...] [--steps N]\n"
       "       xgrad_step_bench --sgemm-peak [--sgemm-impl xgrad|openblas|onednn] [--sgemm-size N]\n"
       "Times training steps of the reference LLaMA-style byte LM and prints one JSON object.";
   int threads = 0;
@@ -284,7 +335,9 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
-        const json j = sgemm ? sgemm_peak(sgemm_impl, sgemm_n, sgemm_reps) : run_steps(config, c, seed);
+        const json j = sgemm      ? sgemm_peak(sgemm_impl, sgemm_n, sgemm_reps)
+                       : products ? products_only(config, c, c.steps)
+                                  : run_steps(config, c, seed);
         std::cout << j.dump() << std::endl;
         return 0;
       });
