@@ -201,21 +201,31 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
     int64_t in, out, count;  // count: how many of this shape a step runs
   };
   const std::vector<Proj> projs = {{d, d, 4 * c.layers}, {d, F, 2 * c.layers}, {F, d, c.layers}, {d, kVocab, 1}};
+  struct Operands {
+    xg::Tensor x, w, g;
+    int64_t count;
+  };
+  std::vector<Operands> ops;
+  for (const Proj& p : projs)
+    ops.push_back({param({M, p.in}), param({p.out, p.in}), xg::randn({M, p.out}, xg::kFloat32, &gen), p.count});
+  xg::Tensor q = param({c.batch, c.heads, c.seq, hs}), k = param({c.batch, c.heads, c.seq, hs}),
+             v = param({c.batch, c.heads, c.seq, hs});
+  const xg::Tensor go = xg::randn({c.batch, c.heads, c.seq, hs}, xg::kFloat32, &gen);
+  // One pass runs every product of a step back to back, as the step does; the gradients are
+  // dropped after each call (a step's parameter gradients start from none).
   auto pass = [&] {
-    double t = 0;
-    for (const Proj& p : projs) {
-      xg::Tensor x = param({M, p.in}), w = param({p.out, p.in});
-      const xg::Tensor g = xg::randn({M, p.out}, xg::kFloat32, &gen);
-      const auto t0 = std::chrono::steady_clock::now();
-      xg::linear(x, w).backward(g);
-      t += seconds_since(t0) * static_cast<double>(p.count);
-    }
-    xg::Tensor q = param({c.batch, c.heads, c.seq, hs}), k = param({c.batch, c.heads, c.seq, hs}),
-               v = param({c.batch, c.heads, c.seq, hs});
-    const xg::Tensor g = xg::randn({c.batch, c.heads, c.seq, hs}, xg::kFloat32, &gen);
     const auto t0 = std::chrono::steady_clock::now();
-    xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask()).backward(g);
-    return t + seconds_since(t0) * static_cast<double>(c.layers);
+    for (Operands& o : ops)
+      for (int64_t i = 0; i < o.count; ++i) {
+        xg::linear(o.x, o.w).backward(o.g);
+        o.x.zero_grad();
+        o.w.zero_grad();
+      }
+    for (int64_t l = 0; l < c.layers; ++l) {
+      xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask()).backward(go);
+      for (xg::Tensor* t : {&q, &k, &v}) t->zero_grad();
+    }
+    return seconds_since(t0);
   };
   pass();  // warm-up: buffers cached, kernels generated
   std::vector<double> secs;
