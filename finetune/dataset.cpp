@@ -1,14 +1,18 @@
 // TextDataset (byte tokens of a file, random and sequential windows), the JSONL readers
-// (nlohmann-json, errors "path:line: ...") and SFT/DPO collation.
+// (nlohmann-json, errors "path:line: ..."), the row formats (plain or chat template) and SFT/DPO
+// collation.
 #include "finetune/dataset.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <tuple>
 
 #include "autograd/error.hpp"
+#include "text/chat_template.hpp"
 
 namespace xg::finetune {
 
@@ -70,10 +74,10 @@ struct Seq {
   int64_t prompt_len = 0;
 };
 
-Seq make_seq(const ByteTokenizer& tok, const std::string& prompt, const std::string& response, int64_t max_len) {
+Seq make_seq(const RowFormat& format, const std::string& prompt, const std::string& response, int64_t max_len) {
   Seq s;
-  s.ids = encode_prompt(tok, prompt);
-  std::vector<int64_t> resp = tok.encode(response, false, /*eos=*/true);
+  std::vector<int64_t> resp;
+  std::tie(s.ids, resp) = format.row_ids(prompt, response);
   s.prompt_len = std::min<int64_t>(static_cast<int64_t>(s.ids.size()), max_len - 1);
   s.ids.resize(static_cast<std::size_t>(s.prompt_len));
   const int64_t keep = std::min<int64_t>(static_cast<int64_t>(resp.size()), max_len - s.prompt_len);
@@ -81,11 +85,11 @@ Seq make_seq(const ByteTokenizer& tok, const std::string& prompt, const std::str
   return s;
 }
 
-SftBatch pad(const ByteTokenizer& tok, const std::vector<Seq>& seqs) {
+SftBatch pad(const RowFormat& format, const std::vector<Seq>& seqs) {
   const int64_t B = static_cast<int64_t>(seqs.size());
   int64_t T = 0;
   for (const Seq& s : seqs) T = std::max<int64_t>(T, static_cast<int64_t>(s.ids.size()));
-  std::vector<int64_t> ids(static_cast<std::size_t>(B * T), tok.pad_id()), labels(ids.size(), -100),
+  std::vector<int64_t> ids(static_cast<std::size_t>(B * T), format.pad_id()), labels(ids.size(), -100),
       mask(ids.size(), 0), plen(static_cast<std::size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     const Seq& s = seqs[static_cast<std::size_t>(b)];
@@ -98,6 +102,14 @@ SftBatch pad(const ByteTokenizer& tok, const std::vector<Seq>& seqs) {
     }
   }
   return {int_tensor(ids, {B, T}), int_tensor(labels, {B, T}), int_tensor(plen, {B}), int_tensor(mask, {B, T})};
+}
+
+// [system], user = prompt: the conversation of a row before the assistant's reply.
+std::vector<text::ChatMessage> user_turn(const std::string& system, const std::string& prompt) {
+  std::vector<text::ChatMessage> m;
+  if (!system.empty()) m.push_back({"system", system});
+  m.push_back({"user", prompt});
+  return m;
 }
 
 void check_collate(const char* fn, std::size_t rows, int64_t max_len) {
@@ -187,27 +199,87 @@ std::vector<GrpoExample> read_grpo_jsonl(const std::string& path) {
   });
 }
 
+// ---- the plain format ---------------------------------------------------------------------
+
+std::vector<int64_t> encode_prompt(const text::Tokenizer& tok, const std::string& prompt) {
+  return tok.encode(prompt + "\n", /*add_special_tokens=*/true);
+}
+
+// ---- row formats -------------------------------------------------------------------------
+
+const text::Tokenizer& RowFormat::tok() const {
+  static const ByteTokenizer bytes;
+  return tokenizer ? *tokenizer : bytes;
+}
+
+std::vector<int64_t> RowFormat::prompt_ids(const std::string& prompt) const {
+  if (!chat_template) return encode_prompt(tok(), prompt);
+  return tok().encode(chat_template->render_prompt(user_turn(system, prompt)), /*add_special_tokens=*/false);
+}
+
+std::pair<std::vector<int64_t>, std::vector<int64_t>> RowFormat::row_ids(const std::string& prompt,
+                                                                         const std::string& response) const {
+  const text::Tokenizer& t = tok();
+  if (!chat_template) {
+    check(t.eos_id() >= 0, "the plain prompt format ends each response with EOS, but the tokenizer has no EOS token ",
+          "(give tokenizer_config.json an eos_token, or use a chat template)");
+    std::vector<int64_t> response_ids = t.encode(response, /*add_special_tokens=*/false);
+    response_ids.push_back(t.eos_id());
+    return {encode_prompt(t, prompt), response_ids};
+  }
+  std::vector<text::ChatMessage> messages = user_turn(system, prompt);
+  messages.push_back({"assistant", response});
+  const text::ChatSplit split = chat_template->render_split(messages);
+  return {t.encode(split.prompt, false), t.encode(split.completion, false)};
+}
+
+int64_t RowFormat::pad_id() const {
+  const text::Tokenizer& t = tok();
+  return t.pad_id() >= 0 ? t.pad_id() : t.eos_id() >= 0 ? t.eos_id() : 0;
+}
+
+std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder, const std::string& mode) {
+  check(mode == "auto" || mode == "none", "--chat-template: expected auto or none, got '", mode, "'");
+  namespace fs = std::filesystem;
+  const fs::path path = fs::path(folder) / "tokenizer_config.json", jinja = fs::path(folder) / "chat_template.jinja";
+  if (mode == "none" || !fs::exists(path)) return nullptr;
+  nlohmann::ordered_json config;
+  try {
+    config = nlohmann::ordered_json::parse(read_all(path.string()));
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw Error(str_cat(path.string(), ": invalid JSON (", e.what(), ")"));
+  }
+  check(config.is_object(), path.string(), ": expected a JSON object");
+  // NOTE: newer transformers save the template beside the config, in chat_template.jinja, and
+  // read that file in preference to the config's key.
+  if (fs::exists(jinja)) config["chat_template"] = read_all(jinja.string());
+  if (!text::ChatTemplate::has_chat_template(config)) return nullptr;
+  return std::make_unique<text::ChatTemplate>(text::ChatTemplate::from_tokenizer_config(config, path.string()));
+}
+
 // ---- collation ---------------------------------------------------------------------------
 
-std::vector<int64_t> encode_prompt(const ByteTokenizer& tok, const std::string& prompt) {
-  std::vector<int64_t> ids = tok.encode(prompt, /*bos=*/true, false);
-  ids.push_back('\n');
-  return ids;
-}
-
-SftBatch collate_sft(const ByteTokenizer& tok, const std::vector<SftExample>& rows, int64_t max_len) {
+SftBatch collate_sft(const RowFormat& format, const std::vector<SftExample>& rows, int64_t max_len) {
   check_collate("collate_sft", rows.size(), max_len);
   std::vector<Seq> seqs;
-  for (const auto& r : rows) seqs.push_back(make_seq(tok, r.prompt, r.response, max_len));
-  return pad(tok, seqs);
+  for (const auto& r : rows) seqs.push_back(make_seq(format, r.prompt, r.response, max_len));
+  return pad(format, seqs);
 }
 
-SftBatch collate_dpo(const ByteTokenizer& tok, const std::vector<DpoExample>& rows, int64_t max_len) {
+SftBatch collate_sft(const text::Tokenizer& tok, const std::vector<SftExample>& rows, int64_t max_len) {
+  return collate_sft(RowFormat{&tok, nullptr, ""}, rows, max_len);
+}
+
+SftBatch collate_dpo(const RowFormat& format, const std::vector<DpoExample>& rows, int64_t max_len) {
   check_collate("collate_dpo", rows.size(), max_len);
   std::vector<Seq> seqs;
-  for (const auto& r : rows) seqs.push_back(make_seq(tok, r.prompt, r.chosen, max_len));
-  for (const auto& r : rows) seqs.push_back(make_seq(tok, r.prompt, r.rejected, max_len));
-  return pad(tok, seqs);
+  for (const auto& r : rows) seqs.push_back(make_seq(format, r.prompt, r.chosen, max_len));
+  for (const auto& r : rows) seqs.push_back(make_seq(format, r.prompt, r.rejected, max_len));
+  return pad(format, seqs);
+}
+
+SftBatch collate_dpo(const text::Tokenizer& tok, const std::vector<DpoExample>& rows, int64_t max_len) {
+  return collate_dpo(RowFormat{&tok, nullptr, ""}, rows, max_len);
 }
 
 }  // namespace xg::finetune

@@ -1,14 +1,22 @@
 // Datasets for the finetune stages: a byte-level text corpus for pre-training, JSONL readers
-// for SFT/DPO/GRPO rows, and the collation of SFT and DPO rows into padded id batches.
+// for SFT/DPO/GRPO rows, how a row becomes token ids (the plain format or a chat template, by
+// any text::Tokenizer), and the collation of SFT and DPO rows into padded id batches.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/random.hpp"
 #include "autograd/tensor.hpp"
 #include "finetune/tokenizer.hpp"
+#include "text/tokenizer.hpp"
+
+namespace xg::text {
+class ChatTemplate;  // text/chat_template.hpp
+}  // namespace xg::text
 
 namespace xg::finetune {
 
@@ -49,16 +57,45 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path);
 std::vector<DpoExample> read_dpo_jsonl(const std::string& path);
 std::vector<GrpoExample> read_grpo_jsonl(const std::string& path);
 
-// The prompt template every stage uses: BOS, the prompt's bytes, then "\n". The response
-// follows it and ends with EOS. Generation (GRPO) starts from exactly these ids.
-std::vector<int64_t> encode_prompt(const ByteTokenizer& tok, const std::string& prompt);
+// The plain prompt format every stage uses without a chat template: the tokenizer's special
+// tokens of a single text around prompt + "\n" (the byte tokenizer: BOS, the prompt's bytes,
+// "\n"; Llama-3: <|begin_of_text|> first; Qwen: nothing added). The response follows, tokenized
+// on its own, and ends with EOS. Generation (GRPO) starts from exactly these ids.
+std::vector<int64_t> encode_prompt(const text::Tokenizer& tok, const std::string& prompt);
+
+// How rows become ids: a tokenizer (null: the byte tokenizer) and either the plain format
+// (encode_prompt, then the response and EOS) or a chat template: the conversation [system],
+// user = prompt, assistant = response, rendered by ChatTemplate::render_split (the loss covers
+// what the template adds for the assistant's turn, its end-of-turn token included) and, for
+// generation, render_prompt. Rendered text holds the template's special tokens, so it is
+// tokenized without adding them again.
+struct RowFormat {
+  const text::Tokenizer* tokenizer = nullptr;
+  const text::ChatTemplate* chat_template = nullptr;  // null: the plain format
+  std::string system;                                 // with a chat template: a system message first ("" = none)
+
+  const text::Tokenizer& tok() const;
+  // The ids a model generates from (GRPO, xg-generate's instruct format).
+  std::vector<int64_t> prompt_ids(const std::string& prompt) const;
+  // The prompt's ids and the response's (what the loss trains on), prompt first.
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> row_ids(const std::string& prompt,
+                                                                const std::string& response) const;
+  // The id padding uses: the tokenizer's PAD, else its EOS, else 0 (padding is masked).
+  int64_t pad_id() const;
+};
+
+// The chat template --chat-template selects for a model folder: "auto" reads
+// <folder>/tokenizer_config.json's chat_template (or <folder>/chat_template.jinja) when there is
+// one (null otherwise: an xgrad folder, a base model), "none" never. Another mode, or a template
+// the interpreter cannot parse, is an xg::Error naming the flag or the file.
+std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder, const std::string& mode);
 
 // Padded ids for causal-LM training on responses, shaped for losses::sft_loss and
 // losses::sequence_logprobs.
 struct SftBatch {
   Tensor input_ids;       // [B, T] int64, right-padded with PAD
   Tensor labels;          // [B, T] int64: input_ids with the prompt part and padding set to -100
-  Tensor prompt_lengths;  // [B] int64: tokens of the prompt part (BOS + prompt + "\n") kept
+  Tensor prompt_lengths;  // [B] int64: tokens of the prompt part (BOS + prompt + "\n", or the rendered prompt) kept
   Tensor attention_mask;  // [B, T] int64: 1 = real token, 0 = padding
 };
 // T is the longest row after truncation. Truncation to max_len (>= 2): the prompt keeps its
@@ -66,11 +103,13 @@ struct SftBatch {
 // max_len in total (a cut response loses its EOS). So every row has a response token.
 // sft_loss(logits, batch.labels, batch.prompt_lengths, batch.attention_mask) trains on the
 // response and EOS; losses::shift_labels(batch.labels) are the targets of logits[:, t].
-SftBatch collate_sft(const ByteTokenizer& tok, const std::vector<SftExample>& rows, int64_t max_len);
+SftBatch collate_sft(const RowFormat& format, const std::vector<SftExample>& rows, int64_t max_len);
+SftBatch collate_sft(const text::Tokenizer& tok, const std::vector<SftExample>& rows, int64_t max_len);  // plain format
 
 // Chosen and rejected sequences in one batch: rows 0..B-1 are prompt + chosen, rows
 // B..2B-1 the same prompts + rejected (narrow(…, 0, 0, B) / narrow(…, 0, B, B) split them),
 // padded to one T, truncated as collate_sft does.
-SftBatch collate_dpo(const ByteTokenizer& tok, const std::vector<DpoExample>& rows, int64_t max_len);
+SftBatch collate_dpo(const RowFormat& format, const std::vector<DpoExample>& rows, int64_t max_len);
+SftBatch collate_dpo(const text::Tokenizer& tok, const std::vector<DpoExample>& rows, int64_t max_len);  // plain format
 
 }  // namespace xg::finetune

@@ -40,13 +40,12 @@ std::vector<double> response_lengths(const SftBatch& b) {
 
 Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task) {
   check(!rows.empty(), "dpo_eval: no rows");
-  const ByteTokenizer tok;
   NoGradGuard no_grad;
   double loss = 0, pref = 0, reward_acc = 0, margin = 0;
   for (std::size_t i = 0; i < rows.size(); i += static_cast<std::size_t>(task.batch)) {
     std::vector<DpoExample> chunk(rows.begin() + static_cast<std::ptrdiff_t>(i),
                                   rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), i + task.batch)));
-    const SftBatch b = collate_dpo(tok, chunk, task.max_len);
+    const SftBatch b = collate_dpo(task.format, chunk, task.max_len);
     const Tensor pol = response_logps(model, b), ref = ref_response_logps(model, b);
     const double n = static_cast<double>(chunk.size());
     losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
@@ -69,8 +68,7 @@ void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task) {
   check(task.batch > 0 && task.max_len >= 2 && task.beta > 0, "DPO: batch must be positive, max_len >= 2, beta > 0");
   check(!lora_adapters(model).empty(), "DPO: the model has no LoRA adapters (the reference is the model without them)");
   loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
-    const ByteTokenizer tok;
-    const SftBatch b = collate_dpo(tok, draw_rows(*task.train, task.batch, rng), task.max_len);
+    const SftBatch b = collate_dpo(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
     const Tensor ref = ref_response_logps(model, b);
     const Tensor pol = response_logps(model, b);
     losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),

@@ -30,8 +30,7 @@ struct Completions {
   std::vector<std::string> texts;  // decoded, without EOS
 };
 
-Completions split_completions(const Tensor& out, int64_t prompt_len) {
-  const ByteTokenizer tok;
+Completions split_completions(const text::Tokenizer& tok, const Tensor& out, int64_t prompt_len) {
   Completions c;
   c.ids = out;
   c.prompt_len = prompt_len;
@@ -46,7 +45,7 @@ Completions split_completions(const Tensor& out, int64_t prompt_len) {
       row.push_back(p[g * T + t]);
     }
     c.lengths.push_back(len);
-    c.texts.push_back(tok.decode(row));
+    c.texts.push_back(tok.decode(row, /*skip_special_tokens=*/true));
   }
   return c;
 }
@@ -62,15 +61,16 @@ Tensor completion_labels(const Completions& c) {
   return labels;
 }
 
-Tensor prompt_batch(const std::string& prompt, int64_t rows) {
-  const ByteTokenizer tok;
-  std::vector<int64_t> ids = encode_prompt(tok, prompt), all;
+Tensor prompt_batch(const RowFormat& format, const std::string& prompt, int64_t rows) {
+  std::vector<int64_t> ids = format.prompt_ids(prompt), all;
   for (int64_t r = 0; r < rows; ++r) all.insert(all.end(), ids.begin(), ids.end());
   return from_vector(all, {rows, static_cast<int64_t>(ids.size())});
 }
 
 int64_t room(const nn::DecoderLM& model, int64_t prompt_len, int64_t wanted) {
   const int64_t max = model.max_seq_len();
+  check(max < 0 || prompt_len < max, "GRPO: a prompt of ", prompt_len, " tokens leaves no room for a completion in the ",
+        "model's ", max, " positions");
   return max < 0 ? wanted : std::max<int64_t>(0, std::min(wanted, max - prompt_len));
 }
 
@@ -96,23 +96,23 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
 
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task) {
   check(!rows.empty(), "grpo_eval: no rows");
-  const ByteTokenizer tok;
+  const text::Tokenizer& tok = task.format.tok();
   double reward = 0, exact = 0, sampled = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const GrpoExample& row = rows[i];
-    Tensor prompt = prompt_batch(row.prompt, 1);
+    Tensor prompt = prompt_batch(task.format, row.prompt, 1);
     const int64_t n_new = room(model, prompt.shape()[1], task.max_new_tokens);
     nn::GenerateOptions g;
     g.temperature = 0;  // greedy
     g.eos_id = tok.eos_id();
-    const Completions c = split_completions(model.generate(prompt, n_new, g), prompt.shape()[1]);
+    const Completions c = split_completions(tok, model.generate(prompt, n_new, g), prompt.shape()[1]);
     reward += grpo_reward(task.reward, c.texts[0], row.answers);
     exact += grpo_reward("exact", c.texts[0], row.answers);
 
     g.temperature = task.temperature;
     g.seed = 0x5EED0000u + i;  // fixed per row: every evaluation draws with the same seeds
-    Tensor group = prompt_batch(row.prompt, task.group_size);
-    const Completions s = split_completions(model.generate(group, n_new, g), group.shape()[1]);
+    Tensor group = prompt_batch(task.format, row.prompt, task.group_size);
+    const Completions s = split_completions(tok, model.generate(group, n_new, g), group.shape()[1]);
     for (const std::string& text : s.texts)
       sampled += grpo_reward(task.reward, text, row.answers) / static_cast<double>(task.group_size);
   }
@@ -130,15 +130,15 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   grpo_reward(task.reward, "", {});  // validates the reward's name now, not at the first step
   check(!lora_adapters(model).empty(), "GRPO: the model has no LoRA adapters (the reference is the model without them)");
   loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
-    const ByteTokenizer tok;
+    const text::Tokenizer& tok = task.format.tok();
     const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
-    Tensor prompt = prompt_batch(row.prompt, task.group_size);
+    Tensor prompt = prompt_batch(task.format, row.prompt, task.group_size);
     nn::GenerateOptions g;
     g.temperature = task.temperature;
     g.seed = rng.next_u64();
     g.eos_id = tok.eos_id();
     const Completions c =
-        split_completions(model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g),
+        split_completions(tok, model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g),
                           prompt.shape()[1]);
     std::vector<double> rewards;
     for (const std::string& text : c.texts) rewards.push_back(grpo_reward(task.reward, text, row.answers));

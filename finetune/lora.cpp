@@ -15,7 +15,9 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/matmul.hpp"
+#include "nn/attention.hpp"
 #include "nn/init.hpp"
+#include "nn/naming.hpp"
 
 namespace xg::finetune {
 
@@ -194,6 +196,30 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
   return out;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(const nn::Module& model,
+                                                                                const std::string& naming) {
+  auto lins = linear_modules(model);
+  if (naming == "xgrad") return lins;
+  const nn::NamingScheme& scheme = nn::NamingScheme::get(naming);
+  // NOTE: adapter rows are not permuted between RoPE layouts (state_dict(scheme) permutes q/k
+  // weights): a model whose layout differs from the scheme's would get wrong q/k adapters.
+  if (scheme.rope_layout)
+    for (const auto& [path, m] : model.named_modules()) {
+      const auto* gqa = dynamic_cast<const nn::GroupedQueryAttention*>(m.get());
+      check(!gqa || !gqa->options().rope || gqa->options().rope_layout == *scheme.rope_layout, "naming scheme '",
+            naming, "' names adapters of a model in the ", rope_layout_name(*scheme.rope_layout), " RoPE layout, but '",
+            path, "' uses the ", rope_layout_name(gqa ? gqa->options().rope_layout : *scheme.rope_layout), " layout");
+    }
+  const std::string suffix = ".weight";
+  for (auto& [path, lin] : lins) {
+    const std::optional<std::string> w = nn::rename_tensor(scheme, path + suffix, lin->name());
+    check(w && w->size() > suffix.size() && w->compare(w->size() - suffix.size(), suffix.size(), suffix) == 0,
+          "naming scheme '", naming, "' has no name for the Linear module '", path, "'");
+    path = w->substr(0, w->size() - suffix.size());
+  }
+  return lins;
+}
+
 namespace {
 
 // The repo's names for each short target name (nn/attention.cpp, nn/ffn.cpp).
@@ -251,8 +277,9 @@ std::string available(const std::vector<std::pair<std::string, std::shared_ptr<n
 
 std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select(const nn::Module& model,
                                                                          const std::string& targets,
-                                                                         const std::string& who) {
-  const auto lins = linear_modules(model);
+                                                                         const std::string& who,
+                                                                         const std::string& naming) {
+  const auto lins = linear_modules(model, naming);
   std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> out;
   check(!targets.empty(), who, ": target modules must not be empty");
   if (is_target_list(targets)) {
@@ -281,18 +308,20 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select(const nn
 
 }  // namespace
 
-std::vector<std::string> match_targets(const nn::Module& model, const std::string& targets, const std::string& who) {
+std::vector<std::string> match_targets(const nn::Module& model, const std::string& targets, const std::string& who,
+                                       const std::string& naming) {
   std::vector<std::string> out;
-  for (const auto& l : select(model, targets, who)) out.push_back(l.first);
+  for (const auto& l : select(model, targets, who, naming)) out.push_back(l.first);
   return out;
 }
 
 bool targets_are_regex(const std::string& targets) { return !is_target_list(targets); }
 
-std::vector<std::string> peft_target_names(const nn::Module& model, const std::string& targets) {
+std::vector<std::string> peft_target_names(const nn::Module& model, const std::string& targets,
+                                           const std::string& naming) {
   check(is_target_list(targets), "peft_target_names: '", targets, "' is a regex, not a list");
   std::set<std::string> names;
-  const auto lins = linear_modules(model);
+  const auto lins = linear_modules(model, naming);
   for (const auto& e : split_list(targets)) {
     if (!short_names().count(e)) {
       names.insert(e);
@@ -304,9 +333,10 @@ std::vector<std::string> peft_target_names(const nn::Module& model, const std::s
   return {names.begin(), names.end()};
 }
 
-std::vector<std::string> inject_lora(nn::Module& model, const LoRAConfig& config, Generator& gen) {
+std::vector<std::string> inject_lora(nn::Module& model, const LoRAConfig& config, Generator& gen,
+                                     const std::string& naming) {
   config.validate("inject_lora");
-  const auto chosen = select(model, config.targets, "inject_lora");
+  const auto chosen = select(model, config.targets, "inject_lora", naming);
   for (const auto& [path, lin] : chosen)
     check(lin->adapter() == nullptr, "inject_lora: module '", path, "' already has an adapter");
   model.requires_grad_(false);
@@ -318,12 +348,13 @@ std::vector<std::string> inject_lora(nn::Module& model, const LoRAConfig& config
   return paths;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> lora_adapters(const nn::Module& model) {
+std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> lora_adapters(const nn::Module& model,
+                                                                                const std::string& naming) {
   std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> out;
   // The model itself may be the adapted Linear (a LoRALinear), under the empty path.
   if (const auto* self = dynamic_cast<const nn::Linear*>(&model))
     if (auto a = lora_of(*self)) out.emplace_back("", a);
-  for (const auto& [path, lin] : linear_modules(model))
+  for (const auto& [path, lin] : linear_modules(model, naming))
     if (auto a = lora_of(*lin)) out.emplace_back(path, a);
   return out;
 }

@@ -106,18 +106,28 @@ class LoRALinear : public nn::Linear {
 
 // Every Linear module of `model` (dotted path, module), in named_modules order, once each.
 std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(const nn::Module& model);
+// The same under the module names of a naming scheme (nn/naming.hpp), the paths PEFT sees:
+// "xgrad" keeps the model's own; "hf_llama" names a Hugging Face model's as transformers does
+// (layers.0.attention.w_q is model.layers.0.self_attn.q_proj). Targets are matched against
+// these paths, and adapter files name them. A Linear the scheme has no name for, or RoPE
+// attention in another layout than the scheme's (adapter rows are not permuted), is an error.
+// Every function below that takes `naming` means this.
+std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(const nn::Module& model,
+                                                                                const std::string& naming);
 
 // The paths of the Linear modules of `model` that `targets` (LoRAConfig::targets syntax)
 // selects. An entry of a list (or a regex) that selects nothing, or an invalid regex, is an
 // xg::Error naming `who`, the target and listing the model's Linear module paths.
 std::vector<std::string> match_targets(const nn::Module& model, const std::string& targets,
-                                       const std::string& who = "inject_lora");
+                                       const std::string& who = "inject_lora", const std::string& naming = "xgrad");
 
 // True when `targets` is a regex rather than a comma list (LoRAConfig::targets syntax).
 bool targets_are_regex(const std::string& targets);
 // For a comma list: the entries as PEFT's target_modules needs them, each short name replaced
-// by the module names it selects in `model` (w_q, fc1, ...); sorted, without repeats.
-std::vector<std::string> peft_target_names(const nn::Module& model, const std::string& targets);
+// by the module names it selects in `model` (w_q, fc1, ...; q_proj, ... under hf_llama); sorted,
+// without repeats.
+std::vector<std::string> peft_target_names(const nn::Module& model, const std::string& targets,
+                                           const std::string& naming = "xgrad");
 
 // Freezes every parameter of `model` (requires_grad false) and attaches an adapter to each
 // Linear selected by config.targets; returns their paths. Nothing changes when it throws
@@ -125,11 +135,13 @@ std::vector<std::string> peft_target_names(const nn::Module& model, const std::s
 // NOTE: the base parameters keep their names (layers.0.attention.w_q.weight), so a base state
 // dict still loads into an injected model with strict = false; with strict = true the adapter
 // keys (...lora_A.weight) are reported missing, as PyTorch does for a PEFT-wrapped module.
-std::vector<std::string> inject_lora(nn::Module& model, const LoRAConfig& config, Generator& gen);
+std::vector<std::string> inject_lora(nn::Module& model, const LoRAConfig& config, Generator& gen,
+                                     const std::string& naming = "xgrad");
 
 // (path, adapter) for every Linear of `model` that has a LoRA adapter; `model` itself (a
 // LoRALinear) comes first under the path "".
-std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> lora_adapters(const nn::Module& model);
+std::vector<std::pair<std::string, std::shared_ptr<LoRAAdapter>>> lora_adapters(const nn::Module& model,
+                                                                                const std::string& naming = "xgrad");
 
 // The adapters' A and B (what goes to the optimizer), with their dotted names.
 nn::NamedTensors named_lora_parameters(const nn::Module& model);

@@ -1,6 +1,8 @@
 // The finetuning objectives xg-finetune runs, each wired into a TrainLoop: what one
 // micro-batch computes (micro_step) and what the held-out evaluation reports (evaluate).
 // The reference policy of DPO and GRPO is the same model with its LoRA adapters disabled.
+// Rows become ids by each task's RowFormat (dataset.hpp): the default is the byte tokenizer
+// with the plain format; xg-finetune sets the base folder's tokenizer and chat template.
 #pragma once
 
 #include <vector>
@@ -18,10 +20,12 @@ struct SftTask {
   const std::vector<SftExample>* train = nullptr;
   const std::vector<SftExample>* heldout = nullptr;  // optional
   int64_t batch = 8, max_len = 128, eval_rows = 256;
+  RowFormat format;
 };
 void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task);
 // Mean per-token loss of `rows` (in batches of `batch`), as attach_sft's evaluation reports it.
-Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows, int64_t batch, int64_t max_len);
+Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows, int64_t batch, int64_t max_len,
+                 const RowFormat& format = {});
 
 // DPO (losses::dpo_loss, sigmoid with label smoothing) on prompt/chosen/rejected rows; the
 // reference log-probs come from the adapter-disabled model in the same micro-step.
@@ -34,6 +38,7 @@ struct DpoTask {
   const std::vector<DpoExample>* heldout = nullptr;  // optional
   int64_t batch = 8, max_len = 128, eval_rows = 256;
   double beta = 0.1, label_smoothing = 0.0;
+  RowFormat format;
 };
 void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task);
 Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task);
@@ -52,9 +57,10 @@ struct GrpoTask {
   int64_t group_size = 8, max_new_tokens = 24, eval_rows = 128;
   double temperature = 1.0, beta = 0.04, clip_eps = 0.2;
   std::string reward = "exact";  // exact | prefix (see grpo_reward)
+  RowFormat format;              // prompts by prompt_ids; completions decoded without special tokens
 };
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
-// The reward of one completion (decoded bytes up to EOS; its first line is the answer):
+// The reward of one completion (decoded text up to EOS; its first line is the answer):
 // "exact": 1 when that line equals one of the answers after trimming spaces, else 0;
 // "prefix": that, or partial credit 0.5 * (common prefix length) / max(length of the line,
 // length of the answer), the best over the answers: a denser, still programmatic signal for

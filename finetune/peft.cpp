@@ -53,9 +53,9 @@ std::string peft_key(const std::string& module_path, char which) {
 }
 
 void save_adapter(const nn::Module& model, const std::string& dir, const LoRAConfig& config,
-                  const std::string& base_model_name_or_path) {
+                  const std::string& base_model_name_or_path, const std::string& naming) {
   config.validate("save_adapter");
-  const auto adapters = lora_adapters(model);
+  const auto adapters = lora_adapters(model, naming);
   check(!adapters.empty(), "save_adapter: the model has no LoRA adapters (inject_lora or load_adapter first)");
   for (const auto& [path, a] : adapters) {
     check(!path.empty(), "save_adapter: the adapter is on the model itself (a bare LoRALinear); PEFT files name ",
@@ -68,7 +68,7 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   }
   std::set<std::string> adapted;
   for (const auto& [path, a] : adapters) adapted.insert(path);
-  for (const auto& path : match_targets(model, config.targets, "save_adapter")) {
+  for (const auto& path : match_targets(model, config.targets, "save_adapter", naming)) {
     check(adapted.count(path), "save_adapter: targets '", config.targets, "' select '", path,
           "', which has no adapter");
     adapted.erase(path);
@@ -90,7 +90,7 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   if (targets_are_regex(config.targets))
     c["target_modules"] = config.targets;
   else
-    c["target_modules"] = peft_target_names(model, config.targets);
+    c["target_modules"] = peft_target_names(model, config.targets, naming);
   c["bias"] = "none";
   c["use_rslora"] = config.use_rslora;
   c["fan_in_fan_out"] = false;
@@ -214,7 +214,7 @@ AdapterInfo read_adapter_config(const std::string& dir) {
   return info;
 }
 
-AdapterInfo load_adapter(nn::Module& model, const std::string& dir) {
+AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::string& naming) {
   AdapterInfo info = read_adapter_config(dir);
   const std::string cfile = (fs::path(dir) / kConfigFile).string();
   const std::string wfile = (fs::path(dir) / kWeightsFile).string();
@@ -222,7 +222,7 @@ AdapterInfo load_adapter(nn::Module& model, const std::string& dir) {
   const int64_t r = info.config.r;
 
   std::map<std::string, std::shared_ptr<nn::Linear>> lins;
-  for (const auto& [path, lin] : linear_modules(model)) lins.emplace(path, lin);
+  for (const auto& [path, lin] : linear_modules(model, naming)) lins.emplace(path, lin);
   // module path -> (A, B) from the file
   std::map<std::string, std::pair<Tensor, Tensor>> found;
   const std::string pre = kPrefix;
@@ -249,7 +249,7 @@ AdapterInfo load_adapter(nn::Module& model, const std::string& dir) {
 
   std::vector<std::string> selected;
   try {
-    selected = match_targets(model, info.config.targets, cfile + ": target_modules");
+    selected = match_targets(model, info.config.targets, cfile + ": target_modules", naming);
   } catch (const Error& e) {
     throw Error(str_cat(e.what(), " (an adapter for a different base model?)"));
   }

@@ -20,16 +20,16 @@ int64_t target_count(const SftBatch& b) {
 
 }  // namespace
 
-Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows, int64_t batch, int64_t max_len) {
+Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows, int64_t batch, int64_t max_len,
+                 const RowFormat& format) {
   check(!rows.empty(), "sft_eval: no rows");
-  const ByteTokenizer tok;
   NoGradGuard no_grad;
   double sum = 0;
   int64_t tokens = 0;
   for (std::size_t i = 0; i < rows.size(); i += static_cast<std::size_t>(batch)) {
     std::vector<SftExample> chunk(rows.begin() + static_cast<std::ptrdiff_t>(i),
                                   rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), i + batch)));
-    SftBatch b = collate_sft(tok, chunk, max_len);
+    SftBatch b = collate_sft(format, chunk, max_len);
     const int64_t n = target_count(b);
     sum += losses::sft_loss(model(b.input_ids), b.input_ids, b.prompt_lengths, b.attention_mask).item() *
            static_cast<double>(n);
@@ -43,13 +43,12 @@ void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task) {
   check(task.train && !task.train->empty(), "SFT: no training rows");
   check(task.batch > 0 && task.max_len >= 2, "SFT: batch must be positive and max_len >= 2");
   loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
-    const ByteTokenizer tok;
-    SftBatch b = collate_sft(tok, draw_rows(*task.train, task.batch, rng), task.max_len);
+    SftBatch b = collate_sft(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
     Tensor loss = losses::sft_loss(model(b.input_ids), b.input_ids, b.prompt_lengths, b.attention_mask);
     return MicroResult{loss, target_count(b), {}};
   };
   if (task.heldout && !task.heldout->empty()) {
-    loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) { return sft_eval(model, rows, task.batch, task.max_len); };
+    loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) { return sft_eval(model, rows, task.batch, task.max_len, task.format); };
   }
 }
 

@@ -88,13 +88,24 @@ struct Entry {
   int64_t dim = 0;
 };
 
+// The first of the scheme's rules that matches `name` (owned by a module of kind `owner`)
+// renames it; nullopt when none does.
+std::optional<std::string> apply_rules(const NamingScheme& s, const std::string& name, const std::string& owner) {
+  std::vector<std::string> caps;
+  for (const NameRule& r : s.rules) {
+    if (!r.module.empty() && owner != r.module) continue;
+    if (match(r.xgrad, name, caps)) return fill(r.external, caps);
+  }
+  return std::nullopt;
+}
+
 // external name -> its xgrad parts, for the model's own state dict.
 std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
   const TensorMap own = m.state_dict();
   const std::map<std::string, std::string> kinds = owner_kinds(m);
   std::map<std::string, Entry> out;
   std::set<std::string> packed;
-  std::vector<std::string> caps, caps_i;
+  std::vector<std::string> caps;
   for (const PackRule& pack : s.packs) {
     for (const auto& [name, t] : own) {
       if (packed.count(name) || !match(pack.xgrad.at(0), name, caps)) continue;
@@ -108,17 +119,9 @@ std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
   }
   for (const auto& [name, t] : own) {
     if (packed.count(name)) continue;
-    std::string external;
-    bool found = false;
-    for (const NameRule& r : s.rules) {
-      if (!r.module.empty() && kinds.at(name) != r.module) continue;
-      if (match(r.xgrad, name, caps_i)) {
-        external = fill(r.external, caps_i);
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
+    const std::optional<std::string> renamed = apply_rules(s, name, kinds.at(name));
+    std::string external = renamed.value_or("");
+    if (!renamed) {
       if (s.complete) {  // the hint is built only for the error
         std::vector<std::string> patterns;
         for (const NameRule& r : s.rules) patterns.push_back(r.xgrad);
@@ -283,6 +286,12 @@ const NamingScheme& NamingScheme::get(const std::string& name) {
     throw Error(str_cat("unknown naming scheme '", name, "' (known: ", known, ")"));
   }
   return it->second;
+}
+
+std::optional<std::string> rename_tensor(const NamingScheme& scheme, const std::string& name, const std::string& owner) {
+  if (std::optional<std::string> external = apply_rules(scheme, name, owner)) return external;
+  if (scheme.complete) return std::nullopt;
+  return name;
 }
 
 bool NamingScheme::ignores(const std::string& external) const {

@@ -67,6 +67,12 @@ struct NamingScheme {
 
 std::vector<std::string> naming_schemes();  // the names NamingScheme::get accepts
 
+// The name `scheme` gives one of a model's tensors by its rename rules alone (packs are not
+// applied), `owner` being the kind (Module::name()) of the module that holds it: a name no rule
+// matches keeps its name under an incomplete scheme and has none (nullopt) under a complete one.
+// hf_llama: "layers.0.attention.w_q.weight" -> "model.layers.0.self_attn.q_proj.weight".
+std::optional<std::string> rename_tensor(const NamingScheme& scheme, const std::string& name, const std::string& owner = "");
+
 // One tensor of the model under a scheme: the model's tensors it is made of (in order,
 // concatenated along `dim`), its shape, and whether its rows are permuted between RoPE layouts.
 struct ExternalTensor {

@@ -1,5 +1,6 @@
 // Tests for finetune/dataset: TextDataset windows, the JSONL readers and their file:line
-// errors, and SFT/DPO collation (padding, masking, truncation) against the losses' API.
+// errors, SFT/DPO collation (padding, masking, truncation) against the losses' API, and rows
+// formatted by a Hugging Face tokenizer and its chat template.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "finetune/dataset.hpp"
 #include "losses/logprobs.hpp"
 #include "losses/sft.hpp"
+#include "text/chat_template.hpp"
 #include "torch_fixture.hpp"
 
 using namespace xg::finetune;
@@ -164,4 +166,53 @@ TEST(FinetuneDataset, CollateDpoStacksChosenThenRejected) {
   EXPECT_EQ(row(ids, 1), (std::vector<int64_t>{BOS, 'q', '\n', 'y', 'e', 's', EOS, P}));
   EXPECT_EQ(row(ids, 2), (std::vector<int64_t>{BOS, 'p', '\n', 'b', 'a', 'd', EOS, P}));
   EXPECT_EQ(row(labels, 3), (std::vector<int64_t>{M, M, M, 'n', 'o', EOS, M, M}));
+}
+
+TEST(FinetuneDataset, ChatTemplateFormatsAnSftRowAndTrainsOnTheAssistantTurn) {
+  // Qwen3's tokenizer and template: [system] user = prompt, assistant = response; the prompt
+  // part ends with the generation prompt, the completion holds the empty think block Qwen3
+  // renders for a final reply, the reply and <|im_end|>. Ids by the vocabulary's spellings.
+  const std::string folder = std::string(XGRAD_FIXTURE_DIR) + "/tokenizers/qwen3";
+  const auto tok = xg::text::load_tokenizer(folder);
+  const std::unique_ptr<xg::text::ChatTemplate> chat = chat_template_for(folder, "auto");
+  ASSERT_TRUE(chat != nullptr);
+  auto id = [&](const std::string& token) {
+    const int64_t i = tok->token_to_id(token);
+    EXPECT_GE(i, 0) << token;
+    return i;
+  };
+  const int64_t start = id("<|im_start|>"), end = id("<|im_end|>"), nl = id("\xC4\x8A"), nlnl = id("\xC4\x8A\xC4\x8A");
+  const std::vector<int64_t> prompt = {start, id("user"), nl, id("Hi"), end, nl, start, id("assistant"), nl};
+  const std::vector<int64_t> completion = {id("<think>"), nlnl, id("</think>"), nlnl, id("Hello"), end, nl};
+  const RowFormat format{tok.get(), chat.get(), ""};
+  EXPECT_EQ(format.prompt_ids("Hi"), prompt);
+  const SftBatch b = collate_sft(format, {{"Hi", "Hello"}}, 64);
+  std::vector<int64_t> all = prompt, labels(prompt.size(), M);
+  all.insert(all.end(), completion.begin(), completion.end());
+  labels.insert(labels.end(), completion.begin(), completion.end());
+  EXPECT_EQ(ints(b.input_ids), all);
+  EXPECT_EQ(ints(b.labels), labels);
+  EXPECT_EQ(ints(b.prompt_lengths), (std::vector<int64_t>{static_cast<int64_t>(prompt.size())}));
+
+  // A system message goes first.
+  const RowFormat with_system{tok.get(), chat.get(), "Be brief."};
+  const std::vector<int64_t> sys = with_system.prompt_ids("Hi");
+  const std::vector<int64_t> head = {start, id("system"), nl, id("Be"), id("\xC4\xA0" "brief"), id("."), end, nl};
+  ASSERT_GE(sys.size(), head.size());
+  EXPECT_EQ(std::vector<int64_t>(sys.begin(), sys.begin() + static_cast<std::ptrdiff_t>(head.size())), head);
+  EXPECT_EQ(std::vector<int64_t>(sys.begin() + static_cast<std::ptrdiff_t>(head.size()), sys.end()), prompt);
+
+  // Without the template: the plain format in this tokenizer's ids (Qwen adds no BOS), EOS
+  // from tokenizer_config.json, padding with its pad_token.
+  EXPECT_TRUE(chat_template_for(folder, "none") == nullptr);
+  const SftBatch plain = collate_sft(*tok, {{"Hi", "Hello"}, {"Hi", "Hello there"}}, 64);
+  const int64_t eos = tok->eos_id(), pad = tok->pad_id();
+  EXPECT_EQ(eos, end);
+  EXPECT_EQ(pad, id("<|endoftext|>"));
+  EXPECT_EQ(ints(plain.input_ids), (std::vector<int64_t>{id("Hi"), nl, id("Hello"), eos, pad,  //
+                                                         id("Hi"), nl, id("Hello"), id("\xC4\xA0there"), eos}));
+  EXPECT_EQ(ints(plain.prompt_lengths), (std::vector<int64_t>{2, 2}));
+  EXPECT_XG_ERROR(chat_template_for(folder, "chatml"), "--chat-template: expected auto or none, got 'chatml'");
+  // A folder without tokenizer_config.json has no template.
+  EXPECT_TRUE(chat_template_for(std::string(XGRAD_FIXTURE_DIR) + "/hf/mistral", "auto") == nullptr);
 }

@@ -1,6 +1,6 @@
-// Tests for finetune/peft.cpp: adapter files with PEFT's names, shapes and config keys, exact
-// save -> load round trips, and errors (wrong base model, bad config, failed saves) that name
-// the file and the key and leave nothing behind.
+// Tests for finetune/peft.cpp: adapter files with PEFT's names, shapes and config keys (also
+// under a Hugging Face model's names), exact save -> load round trips, and errors (wrong base
+// model, bad config, failed saves) that name the file and the key and leave nothing behind.
 #include "finetune/peft.hpp"
 
 #include <unistd.h>
@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "autograd/graph.hpp"
 #include "nn/decoder.hpp"
+#include "nn/hf.hpp"
 #include "tests/lora_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -290,4 +292,48 @@ TEST(FinetunePeft, FailedSaveWritesNothing) {
   EXPECT_XG_ERROR(save_adapter(model, dir, lora_cfg(2, 4, "q,v")), "save_adapter: cannot write the adapter into");
   EXPECT_FALSE(fs::exists(dir + "/adapter_config.json"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);  // only the obstacle
+}
+
+TEST(FinetunePeft, HfBaseAdaptersHavePeftsNamesForThatModelAndLoadBack) {
+  // Qwen2 (q/k/v biases) read by load_hf: modules are named as transformers names them.
+  const std::string folder = std::string(XGRAD_FIXTURE_DIR) + "/hf/qwen2";
+  auto model = nn::load_hf(folder);
+  Generator gen(4);
+  const std::vector<std::string> paths = inject_lora(*model, lora_cfg(2, 4, "q_proj,v_proj"), gen, "hf_llama");
+  EXPECT_EQ(paths, (std::vector<std::string>{"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.v_proj",
+                                             "model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.v_proj"}));
+  randomize_b(*model, 5);
+  TempDir d;
+  save_adapter(*model, d / "a", lora_cfg(2, 4, "q_proj,v_proj"), "Qwen/Qwen2-0.5B", "hf_llama");
+  std::set<std::string> keys;
+  for (const auto& [k, t] : load_safetensors(d / "a/adapter_model.safetensors")) keys.insert(k);
+  std::set<std::string> want;
+  for (const char* l : {"0", "1"})
+    for (const char* m : {"q_proj", "v_proj"})
+      for (const char* w : {"A", "B"}) want.insert(str_cat("base_model.model.model.layers.", l, ".self_attn.", m, ".lora_", w, ".weight"));
+  EXPECT_EQ(keys, want);
+  const json c = read_json(d / "a/adapter_config.json");
+  EXPECT_EQ(c["target_modules"], json::array({"q_proj", "v_proj"}));
+  EXPECT_EQ(c["base_model_name_or_path"], "Qwen/Qwen2-0.5B");
+  EXPECT_EQ(c["task_type"], "CAUSAL_LM");
+
+  auto fresh = nn::load_hf(folder);
+  const AdapterInfo info = load_adapter(*fresh, d / "a", "hf_llama");
+  EXPECT_EQ(info.modules, paths);
+  const Tensor tokens = tiny_tokens(6);
+  NoGradGuard ng;
+  EXPECT_TRUE(bitwise_equal((*fresh)(tokens), (*model)(tokens)));
+  // Under xgrad's own names the same file names modules the model does not have.
+  auto plain = nn::load_hf(folder);
+  EXPECT_XG_ERROR(load_adapter(*plain, d / "a"), "the model has no Linear module 'model.layers.0.self_attn.q_proj'");
+
+  // Short names and regexes over HF's paths select the same modules and write HF's names.
+  auto short_names = nn::load_hf(folder);
+  EXPECT_EQ(inject_lora(*short_names, lora_cfg(2, 4, "q,v"), gen, "hf_llama"), paths);
+  EXPECT_EQ(peft_target_names(*short_names, "q,v", "hf_llama"), (std::vector<std::string>{"q_proj", "v_proj"}));
+  auto regex = nn::load_hf(folder);
+  EXPECT_EQ(inject_lora(*regex, lora_cfg(2, 4, "model\\.layers\\.\\d+\\.self_attn\\.(q|v)_proj"), gen, "hf_llama"), paths);
+  EXPECT_XG_ERROR(match_targets(*regex, "w_q", "inject_lora", "hf_llama"),
+                  "target module 'w_q' matches no Linear module in the model; available Linear modules: "
+                  "model.layers.0.self_attn.q_proj");
 }

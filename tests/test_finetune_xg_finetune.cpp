@@ -1,7 +1,9 @@
 // finetune/tools/xg_finetune.cpp and xg_generate.cpp, run as a user would, on a tiny base
 // model: SFT teaches an answer that xg-generate then prints (with the adapter, and merged),
 // DPO raises the preference for the chosen answer, GRPO runs, and bad input is one line
-// with nothing written.
+// with nothing written. On a Hugging Face folder (a fixture model with Qwen3's vocabulary and
+// tokenizer files): LoRA SFT writes PEFT's names and its merged folder reloads to the adapted
+// model's logits.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -12,10 +14,16 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "autograd/graph.hpp"
 #include "autograd/random.hpp"
+#include "autograd/safetensors.hpp"
+#include "finetune/peft.hpp"
 #include "nn/decoder.hpp"
+#include "nn/hf.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/tiny_base.hpp"
+#include "tests/torch_fixture.hpp"
+#include "text/tokenizer.hpp"
 
 namespace fs = std::filesystem;
 using xg::test::CliRun;
@@ -53,6 +61,25 @@ void write_yes_no_pairs(const fs::path& path) {
   for (const char* w : kWords)
     rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}});
   write_lines(path, rows);
+}
+
+// A Hugging Face folder as a user downloads one: the random-weight Qwen3 of
+// tests/fixtures/hf/qwen3_vocab (Qwen3's real vocabulary size) beside the Qwen3 tokenizer files
+// (tokenizer.json, tokenizer_config.json with its chat template).
+fs::path hf_qwen3_folder(const fs::path& d) {
+  const fs::path out = d / "qwen3";
+  fs::create_directories(out);
+  const fs::path fx = XGRAD_FIXTURE_DIR;
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fx / "hf" / "qwen3_vocab" / f, out / f);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(fx / "tokenizers" / "qwen3" / f, out / f);
+  return out;
+}
+
+// A failed run: exit status `status` and one line of stderr that says `text`.
+void expect_one_line_error(const CliRun& r, int status, const std::string& text) {
+  EXPECT_EQ(r.status, status) << r.out;
+  EXPECT_NE(r.err.find(text), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace
@@ -240,4 +267,79 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   g = run("xg-generate", "--base " + base.string() + " --top-p 0");
   EXPECT_EQ(g.status, 2);
   EXPECT_NE(g.err.find("--top-p must be in (0, 1]"), std::string::npos) << g.err;
+}
+
+TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {
+  namespace nn = xg::nn;
+  const fs::path d = xg::test::fresh_test_dir("hf_sft");
+  const fs::path folder = hf_qwen3_folder(d), out = d / "out", merged = d / "out" / "merged";
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
+  write_lines(d / "train.jsonl", rows);
+  CliRun r = run("xg-finetune", "--base " + folder.string() + " --data " + (d / "train.jsonl").string() + " --out " +
+                                    out.string() +
+                                    " --steps 4 --warmup 1 --lr 5e-2 --batch 2 --lora-r 2 --lora-alpha 4 --lora-dropout 0"
+                                    " --lora-targets q_proj,v_proj --merge");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("Hugging Face base, its tokenizer (151669 ids), chat template format"), std::string::npos) << r.out;
+  // PEFT's tensor names and config for this Qwen3 model.
+  std::set<std::string> keys, want;
+  for (const auto& [k, t] : xg::load_safetensors((out / "adapter_model.safetensors").string())) keys.insert(k);
+  for (const char* l : {"0", "1"})
+    for (const char* m : {"q_proj", "v_proj"})
+      for (const char* w : {"A", "B"})
+        want.insert(std::string("base_model.model.model.layers.") + l + ".self_attn." + m + ".lora_" + w + ".weight");
+  EXPECT_EQ(keys, want);
+  const json cfg = json::parse(slurp((out / "adapter_config.json").string()));
+  for (const char* k : {"base_model_name_or_path", "target_modules", "task_type", "peft_type", "r", "lora_alpha",
+                        "lora_dropout", "bias", "fan_in_fan_out", "use_rslora", "modules_to_save"})
+    EXPECT_TRUE(cfg.contains(k)) << k;
+  EXPECT_EQ(cfg["base_model_name_or_path"], folder.string());
+  EXPECT_EQ(cfg["target_modules"], json::array({"q_proj", "v_proj"}));
+  EXPECT_EQ(cfg["task_type"], "CAUSAL_LM");
+  EXPECT_EQ(cfg["peft_type"], "LORA");
+  EXPECT_EQ(cfg["r"], 2);
+  EXPECT_EQ(cfg["lora_alpha"], 4);
+  EXPECT_EQ(cfg["lora_dropout"], 0.0);
+  EXPECT_EQ(cfg["bias"], "none");
+  EXPECT_EQ(cfg["fan_in_fan_out"], false);
+  EXPECT_EQ(cfg["use_rslora"], false);
+  EXPECT_TRUE(cfg["modules_to_save"].is_null());
+
+  // The merged folder is an HF folder with the base's tokenizer files, and reloads to the
+  // logits of the base with the adapter.
+  EXPECT_TRUE(nn::is_hf_folder(merged.string()));
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    EXPECT_EQ(slurp((merged / f).string()), slurp((folder / f).string())) << f;
+  EXPECT_EQ(json::parse(slurp((merged / "config.json").string()))["architectures"], json::array({"Qwen3ForCausalLM"}));
+  auto base = nn::load_hf(folder.string()), adapted = nn::load_hf(folder.string()), reloaded = nn::load_hf(merged.string());
+  xg::finetune::load_adapter(*adapted, out.string(), "hf_llama");
+  const auto tok = xg::text::load_tokenizer(folder.string());
+  const std::vector<int64_t> ids = tok->encode("Is lemon a word?", false);
+  const xg::Tensor tokens = xg::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+  xg::NoGradGuard no_grad;
+  const xg::Tensor want_logits = (*adapted)(tokens);
+  EXPECT_TRUE(xg::test::tensors_close((*reloaded)(tokens), want_logits, 1e-5, 1e-5));
+  EXPECT_FALSE(xg::test::tensors_close((*base)(tokens), want_logits, 0, 0));  // the adapter learned something
+}
+
+TEST(XgFinetune, HfBaseBadInputIsOneLine) {
+  const fs::path d = xg::test::fresh_test_dir("hf_errors");
+  const std::string out = (d / "out").string(), ok = (d / "ok.jsonl").string();
+  std::ofstream(ok) << "{\"prompt\": \"a\", \"response\": \"b\"}\n";
+  // An HF folder without tokenizer.json (the model fixtures carry none).
+  const std::string mistral = std::string(XGRAD_FIXTURE_DIR) + "/hf/mistral";
+  expect_one_line_error(run("xg-finetune", "--base " + mistral + " --data " + ok + " --out " + out), 1,
+                        mistral + " has no tokenizer.json");
+  expect_one_line_error(run("xg-generate", "--base " + mistral), 1, mistral + " has no tokenizer.json");
+  // Unknown --chat-template values, --system without a template.
+  const std::string chatml = "--chat-template: expected one of auto, none, got 'chatml'";
+  expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template chatml"), 2, chatml);
+  expect_one_line_error(run("xg-generate", "--base x --chat-template chatml"), 2, chatml);
+  expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template none --system 'Be brief.'"), 2,
+                        "--system needs a chat template");
+  const fs::path base = tiny_base(d);  // byte-level: no chat template
+  expect_one_line_error(run("xg-finetune", "--base " + base.string() + " --data " + ok + " --out " + out + " --system 'Be brief.'"),
+                        1, "--system: " + base.string() + " has no chat template");
+  EXPECT_FALSE(fs::exists(out));
 }

@@ -142,3 +142,15 @@ TEST(NnNamingErrors, WrongMissingAndUnknownNames) {
   EXPECT_EQ(closest_name("norm.weigth", {"norm.bias", "norm.weight", "output.weight"}), "norm.weight");
   EXPECT_EQ(closest_name("x", {}), "");
 }
+
+TEST(NnNaming, RenameTensorAppliesTheRulesToOneName) {
+  const NamingScheme& hf = NamingScheme::get("hf_llama");
+  EXPECT_EQ(rename_tensor(hf, "layers.3.attention.w_q.weight", "Linear").value_or(""), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(rename_tensor(hf, "layers.0.ffn.W_down.weight").value_or(""), "model.layers.0.mlp.down_proj.weight");
+  EXPECT_FALSE(rename_tensor(hf, "layers.0.attention.w_q.lora_A.weight").has_value());  // complete: no name
+  EXPECT_EQ(rename_tensor(NamingScheme::get("xgrad"), "a.b.weight").value_or(""), "a.b.weight");
+  // A rule for one module kind only: RMSNorm's weight is gamma, any other weight keeps its name.
+  const NamingScheme& gamma = NamingScheme::get("gamma");
+  EXPECT_EQ(rename_tensor(gamma, "norm.weight", "RMSNorm").value_or(""), "norm.gamma");
+  EXPECT_EQ(rename_tensor(gamma, "norm.weight", "LayerNorm").value_or(""), "norm.weight");
+}

@@ -1,7 +1,9 @@
-// xg-finetune: LoRA-finetunes a base model (an xg-train output folder) with SFT, DPO or GRPO.
-// Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's format),
-// checkpoint.safetensors (--resume), log.jsonl, args.json, summary.json and, with --merge,
-// <out>/merged/{config.json,model.safetensors} (the base with the adapters folded in).
+// xg-finetune: LoRA-finetunes a base model (a Hugging Face folder, or an xg-train output folder)
+// with SFT, DPO or GRPO, tokenizing with the folder's tokenizer and formatting rows with its chat
+// template. Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's
+// format, under the base's module names), checkpoint.safetensors (--resume), log.jsonl,
+// args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
+// in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder).
 #include <cmath>
 #include <filesystem>
 
@@ -15,6 +17,9 @@
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
 #include "finetune/peft.hpp"
+#include "nn/hf.hpp"
+#include "text/chat_template.hpp"
+#include "text/tokenizer.hpp"
 #include "xgrad.hpp"
 
 using namespace xg;
@@ -28,7 +33,7 @@ namespace {
 constexpr const char* kProg = "xg-finetune";
 
 struct Flags {
-  std::string base, data, eval_data, objective = "sft";
+  std::string base, data, eval_data, objective = "sft", chat_template = "auto", system;
   ft::LoRAConfig lora;
   double epochs = 0, beta = -1, label_smoothing = 0;
   int64_t batch = 8, max_len = 128, eval_rows = 256;
@@ -37,15 +42,22 @@ struct Flags {
   ft::LoopOptions loop;
 };
 
-// The base with the adapters folded into its weights, saved as a plain model folder.
-void save_merged(nn::DecoderLM& model, const std::string& dir) {
+// The base with the adapters folded into its weights, saved as a plain model folder: an HF
+// folder (float32, the base's tokenizer files and config ids) for an HF base, else an xgrad one.
+void save_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf) {
   ft::merge(model);
   nn::DecoderLM plain(model.config());
   TensorMap state;
   for (const auto& [name, t] : model.state_dict())
     if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
   plain.load_state_dict(state, true);
-  nn::save_pretrained(plain, dir);
+  if (hf) {
+    nn::SaveHFOptions options;
+    options.source = base;
+    nn::save_hf(plain, dir, options);
+  } else {
+    nn::save_pretrained(plain, dir);
+  }
   ft::unmerge(model);
 }
 
@@ -70,16 +82,22 @@ int main(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help", "show this help")
-    ("base", po::value(&f.base)->required(), "base model folder (config.json + model.safetensors, from xg-train)")
+    ("base", po::value(&f.base)->required(),
+     "base model folder: a Hugging Face one (config.json, safetensors, tokenizer.json) or xg-train's")
     ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
     ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
     ("objective", po::value(&f.objective)->default_value(f.objective), "sft | dpo | grpo")
+    ("chat-template", po::value(&f.chat_template)->default_value(f.chat_template),
+     "auto: rows as a user/assistant conversation in the base's chat template (tokenizer_config.json), "
+     "when it has one; none: BOS + prompt + newline, then the response and EOS")
+    ("system", po::value(&f.system), "with a chat template: a system message before every prompt")
     ("out", po::value(&o.out_dir)->required(), "output folder (adapter, checkpoint, logs)")
     ("lora-r", po::value(&f.lora.r)->default_value(f.lora.r), "LoRA rank")
     ("lora-alpha", po::value(&f.lora.alpha)->default_value(f.lora.alpha), "LoRA alpha (scaling alpha / r)")
     ("lora-dropout", po::value(&f.lora.dropout)->default_value(f.lora.dropout), "dropout on the adapter input")
     ("lora-targets", po::value(&f.lora.targets)->default_value(f.lora.targets),
-     "comma list of q,k,v,o,gate,up,down or module names, or a regex over module paths")
+     "comma list of q,k,v,o,gate,up,down or module names (an HF base: q_proj ... down_proj, HF's module paths), "
+     "or a regex over module paths")
     ("use-rslora", po::bool_switch(&f.lora.use_rslora), "scale by alpha / sqrt(r) (rsLoRA)")
     ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
     ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
@@ -105,6 +123,8 @@ int main(int argc, char** argv) {
         cli::apply_threads(threads);
         cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
         cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
+        cli::choice<int>("chat-template", f.chat_template, {{"auto", 0}, {"none", 1}});
+        cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
                      "--batch and --eval-rows must be positive and --max-len at least 2");
         cli::require(f.epochs >= 0, "--epochs must be positive");
@@ -150,9 +170,23 @@ int main(int argc, char** argv) {
           o.steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rows) / per_step)));
           if (o.warmup >= o.steps) o.warmup = o.steps / 10;
         }
-        std::shared_ptr<nn::DecoderLM> model = nn::load_pretrained(f.base);
+        // An HF base: its tokenizer.json (read first: the weights are the slow part) and PEFT's
+        // names for its modules. An xgrad base: the byte tokenizer and xgrad's names.
+        const bool hf = nn::is_hf_folder(f.base);
+        const std::string naming = hf ? "hf_llama" : "xgrad";
+        std::unique_ptr<text::Tokenizer> tok = hf ? text::load_tokenizer(f.base) : nullptr;
+        std::shared_ptr<nn::DecoderLM> model = hf ? nn::load_hf(f.base) : nn::load_pretrained(f.base);
+        if (!tok) tok = text::load_tokenizer(f.base);
+        check(tok->vocab_size() <= model->config().vocab_size, kProg, ": the tokenizer of ", f.base, " has ",
+              tok->vocab_size(), " ids but the model's vocabulary only ", model->config().vocab_size);
+        const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(f.base, f.chat_template);
+        check(f.system.empty() || chat != nullptr, kProg, ": --system: ", f.base,
+              " has no chat template (tokenizer_config.json has no chat_template)");
+        const ft::RowFormat format{tok.get(), chat.get(), f.system};
+        // Rows are truncated to the model's positions (in tokens of its tokenizer).
+        if (model->max_seq_len() >= 0 && f.max_len > model->max_seq_len()) f.max_len = model->max_seq_len();
         Generator lora_gen(o.seed);
-        const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen);
+        const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
 
         std::filesystem::create_directories(o.out_dir);
         json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
@@ -168,20 +202,27 @@ int main(int argc, char** argv) {
                       kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
                       static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
                       static_cast<long long>(model->num_parameters()));
+        if (main_rank)
+          std::printf("%s: %s base, %s tokenizer (%lld ids), %s format, rows of up to %lld tokens\n", kProg,
+                      hf ? "Hugging Face" : "xgrad", hf ? "its" : "the byte", static_cast<long long>(tok->vocab_size()),
+                      chat ? "chat template" : "plain", static_cast<long long>(f.max_len));
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
         loop.run_identity["base"] = f.base;
         loop.run_identity["objective"] = f.objective;
+        loop.run_identity["format"] = chat ? "chat template, system: " + f.system : std::string("plain");
         loop.run_identity["data"] = f.data;
         loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
                                             " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
         if (f.objective == "sft") {
-          ft::attach_sft(loop, *model, {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows});
+          ft::attach_sft(loop, *model,
+                         {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows, format});
         } else if (f.objective == "dpo") {
           ft::attach_dpo(loop, *model,
                          {&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
-                          f.label_smoothing});
+                          f.label_smoothing, format});
         } else {
+          f.grpo.format = format;
           f.grpo.train = &grpo_train;
           f.grpo.heldout = grpo_eval.empty() ? nullptr : &grpo_eval;
           f.grpo.beta = f.beta;
@@ -190,8 +231,8 @@ int main(int argc, char** argv) {
         }
         const ft::Metrics last = loop.run();
         if (!main_rank) return 0;
-        ft::save_adapter(*model, o.out_dir, f.lora, f.base);
-        if (f.merge) save_merged(*model, o.out_dir + "/merged");
+        ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
+        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf);
         json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
                         {"adapted_modules", adapted}};
         for (const auto& [k, v] : last) summary["final_" + k] = v;

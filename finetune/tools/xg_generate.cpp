@@ -1,5 +1,6 @@
-// xg-generate: samples from a base model (an xg-train or xg-finetune --merge folder),
-// optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of matching shapes).
+// xg-generate: samples from a base model (a Hugging Face folder, an xg-train or an xg-finetune
+// --merge folder), optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of
+// matching shapes), tokenizing with the folder's tokenizer.
 #include <iostream>
 
 #include "cli/flags.hpp"
@@ -8,6 +9,9 @@
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/peft.hpp"
+#include "nn/hf.hpp"
+#include "text/chat_template.hpp"
+#include "text/tokenizer.hpp"
 #include "xgrad.hpp"
 
 using namespace xg;
@@ -16,7 +20,7 @@ namespace cli = xg::cli;
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
-  std::string base, prompt, adapter, format = "auto";
+  std::string base, prompt, adapter, format = "auto", chat_template = "auto", system;
   double adapter_scale = 1.0;
   int64_t max_new = 200, samples = 1;
   nn::GenerateOptions g;
@@ -25,16 +29,20 @@ int main(int argc, char** argv) {
   // clang-format off
   opts.add_options()
     ("help", "show this help")
-    ("base", po::value(&base)->required(), "model folder (config.json + model.safetensors)")
+    ("base", po::value(&base)->required(),
+     "model folder: a Hugging Face one (config.json, safetensors, tokenizer.json) or an xgrad one")
     ("prompt", po::value(&prompt)->default_value(""), "text to continue (raw) or instruction (instruct)")
     ("format", po::value(&format)->default_value(format),
-     "raw: BOS + prompt, continued; instruct: BOS + prompt + newline, the template xg-finetune trains on "
-     "(auto: instruct with --adapter, raw without)")
-    ("max-new-tokens", po::value(&max_new)->default_value(max_new), "bytes to generate at most (stops at EOS)")
+     "raw: the tokenizer's BOS + prompt, continued; instruct: the format xg-finetune trains on, the chat "
+     "template's (see --chat-template) or BOS + prompt + newline (auto: instruct with --adapter, raw without)")
+    ("chat-template", po::value(&chat_template)->default_value(chat_template),
+     "instruct format: auto uses the folder's chat template (tokenizer_config.json) when it has one; none: BOS + prompt + newline")
+    ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
+    ("max-new-tokens", po::value(&max_new)->default_value(max_new), "tokens to generate at most (stops at EOS)")
     ("adapter", po::value(&adapter), "LoRA adapter folder (adapter_config.json + adapter_model.safetensors)")
     ("adapter-scale", po::value(&adapter_scale)->default_value(adapter_scale), "multiplier of the adapters' output")
     ("temperature", po::value(&g.temperature)->default_value(g.temperature), "0 = greedy")
-    ("top-k", po::value(&g.top_k)->default_value(g.top_k), "keep the k most likely bytes (0 = off)")
+    ("top-k", po::value(&g.top_k)->default_value(g.top_k), "keep the k most likely tokens (0 = off)")
     ("top-p", po::value(&g.top_p)->default_value(g.top_p), "nucleus sampling mass (1 = off)")
     ("samples", po::value(&samples)->default_value(samples), "independent samples to print")
     ("seed", po::value(&g.seed)->default_value(g.seed), "seed of the sampling");
@@ -50,6 +58,9 @@ int main(int argc, char** argv) {
         cli::apply_threads(threads);
         if (format == "auto") format = adapter.empty() ? "raw" : "instruct";
         cli::choice<int>("format", format, {{"raw", 0}, {"instruct", 1}});
+        cli::choice<int>("chat-template", chat_template, {{"auto", 0}, {"none", 1}});
+        cli::require(system.empty() || (format == "instruct" && chat_template == "auto"),
+                     "--system needs the instruct format with a chat template (--chat-template auto)");
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");
         cli::require(g.temperature >= 0, "--temperature must be >= 0");
         cli::require(g.top_k >= 0, "--top-k must be >= 0");
@@ -58,18 +69,29 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
-        std::shared_ptr<nn::DecoderLM> model = nn::load_pretrained(base);
+        const bool hf = nn::is_hf_folder(base);
+        std::unique_ptr<text::Tokenizer> tok = hf ? text::load_tokenizer(base) : nullptr;
+        std::shared_ptr<nn::DecoderLM> model = nn::load_model(base);
+        if (!tok) tok = text::load_tokenizer(base);
+        check(tok->vocab_size() <= model->config().vocab_size, "xg-generate: the tokenizer of ", base, " has ",
+              tok->vocab_size(), " ids but the model's vocabulary only ", model->config().vocab_size);
         if (!adapter.empty()) {
-          ft::load_adapter(*model, adapter);
+          ft::load_adapter(*model, adapter, hf ? "hf_llama" : "xgrad");
           if (adapter_scale != 1.0) ft::set_adapter_scale(*model, adapter_scale);
         }
         model->eval();
-        const ft::ByteTokenizer tok;
-        const std::vector<int64_t> ids = format == "instruct" ? ft::encode_prompt(tok, prompt) : tok.encode(prompt, true);
+        const std::unique_ptr<text::ChatTemplate> chat =
+            format == "instruct" ? ft::chat_template_for(base, chat_template) : nullptr;
+        check(system.empty() || chat != nullptr, "xg-generate: --system: ", base,
+              " has no chat template (tokenizer_config.json has no chat_template)");
+        const ft::RowFormat row_format{tok.get(), chat.get(), system};
+        const std::vector<int64_t> ids = format == "instruct" ? row_format.prompt_ids(prompt) : tok->encode(prompt, true);
+        check(!ids.empty(), "xg-generate: the prompt is empty and the tokenizer of ", base,
+              " adds no BOS token to start from (give --prompt)");
         const int64_t T0 = static_cast<int64_t>(ids.size());
         std::vector<int64_t> rows;
         for (int64_t s = 0; s < samples; ++s) rows.insert(rows.end(), ids.begin(), ids.end());
-        g.eos_id = tok.eos_id();
+        g.eos_id = tok->eos_id();
         int64_t room = max_new;
         if (model->max_seq_len() >= 0) room = std::min(room, model->max_seq_len() - T0);
         check(room > 0, "xg-generate: the prompt (", T0, " tokens) fills the model's ", model->max_seq_len(), " positions");
@@ -79,11 +101,14 @@ int main(int argc, char** argv) {
           std::vector<int64_t> gen;
           for (int64_t t = T0; t < T; ++t) {
             const int64_t id = out.data<int64_t>()[s * T + t];
-            if (id == tok.eos_id()) break;
+            if (id == tok->eos_id()) break;
             gen.push_back(id);
           }
           if (samples > 1) std::cout << "--- sample " << s + 1 << "\n";
-          std::cout << (format == "raw" ? prompt : "") << tok.decode(gen) << "\n";
+          // raw: the prompt's ids decoded with the continuation, so that a decoder that drops the
+          // first token's leading space (SentencePiece's) sees the text whole.
+          if (format == "raw") gen.insert(gen.begin(), ids.begin(), ids.end());
+          std::cout << tok->decode(gen, /*skip_special_tokens=*/true) << "\n";
         }
         return 0;
       });
