@@ -2,8 +2,8 @@
 // model: SFT teaches an answer that xg-generate then prints (with the adapter, and merged),
 // DPO raises the preference for the chosen answer, GRPO runs, and bad input is one line
 // with nothing written. On a Hugging Face folder (a fixture model with Qwen3's vocabulary and
-// tokenizer files): LoRA SFT writes PEFT's names and its merged folder reloads to the adapted
-// model's logits.
+// tokenizer files): xg-generate --ids gives PyTorch's greedy ids, LoRA SFT writes PEFT's names
+// and its merged folder reloads to the adapted model's logits.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -75,11 +75,24 @@ fs::path hf_qwen3_folder(const fs::path& d) {
   return out;
 }
 
+// `s` single-quoted for the shell.
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 // A failed run: exit status `status` and one line of stderr that says `text`.
 void expect_one_line_error(const CliRun& r, int status, const std::string& text) {
   EXPECT_EQ(r.status, status) << r.out;
   EXPECT_NE(r.err.find(text), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+std::string joined_ids(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
 }
 
 }  // namespace
@@ -269,6 +282,28 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   EXPECT_NE(g.err.find("--top-p must be in (0, 1]"), std::string::npos) << g.err;
 }
 
+TEST(XgGenerate, HfFolderIdsAreTheFixturesGreedyIds) {
+  const fs::path d = xg::test::fresh_test_dir("hf_ids");
+  const fs::path folder = hf_qwen3_folder(d);
+  const xg::TensorMap& fx = xg::test::fixture("hf");
+  const xg::Tensor prompt = fx.at("qwen3_vocab.prompt"), generated = fx.at("qwen3_vocab.generated");
+  const std::vector<int64_t> prompt_ids(prompt.data<int64_t>(), prompt.data<int64_t>() + prompt.numel());
+  // The prompt as text: the fixture's random ids, which this tokenizer gives back from their text.
+  const auto tok = xg::text::load_tokenizer(folder.string());
+  const std::string text = tok->decode(prompt_ids, false);
+  ASSERT_EQ(tok->encode(text, true), prompt_ids) << "the fixture's prompt is not the tokenization of its text";
+  // PyTorch's 32 greedy tokens, up to and including an EOS (where xg-generate stops).
+  std::vector<int64_t> want;
+  for (int64_t t = prompt.numel(); t < generated.numel(); ++t) {
+    want.push_back(generated.data<int64_t>()[t]);
+    if (want.back() == tok->eos_id()) break;
+  }
+  CliRun r = run("xg-generate", "--base " + folder.string() + " --prompt " + shell_quoted(text) +
+                                    " --temperature 0 --max-new-tokens 32 --ids --samples 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, joined_ids(want) + "\n" + joined_ids(want) + "\n");
+}
+
 TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {
   namespace nn = xg::nn;
   const fs::path d = xg::test::fresh_test_dir("hf_sft");
@@ -321,6 +356,15 @@ TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {
   const xg::Tensor want_logits = (*adapted)(tokens);
   EXPECT_TRUE(xg::test::tensors_close((*reloaded)(tokens), want_logits, 1e-5, 1e-5));
   EXPECT_FALSE(xg::test::tensors_close((*base)(tokens), want_logits, 0, 0));  // the adapter learned something
+
+  // xg-generate with the adapter and on the merged folder: the same greedy ids.
+  const std::string flags = " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 6 --ids";
+  CliRun g = run("xg-generate", "--base " + folder.string() + " --adapter " + out.string() + flags);
+  ASSERT_EQ(g.status, 0) << g.err;
+  CliRun m = run("xg-generate", "--base " + merged.string() + " --format instruct" + flags);
+  ASSERT_EQ(m.status, 0) << m.err;
+  EXPECT_EQ(g.out, m.out);
+  EXPECT_EQ(xg::test::count_lines(g.out), 1) << g.out;
 }
 
 TEST(XgFinetune, HfBaseBadInputIsOneLine) {
@@ -331,7 +375,7 @@ TEST(XgFinetune, HfBaseBadInputIsOneLine) {
   const std::string mistral = std::string(XGRAD_FIXTURE_DIR) + "/hf/mistral";
   expect_one_line_error(run("xg-finetune", "--base " + mistral + " --data " + ok + " --out " + out), 1,
                         mistral + " has no tokenizer.json");
-  expect_one_line_error(run("xg-generate", "--base " + mistral), 1, mistral + " has no tokenizer.json");
+  expect_one_line_error(run("xg-generate", "--base " + mistral + " --ids"), 1, mistral + " has no tokenizer.json");
   // Unknown --chat-template values, --system without a template.
   const std::string chatml = "--chat-template: expected one of auto, none, got 'chatml'";
   expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template chatml"), 2, chatml);

@@ -1,6 +1,6 @@
 // xg-generate: samples from a base model (a Hugging Face folder, an xg-train or an xg-finetune
 // --merge folder), optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of
-// matching shapes), tokenizing with the folder's tokenizer.
+// matching shapes), tokenizing with the folder's tokenizer; prints text, or token ids (--ids).
 #include <iostream>
 
 #include "cli/flags.hpp"
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   std::string base, prompt, adapter, format = "auto", chat_template = "auto", system;
   double adapter_scale = 1.0;
   int64_t max_new = 200, samples = 1;
+  bool print_ids = false;
   nn::GenerateOptions g;
   g.temperature = 0.8;
   po::options_description opts("xg-generate options");
@@ -45,7 +46,9 @@ int main(int argc, char** argv) {
     ("top-k", po::value(&g.top_k)->default_value(g.top_k), "keep the k most likely tokens (0 = off)")
     ("top-p", po::value(&g.top_p)->default_value(g.top_p), "nucleus sampling mass (1 = off)")
     ("samples", po::value(&samples)->default_value(samples), "independent samples to print")
-    ("seed", po::value(&g.seed)->default_value(g.seed), "seed of the sampling");
+    ("seed", po::value(&g.seed)->default_value(g.seed), "seed of the sampling")
+    ("ids", po::bool_switch(&print_ids),
+     "print the generated token ids (space-separated, EOS included when reached), one line per sample, instead of text");
   // clang-format on
   int threads = 0;
   opts.add(cli::threads_flag(threads));
@@ -99,10 +102,17 @@ int main(int argc, char** argv) {
         const int64_t T = out.shape()[1];
         for (int64_t s = 0; s < samples; ++s) {
           std::vector<int64_t> gen;
-          for (int64_t t = T0; t < T; ++t) {
+          bool stopped = false;
+          for (int64_t t = T0; t < T && !stopped; ++t) {
             const int64_t id = out.data<int64_t>()[s * T + t];
-            if (id == tok->eos_id()) break;
-            gen.push_back(id);
+            stopped = id == tok->eos_id();
+            if (!stopped || print_ids) gen.push_back(id);
+          }
+          if (print_ids) {
+            std::string line;
+            for (int64_t id : gen) line += (line.empty() ? "" : " ") + std::to_string(id);
+            std::cout << line << "\n";
+            continue;
           }
           if (samples > 1) std::cout << "--- sample " << s + 1 << "\n";
           // raw: the prompt's ids decoded with the continuation, so that a decoder that drops the
