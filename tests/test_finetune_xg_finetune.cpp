@@ -3,7 +3,8 @@
 // DPO raises the preference for the chosen answer, GRPO runs, and bad input is one line
 // with nothing written. On a Hugging Face folder (a fixture model with Qwen3's vocabulary and
 // tokenizer files): xg-generate --ids gives PyTorch's greedy ids, LoRA SFT writes PEFT's names
-// and its merged folder reloads to the adapted model's logits.
+// and its merged folder reloads to the adapted model's logits, DPO and GRPO run with its chat
+// template.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -386,4 +387,28 @@ TEST(XgFinetune, HfBaseBadInputIsOneLine) {
   expect_one_line_error(run("xg-finetune", "--base " + base.string() + " --data " + ok + " --out " + out + " --system 'Be brief.'"),
                         1, "--system: " + base.string() + " has no chat template");
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(XgFinetune, DpoAndGrpoRunOnAnHfFolderWithItsChatTemplate) {
+  const fs::path d = xg::test::fresh_test_dir("hf_dpo_grpo");
+  const fs::path folder = hf_qwen3_folder(d);
+  write_yes_no_pairs(d / "dpo.jsonl");
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}});
+  write_lines(d / "grpo.jsonl", rows);
+  const std::string common = " --base " + folder.string() + " --steps 2 --warmup 1 --eval-every 2 --lora-r 2 --lora-dropout 0";
+  CliRun dpo = run("xg-finetune", "--objective dpo --data " + (d / "dpo.jsonl").string() + " --eval-data " +
+                                      (d / "dpo.jsonl").string() + " --out " + (d / "dpo").string() + " --batch 2" + common);
+  ASSERT_EQ(dpo.status, 0) << dpo.err << dpo.out;
+  EXPECT_EQ(eval_records(d / "dpo" / "log.jsonl", "reward_accuracy").size(), 2u);
+  CliRun grpo = run("xg-finetune", "--objective grpo --data " + (d / "grpo.jsonl").string() + " --eval-data " +
+                                       (d / "grpo.jsonl").string() + " --out " + (d / "grpo").string() +
+                                       " --group-size 2 --max-new-tokens 3 --eval-rows 2 --system 'Be brief.'" + common);
+  ASSERT_EQ(grpo.status, 0) << grpo.err << grpo.out;
+  EXPECT_NE(grpo.out.find("chat template format"), std::string::npos) << grpo.out;
+  EXPECT_EQ(eval_records(d / "grpo" / "log.jsonl", "reward").size(), 2u);
+  for (const char* o : {"dpo", "grpo"}) {
+    const xg::TensorMap adapter = xg::load_safetensors((d / o / "adapter_model.safetensors").string());
+    EXPECT_EQ(adapter.count("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"), 1u) << o;  // all seven targets
+  }
 }
