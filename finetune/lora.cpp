@@ -236,6 +236,16 @@ const std::map<std::string, std::vector<std::string>>& short_names() {
   return m;
 }
 
+// Hugging Face's projection names stand for the short names (q_proj: q, ...), so that they
+// select the same modules under xgrad's module names too.
+const std::string& short_name_of(const std::string& entry) {
+  static const std::map<std::string, std::string> hf = {{"q_proj", "q"},       {"k_proj", "k"},   {"v_proj", "v"},
+                                                        {"o_proj", "o"},       {"gate_proj", "gate"},
+                                                        {"up_proj", "up"},     {"down_proj", "down"}};
+  auto it = hf.find(entry);
+  return it == hf.end() ? entry : it->second;
+}
+
 bool is_target_list(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ',';
@@ -253,7 +263,7 @@ bool entry_matches(const std::string& entry, const std::string& path) {
   if (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
       path[path.size() - entry.size() - 1] == '.')
     return true;
-  auto it = short_names().find(entry);
+  auto it = short_names().find(short_name_of(entry));
   if (it == short_names().end()) return false;
   const std::string last = leaf(path);
   return std::find(it->second.begin(), it->second.end(), last) != it->second.end();
@@ -323,7 +333,7 @@ std::vector<std::string> peft_target_names(const nn::Module& model, const std::s
   std::set<std::string> names;
   const auto lins = linear_modules(model, naming);
   for (const auto& e : split_list(targets)) {
-    if (!short_names().count(e)) {
+    if (!short_names().count(short_name_of(e))) {
       names.insert(e);
       continue;
     }

@@ -21,7 +21,8 @@ struct LoRAConfig {
   // and ','), each entry matching a module whose path equals it or ends with "." + entry (PEFT's
   // rule for a list) or one of the short names q, k, v, o, gate, up, down standing for the
   // repo's projection names (q: w_q, W_q, q_proj; gate: w_gate, W_gate, w1; up: w_up, W_up, w3,
-  // fc1; down: w_down, W_down, w2, fc2; ...); or else a regex that must match the whole module
+  // fc1; down: w_down, W_down, w2, fc2; ...), Hugging Face's q_proj ... down_proj standing for
+  // the short names too (so q_proj selects w_q in xgrad's own models); or else a regex that must match the whole module
   // path (PEFT's re.fullmatch for a string target_modules).
   std::string targets = "q,v";
   bool use_rslora = false;  // scaling alpha / sqrt(r) instead of alpha / r

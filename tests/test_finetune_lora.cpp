@@ -191,6 +191,10 @@ TEST(FinetuneLora, ShortNamesCoverTheRepoNamings) {
             (std::vector<std::string>{"layers.0.attention.w_q", "layers.0.attention.w_o", "layers.0.ffn.fc1",
                                       "layers.0.ffn.fc2"}));
   EXPECT_EQ(peft_target_names(model, "q,o,up,down"), (std::vector<std::string>{"fc1", "fc2", "w_o", "w_q"}));
+  // Hugging Face's projection names stand for the short names.
+  EXPECT_EQ(match_targets(model, "q_proj,o_proj,up_proj,down_proj"), match_targets(model, "q,o,up,down"));
+  EXPECT_EQ(peft_target_names(model, "q_proj,o_proj,up_proj,down_proj"), (std::vector<std::string>{"fc1", "fc2", "w_o", "w_q"}));
+  EXPECT_XG_ERROR(match_targets(model, "gate_proj"), "target module 'gate_proj' matches no Linear module");
   // This model has no gate projection: naming it is an error, not a silent no-op.
   EXPECT_XG_ERROR(match_targets(model, "q,gate"), "target module 'gate' matches no Linear module");
 }
