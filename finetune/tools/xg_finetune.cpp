@@ -13,6 +13,7 @@
 #include "cli/output.hpp"
 #include "cli/run_main.hpp"
 #include "cli/threads.hpp"
+#include "finetune/base_model.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
@@ -170,15 +171,13 @@ int main(int argc, char** argv) {
           o.steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rows) / per_step)));
           if (o.warmup >= o.steps) o.warmup = o.steps / 10;
         }
-        // An HF base: its tokenizer.json (read first: the weights are the slow part) and PEFT's
-        // names for its modules. An xgrad base: the byte tokenizer and xgrad's names.
-        const bool hf = nn::is_hf_folder(f.base);
-        const std::string naming = hf ? "hf_llama" : "xgrad";
-        std::unique_ptr<text::Tokenizer> tok = hf ? text::load_tokenizer(f.base) : nullptr;
-        std::shared_ptr<nn::DecoderLM> model = hf ? nn::load_hf(f.base) : nn::load_pretrained(f.base);
-        if (!tok) tok = text::load_tokenizer(f.base);
-        check(tok->vocab_size() <= model->config().vocab_size, kProg, ": the tokenizer of ", f.base, " has ",
-              tok->vocab_size(), " ids but the model's vocabulary only ", model->config().vocab_size);
+        // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
+        // byte tokenizer and xgrad's names.
+        ft::BaseModel base = ft::load_base(f.base, kProg);
+        const bool hf = base.hf;
+        const std::string& naming = base.naming;
+        std::shared_ptr<nn::DecoderLM> model = base.model;
+        const std::unique_ptr<text::Tokenizer>& tok = base.tokenizer;
         const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(f.base, f.chat_template);
         check(f.system.empty() || chat != nullptr, kProg, ": --system: ", f.base,
               " has no chat template (tokenizer_config.json has no chat_template)");

@@ -6,10 +6,10 @@
 #include "cli/flags.hpp"
 #include "cli/run_main.hpp"
 #include "cli/threads.hpp"
+#include "finetune/base_model.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/peft.hpp"
-#include "nn/hf.hpp"
 #include "text/chat_template.hpp"
 #include "text/tokenizer.hpp"
 #include "xgrad.hpp"
@@ -72,14 +72,11 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
-        const bool hf = nn::is_hf_folder(base);
-        std::unique_ptr<text::Tokenizer> tok = hf ? text::load_tokenizer(base) : nullptr;
-        std::shared_ptr<nn::DecoderLM> model = nn::load_model(base);
-        if (!tok) tok = text::load_tokenizer(base);
-        check(tok->vocab_size() <= model->config().vocab_size, "xg-generate: the tokenizer of ", base, " has ",
-              tok->vocab_size(), " ids but the model's vocabulary only ", model->config().vocab_size);
+        ft::BaseModel loaded = ft::load_base(base, "xg-generate");
+        std::shared_ptr<nn::DecoderLM> model = loaded.model;
+        const std::unique_ptr<text::Tokenizer>& tok = loaded.tokenizer;
         if (!adapter.empty()) {
-          ft::load_adapter(*model, adapter, hf ? "hf_llama" : "xgrad");
+          ft::load_adapter(*model, adapter, loaded.naming);
           if (adapter_scale != 1.0) ft::set_adapter_scale(*model, adapter_scale);
         }
         model->eval();
