@@ -57,19 +57,26 @@ TEST(CliThreads, OutOfRangeIsAUsageErrorNamingTheFlag) {
   EXPECT_XG_ERROR(xg::set_num_threads(0), "set_num_threads: expected at least 1 thread, got 0");
 }
 
-// Every executable takes the flag and refuses a bad value before doing any work.
-TEST(CliThreads, EveryExecutableTakesTheFlag) {
+// Every executable with the flags it requires, so that a bad --threads is what fails.
+static std::vector<std::pair<std::string, std::string>> executables() {
   const std::string tools = XGRAD_TOOL_DIR;
   std::vector<std::pair<std::string, std::string>> exes = {
       {tools + "/xg-train", "--data d --out o "},
       {tools + "/xg-finetune", "--base b --data d --out o "},
       {tools + "/xg-generate", "--base b "},
+      {tools + "/xg-tokenize", "--tokenizer t "},
       {tools + "/xg-data", ""},
       {XGRAD_PRENORM_EXE, ""},
       {XGRAD_SEED_DEMOS_EXE, "positions "}};
 #ifdef XGRAD_STEP_BENCH_EXE  // built with XGRAD_BUILD_BENCH
   exes.emplace_back(XGRAD_STEP_BENCH_EXE, "");
 #endif
+  return exes;
+}
+
+// Every executable takes the flag and refuses a bad value before doing any work.
+TEST(CliThreads, EveryExecutableTakesTheFlag) {
+  const auto exes = executables();
   for (const auto& [exe, args] : exes) {
     SCOPED_TRACE(exe);
     const xg::test::CliRun help = xg::test::run_cli(exe, args + "--help");
@@ -89,15 +96,10 @@ TEST(CliThreads, EveryExecutableTakesTheFlag) {
 // of 0). A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is never overridden.
 TEST(CliThreads, DefaultPassiveWaitReachesLibgompInEveryExecutable) {
   const std::string tools = XGRAD_TOOL_DIR;
-  std::vector<std::string> exes = {tools + "/xg-train", tools + "/xg-finetune", tools + "/xg-generate",
-                                   tools + "/xg-data", XGRAD_PRENORM_EXE};
-#ifdef XGRAD_STEP_BENCH_EXE
-  exes.emplace_back(XGRAD_STEP_BENCH_EXE);
-#endif
   const std::string clean = "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u XGRAD_DEFAULT_WAIT_POLICY OMP_DISPLAY_ENV=verbose ";
-  for (const std::string& exe : exes) {
+  for (const auto& [exe, args] : executables()) {
     SCOPED_TRACE(exe);
-    const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' --help");
+    const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' " + args + "--help");
     EXPECT_EQ(def.status, 0);
     // libgomp: a spin count of 0; LLVM's libomp (the sanitizer build's clang): a block time of 0.
     EXPECT_TRUE(def.err.find("GOMP_SPINCOUNT = '0'") != std::string::npos ||

@@ -9,6 +9,7 @@
 #include "cli/flags.hpp"
 #include "autograd/error.hpp"
 #include "cli/run_main.hpp"
+#include "cli/threads.hpp"
 #include "text/tokenizer.hpp"
 
 namespace cli = xg::cli;
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
     ("add-special-tokens", po::bool_switch(&add_special), "add the tokenizer's special tokens (Llama's BOS) to each line")
     ("skip-special-tokens", po::bool_switch(&skip_special), "with --decode: leave the special tokens out of the text");
   // clang-format on
+  int threads = 0;  // the tokenizers run on one thread; taken as every executable takes it
+  opts.add(cli::threads_flag(threads));
   po::variables_map vm;
   return cli::run_main(
       "xg-tokenize",
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
         if (cli::parse(argc, argv, opts, vm,
                        "usage: xg-tokenize --tokenizer DIR [--decode] [--add-special-tokens] < lines"))
           return 0;
+        cli::apply_threads(threads);
         cli::require(!(decode && add_special), "--add-special-tokens is for encoding; --decode takes ids");
         cli::require(decode || !skip_special, "--skip-special-tokens needs --decode");
         return -1;
