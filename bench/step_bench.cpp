@@ -4,7 +4,6 @@
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,12 +20,16 @@
 #include "cli/flags.hpp"
 #include "cli/run_main.hpp"
 #include "cli/threads.hpp"
+#include "step_util.hpp"
 #include "xgrad.hpp"
 
 namespace {
 
 using xg::cli::UsageError;
 using json = nlohmann::ordered_json;
+using xg::bench::median;
+using xg::bench::peak_rss_mb;
+using xg::bench::seconds_since;
 namespace po = boost::program_options;
 
 // The reference workload's shapes (bench/README.md). Defaults for warm-up and timed steps
@@ -71,22 +74,6 @@ double flop_per_step(const BenchConfig& c) {
   const double per_token = 6.0 * static_cast<double>(matmul_params(c)) +
                            12.0 * static_cast<double>(c.layers * c.seq * c.d);
   return per_token * static_cast<double>(c.batch * c.seq);
-}
-
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // The reference model: byte vocabulary, pre-norm RMSNorm blocks, multi-head attention with

@@ -70,6 +70,7 @@ static std::vector<std::pair<std::string, std::string>> executables() {
       {XGRAD_SEED_DEMOS_EXE, "positions "}};
 #ifdef XGRAD_STEP_BENCH_EXE  // built with XGRAD_BUILD_BENCH
   exes.emplace_back(XGRAD_STEP_BENCH_EXE, "");
+  exes.emplace_back(XGRAD_LORA_BENCH_EXE, "");
 #endif
   return exes;
 }
