@@ -2,6 +2,7 @@
 #include "nn/decoder.hpp"
 
 #include "autograd/atomic_file.hpp"
+#include "nn/init.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -472,7 +473,11 @@ std::shared_ptr<DecoderLM> load_pretrained(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / "config.json").string();
   const LMConfig config = LMConfig::from_json(read_text_file(path, "load_pretrained"), path);
-  auto model = std::make_shared<DecoderLM>(config);
+  std::shared_ptr<DecoderLM> model;
+  {
+    init::SkipInitGuard skip;  // strict load below: every parameter is read from the file
+    model = std::make_shared<DecoderLM>(config);
+  }
   load(*model, (fs::path(dir) / "model.safetensors").string(), true);
   return model;
 }

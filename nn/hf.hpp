@@ -48,7 +48,8 @@ struct HFConfig {
 bool is_hf_folder(const std::string& folder);
 
 // Builds the model of <folder>/config.json and reads its weights tensor by tensor straight
-// into the parameters (peak memory: the float32 model plus a block of the tensor being read).
+// into the parameters (peak memory: the float32 model plus a block of the tensor being read;
+// the model is built without its random init, nn::init::SkipInitGuard, since every weight is read).
 // Names are the hf_llama scheme's; rotary_emb.inv_freq buffers are skipped. A tensor the
 // model does not have, a missing one (lm_head.weight may be absent when tied; present, it
 // must equal the embeddings), a wrong shape or dtype, a shard the index names but the folder

@@ -23,8 +23,20 @@ std::pair<int64_t, int64_t> fans(const Tensor& t) {
   return {t.shape()[1] * receptive, t.shape()[0] * receptive};
 }
 
-void uniform_(Tensor& t, double lo, double hi, Generator* gen) { t.copy_(uniform(t.shape(), lo, hi, t.dtype(), gen)); }
-void normal_(Tensor& t, double mean, double std, Generator* gen) { t.copy_(normal(t.shape(), mean, std, t.dtype(), gen)); }
+namespace {
+thread_local bool skip_init = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : prev_(skip_init) { skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { skip_init = prev_; }
+bool init_skipped() { return skip_init; }
+
+void uniform_(Tensor& t, double lo, double hi, Generator* gen) {
+  if (!skip_init) t.copy_(uniform(t.shape(), lo, hi, t.dtype(), gen));
+}
+void normal_(Tensor& t, double mean, double std, Generator* gen) {
+  if (!skip_init) t.copy_(normal(t.shape(), mean, std, t.dtype(), gen));
+}
 void zeros_(Tensor& t) { t.fill_(0); }
 void ones_(Tensor& t) { t.fill_(1); }
 void constant_(Tensor& t, double value) { t.fill_(value); }
@@ -87,7 +99,7 @@ void orthogonal_(Tensor& t, double gain, Generator* gen) {
         shape_str(t.shape()));
   check(t.dtype() == kFloat32 || t.dtype() == kFloat64, "orthogonal_: needs float32 or float64, got ",
         dtype_name(t.dtype()), " ", shape_str(t.shape()));
-  if (t.numel() == 0) return;
+  if (t.numel() == 0 || skip_init) return;
   const int64_t rows = t.shape()[0], cols = t.numel() / rows;
   // Q's row-major data read in t's shape, as torch's tensor.view_as(q).copy_(q).
   const Tensor q = orthogonal_from(normal({rows, cols}, 0, 1, t.dtype(), gen)).reshape(t.shape());

@@ -7,6 +7,25 @@
 
 namespace xg::nn::init {
 
+// While a SkipInitGuard is alive on this thread, the random initialisers below (uniform_,
+// normal_ and those built on them: kaiming_*, xavier_*, orthogonal_) leave their tensor as
+// it is and draw nothing from a generator: for a model whose every parameter is read from a
+// file right after it is built (load_hf, load_pretrained), as transformers skips the init of
+// the weights it loads. The fills (zeros_, ones_, constant_) still run; they are cheap.
+// NOTE: a module built under the guard holds whatever its buffers held (zeros from a fresh
+// mapping, or a freed buffer's values): only for parameters that are all overwritten.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+bool init_skipped();  // a SkipInitGuard is alive on this thread
+
 // fan_in = size(1) * receptive field, fan_out = size(0) * receptive field (torch's rule).
 std::pair<int64_t, int64_t> fans(const Tensor& t);
 

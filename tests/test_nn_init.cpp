@@ -1,5 +1,5 @@
 // Tests for nn/init.cpp's orthogonal_: orthonormal rows or columns in every shape and dtype,
-// the gain, PyTorch's result for the same normal draw, and its errors.
+// the gain, PyTorch's result for the same normal draw, and its errors; SkipInitGuard.
 #include "nn/init.hpp"
 
 #include <algorithm>
@@ -128,4 +128,31 @@ TEST(NnInitOrthogonal, Errors) {
   EXPECT_XG_ERROR(init::orthogonal_(ints), "orthogonal_: needs float32 or float64, got int64 [2,2]");
   EXPECT_XG_ERROR(init::orthogonal_from(empty({2, 2, 2})),
                   "orthogonal_from: needs a 2-D [rows, cols] matrix, got [2,2,2]");
+}
+
+// Under the guard the random initialisers leave the tensor and the generator alone; the
+// guard nests and restores; after it, they draw again.
+TEST(NnInitSkip, GuardLeavesTensorsAndGeneratorAlone) {
+  Generator gen(7), same(7);
+  Tensor t = full({4, 6}, 3.0);
+  {
+    init::SkipInitGuard outer;
+    {
+      init::SkipInitGuard inner;
+      EXPECT_TRUE(init::init_skipped());
+    }
+    EXPECT_TRUE(init::init_skipped());  // the inner guard restored the outer one's state
+    init::normal_(t, 0, 1, &gen);
+    init::uniform_(t, -1, 1, &gen);
+    init::kaiming_uniform_(t, std::sqrt(5.0), &gen);
+    init::xavier_normal_(t, 1, &gen);
+    init::orthogonal_(t, 1, &gen);
+  }
+  EXPECT_FALSE(init::init_skipped());
+  EXPECT_EQ(t.to_vector(), std::vector<double>(24, 3.0));
+  Tensor a = zeros({4, 6}), b = zeros({4, 6});
+  init::normal_(a, 0, 1, &gen);   // the generator was not advanced by the skipped calls
+  init::normal_(b, 0, 1, &same);
+  EXPECT_EQ(a.to_vector(), b.to_vector());
+  EXPECT_NE(a.to_vector(), std::vector<double>(24, 0.0));
 }
