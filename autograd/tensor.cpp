@@ -9,6 +9,7 @@
 #include <mutex>
 #include <ostream>
 
+#include <malloc.h>
 #include <sys/mman.h>
 
 #include "autograd/detail/dispatch.hpp"
@@ -212,6 +213,25 @@ class BufferCache {
     return !(off && *off && std::string(off) != "0");
   }();
 };
+
+// NOTE: what xgrad does not allocate itself comes from glibc's malloc, and glibc hands freed
+// memory back to the kernel: a block above its mmap threshold (dynamic, from 128 KB) is
+// unmapped when freed, and free space at the top of the heap above the trim threshold is
+// released. oneDNN's sgemm mallocs its packing buffers on every call and frees them after, so
+// calls faulted them in again: 3,700 page faults a step of the gpt2s step benchmark (medium:
+// 1,700). Keeping blocks up to 32 MB on the heap and trimming it only above 1 GB (what
+// bench/compare's "malloc" setting gives PyTorch through GLIBC_TUNABLES) leaves 1,000 (medium
+// 1,500), at the same peak RSS: the heap keeps only memory that was once in use. A user's own malloc settings (GLIBC_TUNABLES,
+// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) are left as they are.
+const bool malloc_tuned = [] {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const bool user = (tunables && std::strstr(tunables, "glibc.malloc.")) || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+                    std::getenv("MALLOC_TRIM_THRESHOLD_");
+  if (user) return false;
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  return true;
+}();
 
 BufferCache& buffer_cache() {
   static BufferCache* cache = new BufferCache;  // never destroyed: storages may outlive statics
