@@ -63,9 +63,11 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
 // The number of bytes save_safetensors writes for the tensors' data (the header excluded).
 uint64_t safetensors_data_bytes(const TensorMap& tensors, StoredFloat stored = StoredFloat::Native);
 
-// float <-> bfloat16 bits (the rounding above), and IEEE half bits -> float.
+// float <-> bfloat16 bits (the rounding above), and float <-> IEEE half bits (round to
+// nearest even as numpy's astype(float16); overflow is infinity, NaN stays NaN).
 uint16_t float_to_bfloat16(float f);
 float bfloat16_to_float(uint16_t b);
 float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
 
 }  // namespace xg

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "autograd/error.hpp"
+#include "autograd/gguf.hpp"
 #include "text/chat_template.hpp"
 
 namespace xg::finetune {
@@ -241,8 +242,22 @@ int64_t RowFormat::pad_id() const {
 std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder, const std::string& mode) {
   check(mode == "auto" || mode == "none", "--chat-template: expected auto or none, got '", mode, "'");
   namespace fs = std::filesystem;
+  if (mode == "none") return nullptr;
+  if (is_gguf_file(folder)) {  // tokenizer.chat_template, with the file's BOS and EOS tokens
+    const GgufReader f(folder);
+    if (!f.has("tokenizer.chat_template")) return nullptr;
+    const GgufValue& tokens = f.at("tokenizer.ggml.tokens");
+    const auto token = [&](const char* key) -> std::string {
+      if (!f.has(key)) return "";
+      const int64_t id = f.get_int(key);
+      check(id >= 0 && static_cast<std::size_t>(id) < tokens.strings.size(), folder, ": ", key, " ", id, " is no token");
+      return tokens.strings[static_cast<std::size_t>(id)];
+    };
+    return std::make_unique<text::ChatTemplate>(f.get_string("tokenizer.chat_template"), token("tokenizer.ggml.bos_token_id"),
+                                                token("tokenizer.ggml.eos_token_id"));
+  }
   const fs::path path = fs::path(folder) / "tokenizer_config.json", jinja = fs::path(folder) / "chat_template.jinja";
-  if (mode == "none" || !fs::exists(path)) return nullptr;
+  if (!fs::exists(path)) return nullptr;
   nlohmann::ordered_json config;
   try {
     config = nlohmann::ordered_json::parse(read_all(path.string()));

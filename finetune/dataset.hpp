@@ -86,7 +86,8 @@ struct RowFormat {
 
 // The chat template --chat-template selects for a model folder: "auto" reads
 // <folder>/tokenizer_config.json's chat_template (or <folder>/chat_template.jinja) when there is
-// one (null otherwise: an xgrad folder, a base model), "none" never. Another mode, or a template
+// one (null otherwise: an xgrad folder, a base model), or a GGUF file's tokenizer.chat_template;
+// "none" never. Another mode, or a template
 // the interpreter cannot parse, is an xg::Error naming the flag or the file.
 std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder, const std::string& mode);
 

@@ -319,6 +319,12 @@ std::map<std::string, ExternalTensor> external_tensors(const Module& m, const Na
   return out;
 }
 
+Tensor permute_rope_rows(const Tensor& t, int64_t heads, int64_t head_dim, RopeLayout from, RopeLayout to) {
+  check(t.dim() >= 1 && t.size(0) == heads * head_dim, "permute_rope_rows: ", shape_str(t.shape()), " does not have ",
+        heads, " x ", head_dim, " rows");
+  return permute_rope_rows(t, RopeRows{heads, head_dim, from}, from, to);
+}
+
 std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_d = std::string::npos;

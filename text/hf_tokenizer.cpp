@@ -194,18 +194,17 @@ struct HfTokenizer::Impl {
   int64_t bos = -1, eos = -1, pad = -1;
   int64_t max_id = 0;  // ids are below this
 
-  void load(const std::string& path);
+  void load(const nlohmann::json& doc, const std::string& source);
   void load_model(const JsonNode& m, bool byte_level);
-  void load_config(const std::string& path);
+  void load_config(const nlohmann::json& doc, const std::string& source);
 
   // Appends the ids of text that holds no raw-matched added token.
   void encode_text(std::string s, bool at_start, std::vector<int64_t>& out) const;
   void encode_words(std::string s, bool at_start, std::vector<int64_t>& out) const;
 };
 
-void HfTokenizer::Impl::load(const std::string& path) {
+void HfTokenizer::Impl::load(const nlohmann::json& doc, const std::string& path) {
   file = path;
-  const nlohmann::json doc = read_json(path);
   const JsonNode root(doc, path, "");
   root.expect_object();
   for (const char* key : {"truncation", "padding"})
@@ -296,8 +295,7 @@ void HfTokenizer::Impl::load_model(const JsonNode& m, bool byte_level) {
   model = std::make_unique<Bpe>(tokens, merges, merged, o);
 }
 
-void HfTokenizer::Impl::load_config(const std::string& path) {
-  const nlohmann::json doc = read_json(path);
+void HfTokenizer::Impl::load_config(const nlohmann::json& doc, const std::string& path) {
   const JsonNode root(doc, path, "");
   root.expect_object();
   const auto token_id = [&](const char* key) -> int64_t {
@@ -346,8 +344,14 @@ void HfTokenizer::Impl::encode_text(std::string s, bool at_start, std::vector<in
 
 HfTokenizer::HfTokenizer(const std::string& tokenizer_json, const std::string& tokenizer_config)
     : impl_(std::make_unique<Impl>()) {
-  impl_->load(tokenizer_json);
-  if (!tokenizer_config.empty()) impl_->load_config(tokenizer_config);
+  impl_->load(read_json(tokenizer_json), tokenizer_json);
+  if (!tokenizer_config.empty()) impl_->load_config(read_json(tokenizer_config), tokenizer_config);
+}
+
+HfTokenizer::HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& source)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->load(tokenizer, source);
+  if (!config.is_null()) impl_->load_config(config, source);
 }
 
 std::unique_ptr<HfTokenizer> HfTokenizer::from_folder(const std::string& folder) {

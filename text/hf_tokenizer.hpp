@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "text/tokenizer.hpp"
@@ -18,6 +19,9 @@ class HfTokenizer : public Tokenizer {
   // tokenizer_json: the path of tokenizer.json; tokenizer_config: the path of
   // tokenizer_config.json, or "" for none (then bos/eos/pad are -1).
   HfTokenizer(const std::string& tokenizer_json, const std::string& tokenizer_config);
+  // The same from the two documents already parsed (config null: none); errors name `source`
+  // (text/gguf_vocab.cpp builds them from a GGUF file's tokenizer metadata).
+  HfTokenizer(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& source);
   // FOLDER/tokenizer.json, with FOLDER/tokenizer_config.json when it exists.
   static std::unique_ptr<HfTokenizer> from_folder(const std::string& folder);
   ~HfTokenizer() override;

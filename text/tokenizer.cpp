@@ -1,5 +1,5 @@
-// load_tokenizer: a Hugging Face folder (tokenizer.json) or an xgrad folder (config.json with
-// LMConfig's keys: the byte tokenizer).
+// load_tokenizer: a Hugging Face folder (tokenizer.json), an xgrad folder (config.json with
+// LMConfig's keys: the byte tokenizer) or a GGUF file (its tokenizer metadata).
 #include "text/tokenizer.hpp"
 
 #include <filesystem>
@@ -7,13 +7,16 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.hpp"
+#include "autograd/gguf.hpp"
 #include "text/byte_tokenizer.hpp"
+#include "text/gguf_vocab.hpp"
 #include "text/hf_tokenizer.hpp"
 
 namespace xg::text {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder) {
   namespace fs = std::filesystem;
+  if (fs::is_regular_file(folder) && is_gguf_file(folder)) return load_gguf_tokenizer(GgufReader(folder));
   check(fs::is_directory(folder), "load_tokenizer: ", folder, " is not a folder");
   if (fs::exists(fs::path(folder) / "tokenizer.json")) return HfTokenizer::from_folder(folder);
   const fs::path config = fs::path(folder) / "config.json";

@@ -36,8 +36,8 @@ class Tokenizer {
 };
 
 // The tokenizer of a model folder: a Hugging Face folder (tokenizer.json, with
-// tokenizer_config.json when present) or an xgrad folder (config.json and no tokenizer.json:
-// the byte tokenizer). Anything else throws, naming the folder.
+// tokenizer_config.json when present), an xgrad folder (config.json and no tokenizer.json:
+// the byte tokenizer) or a GGUF file (text/gguf_vocab.hpp). Anything else throws, naming the folder.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder);
 
 }  // namespace xg::text

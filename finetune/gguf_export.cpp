@@ -1,0 +1,73 @@
+// save_gguf_model and save_gguf_adapter (gguf_export.hpp).
+#include "finetune/gguf_export.hpp"
+
+#include <map>
+
+#include "finetune/lora.hpp"
+#include "nn/attention.hpp"
+#include "nn/naming.hpp"
+#include "text/gguf_vocab.hpp"
+
+namespace xg::finetune {
+
+GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab) {
+  if (!is_gguf_file(base)) return text::gguf_tokenizer_metadata(base, n_vocab);
+  const GgufReader f(base);
+  GgufMetadata m;
+  for (const auto& [key, v] : f.metadata())
+    if (key.rfind("tokenizer.", 0) == 0) m.emplace_back(key, v);
+  check(!m.empty(), "GGUF export: ", base, " has no tokenizer metadata to copy");
+  return m;
+}
+
+void save_gguf_model(const nn::DecoderLM& model, const std::string& base, const std::string& path,
+                     const nn::GgufExportOptions& options) {
+  GgufMetadata meta = nn::gguf_model_metadata(model, options);
+  for (auto& kv : base_tokenizer_metadata(base, model.config().vocab_size)) meta.push_back(std::move(kv));
+  save_gguf(path, meta, nn::gguf_model_tensors(model, options), "GGUF export");
+}
+
+void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, GgmlType dtype, const std::string& name) {
+  const std::string arch = nn::gguf_architecture(model.config());
+  const nn::NamingScheme scheme = nn::gguf_naming(arch);
+  const auto adapters = lora_adapters(model);
+  check(!adapters.empty(), "GGUF adapter export: the model has no LoRA adapters");
+  std::map<std::string, std::shared_ptr<nn::Module>> modules;
+  for (const auto& [p, m] : model.named_modules()) modules[p] = m;
+  double alpha = 0;
+  int64_t rank = 0;
+  std::vector<GgufTensorData> tensors;
+  for (const auto& [module_path, a] : adapters) {
+    const std::optional<std::string> w = nn::rename_tensor(scheme, module_path + ".weight");
+    check(w.has_value(), "GGUF adapter export: '", module_path, "' has an adapter but no tensor in llama.cpp's ", arch);
+    const int64_t r = a->A().size(0);
+    // One alpha per file (adapter.lora.alpha): every adapter must scale alike.
+    const double this_alpha = a->scaling() * static_cast<double>(r);
+    check(rank == 0 || (r == rank && std::abs(this_alpha - alpha) <= 1e-9 * std::abs(alpha)), "GGUF adapter export: '",
+          module_path, "' has r ", r, " and scaling ", a->scaling(), ", other adapters r ", rank, " and scaling ",
+          alpha / static_cast<double>(rank), " (a GGUF adapter has one alpha)");
+    rank = r;
+    alpha = this_alpha;
+    Tensor B = a->B().detach();
+    // B's rows are W's output rows: a q/k projection's are in the attention's RoPE layout.
+    const std::string parent = module_path.substr(0, module_path.rfind('.'));
+    const std::string leaf = module_path.substr(module_path.rfind('.') + 1);
+    auto it = modules.find(parent);
+    if (it != modules.end())
+      if (const auto* gqa = dynamic_cast<const nn::GroupedQueryAttention*>(it->second.get()); gqa && gqa->options().rope) {
+        const int64_t heads = leaf == "w_q" ? gqa->options().n_heads : leaf == "w_k" ? gqa->options().n_kv_heads : 0;
+        if (heads > 0) B = nn::permute_rope_rows(B, heads, gqa->head_dim(), gqa->options().rope_layout, *scheme.rope_layout);
+      }
+    tensors.push_back({*w + ".lora_a", a->A().detach(), dtype});
+    tensors.push_back({*w + ".lora_b", B, dtype});
+  }
+  GgufMetadata meta;
+  meta.emplace_back("general.architecture", GgufValue::string(arch));
+  meta.emplace_back("general.type", GgufValue::string("adapter"));
+  meta.emplace_back("general.name", GgufValue::string(name));
+  meta.emplace_back("adapter.type", GgufValue::string("lora"));
+  meta.emplace_back("adapter.lora.alpha", GgufValue::f32(static_cast<float>(alpha)));
+  save_gguf(path, meta, tensors, "GGUF adapter export");
+}
+
+}  // namespace xg::finetune

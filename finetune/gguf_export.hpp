@@ -1,0 +1,33 @@
+// What xgrad writes for llama.cpp: a model as a GGUF file with its base's tokenizer metadata,
+// and LoRA adapters as a GGUF adapter (llama.cpp's convert_lora_to_gguf.py layout, loaded by
+// src/llama-adapter.cpp next to the base model).
+#pragma once
+
+#include <string>
+
+#include "autograd/gguf.hpp"
+#include "nn/decoder.hpp"
+#include "nn/gguf_model.hpp"
+
+namespace xg::finetune {
+
+// The tokenizer.* metadata of a base: copied from it when it is a GGUF file, else made from the
+// folder's tokenizer (text::gguf_tokenizer_metadata), padded to n_vocab.
+GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab);
+
+// Writes `model` (without LoRA adapters: merge them or leave them out first) as a GGUF model
+// with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file).
+void save_gguf_model(const nn::DecoderLM& model, const std::string& base, const std::string& path,
+                     const nn::GgufExportOptions& options = {});
+
+// Writes the LoRA adapters of `model` as a GGUF adapter: general.type "adapter", adapter.type
+// "lora", adapter.lora.alpha = scaling * r (llama.cpp scales by alpha / r, so rsLoRA's
+// alpha / sqrt r carries over), and per adapted Linear W the tensors "<W's GGUF name>.lora_a"
+// (A, [r, in], ne {in, r}) and ".lora_b" (B, [out, r], ne {r, out}). B's rows of a q/k
+// projection are permuted as W's are for the architecture's RoPE layout (convert_lora_to_gguf.py
+// runs the base converter's modify_tensors on B). An adapter on a module llama.cpp has no
+// tensor for is an error naming it.
+void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, GgmlType dtype = GgmlType::F32,
+                       const std::string& name = "xgrad LoRA adapter");
+
+}  // namespace xg::finetune

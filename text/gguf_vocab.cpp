@@ -1,0 +1,277 @@
+// GGUF tokenizer metadata: written from tokenizer.json (what convert_hf_to_gguf.py's
+// _set_vocab_gpt2 writes: tokens, token types, merges, special ids, add_bos/add_eos, chat
+// template) or from the byte tokenizer, and read back into a tokenizer that splits text as
+// llama.cpp's llm_tokenizer_bpe does for the file's tokenizer.ggml.pre (src/llama-vocab.cpp).
+#include "text/gguf_vocab.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "autograd/error.hpp"
+#include "text/byte_tokenizer.hpp"
+#include "text/hf_tokenizer.hpp"
+#include "text/unicode.hpp"
+
+namespace xg::text {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// The split regexes of llama.cpp's pre-tokenizer types (llama-vocab.cpp's llm_tokenizer_bpe),
+// in the form their Hugging Face tokenizer.json files write them.
+struct PreTokenizer {
+  const char* name;     // tokenizer.ggml.pre
+  const char* pattern;  // the Split regex; empty: ByteLevel's own GPT-2 regex
+  bool ignore_merges;   // llama.cpp sets it for LLAMA_VOCAB_PRE_TYPE_LLAMA3
+};
+constexpr PreTokenizer kPre[] = {
+    {"llama-bpe",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     true},
+    {"qwen2",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     false},
+    {"gpt-2", "", false},
+};
+// Names llama.cpp takes for the same types.
+const PreTokenizer* pre_by_name(const std::string& name) {
+  const std::string n = name == "llama3" || name == "llama-v3" ? "llama-bpe" : name;
+  for (const PreTokenizer& p : kPre)
+    if (n == p.name) return &p;
+  return nullptr;
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  check(f.good(), path.string(), ": cannot be read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const json::exception& e) {
+    throw Error(str_cat(path.string(), ": is not valid JSON (", e.what(), ")"));
+  }
+}
+
+// tokenizer.json's pre-tokenizer as one of llama.cpp's types.
+const PreTokenizer& pre_of(const json& pre, const std::string& file) {
+  const auto unsupported = [&](const std::string& what) -> const PreTokenizer& {
+    throw Error(str_cat(file, ": pre_tokenizer ", what, " has no llama.cpp pre-tokenizer xgrad writes (llama-bpe, qwen2, gpt-2)"));
+  };
+  if (pre.is_object() && pre.value("type", "") == "ByteLevel") {
+    if (pre.value("use_regex", true) && !pre.value("add_prefix_space", false)) return kPre[2];
+    return unsupported(pre.dump());
+  }
+  if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers"))
+    return unsupported(pre.is_null() ? "null (SentencePiece-style tokenizers are not exported)" : pre.dump().substr(0, 120));
+  const json& steps = pre["pretokenizers"];
+  if (steps.size() != 2 || steps[0].value("type", "") != "Split" || steps[1].value("type", "") != "ByteLevel" ||
+      steps[1].value("use_regex", true) || steps[1].value("add_prefix_space", false))
+    return unsupported(pre.dump().substr(0, 120));
+  const std::string pattern = steps[0].contains("pattern") ? steps[0]["pattern"].value("Regex", "") : "";
+  for (const PreTokenizer& p : kPre)
+    if (*p.pattern && pattern == p.pattern) return p;
+  return unsupported("Split regex \"" + pattern + "\"");
+}
+
+GgufMetadata byte_tokenizer_metadata(int64_t n_vocab) {
+  std::vector<std::string> tokens(byte_level_chars().begin(), byte_level_chars().end());
+  std::vector<int32_t> types(256, static_cast<int32_t>(GgufTokenType::Normal));
+  for (const char* s : {"<bos>", "<eos>", "<pad>"}) {
+    tokens.push_back(s);
+    types.push_back(static_cast<int32_t>(GgufTokenType::Control));
+  }
+  for (int64_t i = static_cast<int64_t>(tokens.size()); i < n_vocab; ++i) {
+    tokens.push_back(str_cat("[PAD", i, "]"));
+    types.push_back(static_cast<int32_t>(GgufTokenType::Unused));
+  }
+  GgufMetadata m;
+  m.emplace_back("tokenizer.ggml.model", GgufValue::string("gpt2"));
+  // No merges: every byte is its own token whatever the split, so any pre-tokenizer gives the
+  // byte tokenizer's ids; "default" is llama.cpp's name for none in particular.
+  m.emplace_back("tokenizer.ggml.pre", GgufValue::string("default"));
+  m.emplace_back("tokenizer.ggml.tokens", GgufValue::strings_array(std::move(tokens)));
+  m.emplace_back("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
+  m.emplace_back("tokenizer.ggml.merges", GgufValue::strings_array({}));
+  m.emplace_back("tokenizer.ggml.bos_token_id", GgufValue::u32(ByteTokenizer::kBos));
+  m.emplace_back("tokenizer.ggml.eos_token_id", GgufValue::u32(ByteTokenizer::kEos));
+  m.emplace_back("tokenizer.ggml.padding_token_id", GgufValue::u32(ByteTokenizer::kPad));
+  m.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
+  m.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(false));
+  return m;
+}
+
+// Whether a file's vocabulary is the byte tokenizer's (as byte_tokenizer_metadata writes it).
+bool is_byte_vocabulary(const GgufReader& f) {
+  if (!f.has("tokenizer.ggml.tokens") || !f.has("tokenizer.ggml.merges")) return false;
+  const GgufValue& t = f.at("tokenizer.ggml.tokens");
+  const GgufValue& merges = f.at("tokenizer.ggml.merges");
+  if (t.element != GgufType::String || t.size() < 259 || merges.size() != 0) return false;
+  for (int i = 0; i < 256; ++i)
+    if (t.strings[i] != byte_level_chars()[i]) return false;
+  if (t.strings[256] != "<bos>" || t.strings[257] != "<eos>" || t.strings[258] != "<pad>") return false;
+  for (std::size_t i = 259; i < t.size(); ++i)
+    if (t.strings[i] != str_cat("[PAD", i, "]")) return false;
+  return true;
+}
+
+}  // namespace
+
+GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab) {
+  const fs::path tj = fs::path(folder) / "tokenizer.json";
+  if (!fs::exists(tj)) {
+    load_tokenizer(folder);  // an xgrad folder's byte tokenizer, or the error saying what the folder lacks
+    check(n_vocab >= ByteTokenizer::kVocabSize, "GGUF export: ", folder, " has no tokenizer.json, so its tokenizer is the ",
+          "byte tokenizer (", ByteTokenizer::kVocabSize, " ids), but the model has ", n_vocab);
+    return byte_tokenizer_metadata(n_vocab);
+  }
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(folder);  // validates, and knows the special ids
+  const json doc = read_json(tj);
+  const std::string file = tj.string();
+  const PreTokenizer& pre = pre_of(doc.contains("pre_tokenizer") ? doc["pre_tokenizer"] : json(), file);
+  const json& model = doc["model"];
+  check(model.value("type", "") == "BPE", file, ": model.type must be BPE");
+  check(!model.value("byte_fallback", false), file, ": model.byte_fallback is set; a byte-level BPE has no byte fallback");
+  check(model.value("ignore_merges", false) == pre.ignore_merges, file, ": model.ignore_merges is ",
+        model.value("ignore_merges", false), " but llama.cpp's pre-tokenizer '", pre.name, "' has it ", pre.ignore_merges);
+  const int64_t n = tok->vocab_size();
+  check(n <= n_vocab, "GGUF export: the tokenizer of ", folder, " has ", n, " ids but the model's vocabulary only ", n_vocab);
+  std::vector<std::string> tokens(static_cast<std::size_t>(n_vocab));
+  std::vector<int32_t> types(static_cast<std::size_t>(n_vocab), static_cast<int32_t>(GgufTokenType::Unused));
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    tokens[static_cast<std::size_t>(id)] = it.key();
+    types[static_cast<std::size_t>(id)] = static_cast<int32_t>(GgufTokenType::Normal);
+  }
+  if (doc.contains("added_tokens"))
+    for (const json& a : doc["added_tokens"]) {
+      const int64_t id = a["id"].get<int64_t>();
+      tokens[static_cast<std::size_t>(id)] = a["content"].get<std::string>();
+      types[static_cast<std::size_t>(id)] =
+          static_cast<int32_t>(a.value("special", false) ? GgufTokenType::Control : GgufTokenType::UserDefined);
+    }
+  for (int64_t i = 0; i < n_vocab; ++i)
+    if (types[static_cast<std::size_t>(i)] == static_cast<int32_t>(GgufTokenType::Unused)) tokens[static_cast<std::size_t>(i)] = str_cat("[PAD", i, "]");
+  std::vector<std::string> merges;
+  merges.reserve(model["merges"].size());
+  for (const json& mj : model["merges"]) {
+    // "a b" or ["a", "b"] (tokenizers >= 0.20); byte-level tokens hold no spaces.
+    if (mj.is_string()) {
+      merges.push_back(mj.get<std::string>());
+    } else {
+      const std::string a = mj.at(0).get<std::string>(), b = mj.at(1).get<std::string>();
+      check(a.find(' ') == std::string::npos && b.find(' ') == std::string::npos, file, ": merge [\"", a, "\", \"", b,
+            "\"] holds a space, which GGUF's \"a b\" merges cannot");
+      merges.push_back(a + " " + b);
+    }
+  }
+  GgufMetadata m;
+  m.emplace_back("tokenizer.ggml.model", GgufValue::string("gpt2"));
+  m.emplace_back("tokenizer.ggml.pre", GgufValue::string(pre.name));
+  m.emplace_back("tokenizer.ggml.tokens", GgufValue::strings_array(std::move(tokens)));
+  m.emplace_back("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
+  m.emplace_back("tokenizer.ggml.merges", GgufValue::strings_array(std::move(merges)));
+  if (tok->bos_id() >= 0) m.emplace_back("tokenizer.ggml.bos_token_id", GgufValue::u32(static_cast<uint32_t>(tok->bos_id())));
+  if (tok->eos_id() >= 0) m.emplace_back("tokenizer.ggml.eos_token_id", GgufValue::u32(static_cast<uint32_t>(tok->eos_id())));
+  if (tok->pad_id() >= 0) m.emplace_back("tokenizer.ggml.padding_token_id", GgufValue::u32(static_cast<uint32_t>(tok->pad_id())));
+  // What the tokenizer adds around one text, asked of the tokenizer itself (tokenizer_config's
+  // add_bos_token or the post-processor's template).
+  const std::vector<int64_t> around = tok->encode("", true);
+  const bool add_bos = !around.empty() && around.front() == tok->bos_id() && tok->bos_id() >= 0;
+  const bool add_eos = !around.empty() && around.back() == tok->eos_id() && tok->eos_id() >= 0 &&
+                       (around.size() > 1 || !add_bos);
+  check(around.size() == static_cast<std::size_t>(add_bos) + static_cast<std::size_t>(add_eos), "GGUF export: the tokenizer of ",
+        folder, " adds ", around.size(), " tokens around a text that are not just BOS and EOS, which GGUF cannot say");
+  m.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(add_bos));
+  m.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(add_eos));
+  const fs::path config = fs::path(folder) / "tokenizer_config.json";
+  if (fs::exists(config)) {
+    const json c = read_json(config);
+    if (c.contains("chat_template")) {
+      const json& t = c["chat_template"];
+      if (t.is_string()) {
+        m.emplace_back("tokenizer.chat_template", GgufValue::string(t.get<std::string>()));
+      } else if (t.is_array()) {  // named templates: "default" is tokenizer.chat_template
+        for (const json& e : t)
+          if (e.value("name", "") == "default") m.emplace_back("tokenizer.chat_template", GgufValue::string(e.value("template", "")));
+      }
+    }
+  }
+  return m;
+}
+
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufReader& f) {
+  const std::string& path = f.path();
+  const std::string model = f.get_string("tokenizer.ggml.model");
+  check(model == "gpt2", path, ": tokenizer.ggml.model '", model,
+        "' is not supported (xgrad reads byte-level BPE vocabularies, \"gpt2\")");
+  if (is_byte_vocabulary(f)) return std::make_unique<ByteTokenizer>();
+  const std::string pre_name = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
+  const PreTokenizer* pre = pre_by_name(pre_name);
+  check(pre != nullptr, path, ": tokenizer.ggml.pre '", pre_name,
+        "' is not supported (xgrad splits text as llama.cpp's llama-bpe, qwen2 and gpt-2 pre-tokenizers do)");
+  const GgufValue& tokens = f.at("tokenizer.ggml.tokens");
+  check(tokens.is_array() && tokens.element == GgufType::String, path, ": tokenizer.ggml.tokens must be an array of strings");
+  const std::size_t n = tokens.size();
+  std::vector<int64_t> types(n, static_cast<int64_t>(GgufTokenType::Normal));
+  if (f.has("tokenizer.ggml.token_type")) {
+    const GgufValue& t = f.at("tokenizer.ggml.token_type");
+    check(t.is_array() && t.ints.size() == n, path,
+          ": tokenizer.ggml.token_type must be an integer array of one type per token (", n, ")");
+    types = t.ints;
+  }
+  json vocab = json::object(), added = json::array();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& s = tokens.strings[i];
+    check(!s.empty(), path, ": tokenizer.ggml.tokens[", i, "] is empty");
+    const int64_t type = types[i];
+    if (type == static_cast<int64_t>(GgufTokenType::Control) || type == static_cast<int64_t>(GgufTokenType::UserDefined)) {
+      added.push_back({{"id", i}, {"content", s}, {"special", type == static_cast<int64_t>(GgufTokenType::Control)},
+                       {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"single_word", false}});
+    } else {
+      check(type >= 1 && type <= 6 && type != static_cast<int64_t>(GgufTokenType::Byte), path, ": tokenizer.ggml.token_type[", i,
+            "] is ", type, ", not a type a byte-level vocabulary has");
+      check(!vocab.contains(s), path, ": token '", s, "' appears twice in tokenizer.ggml.tokens");
+      vocab[s] = i;
+    }
+  }
+  json merges = json::array();
+  if (f.has("tokenizer.ggml.merges")) {
+    const GgufValue& m = f.at("tokenizer.ggml.merges");
+    check(m.is_array() && (m.size() == 0 || m.element == GgufType::String), path, ": tokenizer.ggml.merges must be an array of strings");
+    for (const std::string& s : m.strings) merges.push_back(s);
+  }
+  json split = pre->pattern[0] ? json{{"type", "Split"}, {"pattern", {{"Regex", pre->pattern}}}, {"behavior", "Isolated"}, {"invert", false}}
+                               : json();
+  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", split.is_null()}};
+  json doc = {{"added_tokens", added},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", split.is_null() ? byte_level : json{{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}},
+              {"post_processor", nullptr},
+              {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
+              {"model",
+               {{"type", "BPE"}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", pre->ignore_merges},
+                {"vocab", vocab}, {"merges", merges}}}};
+  json config = json::object();
+  const auto special = [&](const char* key, const char* field) {
+    if (!f.has(key)) return;
+    const int64_t id = f.get_int(key);
+    check(id >= 0 && static_cast<std::size_t>(id) < n, path, ": ", key, " is ", id, ", outside the ", n, " tokens");
+    config[field] = tokens.strings[static_cast<std::size_t>(id)];
+  };
+  special("tokenizer.ggml.bos_token_id", "bos_token");
+  special("tokenizer.ggml.eos_token_id", "eos_token");
+  special("tokenizer.ggml.padding_token_id", "pad_token");
+  for (const auto& [key, field] : {std::pair<const char*, const char*>{"tokenizer.ggml.add_bos_token", "add_bos_token"},
+                                   {"tokenizer.ggml.add_eos_token", "add_eos_token"}})
+    if (f.has(key)) config[field] = f.get_bool(key);
+  // Without the key llama.cpp adds BOS for its llama3 type (llama-vocab.cpp, LLAMA_VOCAB_PRE_TYPE_LLAMA3).
+  if (!f.has("tokenizer.ggml.add_bos_token") && pre->ignore_merges && config.contains("bos_token")) config["add_bos_token"] = true;
+  return std::make_unique<HfTokenizer>(doc, config, path);
+}
+
+}  // namespace xg::text
