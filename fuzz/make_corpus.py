@@ -102,3 +102,49 @@ put("hf", "weights_bf16", b"\x02" + safetensors({n: ("BF16", s, b"\x80\x3f" * nu
                                                 {"format": "pt"}))
 put("hf", "weights_f16", b"\x02" + safetensors({n: ("F16", s, struct.pack("<e", 0.5) * numel(s))
                                                 for n, s in tiny.items()}))
+
+
+def gguf(kvs, tensors, alignment=32):
+    """kvs: [(key, type, value)] with GGUF type numbers (9 = array: value (element type, list));
+    tensors: [(name, shape (outermost first), ggml type, raw bytes)] -> a GGUF v3 file."""
+    def s(x):
+        b = x.encode()
+        return struct.pack("<Q", len(b)) + b
+    fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+    def scalar(t, v):
+        return s(v) if t == 8 else struct.pack("<" + fmt[t], v)
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, t, v in kvs:
+        out += s(key) + struct.pack("<I", t)
+        if t == 9:
+            et, items = v
+            out += struct.pack("<IQ", et, len(items)) + b"".join(scalar(et, x) for x in items)
+        else:
+            out += scalar(t, v)
+    data, offsets = b"", []
+    for name, shape, ty, raw in tensors:
+        offsets.append(len(data))
+        data += raw + b"\0" * ((-len(raw)) % alignment)
+    for (name, shape, ty, raw), off in zip(tensors, offsets):
+        out += s(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in reversed(shape))
+        out += struct.pack("<IQ", ty, off)
+    return out + b"\0" * ((-len(out)) % alignment) + data
+
+
+# A one-layer llama of width 4 (2 heads, 1 KV head) with a 3-token byte-level vocabulary, and
+# a Q8_0 / F16 tensor file without a model.
+llama_kv = [("general.architecture", 8, "llama"), ("general.type", 8, "model"), ("llama.context_length", 4, 64),
+            ("llama.embedding_length", 4, 4), ("llama.block_count", 4, 1), ("llama.feed_forward_length", 4, 4),
+            ("llama.attention.head_count", 4, 2), ("llama.attention.head_count_kv", 4, 1),
+            ("llama.rope.freq_base", 6, 10000.0), ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5),
+            ("tokenizer.ggml.model", 8, "gpt2"), ("tokenizer.ggml.pre", 8, "qwen2"),
+            ("tokenizer.ggml.tokens", 9, (8, ["a", "b", "ab"])), ("tokenizer.ggml.token_type", 9, (5, [1, 1, 1])),
+            ("tokenizer.ggml.merges", 9, (8, ["a b"])), ("tokenizer.ggml.eos_token_id", 4, 2)]
+llama_t = [("token_embd.weight", [3, 4]), ("output_norm.weight", [4]), ("blk.0.attn_norm.weight", [4]),
+           ("blk.0.ffn_norm.weight", [4]), ("blk.0.attn_q.weight", [4, 4]), ("blk.0.attn_k.weight", [2, 4]),
+           ("blk.0.attn_v.weight", [2, 4]), ("blk.0.attn_output.weight", [4, 4]), ("blk.0.ffn_gate.weight", [4, 4]),
+           ("blk.0.ffn_up.weight", [4, 4]), ("blk.0.ffn_down.weight", [4, 4])]
+put("gguf", "llama_f32", gguf(llama_kv, [(n, sh, 0, f32(*[0.25] * numel(sh))) for n, sh in llama_t]))
+put("gguf", "q8_0_f16_bf16", gguf([("general.alignment", 4, 32)],
+                                  [("q", [1, 32], 8, struct.pack("<e", 0.5) + bytes(range(32))),
+                                   ("h", [2], 1, struct.pack("<2e", 1.5, -2.0)), ("b", [1], 30, b"\x80\x3f")]))

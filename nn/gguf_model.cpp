@@ -245,6 +245,18 @@ std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& f) {
   }
   lm.block = b;
   lm.validate(path);
+  // The metadata must describe the tensors before a model of that size is built: a wrong
+  // count or width is an error here, not a huge allocation.
+  check(b.max_seq_len <= (int64_t{1} << 20), path, ": ", a, "context_length ", b.max_seq_len,
+        " is more positions than xgrad builds RoPE tables for (2^20)");
+  const auto expect_shape = [&](const std::string& name, const Shape& shape) {
+    check(f.has_tensor(name), path, ": tensor '", name, "' is missing (", arch, " with ", lm.n_layers, " blocks)");
+    check(f.tensor(name).shape == shape, path, ": tensor '", name, "' has shape ", shape_str(f.tensor(name).shape),
+          ", the metadata gives ", shape_str(shape));
+  };
+  expect_shape("blk.0.attn_q.weight", {heads * head_dim, d_model});
+  expect_shape("blk.0.ffn_gate.weight", {ffn.d_ff, d_model});
+  expect_shape(str_cat("blk.", lm.n_layers - 1, ".attn_norm.weight"), {d_model});
 
   auto model = std::make_shared<DecoderLM>(lm);
   const NamingScheme scheme = gguf_naming(arch);

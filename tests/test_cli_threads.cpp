@@ -65,6 +65,7 @@ static std::vector<std::pair<std::string, std::string>> executables() {
       {tools + "/xg-finetune", "--base b --data d --out o "},
       {tools + "/xg-generate", "--base b "},
       {tools + "/xg-tokenize", "--tokenizer t "},
+      {tools + "/xg-export", "--base b --to gguf --out o "},
       {tools + "/xg-data", ""},
       {XGRAD_PRENORM_EXE, ""},
       {XGRAD_SEED_DEMOS_EXE, "positions "}};

@@ -1,0 +1,76 @@
+// GGUF adapters and xg-export (finetune/gguf_export.hpp, finetune/tools/xg_export.cpp): the LoRA
+// adapter xgrad writes is the file llama.cpp applied (tests/fixtures/gguf/expected.json), and
+// xgrad's logits with the adapter equal llama.cpp's with it.
+#include "finetune/gguf_export.hpp"
+
+#include "finetune/base_model.hpp"
+#include "finetune/peft.hpp"
+#include "tests/gguf_test_util.hpp"
+#include "tests/torch_fixture.hpp"
+
+namespace xg {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(FinetuneGgufExport, AdapterIsTheFileLlamaCppAppliedAndMatchesItsLogprobs) {
+  const fs::path dir = test::fresh_test_dir();
+  const nlohmann::json& c = test::gguf_case("adapter");
+  const fs::path folder = test::gguf_source_folder("llama3", dir);
+  finetune::BaseModel base = finetune::load_base(folder.string(), "test");
+  const std::vector<int64_t> ids = c.at("ids").get<std::vector<int64_t>>();
+  const std::vector<double> plain = test::gguf_logprobs(*base.model, ids, c.at("window"), 256);
+  finetune::load_adapter(*base.model, test::gguf_fixture("adapter").string(), base.naming);
+  const fs::path gguf = dir / "adapter.gguf";
+  finetune::save_gguf_adapter(*base.model, gguf.string(), GgmlType::F32, "llama3 LoRA adapter");
+  EXPECT_EQ(test::gguf_fnv1a64(gguf), c.at("lora_fnv1a64").get<std::string>()) << "not the adapter llama.cpp applied";
+  GgufReader f(gguf.string());
+  EXPECT_EQ(f.get_string("general.type"), "adapter");
+  EXPECT_EQ(f.get_string("adapter.type"), "lora");
+  EXPECT_EQ(f.get_float("adapter.lora.alpha"), 8.0);
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight.lora_a").shape, (Shape{4, 32}));   // A [r, in]: ne {in, r}
+  EXPECT_EQ(f.tensor("blk.0.attn_q.weight.lora_b").shape, (Shape{32, 4}));   // B [out, r]: ne {r, out}
+
+  const std::vector<double> want = c.at("logprobs").get<std::vector<double>>();
+  const std::vector<double> got = test::gguf_logprobs(*base.model, ids, c.at("window"), 256);
+  const test::GgufWorst w = test::gguf_worst(got, want);
+  EXPECT_LE(w.diff, 1e-4) << "position " << w.at << ": xgrad " << got[w.at] << ", llama.cpp " << want[w.at];
+  std::printf("  adapter vs llama.cpp: max |d log p| = %.2e; the adapter moves log p by up to %.2f\n", w.diff,
+              test::gguf_worst(plain, want).diff);
+  EXPECT_GT(test::gguf_worst(plain, want).diff, 0.1) << "the adapter must change the logits for this check to bite";
+  EXPECT_EQ(test::gguf_greedy(*base.model, c.at("prompt").get<std::vector<int64_t>>(), 32),
+            c.at("greedy").get<std::vector<int64_t>>());
+}
+
+TEST(FinetuneGgufExport, XgExportWritesWhatTheLibraryWrites) {
+  const fs::path dir = test::fresh_test_dir();
+  const std::string exe = std::string(XGRAD_TOOL_DIR) + "/xg-export";
+  const fs::path trained = test::gguf_fixture("trained");
+  test::CliRun r = test::run_cli(exe, "--base " + trained.string() + " --to gguf --out " + (dir / "t.gguf").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(test::gguf_fnv1a64(dir / "t.gguf"), test::gguf_case("trained").at("model_fnv1a64").get<std::string>());
+  // F16 and Q8_0 weights; norms stay F32.
+  r = test::run_cli(exe, "--base " + trained.string() + " --to gguf --dtype q8_0 --out " + (dir / "q.gguf").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  GgufReader q((dir / "q.gguf").string());
+  EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, GgmlType::Q8_0);
+  EXPECT_EQ(q.tensor("blk.0.attn_norm.weight").type, GgmlType::F32);
+  EXPECT_EQ(q.get_int("general.file_type"), 7);
+  // The GGUF as a base again, and to an HF folder.
+  r = test::run_cli(exe, "--base " + (dir / "t.gguf").string() + " --name trained --to gguf --out " + (dir / "t2.gguf").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(test::gguf_fnv1a64(dir / "t2.gguf"), test::gguf_fnv1a64(dir / "t.gguf")) << "GGUF -> GGUF is the identity";
+  r = test::run_cli(exe, "--base " + trained.string() + " --to hf --out " + (dir / "hf").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "hf" / "model.safetensors"));
+  // Usage errors.
+  r = test::run_cli(exe, "--base " + trained.string() + " --to onnx --out x");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--to: expected one of gguf, hf, got 'onnx'"), std::string::npos) << r.err;
+  r = test::run_cli(exe, "--base " + (dir / "t.gguf").string() + " --to hf --out " + (dir / "x").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--to hf from a GGUF base is not written"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace xg

@@ -1,0 +1,143 @@
+// The GGUF container (autograd/gguf.hpp): metadata and tensors round trip in every type, the
+// layout is GGUF's (checked byte by byte for a small file), and a header or tensor table that
+// does not fit the file is an error naming the file and the rule.
+#include "autograd/gguf.hpp"
+
+#include "autograd/safetensors.hpp"
+#include "tests/cli_run.hpp"
+#include "tests/torch_fixture.hpp"
+
+namespace xg {
+namespace {
+
+namespace fs = std::filesystem;
+
+Tensor gguf_ramp(const Shape& shape) {
+  std::vector<double> v;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  for (int64_t i = 0; i < n; ++i) v.push_back(std::sin(0.37 * static_cast<double>(i)) * (1 + i % 7));
+  return from_vector(v, shape);
+}
+
+TEST(Gguf, MetadataAndTensorsRoundTrip) {
+  const std::string path = (test::fresh_test_dir() / "m.gguf").string();
+  GgufValue u64;
+  u64.type = GgufType::UInt64;
+  u64.ints = {1ll << 40};
+  const GgufMetadata meta = {{"general.architecture", GgufValue::string("llama")},
+                             {"a.u32", GgufValue::u32(7)},
+                             {"a.f32", GgufValue::f32(0.5f)},
+                             {"a.bool", GgufValue::boolean(true)},
+                             {"a.u64", u64},
+                             {"a.strings", GgufValue::strings_array({"x", "", "Ġthe"})},
+                             {"a.ints", GgufValue::i32_array({-1, 2})},
+                             {"a.empty", GgufValue::strings_array({})}};
+  const Tensor w = gguf_ramp({3, 64}), v = gguf_ramp({5});
+  save_gguf(path, meta,
+            {{"f32", w, GgmlType::F32}, {"f16", w, GgmlType::F16}, {"bf16", w, GgmlType::BF16}, {"q8", w, GgmlType::Q8_0}, {"v", v, GgmlType::F32}});
+  GgufReader r(path);
+  ASSERT_EQ(r.metadata().size(), meta.size());
+  EXPECT_EQ(r.get_string("general.architecture"), "llama");
+  EXPECT_EQ(r.get_int("a.u32"), 7);
+  EXPECT_EQ(r.get_float("a.f32"), 0.5);
+  EXPECT_TRUE(r.get_bool("a.bool"));
+  EXPECT_EQ(r.get_int("a.u64"), 1ll << 40);
+  EXPECT_EQ(r.at("a.strings").strings, (std::vector<std::string>{"x", "", "Ġthe"}));
+  EXPECT_EQ(r.at("a.ints").ints, (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(r.at("a.empty").size(), 0u);
+  EXPECT_EQ(r.tensor("q8").shape, (Shape{3, 64}));
+  EXPECT_TRUE(test::tensors_close(r.read("f32"), w, 0, 0));
+  EXPECT_TRUE(test::tensors_close(r.read("v"), v, 0, 0));
+  const Tensor h = r.read("f16"), b = r.read("bf16"), q = r.read("q8");
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const float x = w.data<float>()[i];
+    ASSERT_EQ(h.data<float>()[i], half_to_float(float_to_half(x))) << i;
+    ASSERT_EQ(b.data<float>()[i], bfloat16_to_float(float_to_bfloat16(x))) << i;
+    // half a step d / 2 = max|x| / 254 (|x| <= 7), plus d's rounding to half precision times |q| <= 127
+    ASSERT_NEAR(q.data<float>()[i], x, 7.0 / 254 + 7.0 / 2048) << i;
+  }
+  // Alignment: every tensor's data starts at a multiple of 32 bytes after the header.
+  for (const GgufTensorInfo& t : r.tensors()) EXPECT_EQ(t.offset % 32, 0u) << t.name;
+  EXPECT_XG_ERROR(r.get_int("a.f32"), "metadata key 'a.f32' must be an integer, got float32");
+  EXPECT_XG_ERROR(r.at("missing"), "metadata key 'missing' is missing");
+}
+
+TEST(Gguf, LayoutIsGgufs) {
+  const std::string path = (test::fresh_test_dir() / "tiny.gguf").string();
+  save_gguf(path, {{"k", GgufValue::u32(1)}}, {{"t", from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}), GgmlType::F32}});
+  const std::string b = test::slurp(path);
+  std::string want("GGUF", 4);
+  const auto u32 = [&](uint32_t v) { want.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u64 = [&](uint64_t v) { want.append(reinterpret_cast<const char*>(&v), 8); };
+  u32(3);  // version
+  u64(1);  // tensors
+  u64(1);  // key/values
+  u64(1); want += "k"; u32(4); u32(1);             // "k": uint32 1
+  u64(1); want += "t"; u32(2); u64(3); u64(2);     // "t": 2 dims, ne = {3, 2} (innermost first)
+  u32(0); u64(0);                                   // F32 at offset 0
+  ASSERT_EQ(want.size(), 82u);
+  want.resize(96, '\0');                            // the data starts aligned to 32
+  for (float f : {1.f, 2.f, 3.f, 4.f, 5.f, 6.f}) want.append(reinterpret_cast<const char*>(&f), 4);
+  want.resize(128, '\0');                           // and each tensor's data is padded to 32
+  EXPECT_EQ(b, want);
+}
+
+TEST(Gguf, FloatToHalfRoundsToNearestEven) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_half(65520.0f), 0x7c00);      // the tie above the largest half goes to infinity
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048), 0x3c00);  // a tie to even (down)
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048), 0x3c02);  // a tie to even (up)
+  EXPECT_EQ(float_to_half(5.96046448e-08f), 0x0001);     // the smallest subnormal
+  EXPECT_EQ(float_to_half(2.98023224e-08f), 0x0000);     // half of it: a tie to even, zero
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  for (uint32_t h = 0; h < 0x7c00; ++h) ASSERT_EQ(float_to_half(half_to_float(static_cast<uint16_t>(h))), h) << h;
+}
+
+// Bad files: each is an xg::Error naming the file and what was wrong.
+TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
+  const fs::path dir = test::fresh_test_dir();
+  const std::string good = (dir / "good.gguf").string();
+  save_gguf(good, {{"k", GgufValue::string("v")}}, {{"t", gguf_ramp({2, 32}), GgmlType::F32}});
+  const std::string bytes = test::slurp(good);
+  const auto with = [&](const std::string& name, std::string b) {
+    const std::string p = (dir / name).string();
+    std::ofstream(p, std::ios::binary) << b;
+    return p;
+  };
+  const auto patch64 = [&](std::string b, std::size_t at, uint64_t v) {
+    std::memcpy(&b[at], &v, 8);
+    return b;
+  };
+  const auto patch32 = [&](std::string b, std::size_t at, uint32_t v) {
+    std::memcpy(&b[at], &v, 4);
+    return b;
+  };
+  std::string p = with("magic.gguf", "GGML" + bytes.substr(4));
+  EXPECT_XG_ERROR(GgufReader r(p), p + ": not a valid GGUF file: it does not start with \"GGUF\"");
+  p = with("v2.gguf", patch32(bytes, 4, 2));
+  EXPECT_XG_ERROR(GgufReader r(p), "version 2 (xgrad reads version 3)");
+  p = with("short.gguf", patch64(bytes, 8, 0).substr(0, 40));  // no tensors claimed, a value cut short
+  EXPECT_XG_ERROR(GgufReader r(p), p + ": not a valid GGUF file: the value of 'k''s length needs 8 bytes but the file has 3 left");
+  p = with("count.gguf", patch64(bytes, 8, 1ull << 40));
+  EXPECT_XG_ERROR(GgufReader r(p), "claims 1099511627776 tensors, more than the file can hold");
+  // Header: magic 4, version 4, counts 16, key (8 + 1), type 4, string (8 + 1) = 46; then the
+  // tensor "t": name 9, dims 4, ne 16, type at 75, offset at 79.
+  p = with("type.gguf", patch32(bytes, 75, 12));
+  EXPECT_XG_ERROR(GgufReader r(p), p + ": tensor 't' has type Q4_K (12); xgrad reads F32, F16, BF16 and Q8_0");
+  p = with("offset.gguf", patch64(bytes, 79, 4096));
+  EXPECT_XG_ERROR(GgufReader r(p), "tensor 't' (256 bytes at offset 4096) does not fit in the 256 bytes of data");
+  p = with("misaligned.gguf", patch64(bytes, 79, 4));
+  EXPECT_XG_ERROR(GgufReader r(p), "tensor 't' has offset 4, not a multiple of 32");
+  p = with("dims.gguf", patch32(bytes, 55, 9));
+  EXPECT_XG_ERROR(GgufReader r(p), "tensor 't' has 9 dims (at most 4)");
+  p = with("truncated.gguf", bytes.substr(0, bytes.size() - 8));
+  EXPECT_XG_ERROR(GgufReader r(p), "does not fit in the 248 bytes of data");
+  EXPECT_XG_ERROR(save_gguf((dir / "q.gguf").string(), {}, {{"t", gguf_ramp({2, 30}), GgmlType::Q8_0}}),
+                  "save_gguf: tensor 't' has rows of 30 values; Q8_0 needs a multiple of 32");
+  EXPECT_FALSE(fs::exists(dir / "q.gguf"));
+}
+
+}  // namespace
+}  // namespace xg
