@@ -72,5 +72,35 @@ TEST(FinetuneGgufExport, XgExportWritesWhatTheLibraryWrites) {
   EXPECT_NE(r.err.find("--to hf from a GGUF base is not written"), std::string::npos) << r.err;
 }
 
+// Finetuning a GGUF: xg-finetune --base model.gguf trains an adapter (xgrad's module names) and
+// merges into a GGUF; xg-generate runs the base with the adapter and the merged file alike.
+TEST(FinetuneGgufExport, FinetuneAndGenerateFromAGgufBase) {
+  const fs::path dir = test::fresh_test_dir();
+  const std::string tools = XGRAD_TOOL_DIR;
+  const std::string base = (dir / "base.gguf").string();
+  test::CliRun r = test::run_cli(tools + "/xg-export", "--base " + test::gguf_fixture("trained").string() + " --to gguf --out " + base);
+  ASSERT_EQ(r.status, 0) << r.err;
+  {
+    std::ofstream data(dir / "sft.jsonl");
+    for (const char* w : {"apple", "river", "stone", "cloud"}) data << "{\"prompt\": \"Spell " << w << ": \", \"response\": \"" << w << "\"}\n";
+  }
+  r = test::run_cli(tools + "/xg-finetune", "--base " + base + " --data " + (dir / "sft.jsonl").string() + " --out " +
+                                                (dir / "ft").string() + " --steps 5 --warmup 1 --lr 1e-2 --lora-r 2 --merge --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir / "ft" / "merged.gguf")) << r.out;
+  const std::string gen = " --format raw --prompt 'Spell apple: ' --temperature 0 --max-new-tokens 12 --ids --threads 1";
+  const test::CliRun with_adapter = test::run_cli(tools + "/xg-generate", "--base " + base + " --adapter " + (dir / "ft").string() + gen);
+  const test::CliRun merged = test::run_cli(tools + "/xg-generate", "--base " + (dir / "ft" / "merged.gguf").string() + gen);
+  ASSERT_EQ(with_adapter.status, 0) << with_adapter.err;
+  ASSERT_EQ(merged.status, 0) << merged.err;
+  EXPECT_FALSE(with_adapter.out.empty());
+  EXPECT_EQ(with_adapter.out, merged.out);
+  // The adapter as a GGUF adapter for llama.cpp, from the GGUF base.
+  r = test::run_cli(tools + "/xg-export", "--base " + base + " --adapter " + (dir / "ft").string() + " --to gguf --out " +
+                                              (dir / "a.gguf").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(GgufReader((dir / "a.gguf").string()).get_string("adapter.type"), "lora");
+}
+
 }  // namespace
 }  // namespace xg

@@ -3,7 +3,8 @@
 // template. Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's
 // format, under the base's module names), checkpoint.safetensors (--resume), log.jsonl,
 // args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
-// in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder).
+// in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder) or,
+// for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata).
 #include <cmath>
 #include <filesystem>
 
@@ -15,6 +16,7 @@
 #include "cli/threads.hpp"
 #include "finetune/base_model.hpp"
 #include "finetune/dataset.hpp"
+#include "finetune/gguf_export.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
 #include "finetune/peft.hpp"
@@ -44,15 +46,18 @@ struct Flags {
 };
 
 // The base with the adapters folded into its weights, saved as a plain model folder: an HF
-// folder (float32, the base's tokenizer files and config ids) for an HF base, else an xgrad one.
-void save_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf) {
+// folder (float32, the base's tokenizer files and config ids) for an HF base, a GGUF file (F32,
+// the base's tokenizer metadata) for a GGUF base, else an xgrad folder.
+void save_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf) {
   ft::merge(model);
   nn::DecoderLM plain(model.config());
   TensorMap state;
   for (const auto& [name, t] : model.state_dict())
     if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
   plain.load_state_dict(state, true);
-  if (hf) {
+  if (gguf) {
+    ft::save_gguf_model(plain, base, dir + ".gguf");
+  } else if (hf) {
     nn::SaveHFOptions options;
     options.source = base;
     nn::save_hf(plain, dir, options);
@@ -231,13 +236,13 @@ int main(int argc, char** argv) {
         const ft::Metrics last = loop.run();
         if (!main_rank) return 0;
         ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
-        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf);
+        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf, base.gguf);
         json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
                         {"adapted_modules", adapted}};
         for (const auto& [k, v] : last) summary["final_" + k] = v;
         write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
         std::printf("%s: wrote %s/{adapter_model.safetensors,adapter_config.json}%s\n", kProg, o.out_dir.c_str(),
-                    f.merge ? " and merged/" : "");
+                    f.merge ? (base.gguf ? " and merged.gguf" : " and merged/") : "");
         return 0;
       });
 }
