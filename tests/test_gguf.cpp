@@ -139,5 +139,35 @@ TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
   EXPECT_FALSE(fs::exists(dir / "q.gguf"));
 }
 
+// Every prefix of a valid file, and the file with each byte of its header set to 0xff, is read or
+// refused with an xg::Error (never a crash or another exception): a fixed sweep of what
+// fuzz/fuzz_gguf.cpp explores at random, run by every test build (and under the sanitizers).
+TEST(Gguf, CutOrCorruptedFilesAreReadOrRefusedCleanly) {
+  const fs::path dir = test::fresh_test_dir();
+  const std::string bytes = test::slurp(std::string(XGRAD_SOURCE_DIR) + "/fuzz/corpus/gguf/llama_f32");
+  ASSERT_GT(bytes.size(), 1000u);
+  const std::string p = (dir / "x.gguf").string();
+  int refused = 0, read = 0;
+  const auto attempt = [&](const std::string& b) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
+    try {
+      GgufReader r(p);
+      for (const GgufTensorInfo& t : r.tensors()) r.read(t.name);
+      ++read;
+    } catch (const Error&) {
+      ++refused;
+    }
+  };
+  for (std::size_t n = 0; n < bytes.size(); n += 7) attempt(bytes.substr(0, n));
+  const std::size_t header = std::min<std::size_t>(bytes.size(), 1400);  // the seed's metadata and tensor table
+  for (std::size_t i = 0; i < header; ++i) {
+    std::string b = bytes;
+    b[i] = static_cast<char>(0xff);
+    attempt(b);
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(read, 0);
+}
+
 }  // namespace
 }  // namespace xg
