@@ -27,9 +27,9 @@ inline std::filesystem::path gguf_fixture(const std::string& name) {
   return std::filesystem::path(XGRAD_FIXTURE_DIR) / "gguf" / name;
 }
 
-// The HF folders gen_gguf.sh exports: "llama3" (tests/fixtures/hf/llama3 with the byte256
-// tokenizer) and "qwen3" (hf/qwen3_vocab with the real Qwen3 tokenizer); "trained" is the
-// committed xgrad folder itself.
+// The HF folders gen_gguf.sh exports: "llama3" and "qwen2" (tests/fixtures/hf/<name> with the
+// byte256 tokenizer) and "qwen3" (hf/qwen3_vocab with the real Qwen3 tokenizer); "trained" is
+// the committed xgrad folder itself.
 inline std::filesystem::path gguf_source_folder(const std::string& name, const std::filesystem::path& scratch) {
   namespace fs = std::filesystem;
   const fs::path fx = XGRAD_FIXTURE_DIR;
@@ -37,8 +37,8 @@ inline std::filesystem::path gguf_source_folder(const std::string& name, const s
   const fs::path out = scratch / name;
   fs::create_directories(out);
   const auto copy = [&](const fs::path& from) { fs::copy_file(from, out / from.filename(), fs::copy_options::overwrite_existing); };
-  if (name == "llama3") {
-    for (const auto& e : fs::directory_iterator(fx / "hf" / "llama3"))
+  if (name == "llama3" || name == "qwen2") {
+    for (const auto& e : fs::directory_iterator(fx / "hf" / name))
       if (e.path().filename() != "special_tokens_map.json") copy(e.path());
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) copy(fx / "gguf" / "byte256" / f);
   } else {

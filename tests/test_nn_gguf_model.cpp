@@ -30,7 +30,7 @@ void expect_logprobs(nn::DecoderLM& model, const nlohmann::json& c, double tol) 
 TEST(NnGgufModel, ExportsAreTheFilesLlamaCppEvaluatedAndMatchItsLogprobs) {
   const fs::path dir = test::fresh_test_dir();
   const std::string text = test::gguf_expected().at("text");
-  for (const char* name : {"trained", "llama3", "qwen3"}) {
+  for (const char* name : {"trained", "llama3", "qwen2", "qwen3"}) {
     SCOPED_TRACE(name);
     const nlohmann::json& c = test::gguf_case(name);
     const fs::path folder = test::gguf_source_folder(name, dir);
@@ -97,6 +97,36 @@ TEST(NnGgufModel, FilesLlamaCppWroteReadBackToItsLogprobs) {
       worst = std::max(worst, std::fabs(a.data<float>()[blk * kQ8Block + j] - b.data<float>()[blk * kQ8Block + j]));
     }
     ASSERT_LE(worst, amax / 254 + amax / 2048 + 1e-7f) << "block " << blk;
+  }
+}
+
+// xgrad's F16 and Q8_0 exports: llama.cpp read the same files, and xgrad reading them back
+// gives llama.cpp's log-probs to the precision llama.cpp computes them in (it rounds the
+// activations to F16 / 8 bits before those products).
+TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
+  const fs::path dir = test::fresh_test_dir();
+  finetune::BaseModel src = finetune::load_base(test::gguf_fixture("trained").string(), "test");
+  for (const auto& [name, type, tol] : {std::tuple<const char*, GgmlType, double>{"trained_f16", GgmlType::F16, 2e-3},
+                                        {"trained_q8_0", GgmlType::Q8_0, 0.05}}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json& c = test::gguf_case(name);
+    nn::GgufExportOptions o;
+    o.name = "trained";
+    o.dtype = type;
+    const fs::path gguf = dir / (std::string(name) + ".gguf");
+    finetune::save_gguf_model(*src.model, test::gguf_fixture("trained").string(), gguf.string(), o);
+    EXPECT_EQ(test::gguf_fnv1a64(gguf), c.at("model_fnv1a64").get<std::string>()) << "not the file llama.cpp evaluated";
+    finetune::BaseModel back = finetune::load_base(gguf.string(), "test");
+    expect_logprobs(*back.model, c, tol);
+  }
+  // xgrad's Q8_0 blocks are ggml's: every tensor of llama.cpp's own Q8_0 rewrite has the type and
+  // the values of xgrad's.
+  GgufReader mine((dir / "trained_q8_0.gguf").string()), theirs(test::gguf_fixture("trained_llamacpp_q8_0.gguf").string());
+  ASSERT_EQ(mine.tensors().size(), theirs.tensors().size());
+  for (const GgufTensorInfo& t : theirs.tensors()) {
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(mine.tensor(t.name).type, t.type);
+    EXPECT_TRUE(test::tensors_close(mine.read(t.name), theirs.read(t.name), 0, 0));
   }
 }
 
