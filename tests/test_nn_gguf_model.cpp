@@ -181,6 +181,31 @@ TEST(NnGgufModel, ModelsLlamaCppCannotRunAreRefusedByName) {
   save_gguf(path, {{"general.architecture", GgufValue::string("phi3")}}, {});
   GgufReader f(path);
   EXPECT_XG_ERROR(nn::load_gguf_model(f), "general.architecture 'phi3' is not supported");
+  // The llama.cpp-written model with a tensor left out, or one too many.
+  GgufReader good(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
+  std::vector<GgufTensorData> tensors;
+  for (const GgufTensorInfo& t : good.tensors()) tensors.push_back({t.name, good.read(t.name), GgmlType::F32});
+  const auto rewrite = [&](const std::vector<GgufTensorData>& ts) {
+    const std::string p = (dir / "edited.gguf").string();
+    save_gguf(p, good.metadata(), ts);
+    return p;
+  };
+  std::vector<GgufTensorData> fewer;
+  for (const GgufTensorData& t : tensors)
+    if (t.name != "blk.1.ffn_up.weight") fewer.push_back(t);
+  GgufReader missing(rewrite(fewer));
+  EXPECT_XG_ERROR(nn::load_gguf_model(missing), "edited.gguf: tensor 'blk.1.ffn_up.weight' is missing (llama with this metadata)");
+  std::vector<GgufTensorData> more = tensors;
+  more.push_back({"blk.0.ffn_gate_exps.weight", tensors[0].data, GgmlType::F32});
+  GgufReader extra(rewrite(more));
+  EXPECT_XG_ERROR(nn::load_gguf_model(extra), "tensor 'blk.0.ffn_gate_exps.weight' is not part of a llama model with this metadata");
+  GgufMetadata meta = good.metadata();
+  for (auto& [k, v] : meta)
+    if (k == "llama.feed_forward_length") v = GgufValue::u32(1 << 30);
+  const std::string wide = (dir / "wide.gguf").string();
+  save_gguf(wide, meta, tensors);
+  GgufReader w(wide);
+  EXPECT_XG_ERROR(nn::load_gguf_model(w), "tensor 'blk.0.ffn_gate.weight' has shape [64,32], the metadata gives [1073741824,32]");
 }
 
 }  // namespace
