@@ -46,13 +46,38 @@ TEST(TextGgufVocab, PreTokenizerFollowsTheSplitRegex) {
     if (k == "tokenizer.ggml.pre") v = GgufValue::string("deepseek-llm");
   GgufReader f(gguf_vocab_file(dir, meta));
   EXPECT_XG_ERROR(text::load_gguf_tokenizer(f), "tokenizer.ggml.pre 'deepseek-llm' is not supported");
-  GgufReader g(gguf_vocab_file(dir, {{"tokenizer.ggml.model", GgufValue::string("llama")}}));
-  EXPECT_XG_ERROR(text::load_gguf_tokenizer(g), "tokenizer.ggml.model 'llama' is not supported");
-  // A SentencePiece-style tokenizer.json is refused on export, naming the file.
-  const fs::path spm = dir / "spm";
-  fs::create_directories(spm);
-  fs::copy_file(fs::path(XGRAD_FIXTURE_DIR) / "tokenizers" / "llama2" / "tokenizer.json", spm / "tokenizer.json");
-  EXPECT_XG_ERROR(text::gguf_tokenizer_metadata(spm.string(), 32000), "pre_tokenizer null (SentencePiece-style tokenizers are not exported)");
+  GgufReader g(gguf_vocab_file(dir, {{"tokenizer.ggml.model", GgufValue::string("bert")}}));
+  EXPECT_XG_ERROR(text::load_gguf_tokenizer(g), "tokenizer.ggml.model 'bert' is not supported");
+}
+
+// Llama 2's SentencePiece vocabulary as tokenizer.ggml.model "llama" (scores from the merge
+// ranks): the ids of the source tokenizer.json, of the tokenizer read back from the GGUF
+// metadata, and of llama.cpp on that metadata (gen_gguf.sh's llama2 case) are the same.
+TEST(TextGgufVocab, SentencePieceIdsAreLlamaCpps) {
+  const fs::path dir = test::fresh_test_dir();
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(fs::path(XGRAD_FIXTURE_DIR) / "tokenizers" / "llama2" / f, dir / f);
+  const GgufMetadata meta = text::gguf_tokenizer_metadata(dir.string(), 32000);
+  GgufReader f(gguf_vocab_file(dir, meta));
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_space_prefix"));
+  EXPECT_EQ(f.at("tokenizer.ggml.token_type").ints[0], 2);    // <unk>
+  EXPECT_EQ(f.at("tokenizer.ggml.token_type").ints[1], 3);    // <s>
+  EXPECT_EQ(f.at("tokenizer.ggml.token_type").ints[3], 6);    // <0x00>
+  const nlohmann::json& c = test::gguf_case("llama2");
+  const std::vector<int64_t> want = c.at("ids").get<std::vector<int64_t>>();
+  const std::string text = test::gguf_expected().at("text");
+  auto source = text::load_tokenizer(dir.string());
+  auto back = text::load_gguf_tokenizer(f);
+  for (const text::Tokenizer* t : {source.get(), back.get()}) {
+    std::vector<int64_t> ids = t->encode(text, false);
+    ASSERT_GE(ids.size(), want.size());
+    ids.resize(want.size());
+    EXPECT_EQ(ids, want);
+  }
+  EXPECT_EQ(back->encode(text, false), source->encode(text, false));
+  EXPECT_EQ(back->encode("Hi", true), source->encode("Hi", true));  // BOS added alike
+  EXPECT_EQ(back->decode(back->encode(text, false), false), text);
 }
 
 }  // namespace
