@@ -211,24 +211,26 @@ GgufValue GgufValue::string(std::string v) {
   g.strings = {std::move(v)};
   return g;
 }
-GgufValue GgufValue::strings_array(std::vector<std::string> v) {
+namespace {
+GgufValue array_of(GgufType element) {
   GgufValue g;
   g.type = GgufType::Array;
-  g.element = GgufType::String;
+  g.element = element;
+  return g;
+}
+}  // namespace
+GgufValue GgufValue::strings_array(std::vector<std::string> v) {
+  GgufValue g = array_of(GgufType::String);
   g.strings = std::move(v);
   return g;
 }
 GgufValue GgufValue::i32_array(std::vector<int32_t> v) {
-  GgufValue g;
-  g.type = GgufType::Array;
-  g.element = GgufType::Int32;
+  GgufValue g = array_of(GgufType::Int32);
   g.ints.assign(v.begin(), v.end());
   return g;
 }
 GgufValue GgufValue::f32_array(std::vector<float> v) {
-  GgufValue g;
-  g.type = GgufType::Array;
-  g.element = GgufType::Float32;
+  GgufValue g = array_of(GgufType::Float32);
   g.floats.assign(v.begin(), v.end());
   return g;
 }

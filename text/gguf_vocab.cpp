@@ -258,6 +258,41 @@ GgufMetadata spm_tokenizer_metadata(const Tokenizer& tok, const json& doc, const
   return m;
 }
 
+// A vocabulary's tokens split the way tokenizer.json holds them: control and user-defined tokens
+// as added tokens (special: control), the others in model.vocab; types checked per token.
+struct VocabParts {
+  json vocab = json::object(), added = json::array();
+  std::vector<int64_t> types;
+};
+VocabParts split_vocab(const GgufReader& f, const GgufValue& tokens, bool byte_tokens) {
+  const std::string& path = f.path();
+  const std::size_t n = tokens.size();
+  VocabParts v;
+  v.types.assign(n, static_cast<int64_t>(GgufTokenType::Normal));
+  if (f.has("tokenizer.ggml.token_type")) {
+    const GgufValue& t = f.at("tokenizer.ggml.token_type");
+    check(t.is_array() && t.ints.size() == n, path,
+          ": tokenizer.ggml.token_type must be an integer array of one type per token (", n, ")");
+    v.types = t.ints;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& s = tokens.strings[i];
+    check(!s.empty(), path, ": tokenizer.ggml.tokens[", i, "] is empty");
+    const int64_t type = v.types[i];
+    if (type == static_cast<int64_t>(GgufTokenType::Control) || type == static_cast<int64_t>(GgufTokenType::UserDefined)) {
+      v.added.push_back({{"id", i}, {"content", s}, {"special", type == static_cast<int64_t>(GgufTokenType::Control)},
+                         {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"single_word", false}});
+      continue;
+    }
+    check(type >= 1 && type <= 6 && (byte_tokens || type != static_cast<int64_t>(GgufTokenType::Byte)), path,
+          ": tokenizer.ggml.token_type[", i, "] is ", type, ", not a type a ", byte_tokens ? "SentencePiece" : "byte-level",
+          " vocabulary has");
+    check(!v.vocab.contains(s), path, ": token '", s, "' appears twice in tokenizer.ggml.tokens");
+    v.vocab[s] = i;
+  }
+  return v;
+}
+
 // tokenizer_config.json's keys from the special ids and add_bos/add_eos; without
 // add_bos_token, llama.cpp's default for the vocabulary type (`bos_by_default`).
 json special_config(const GgufReader& f, const GgufValue& tokens, bool bos_by_default) {
@@ -292,28 +327,10 @@ std::unique_ptr<Tokenizer> load_spm_tokenizer(const GgufReader& f) {
   const std::size_t n = tokens.size();
   const GgufValue& scores = f.at("tokenizer.ggml.scores");
   check(scores.is_array() && scores.floats.size() == n, path, ": tokenizer.ggml.scores must be a float array of one score per token (", n, ")");
-  std::vector<int64_t> types(n, static_cast<int64_t>(GgufTokenType::Normal));
-  if (f.has("tokenizer.ggml.token_type")) {
-    const GgufValue& t = f.at("tokenizer.ggml.token_type");
-    check(t.is_array() && t.ints.size() == n, path, ": tokenizer.ggml.token_type must be an integer array of one type per token (", n, ")");
-    types = t.ints;
-  }
-  json vocab = json::object(), added = json::array();
+  VocabParts parts = split_vocab(f, tokens, true);
   std::unordered_map<std::string, int64_t> normal;  // pieces merges may make
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string& s = tokens.strings[i];
-    check(!s.empty(), path, ": tokenizer.ggml.tokens[", i, "] is empty");
-    const int64_t type = types[i];
-    if (type == static_cast<int64_t>(GgufTokenType::Control) || type == static_cast<int64_t>(GgufTokenType::UserDefined)) {
-      added.push_back({{"id", i}, {"content", s}, {"special", type == static_cast<int64_t>(GgufTokenType::Control)},
-                       {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"single_word", false}});
-      continue;
-    }
-    check(type >= 1 && type <= 6, path, ": tokenizer.ggml.token_type[", i, "] is ", type, ", not a llama.cpp token type");
-    check(!vocab.contains(s), path, ": token '", s, "' appears twice in tokenizer.ggml.tokens");
-    vocab[s] = i;
-    if (type == static_cast<int64_t>(GgufTokenType::Normal)) normal[s] = static_cast<int64_t>(i);
-  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (parts.types[i] == static_cast<int64_t>(GgufTokenType::Normal)) normal[tokens.strings[i]] = static_cast<int64_t>(i);
   std::vector<std::tuple<double, int64_t, int64_t, int64_t>> ranked;  // (-score, merged id, left id, right id)
   for (const auto& [piece, id] : normal) {
     for (std::size_t cut = utf8_sequence_length(piece, 0); cut < piece.size(); cut += utf8_sequence_length(piece, cut)) {
@@ -334,13 +351,13 @@ std::unique_ptr<Tokenizer> load_spm_tokenizer(const GgufReader& f) {
   json decoders = json::array({json{{"type", "Replace"}, {"pattern", {{"String", meta}}}, {"content", " "}},
                                json{{"type", "ByteFallback"}}, json{{"type", "Fuse"}}});
   if (space_prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
-  json model = {{"type", "BPE"}, {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab}, {"merges", merges}};
+  json model = {{"type", "BPE"}, {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", parts.vocab}, {"merges", merges}};
   if (f.has("tokenizer.ggml.unknown_token_id")) {
     const int64_t unk = f.get_int("tokenizer.ggml.unknown_token_id");
     check(unk >= 0 && static_cast<std::size_t>(unk) < n, path, ": tokenizer.ggml.unknown_token_id ", unk, " is no token");
     model["unk_token"] = tokens.strings[static_cast<std::size_t>(unk)];
   }
-  json doc = {{"added_tokens", added},
+  json doc = {{"added_tokens", parts.added},
               {"normalizer", {{"type", "Sequence"}, {"normalizers", normalizers}}},
               {"pre_tokenizer", nullptr},
               {"post_processor", nullptr},
@@ -423,29 +440,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufReader& f) {
         "' is not supported (xgrad splits text as llama.cpp's llama-bpe, qwen2 and gpt-2 pre-tokenizers do)");
   const GgufValue& tokens = f.at("tokenizer.ggml.tokens");
   check(tokens.is_array() && tokens.element == GgufType::String, path, ": tokenizer.ggml.tokens must be an array of strings");
-  const std::size_t n = tokens.size();
-  std::vector<int64_t> types(n, static_cast<int64_t>(GgufTokenType::Normal));
-  if (f.has("tokenizer.ggml.token_type")) {
-    const GgufValue& t = f.at("tokenizer.ggml.token_type");
-    check(t.is_array() && t.ints.size() == n, path,
-          ": tokenizer.ggml.token_type must be an integer array of one type per token (", n, ")");
-    types = t.ints;
-  }
-  json vocab = json::object(), added = json::array();
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string& s = tokens.strings[i];
-    check(!s.empty(), path, ": tokenizer.ggml.tokens[", i, "] is empty");
-    const int64_t type = types[i];
-    if (type == static_cast<int64_t>(GgufTokenType::Control) || type == static_cast<int64_t>(GgufTokenType::UserDefined)) {
-      added.push_back({{"id", i}, {"content", s}, {"special", type == static_cast<int64_t>(GgufTokenType::Control)},
-                       {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"single_word", false}});
-    } else {
-      check(type >= 1 && type <= 6 && type != static_cast<int64_t>(GgufTokenType::Byte), path, ": tokenizer.ggml.token_type[", i,
-            "] is ", type, ", not a type a byte-level vocabulary has");
-      check(!vocab.contains(s), path, ": token '", s, "' appears twice in tokenizer.ggml.tokens");
-      vocab[s] = i;
-    }
-  }
+  const VocabParts parts = split_vocab(f, tokens, false);
   json merges = json::array();
   if (f.has("tokenizer.ggml.merges")) {
     const GgufValue& m = f.at("tokenizer.ggml.merges");
@@ -455,14 +450,14 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufReader& f) {
   json split = pre->pattern[0] ? json{{"type", "Split"}, {"pattern", {{"Regex", pre->pattern}}}, {"behavior", "Isolated"}, {"invert", false}}
                                : json();
   json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", split.is_null()}};
-  json doc = {{"added_tokens", added},
+  json doc = {{"added_tokens", parts.added},
               {"normalizer", nullptr},
               {"pre_tokenizer", split.is_null() ? byte_level : json{{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}},
               {"post_processor", nullptr},
               {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
               {"model",
                {{"type", "BPE"}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", pre->ignore_merges},
-                {"vocab", vocab}, {"merges", merges}}}};
+                {"vocab", parts.vocab}, {"merges", merges}}}};
   return std::make_unique<HfTokenizer>(doc, special_config(f, tokens, pre->ignore_merges), path);
 }
 
