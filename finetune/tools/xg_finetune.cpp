@@ -1,6 +1,6 @@
-// xg-finetune: LoRA-finetunes a base model (a Hugging Face folder, or an xg-train output folder)
-// with SFT, DPO or GRPO, tokenizing with the folder's tokenizer and formatting rows with its chat
-// template. Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's
+// xg-finetune: LoRA-finetunes a base model (a Hugging Face folder, an xg-train output folder or
+// a GGUF file) with SFT, DPO or GRPO, tokenizing with the base's tokenizer and formatting rows
+// with its chat template. Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's
 // format, under the base's module names), checkpoint.safetensors (--resume), log.jsonl,
 // args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
 // in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder) or,
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   opts.add_options()
     ("help", "show this help")
     ("base", po::value(&f.base)->required(),
-     "base model folder: a Hugging Face one (config.json, safetensors, tokenizer.json) or xg-train's")
+     "base model: a Hugging Face folder (config.json, safetensors, tokenizer.json), xg-train's folder, or a .gguf file")
     ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
     ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
     ("objective", po::value(&f.objective)->default_value(f.objective), "sft | dpo | grpo")

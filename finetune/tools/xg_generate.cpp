@@ -1,5 +1,5 @@
 // xg-generate: samples from a base model (a Hugging Face folder, an xg-train or an xg-finetune
-// --merge folder), optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of
+// --merge folder, or a GGUF file), optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of
 // matching shapes), tokenizing with the folder's tokenizer; prints text, or token ids (--ids).
 #include <iostream>
 
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   opts.add_options()
     ("help", "show this help")
     ("base", po::value(&base)->required(),
-     "model folder: a Hugging Face one (config.json, safetensors, tokenizer.json) or an xgrad one")
+     "model: a Hugging Face folder (config.json, safetensors, tokenizer.json), an xgrad one, or a .gguf file")
     ("prompt", po::value(&prompt)->default_value(""), "text to continue (raw) or instruction (instruct)")
     ("format", po::value(&format)->default_value(format),
      "raw: the tokenizer's BOS + prompt, continued; instruct: the format xg-finetune trains on, the chat "
