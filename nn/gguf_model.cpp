@@ -4,6 +4,7 @@
 // (convert_hf_to_gguf.py: LlamaModel permutes q/k, Qwen2Model and Qwen3Model do not).
 #include "nn/gguf_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -27,7 +28,7 @@ uint32_t file_type(GgmlType t) {
 
 // Llama 3.1's RoPE scaling has no keys in llama.cpp: the converter writes the per-frequency
 // divisors as the tensor rope_freqs.weight (LlamaModel.generate_extra_tensors). xgrad also
-// writes the four parameters under these keys so that it can read the scaling back.
+// writes the four parameters under these keys so that it reads the scaling back exactly.
 constexpr const char* kRopeFreqs = "rope_freqs.weight";
 constexpr const char* kScalingKeys[] = {"xgrad.rope_scaling.factor", "xgrad.rope_scaling.low_freq_factor",
                                         "xgrad.rope_scaling.high_freq_factor",
@@ -225,23 +226,36 @@ std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& f) {
   ffn.d_ff = positive(a + "feed_forward_length");
   b.ffn = ffn;
   if (f.has_tensor(kRopeFreqs)) {
-    for (const char* key : kScalingKeys)
-      check(f.has(key), path, ": tensor ", kRopeFreqs, " (a RoPE scaling) comes without ", key,
-            "; xgrad reads the Llama 3.1 scaling it writes itself only");
-    b.rope_scaling.kind = RopeScalingKind::Llama3;
-    b.rope_scaling.factor = f.get_float(kScalingKeys[0]);
-    b.rope_scaling.low_freq_factor = f.get_float(kScalingKeys[1]);
-    b.rope_scaling.high_freq_factor = f.get_float(kScalingKeys[2]);
-    b.rope_scaling.original_max_seq_len = f.get_int(kScalingKeys[3]);
-    b.rope_scaling.validate(path);
-    // The divisors llama.cpp will use must be the ones these parameters give.
+    // Llama 3.1's scaling: the xgrad.rope_scaling keys when xgrad wrote the file; else (files
+    // from convert_hf_to_gguf.py carry no keys) Meta's parameters of Llama 3.1 and 3.2 (low 1,
+    // high 4, original context 8192) with the largest divisor as the factor. Either way the
+    // divisors llama.cpp will use must be the ones the parameters give.
     const Tensor div = f.read(kRopeFreqs);
-    const std::vector<float> want = rope_divisors(head_dim, b.rope_base, b.rope_scaling);
-    check(div.numel() == static_cast<int64_t>(want.size()), path, ": ", kRopeFreqs, " has ", div.numel(),
-          " values, the head width gives ", want.size());
+    check(div.numel() == head_dim / 2, path, ": ", kRopeFreqs, " has ", div.numel(), " values, the head width gives ",
+          head_dim / 2);
+    const bool keys = f.has(kScalingKeys[0]);
+    RopeScaling& r = b.rope_scaling;
+    r.kind = RopeScalingKind::Llama3;
+    if (keys) {
+      for (const char* key : kScalingKeys) check(f.has(key), path, ": ", kScalingKeys[0], " is given without ", key);
+      r.factor = f.get_float(kScalingKeys[0]);
+      r.low_freq_factor = f.get_float(kScalingKeys[1]);
+      r.high_freq_factor = f.get_float(kScalingKeys[2]);
+      r.original_max_seq_len = f.get_int(kScalingKeys[3]);
+    } else {
+      r.factor = *std::max_element(div.data<float>(), div.data<float>() + div.numel());
+      r.low_freq_factor = 1;
+      r.high_freq_factor = 4;
+      r.original_max_seq_len = 8192;
+    }
+    r.validate(path);
+    const std::vector<float> want = rope_divisors(head_dim, b.rope_base, r);
     for (std::size_t i = 0; i < want.size(); ++i)
       check(std::fabs(div.data<float>()[i] - want[i]) <= 1e-5f * std::fabs(want[i]), path, ": ", kRopeFreqs, "[", i,
-            "] = ", div.data<float>()[i], " differs from ", want[i], " given by the xgrad.rope_scaling keys");
+            "] = ", div.data<float>()[i], " differs from ", want[i], " of ",
+            keys ? std::string("the xgrad.rope_scaling keys")
+                 : str_cat("Llama 3.1's scaling (factor ", r.factor, ", low_freq_factor 1, high_freq_factor 4, original "
+                           "context 8192); xgrad reads no other RoPE scaling"));
   }
   lm.block = b;
   lm.validate(path);

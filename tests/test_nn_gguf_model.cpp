@@ -130,6 +130,40 @@ TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
   }
 }
 
+// Llama 3.1's RoPE scaling from a file llama.cpp's converter wrote (rope_freqs.weight, no keys):
+// Meta's parameters are recognised from the divisors; other divisors are refused by name.
+TEST(NnGgufModel, Llama31RopeFreqsWithoutXgradKeys) {
+  const fs::path dir = test::fresh_test_dir();
+  nn::LMConfig c;
+  c.vocab_size = 64;
+  c.n_layers = 1;
+  c.block = nn::BlockConfig::llama(64, 2, 1);  // head_dim 32: wavelengths on both sides of 8192 / 4 and 8192
+  c.block.rope_base = 500000;
+  c.block.max_seq_len = 256;
+  c.block.rope_scaling.kind = RopeScalingKind::Llama3;
+  c.block.rope_scaling.factor = 8;  // Llama 3.1's: low 1, high 4, original 8192
+  manual_seed(3);
+  nn::DecoderLM model(c);
+  const auto without_keys = [&](const nn::DecoderLM& m, const std::string& name) {
+    GgufMetadata meta;
+    for (auto& kv : nn::gguf_model_metadata(m))
+      if (kv.first.rfind("xgrad.", 0) != 0) meta.push_back(kv);
+    const std::string p = (dir / name).string();
+    save_gguf(p, meta, nn::gguf_model_tensors(m));
+    return p;
+  };
+  GgufReader f(without_keys(model, "meta.gguf"));
+  auto back = nn::load_gguf_model(f);
+  EXPECT_EQ(back->config().block.rope_scaling.original_max_seq_len, 8192);
+  const Tensor tokens = from_vector(std::vector<int64_t>{1, 5, 9, 2, 60, 33}, {1, 6});
+  NoGradGuard no_grad;
+  EXPECT_TRUE(test::tensors_close((*back)(tokens), model(tokens), 1e-6, 1e-6));
+  c.block.rope_scaling.original_max_seq_len = 64;  // not Meta's
+  nn::DecoderLM other(c);
+  GgufReader g(without_keys(other, "other.gguf"));
+  EXPECT_XG_ERROR(nn::load_gguf_model(g), "of Llama 3.1's scaling (factor 8, low_freq_factor 1, high_freq_factor 4, original context 8192)");
+}
+
 // convert_hf_to_gguf.py's LlamaModel.permute, restated: w.reshape(n_head, 2, hs / 2, in)
 // .swapaxes(1, 2).reshape(w.shape), i.e. GGUF row h*hs + 2i + j is HF row h*hs + j*hs/2 + i.
 Tensor gguf_converter_permute(const Tensor& w, int64_t heads) {
