@@ -441,7 +441,11 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
   put<uint64_t>(header, metadata.size());
   for (const auto& [key, v] : metadata) {
     check(keys.insert(key).second, who, ": metadata key '", key, "' given twice");
-    if (key == "general.alignment") alignment = static_cast<uint64_t>(v.ints.at(0));
+    if (key == "general.alignment") {
+      check(v.type == GgufType::UInt32 && v.ints.at(0) > 0 && (v.ints[0] & (v.ints[0] - 1)) == 0, who,
+            ": general.alignment must be a uint32 power of two");
+      alignment = static_cast<uint64_t>(v.ints[0]);
+    }
     put_string(header, key);
     put<uint32_t>(header, static_cast<uint32_t>(v.type));
     if (v.is_array()) {
