@@ -5,8 +5,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "autograd/tensor.hpp"
@@ -72,6 +74,26 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who) {
   write_file_atomic(path, [&](std::ostream& f) { f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); },
                     who);
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const auto at = name.rfind(".tmp.");
+    if (at == std::string::npos || at + 5 == name.size()) continue;
+    const std::string digits = name.substr(at + 5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    // kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it exists).
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    fs::remove_all(e.path(), ec);
+    if (ec) throw Error(str_cat("remove_stale_temporaries: cannot remove ", e.path().string(), " (", ec.message(), ")"));
+    removed.push_back(e.path().string());
+  }
+  return removed;
 }
 
 }  // namespace xg

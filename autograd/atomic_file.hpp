@@ -5,6 +5,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace xg {
 
@@ -16,5 +17,9 @@ void write_file_atomic(const std::string& path, const std::function<void(std::os
 
 // The same for a string of bytes.
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& who);
+
+// Removes what writers killed mid-write left in `dir`: each `<name>.tmp.<pid>` file or folder whose
+// process <pid> is gone (a live one is still writing and keeps its file). Returns the paths removed.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 }  // namespace xg

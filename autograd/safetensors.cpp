@@ -12,12 +12,30 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 namespace xg {
 
 namespace {
 
 constexpr uint64_t kMaxHeader = 100ull * 1000 * 1000;  // as the reference implementation
+
+// The __metadata__ key of xgrad's per-tensor checksums: {"name": "<CRC32 of its data, 8 hex>"}
+// as one JSON string (metadata values must be strings), so any safetensors reader still loads
+// the file. NOTE: CRC32 (zlib's, a dependency already) rather than a faster hash: it detects
+// every error of up to 32 adjacent bits, so every single-bit flip, which is the damage a disk
+// or a copy does; at GB/s it costs less than reading the file.
+constexpr const char* kChecksumKey = "xgrad_crc32";
+
+uint32_t crc32_of(uint32_t crc, const void* p, uint64_t n) {
+  return static_cast<uint32_t>(::crc32_z(crc, static_cast<const Bytef*>(p), static_cast<z_size_t>(n)));
+}
+
+std::string hex32(uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error(str_cat("safetensors: ", path, ": ", what));
@@ -176,6 +194,17 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path), f_(
         if (!m.value().is_string()) fail(path, str_cat("__metadata__ value of '", m.key(), "' is not a string"));
         metadata_[m.key()] = m.value().get<std::string>();
       }
+      auto sums = metadata_.find(kChecksumKey);
+      if (sums != metadata_.end()) {
+        const auto parsed = nlohmann::json::parse(sums->second, nullptr, false);
+        if (!parsed.is_object()) fail(path, str_cat("__metadata__ '", kChecksumKey, "' is not a JSON object"));
+        for (const auto& [k, v] : parsed.items()) {
+          if (!v.is_string() || v.get<std::string>().size() != 8)
+            fail(path, str_cat("__metadata__ '", kChecksumKey, "': the checksum of '", k, "' is not 8 hex digits"));
+          checksums_[k] = static_cast<uint32_t>(std::stoul(v.get<std::string>(), nullptr, 16));
+        }
+        metadata_.erase(sums);
+      }
       continue;
     }
     const auto& v = it.value();
@@ -245,6 +274,7 @@ Tensor SafetensorsReader::read(const std::string& name) {
   auto read_bytes = [&](void* dst, uint64_t nbytes) {
     f_.read(static_cast<char*>(dst), static_cast<std::streamsize>(nbytes));
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
+    verify(name, crc32_of(0, dst, nbytes));
   };
   if (e.dtype == "F32" || e.dtype == "F64" || e.dtype == "I64" || e.dtype == "BOOL") {
     const Dtype dt = e.dtype == "F32" ? kFloat32 : e.dtype == "F64" ? kFloat64 : e.dtype == "I64" ? kInt64 : kBool;
@@ -289,19 +319,30 @@ void SafetensorsReader::read_into(const std::string& name, const Tensor& dst) {
   if ((e.dtype == "F32" && dst.dtype() == kFloat32) || (e.dtype == "F64" && dst.dtype() == kFloat64)) {
     f_.read(static_cast<char*>(dst.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
+    verify(name, crc32_of(0, dst.raw_data(), e.end - e.begin));
     return;
   }
+  uint32_t crc = 0;
   constexpr int64_t kBlock = 1 << 16;  // elements converted per read
   std::vector<unsigned char> buf(static_cast<std::size_t>(std::min<int64_t>(n, kBlock)) * isz);
   for (int64_t at = 0; at < n; at += kBlock) {
     const int64_t len = std::min(kBlock, n - at);
     f_.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(static_cast<uint64_t>(len) * isz));
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
+    crc = crc32_of(crc, buf.data(), static_cast<uint64_t>(len) * isz);
     if (dst.dtype() == kFloat32)
       widen(e.dtype, buf.data(), len, static_cast<float*>(dst.raw_data()) + at);
     else
       widen(e.dtype, buf.data(), len, static_cast<double*>(dst.raw_data()) + at);
   }
+  verify(name, crc);
+}
+
+void SafetensorsReader::verify(const std::string& name, uint32_t crc) const {
+  auto it = checksums_.find(name);
+  if (it != checksums_.end() && it->second != crc)
+    fail(path_, str_cat("tensor '", name, "' is damaged: the CRC32 of its data is ", hex32(crc), ", the header says ",
+                        hex32(it->second)));
 }
 
 TensorMap load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
@@ -326,14 +367,52 @@ uint64_t safetensors_data_bytes(const TensorMap& tensors, StoredFloat stored) {
   return total;
 }
 
+namespace {
+
+// Calls emit(bytes, n) on the bytes save_safetensors stores for `t`, in order.
+template <class Emit>
+void stored_chunks(const Tensor& t, StoredFloat stored, Emit emit) {
+  if (t.dtype() == kBool) {
+    std::vector<unsigned char> b(static_cast<std::size_t>(t.numel()));
+    const bool* p = t.data<bool>();
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = p[i] ? 1 : 0;
+    emit(b.data(), b.size());
+  } else if (std::string(stored_dtype(t, stored)) == "BF16") {
+    // Rounded a block at a time: no bfloat16 copy of the whole tensor.
+    constexpr int64_t kBlock = 1 << 16;
+    const int64_t n = t.numel();
+    std::vector<uint16_t> b(static_cast<std::size_t>(std::min<int64_t>(n, kBlock)));
+    for (int64_t at = 0; at < n; at += kBlock) {
+      const int64_t len = std::min(kBlock, n - at);
+      for (int64_t i = 0; i < len; ++i)
+        b[static_cast<std::size_t>(i)] = float_to_bfloat16(
+            t.dtype() == kFloat32 ? t.data<float>()[at + i] : static_cast<float>(t.data<double>()[at + i]));
+      emit(b.data(), static_cast<std::size_t>(2 * len));
+    }
+  } else {
+    emit(t.raw_data(), static_cast<std::size_t>(stored_bytes(t, stored)));
+  }
+}
+
+}  // namespace
+
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const std::map<std::string, std::string>& metadata, StoredFloat stored) {
+  check(!metadata.count(kChecksumKey), "save_safetensors: metadata key '", kChecksumKey, "' is reserved for xgrad's checksums");
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  uint64_t offset = 0;
+  nlohmann::ordered_json sums = nlohmann::ordered_json::object();
   for (const auto& [name, t] : tensors) {
     check(name != "__metadata__", "save_safetensors: '__metadata__' is reserved and cannot name a tensor");
     check(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    uint32_t crc = 0;
+    stored_chunks(t, stored, [&](const void* p, std::size_t n) { crc = crc32_of(crc, p, n); });
+    sums[name] = hex32(crc);
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta[kChecksumKey] = sums.dump();
+  header["__metadata__"] = meta;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
     const uint64_t nbytes = stored_bytes(t, stored);
     header[name] = {{"dtype", stored_dtype(t, stored)}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
@@ -348,28 +427,10 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
         for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(h.size() >> (8 * i));
         f.write(reinterpret_cast<const char*>(len_bytes), 8);
         f.write(h.data(), static_cast<std::streamsize>(h.size()));
-        for (const auto& [name, t] : tensors) {
-          if (t.dtype() == kBool) {
-            std::vector<unsigned char> b(static_cast<std::size_t>(t.numel()));
-            const bool* p = t.data<bool>();
-            for (std::size_t i = 0; i < b.size(); ++i) b[i] = p[i] ? 1 : 0;
-            f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-          } else if (std::string(stored_dtype(t, stored)) == "BF16") {
-            // Rounded a block at a time: no bfloat16 copy of the whole tensor.
-            constexpr int64_t kBlock = 1 << 16;
-            const int64_t n = t.numel();
-            std::vector<uint16_t> b(static_cast<std::size_t>(std::min<int64_t>(n, kBlock)));
-            for (int64_t at = 0; at < n; at += kBlock) {
-              const int64_t len = std::min(kBlock, n - at);
-              for (int64_t i = 0; i < len; ++i)
-                b[static_cast<std::size_t>(i)] = float_to_bfloat16(
-                    t.dtype() == kFloat32 ? t.data<float>()[at + i] : static_cast<float>(t.data<double>()[at + i]));
-              f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(2 * len));
-            }
-          } else {
-            f.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(stored_bytes(t, stored)));
-          }
-        }
+        for (const auto& [name, t] : tensors)
+          stored_chunks(t, stored, [&](const void* p, std::size_t n) {
+            f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+          });
       },
       "save_safetensors");
 }

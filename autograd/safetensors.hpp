@@ -1,7 +1,8 @@
 // safetensors files (https://github.com/huggingface/safetensors format): an 8-byte
 // little-endian header length, a JSON header {name: {dtype, shape, data_offsets}}, and
 // raw little-endian data. Reading validates the format and names the file and the rule
-// broken; writing goes to a temporary file renamed into place.
+// broken; writing goes to a temporary file renamed into place. xgrad's own files carry a CRC32
+// of each tensor's data in __metadata__ ("xgrad_crc32"), verified as each tensor is read.
 #pragma once
 
 #include <fstream>
@@ -30,10 +31,13 @@ class SafetensorsReader {
   explicit SafetensorsReader(const std::string& path);
   const std::string& path() const { return path_; }
   const std::map<std::string, SafetensorsEntry>& entries() const { return entries_; }
+  // __metadata__ without xgrad's checksums.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool contains(const std::string& name) const { return entries_.count(name) > 0; }
   const SafetensorsEntry& entry(const std::string& name) const;  // throws naming the file
   // A new tensor: F32, F64, I64, BOOL as they are; I32 widened to int64, F16/BF16 to float32.
+  // Data that does not match its checksum (a file xgrad wrote) is an error naming the file and
+  // the tensor.
   Tensor read(const std::string& name);
   // Reads a float tensor (F32, F64, F16 or BF16) into dst's existing storage, converted to
   // dst's float dtype a block at a time (never a second copy of the whole tensor). dst must
@@ -42,11 +46,13 @@ class SafetensorsReader {
 
  private:
   void seek(const SafetensorsEntry& e, const std::string& name);
+  void verify(const std::string& name, uint32_t crc) const;  // against checksums_, when it has one
   std::string path_;
   std::ifstream f_;
   uint64_t data_start_ = 0;
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
+  std::map<std::string, uint32_t> checksums_;
 };
 
 // Reads every tensor (F32, F64, I64, BOOL; also I32/F16/BF16 widened to int64/float32).
@@ -56,7 +62,7 @@ TensorMap load_safetensors(const std::string& path, std::map<std::string, std::s
 // bfloat16 (BF16, round to nearest even as torch's .to(torch.bfloat16); NaN stays NaN).
 enum class StoredFloat { Native, BFloat16 };
 
-// Writes tensors in name order; `metadata` goes under "__metadata__".
+// Writes tensors in name order; `metadata` goes under "__metadata__", with the tensors' CRC32s.
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const std::map<std::string, std::string>& metadata = {},
                       StoredFloat stored = StoredFloat::Native);

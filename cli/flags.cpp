@@ -1,7 +1,9 @@
 // Command-line flags (see flags.hpp): checked storing, --help, comma-separated lists, flags as JSON.
 #include "cli/flags.hpp"
 
+#include "autograd/error.hpp"
 #include "autograd/gemm_backend.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/threads.hpp"
 
 #include <cmath>
@@ -43,10 +45,16 @@ void store_checked(const po::parsed_options& parsed, po::variables_map& vm) {
   po::store(parsed, vm);
   for (const po::option& o : parsed.options) {
     auto it = vm.find(o.string_key);
-    if (it == vm.end() || it->second.value().type() != typeid(uint64_t)) continue;
-    for (const std::string& v : o.value)
-      if (v.find('-') != std::string::npos)
-        throw UsageError("--" + o.string_key + ": expected an integer >= 0, got '" + v + "'");
+    if (it == vm.end()) continue;
+    const std::type_info& type = it->second.value().type();
+    if (type == typeid(uint64_t))
+      for (const std::string& v : o.value)
+        if (v.find('-') != std::string::npos)
+          throw UsageError("--" + o.string_key + ": expected an integer >= 0, got '" + v + "'");
+    // No flag means NaN or Inf: "nan" compares false with every bound a later check sets, and
+    // "inf" epochs or steps end as a garbage cast.
+    if (type == typeid(double) && !std::isfinite(it->second.as<double>()))
+      throw UsageError("--" + o.string_key + ": expected a finite number, got '" + o.value.front() + "'");
   }
 }
 
@@ -60,6 +68,14 @@ bool parse(int argc, char** argv, const po::options_description& opts, po::varia
   }
   po::notify(vm);
   return false;
+}
+
+void require_memory(double bytes, const std::string& what) {
+  try {
+    check_memory(bytes, what);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::vector<double> parse_doubles(const std::string& flag, const std::string& text, bool positive, bool finite) {

@@ -20,7 +20,7 @@ struct UsageError : std::runtime_error {
 };
 
 // po::store, and a usage error for a negative value of an unsigned flag (a seed): Boost reads
-// "-1" as 2^64 - 1 without a word.
+// "-1" as 2^64 - 1 without a word; and for NaN or Inf given to any number flag.
 void store_checked(const po::parsed_options& parsed, po::variables_map& vm);
 
 // Parses argv into vm (a usage error for an unknown flag or a bad value); prints `usage`, a blank
@@ -43,6 +43,10 @@ T choice(const std::string& flag, const std::string& text, const std::map<std::s
 inline void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
+
+// A usage error "WHAT needs about N GB, more than this machine's M GB of memory" when `bytes`
+// exceed it (xg::check_memory): `what` names the flags and values that ask for them.
+void require_memory(double bytes, const std::string& what);
 
 // "a,b,c" as numbers, each > 0 when `positive`, each finite when `finite`; otherwise a
 // UsageError "--FLAG: expected a comma-separated list of [positive ]numbers, got 'TEXT'".

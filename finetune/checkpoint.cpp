@@ -33,6 +33,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   std::map<std::string, std::string> meta = {{"format", kFormat},
                                              {"step", std::to_string(p.step)},
                                              {"tokens_seen", std::to_string(p.tokens_seen)},
+                                             {"skipped_steps", std::to_string(p.skipped)},
+                                             {"optim_states", std::to_string(p.optim_states)},
                                              {"data_rng", p.data_rng},
                                              {"global_rng", p.global_rng}};
   for (const auto& [k, v] : p.extra) meta.emplace("extra." + k, v);
@@ -52,6 +54,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   Checkpoint c;
   c.progress.step = parse_int(path, "step", get("step"));
   c.progress.tokens_seen = parse_int(path, "tokens_seen", get("tokens_seen"));
+  // Recorded since a later version: an earlier checkpoint has neither.
+  if (meta.count("skipped_steps")) c.progress.skipped = parse_int(path, "skipped_steps", get("skipped_steps"));
+  if (meta.count("optim_states") && get("optim_states") != "-1")
+    c.progress.optim_states = parse_int(path, "optim_states", get("optim_states"));
   c.progress.data_rng = get("data_rng");
   c.progress.global_rng = get("global_rng");
   for (const auto& [k, v] : meta)

@@ -15,6 +15,10 @@ namespace xg::finetune {
 struct TrainProgress {
   int64_t step = 0;         // optimizer steps done
   int64_t tokens_seen = 0;  // training tokens consumed
+  int64_t skipped = 0;      // steps skipped for a non-finite loss or gradient (--on-nan skip)
+  // Parameters the optimizer holds state for, so that a state removed from the file is found
+  // (-1: not recorded, a checkpoint of an earlier version).
+  int64_t optim_states = -1;
   std::string data_rng;     // Generator(seed): the root every micro-batch's data and dropout seeds derive from
   std::string global_rng;   // xg::default_generator() (dropout and other draws without a generator)
   std::map<std::string, std::string> extra;  // run-specific (config, data cursor, ...)

@@ -22,6 +22,8 @@ namespace {
 using json = nlohmann::json;
 
 std::string read_all(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(str_cat(path, ": is a folder, expected a file"));
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(str_cat(path, ": cannot open file"));
   std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -41,7 +43,7 @@ std::string string_field(const json& row, const char* key, const std::string& wh
 
 // Calls make(row, "path:line") for each non-blank line's JSON object.
 template <class Row, class Make>
-std::vector<Row> read_jsonl(const std::string& path, Make make) {
+std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines, Make make) {
   const std::string text = read_all(path);
   std::vector<Row> rows;
   std::size_t start = 0;
@@ -62,6 +64,7 @@ std::vector<Row> read_jsonl(const std::string& path, Make make) {
     }
     if (!row.is_object()) throw Error(str_cat(where, ": expected a JSON object, got ", json_type(row)));
     rows.push_back(make(row, where));
+    if (lines) lines->push_back(line_no);
   }
   if (rows.empty()) throw Error(str_cat(path, ": no rows (the file is empty)"));
   return rows;
@@ -171,20 +174,20 @@ LmBatch TextDataset::batch_at(int64_t index, int64_t batch, int64_t seq_len) con
 
 // ---- JSONL -------------------------------------------------------------------------------
 
-std::vector<SftExample> read_sft_jsonl(const std::string& path) {
-  return read_jsonl<SftExample>(path, [](const json& r, const std::string& w) {
+std::vector<SftExample> read_sft_jsonl(const std::string& path, std::vector<int64_t>* lines) {
+  return read_jsonl<SftExample>(path, lines, [](const json& r, const std::string& w) {
     return SftExample{string_field(r, "prompt", w), string_field(r, "response", w)};
   });
 }
 
-std::vector<DpoExample> read_dpo_jsonl(const std::string& path) {
-  return read_jsonl<DpoExample>(path, [](const json& r, const std::string& w) {
+std::vector<DpoExample> read_dpo_jsonl(const std::string& path, std::vector<int64_t>* lines) {
+  return read_jsonl<DpoExample>(path, lines, [](const json& r, const std::string& w) {
     return DpoExample{string_field(r, "prompt", w), string_field(r, "chosen", w), string_field(r, "rejected", w)};
   });
 }
 
-std::vector<GrpoExample> read_grpo_jsonl(const std::string& path) {
-  return read_jsonl<GrpoExample>(path, [](const json& r, const std::string& w) {
+std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines) {
+  return read_jsonl<GrpoExample>(path, lines, [](const json& r, const std::string& w) {
     GrpoExample ex{string_field(r, "prompt", w), {}};
     auto it = r.find("answers");
     if (it == r.end()) throw Error(str_cat(w, ": missing field \"answers\" (expected a list of strings)"));

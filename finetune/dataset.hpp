@@ -25,7 +25,8 @@ struct LmBatch {
   Tensor x, y;
 };
 
-// A text file as byte tokens (no BOS/EOS: the corpus is one continuous stream).
+// A text file as byte tokens (no BOS/EOS: the corpus is one continuous stream). A folder, an
+// unreadable or an empty file is an xg::Error naming it.
 class TextDataset {
  public:
   explicit TextDataset(const std::string& path);
@@ -52,10 +53,11 @@ struct DpoExample { std::string prompt, chosen, rejected; };
 struct GrpoExample { std::string prompt; std::vector<std::string> answers; };
 
 // JSONL, one object per line (blank lines are skipped). Errors are xg::Error
-// "path:line: ..." naming what was expected; an unreadable or empty file is an error.
-std::vector<SftExample> read_sft_jsonl(const std::string& path);
-std::vector<DpoExample> read_dpo_jsonl(const std::string& path);
-std::vector<GrpoExample> read_grpo_jsonl(const std::string& path);
+// "path:line: ..." naming what was expected; an unreadable or empty file, or a folder, is an
+// error. `lines` (optional) receives each row's line number, for later errors about a row.
+std::vector<SftExample> read_sft_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr);
+std::vector<DpoExample> read_dpo_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr);
+std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr);
 
 // The plain prompt format every stage uses without a chat template: the tokenizer's special
 // tokens of a single text around prompt + "\n" (the byte tokenizer: BOS, the prompt's bytes,

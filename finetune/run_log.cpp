@@ -28,6 +28,7 @@ std::string metric_text(const Metrics& m) {
 RunLog::RunLog(std::string program, const std::string& log_path, int64_t total_steps, int tty)
     : program_(std::move(program)), total_(total_steps), tty_(tty < 0 ? ::isatty(STDERR_FILENO) == 1 : tty == 1) {
   if (!log_path.empty()) {
+    path_ = log_path;
     file_.open(log_path, std::ios::app);
     if (!file_) throw Error(str_cat(program_, ": cannot open ", log_path, " for appending"));
   }
@@ -60,13 +61,15 @@ double RunLog::eta_seconds(int64_t step) const {
 }
 
 void RunLog::append(const std::string& kind, int64_t step, const Metrics& m, const std::string& text) {
-  if (!file_) return;
+  if (path_.empty()) return;
   nlohmann::json j = {{"kind", kind}, {"step", step}};
   for (const auto& [k, v] : m) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(std::to_string(v));
   if (!text.empty()) j["text"] = text;
   // Samples of a byte-level model may be invalid UTF-8: such bytes become U+FFFD in the log.
   file_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   file_.flush();
+  // A log cut mid-line while training goes on is worse than a run that stops: the disk is full.
+  if (!file_) throw Error(str_cat(program_, ": writing ", path_, " failed (disk full?); stopped at step ", step));
 }
 
 void RunLog::train_step(int64_t step, const Metrics& m, double tokens_per_s, int64_t every) {

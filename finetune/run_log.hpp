@@ -39,6 +39,7 @@ class RunLog {
   void append(const std::string& kind, int64_t step, const Metrics& m, const std::string& text);
 
   std::string program_;
+  std::string path_;  // of log.jsonl ("" = none)
   std::ofstream file_;
   int64_t total_;
   bool tty_;

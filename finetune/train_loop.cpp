@@ -1,11 +1,14 @@
 // TrainLoop: the step loop with accumulation, clipping, schedule, evaluation and checkpoints.
 #include "finetune/train_loop.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "autograd/anomaly.hpp"
+#include "autograd/atomic_file.hpp"
 #include "autograd/error.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
@@ -28,7 +31,38 @@ void LoopOptions::validate(const std::string& who) const {
   check(eval_every >= 0 && checkpoint_every >= 0 && log_every >= 0, who,
         ": --eval-every, --checkpoint-every and --log-every must be >= 0");
   check(on_nan == "stop" || on_nan == "skip", who, ": --on-nan: expected stop or skip, got '", on_nan, "'");
+  check(max_skipped >= 0 && max_skipped <= 1, who, ": --max-skipped must be in [0, 1], got ", max_skipped);
 }
+
+namespace {
+
+// The parameters an optimizer state dict holds state for ("state.<i>.step" entries).
+int64_t optim_states(const TensorMap& optim) {
+  int64_t n = 0;
+  for (const auto& [name, t] : optim) {
+    const auto dot = name.rfind('.');
+    n += name.rfind("state.", 0) == 0 && dot != std::string::npos && name.compare(dot, std::string::npos, ".step") == 0;
+  }
+  return n;
+}
+
+// Where two identity values differ, in one line: for JSON (the model config) the first field
+// that differs, "block.d_model: checkpoint 128, now 64"; otherwise both values.
+std::string first_difference(const std::string& was, const std::string& now) {
+  const auto a = nlohmann::json::parse(was, nullptr, false), b = nlohmann::json::parse(now, nullptr, false);
+  if (a.is_discarded() || b.is_discarded() || !a.is_structured() || !b.is_structured())
+    return str_cat("checkpoint: '", was, "', now: '", now, "'");
+  const nlohmann::json patch = nlohmann::json::diff(a, b);
+  if (patch.empty()) return str_cat("checkpoint: '", was, "', now: '", now, "'");  // same JSON, other spelling
+  const nlohmann::json& first = patch.at(0);
+  std::string where = first.at("path").get<std::string>().substr(1);
+  std::replace(where.begin(), where.end(), '/', '.');
+  const nlohmann::json::json_pointer ptr(first.at("path").get<std::string>());
+  return str_cat(where, ": checkpoint ", a.contains(ptr) ? a.at(ptr).dump() : std::string("<none>"), ", now ",
+                 b.contains(ptr) ? b.at(ptr).dump() : std::string("<none>"));
+}
+
+}  // namespace
 
 uint64_t micro_seed(uint64_t seed, int64_t step, int64_t micro, uint64_t stream) {
   // splitmix64's finaliser over each input in turn: nearby (step, micro) pairs get
@@ -90,9 +124,16 @@ void TrainLoop::save(int64_t step) {
     c.model.emplace(name, p);
   }
   c.optim = opt_->state_dict();
+  // NOTE: the moments too: an Inf in exp_avg_sq leaves the weights finite for a while, then
+  // turns every update of that parameter into 0 or NaN, and would resume as it is.
+  for (const auto& [name, t] : c.optim)
+    check(!is_floating(t.dtype()) || isfinite_all(t), program_, ": not writing a checkpoint at step ", step,
+          ": optimizer state '", name, "' holds NaN or Inf");
   c.sched = sched_->state_dict();
   c.progress.step = step;
   c.progress.tokens_seen = tokens_seen_;
+  c.progress.skipped = skipped_;
+  c.progress.optim_states = optim_states(c.optim);
   c.progress.data_rng = Generator(o_.seed).state();  // the root every micro-batch's seed derives from
   c.progress.global_rng = default_generator().state();
   c.progress.extra = run_identity;
@@ -108,19 +149,17 @@ bool TrainLoop::try_resume() {
     return false;
   }
   // A run killed while writing leaves its temporary file (checkpoint.safetensors.tmp.<pid>);
-  // the checkpoint itself is the previous, complete one. (Rank 0 removes it; every rank
-  // reads the checkpoint.)
+  // the checkpoint itself is the previous, complete one. A live process's file is its own
+  // write in progress and stays. (Rank 0 removes them; every rank reads the checkpoint.)
   if (Distributed::is_main())
-    for (const auto& e : std::filesystem::directory_iterator(o_.out_dir))
-      if (e.path().filename().string().rfind("checkpoint.safetensors.tmp.", 0) == 0) {
-        log_->note(str_cat(program_, ": --resume: removing ", e.path().string(), ", left by a run killed while writing"));
-        std::filesystem::remove(e.path());
-      }
+    for (const std::string& removed : remove_stale_temporaries(o_.out_dir))
+      log_->note(str_cat(program_, ": --resume: removed ", removed, ", left by a run killed while writing"));
   Checkpoint c = load_checkpoint(path);
   for (const auto& [k, v] : run_identity) {
     auto it = c.progress.extra.find(k);
-    check(it != c.progress.extra.end() && it->second == v, program_, ": --resume: ", path, " was written by a run with a different ",
-          k, " (checkpoint: '", it == c.progress.extra.end() ? std::string("<none>") : it->second, "', now: '", v, "')");
+    if (it == c.progress.extra.end() || it->second != v)
+      throw Error(str_cat(program_, ": --resume: ", path, " was written by a run with a different ", k, " (",
+                          first_difference(it == c.progress.extra.end() ? std::string("<none>") : it->second, v), ")"));
   }
   for (const auto& [name, p] : trainable_) {
     auto it = c.model.find(name);
@@ -134,11 +173,24 @@ bool TrainLoop::try_resume() {
         " model tensors, the run trains ", trainable_.size());
   check(c.progress.data_rng == Generator(o_.seed).state(), program_, ": --resume: ", path,
         " was written by a run with a different --seed (the data order derives from it)");
+  for (const auto& [name, t] : c.optim)
+    check(!is_floating(t.dtype()) || isfinite_all(t), program_, ": --resume: ", path, ": optimizer state '", name,
+          "' holds NaN or Inf");
+  check(c.progress.optim_states < 0 || optim_states(c.optim) == c.progress.optim_states, program_, ": --resume: ", path,
+        " holds AdamW state for ", optim_states(c.optim), " parameters, it was written with ", c.progress.optim_states,
+        " (a state left out would start again from zero)");
   opt_->load_state_dict(c.optim);
+  // The schedule steps once per optimizer step, skipped ones included.
+  auto last = c.sched.find("last_step");
+  check(last != c.sched.end() && last->second.numel() == 1 && last->second.item() == static_cast<double>(c.progress.step),
+        program_, ": --resume: ", path, ": sched.last_step is ",
+        last == c.sched.end() || last->second.numel() != 1 ? std::string("missing") : str_cat(last->second.item()),
+        ", the checkpoint is at step ", c.progress.step);
   sched_->load_state_dict(c.sched);
   default_generator().set_state(c.progress.global_rng);
   start_step_ = c.progress.step;
   tokens_seen_ = c.progress.tokens_seen;
+  skipped_ = c.progress.skipped;
   check(start_step_ <= o_.steps, program_, ": --resume: the checkpoint is at step ", start_step_, ", past --steps ",
         o_.steps);
   // The log keeps the records of the steps redone after the checkpoint; this record says
@@ -228,6 +280,7 @@ Metrics TrainLoop::run() {
   // A checkpoint resumes under any ranks x grad_accum with the same product.
   run_identity["micro_batches_per_step"] = std::to_string(o_.grad_accum * Distributed::size());
   tokens_seen_ = 0;
+  skipped_ = 0;
   try_resume();
   if (o_.eval_at_start && start_step_ == 0) run_eval(0);
   model_.train();
@@ -250,6 +303,12 @@ Metrics TrainLoop::run() {
             last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept") : std::string("no checkpoint was written"),
             " (try a lower --lr, a longer --warmup or --clip, or --on-nan skip)");
       log_->event("skip", step + 1, {{"lr", lr}}, str_cat("step ", step + 1, " skipped (--on-nan skip): ", bad));
+      ++skipped_;
+      check(static_cast<double>(skipped_) <= o_.max_skipped * static_cast<double>(o_.steps), program_, ": step ", step + 1,
+            ": ", skipped_, " of the ", step + 1, " steps so far were skipped (--on-nan skip), more than --max-skipped ",
+            o_.max_skipped, " of the ", o_.steps, " steps; the run has diverged and stops, no model written (",
+            last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept") : std::string("no checkpoint"),
+            "; try a lower --lr, a longer --warmup or --clip)");
       sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
     } else {
       for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * Distributed::size());

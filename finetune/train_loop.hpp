@@ -39,6 +39,9 @@ struct LoopOptions {
   // kept) or "skip" (no update this step, a "skip" record in the log). Either way the
   // weights, and so every checkpoint, stay finite.
   std::string on_nan = "stop";
+  // With "skip": the largest share of --steps that may be skipped. A run past it has diverged:
+  // it stops with the count (its model is never written; the last checkpoint is kept).
+  double max_skipped = 0.1;
   bool detect_anomaly = false;       // name the first op and module that made a NaN/Inf (slow)
   // Activation checkpointing: every DecoderLM in the model recomputes its blocks in backward
   // (DecoderLM::set_gradient_checkpointing); less memory, about one more forward per step.
@@ -105,6 +108,7 @@ class TrainLoop {
   std::unique_ptr<RunLog> log_;
   int64_t start_step_ = 0;
   int64_t tokens_seen_ = 0;
+  int64_t skipped_ = 0;
 };
 
 // The seed of micro-batch `micro` of step `step` (0-based) of a run seeded with `seed`:

@@ -19,6 +19,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/matmul.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/random.hpp"
 #include "autograd/shape.hpp"
 
@@ -29,7 +30,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Reads the fields of one JSON object into a config, each by name with its type checked.
-// Fields left out keep their defaults; an unknown one is an error that lists the known ones.
+// Every field is required unless declared optional: a config.json that leaves one out would
+// load with a default and compute something else than the model it came with (xgrad writes
+// them all). An unknown field is an error that lists the known ones.
 class FieldReader {
  public:
   FieldReader(const json& obj, std::string source, std::string prefix)
@@ -41,12 +44,14 @@ class FieldReader {
   // One field of any type a config holds: integer, number, bool, a named enum.
   template <class T>
   void operator()(const char* key, T& dst) {
-    add(key, [this, key, &dst](const json& v) { read(key, v, dst); });
+    add(key, [this, key, &dst](const json& v) { read(key, v, dst); }, true);
   }
-  void object(const char* key, const std::function<void(const json&)>& read) { add(key, read); }
-  void skip(const char* key) { add(key, [](const json&) {}); }
+  void object(const char* key, const std::function<void(const json&)>& read, bool required = true) {
+    add(key, read, required);
+  }
+  void skip(const char* key) { add(key, [](const json&) {}, false); }
 
-  // Applies every field present; an unknown one is an error.
+  // Applies every field present; an unknown or a missing one is an error.
   void run() const {
     for (const auto& [key, value] : obj_.items()) {
       auto it = fields_.find(key);
@@ -55,8 +60,11 @@ class FieldReader {
         for (const auto& [k, f] : fields_) known += (known.empty() ? "" : ", ") + k;
         throw Error(str_cat(source_, ": unknown field '", path(key), "' (known fields: ", known, ")"));
       }
-      it->second(value);
+      it->second.read(value);
     }
+    for (const auto& [key, f] : fields_)
+      check(!f.required || obj_.contains(key), source_, ": missing field '", path(key),
+            "' (every field is required: a default could compute another model than the weights')");
   }
 
   std::string path(const std::string& key) const { return prefix_.empty() ? key : key.empty() ? prefix_ : prefix_ + "." + key; }
@@ -87,10 +95,16 @@ class FieldReader {
     throw Error(str_cat(source_, ": field '", path(key), "' must be one of ", allowed, ", got ", v.dump()));
   }
 
-  void add(const char* key, std::function<void(const json&)> f) { fields_[key] = std::move(f); }
+  struct Field {
+    std::function<void(const json&)> read;
+    bool required = true;
+  };
+  void add(const char* key, std::function<void(const json&)> f, bool required) {
+    fields_[key] = Field{std::move(f), required};
+  }
   const json& obj_;
   std::string source_, prefix_;
-  std::map<std::string, std::function<void(const json&)>> fields_;
+  std::map<std::string, Field> fields_;
 };
 
 // Writes one field: enums as their names.
@@ -189,9 +203,22 @@ bool is_flat_block(const json& b) {
   return false;
 }
 
+// `j` ({"kind": ..., some fields}) with the fields it leaves out set to that kind's defaults.
+template <class Variant>
+json with_kind_defaults(json j) {
+  Variant spec;
+  if (!j.is_object() || !j.contains("kind") || !j["kind"].is_string() || !spec_of_kind(j["kind"].get<std::string>(), spec))
+    return j;  // reported when read
+  const json defaults = spec_to_json(spec);
+  for (const auto& [k, v] : defaults.items())
+    if (!j.contains(k)) j[k] = v;
+  return j;
+}
+
 json unflatten_block(const json& b) {
   auto get = [&](const char* k, json def) { return b.contains(k) ? b[k] : def; };
-  json out;
+  // The flat format's block fields it leaves out take BlockConfig's defaults, as that format did.
+  json out = block_to_json(BlockConfig{});
   for (const char* k : {"d_model", "norm_position", "position", "rope_layout", "rope_base", "max_seq_len", "dropout",
                         "naming"})
     if (b.contains(k)) out[k] = b[k];
@@ -227,6 +254,10 @@ json unflatten_block(const json& b) {
                   {"aux_loss_coef", get("moe_aux_loss_coef", 0.01)}, {"expert", get("moe_expert", "ffn")}};
   else
     out["ffn"] = {{"kind", "mlp"}, {"activation", ffn}, {"d_ff", d_ff}, {"bias", bias}, {"naming", renamed(mlp_names, get("ffn_naming", "fc"))}};
+  // Fields the flat format had no name for (GQA's head_dim, ...): today's defaults, as then.
+  out["norm"] = with_kind_defaults<NormSpec>(out["norm"]);
+  out["attention"] = with_kind_defaults<AttentionSpec>(out["attention"]);
+  out["ffn"] = with_kind_defaults<FFNSpec>(out["ffn"]);
   return out;
 }
 
@@ -234,15 +265,43 @@ void block_from_json(const json& given, BlockConfig& c, const std::string& sourc
   const json j = is_flat_block(given) ? unflatten_block(given) : given;
   FieldReader r(j, source, "block");
   BlockConfig::visit(c, r);
-  r.object("rope_scaling", [&](const json& v) {
-    FieldReader rr(v, source, "block.rope_scaling");
-    BlockConfig::visit_rope_scaling(c.rope_scaling, rr);
-    rr.run();
-  });
+  r.object(
+      "rope_scaling",
+      [&](const json& v) {
+        FieldReader rr(v, source, "block.rope_scaling");
+        BlockConfig::visit_rope_scaling(c.rope_scaling, rr);
+        rr.run();
+      },
+      /*required=*/false);  // written only when scaling is on
   r.object("norm", [&](const json& v) { spec_from_json(v, c.norm, source, "block.norm"); });
   r.object("attention", [&](const json& v) { spec_from_json(v, c.attention, source, "block.attention"); });
   r.object("ffn", [&](const json& v) { spec_from_json(v, c.ffn, source, "block.ffn"); });
   r.run();
+}
+
+// The bytes of everything but the blocks: embeddings, the LM head, the final norm and the
+// position tables (RoPE's too: [max_seq_len, head_dim] at most d_model wide).
+double outer_bytes(const LMConfig& c) {
+  const double elem = static_cast<double>(itemsize(c.dtype)), d = static_cast<double>(c.block.d_model);
+  const double embeddings = static_cast<double>(c.vocab_size) * d * (c.tie_embeddings ? 1 : 2);
+  const double positions =
+      c.block.position == PositionKind::None ? 0 : static_cast<double>(c.block.max_seq_len) * d;
+  return (embeddings + positions + d) * elem;
+}
+
+// What the parameters and buffers of module `m` occupy.
+double module_bytes(const Module& m) {
+  double total = 0;
+  for (const auto& [name, t] : m.named_parameters()) total += static_cast<double>(t.numel()) * static_cast<double>(itemsize(t.dtype()));
+  for (const auto& [name, t] : m.named_buffers()) total += static_cast<double>(t.numel()) * static_cast<double>(itemsize(t.dtype()));
+  return total;
+}
+
+// n_layers blocks of `per_block` bytes each beside the rest must fit.
+void check_layers_memory(const LMConfig& c, double per_block, const std::string& who) {
+  check_memory(outer_bytes(c) + static_cast<double>(c.n_layers) * per_block,
+               str_cat(who, ": field 'n_layers' ", c.n_layers, " (", byte_size(per_block), " per block, d_model ",
+                       c.block.d_model, ")"));
 }
 
 std::string read_text_file(const std::string& path, const char* who) {
@@ -285,6 +344,13 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(str_cat(source, ": not valid JSON (", e.what(), ")"));
   }
+  // A config of the flat format (earlier xgrad versions) keeps that format's defaults for what
+  // it leaves out, the fields added after it included.
+  if (j.is_object() && j.contains("block") && is_flat_block(j["block"])) {
+    const json defaults = json::parse(LMConfig{}.to_json());
+    for (const auto& [k, v] : defaults.items())
+      if (k != "block" && !j.contains(k)) j[k] = v;
+  }
   LMConfig c;
   FieldReader r(j, source, "");
   r("vocab_size", c.vocab_size);
@@ -306,6 +372,9 @@ DecoderLM::DecoderLM(const LMConfig& config) : config_(config) {
   config_.block.n_layers = config_.n_layers;  // DeepNorm's N
   config_.validate("DecoderLM");
   const BlockConfig& b = config_.block;
+  check_memory(outer_bytes(config_), str_cat("DecoderLM: the embeddings (field 'vocab_size' ", config_.vocab_size,
+                                             ", d_model ", b.d_model, ") and position tables (field 'max_seq_len' ",
+                                             b.max_seq_len, ")"));
   tok_embeddings_ = register_module("tok_embeddings", std::make_shared<Embedding>(config_.vocab_size, b.d_model));
   if (b.position == PositionKind::Sinusoidal) {
     sinusoidal_ = std::make_shared<SinusoidalPositionalEncoding>(b.d_model, b.max_seq_len);
@@ -315,7 +384,11 @@ DecoderLM::DecoderLM(const LMConfig& config) : config_(config) {
     pos_ = register_module("pos", learned_);
   }
   layers_ = register_module("layers", std::make_shared<ModuleList<TransformerBlock>>());
-  for (int64_t i = 0; i < config_.n_layers; ++i) layers_->push_back(std::make_shared<TransformerBlock>(b));
+  for (int64_t i = 0; i < config_.n_layers; ++i) {
+    layers_->push_back(std::make_shared<TransformerBlock>(b));
+    // The first block tells what all of them will take, before the others are allocated.
+    if (i == 0) check_layers_memory(config_, module_bytes(*(*layers_)[0]), "DecoderLM");
+  }
   if (config_.final_norm) norm_ = register_module("norm", make_sublayer(b.norm, b.context()));
   if (!config_.tie_embeddings)
     output_ = register_module("output", std::make_shared<Linear>(b.d_model, config_.vocab_size, false));
@@ -455,6 +528,29 @@ std::string DecoderLM::extra_repr() const {
                  config_.block.d_model, ", tie_embeddings=", config_.tie_embeddings ? "true" : "false");
 }
 
+double model_bytes(const LMConfig& config) {
+  LMConfig c = config;
+  c.block.n_layers = c.n_layers;
+  const double elem = static_cast<double>(itemsize(c.dtype)), d = static_cast<double>(c.block.d_model);
+  double per_block = 2 * d * d * elem;  // q and o projections: a block holds at least these
+  if (per_block <= physical_memory_bytes() / 4) {
+    BlockConfig small = c.block;
+    small.max_seq_len = 1;
+    NoGradGuard no_grad;
+    per_block = module_bytes(TransformerBlock(small));
+  }
+  return outer_bytes(c) + static_cast<double>(c.n_layers) * per_block;
+}
+
+double activation_bytes(const LMConfig& config, int64_t rows, int64_t T) {
+  const double tokens = static_cast<double>(rows) * static_cast<double>(T);
+  const double d = static_cast<double>(config.block.d_model);
+  // NOTE: the FFN's hidden width is taken as 4 d_model (the MLP default; SwiGLU's 8/3 d_model
+  // has three such tensors): an estimate for refusals, not an accounting.
+  const double heads = static_cast<double>(config.block.n_heads()), per_layer = 16 * d + 3 * 4 * d + 2 * heads * static_cast<double>(T);
+  return 4 * tokens * (static_cast<double>(config.n_layers) * per_layer + 3 * static_cast<double>(config.vocab_size));
+}
+
 // ---------------------------------------------------------------------------------------------
 // save_pretrained / load_pretrained
 
@@ -474,9 +570,11 @@ std::shared_ptr<DecoderLM> load_pretrained(const std::string& dir) {
   const std::string path = (fs::path(dir) / "config.json").string();
   const LMConfig config = LMConfig::from_json(read_text_file(path, "load_pretrained"), path);
   std::shared_ptr<DecoderLM> model;
-  {
+  try {
     init::SkipInitGuard skip;  // strict load below: every parameter is read from the file
     model = std::make_shared<DecoderLM>(config);
+  } catch (const Error& e) {  // a model too large for this machine: say which file asked for it
+    throw Error(str_cat(path, ": ", e.what()));
   }
   load(*model, (fs::path(dir) / "model.safetensors").string(), true);
   return model;

@@ -33,9 +33,10 @@ struct LMConfig {
   //            "attention": {"kind": "gqa", "n_heads": .., ...}, "ffn": {"kind": "swiglu", ...}}}:
   //  every field, enums as their names, each sublayer as its kind and that kind's fields.
   std::string to_json() const;
-  // Fields left out keep their defaults. An unknown field, a value of the wrong type or an
-  // invalid value is an xg::Error naming `source` (e.g. the file) and the field. A block in the
-  // flat form of earlier xgrad versions ("n_heads", "norm": "rmsnorm", ...) is read as well.
+  // Every field to_json writes is required (block.rope_scaling only when scaling is on). A missing
+  // or unknown field, a value of the wrong type or an invalid value is an xg::Error naming
+  // `source` (e.g. the file) and the field. A block in the flat form of earlier xgrad versions
+  // ("n_heads", "norm": "rmsnorm", ...) is read as well, with that format's defaults.
   static LMConfig from_json(const std::string& text, const std::string& source = "LMConfig JSON");
   void validate(const std::string& who = "LMConfig") const;
 };
@@ -60,6 +61,8 @@ struct GenerateOptions {
 // Linear without bias, absent when tied).
 class DecoderLM : public Module {
  public:
+  // A config whose model cannot fit in this machine's memory (autograd/memory.hpp) is an
+  // xg::Error naming the field and the bytes, before its blocks are allocated.
   explicit DecoderLM(const LMConfig& config);
 
   // tokens: int64 [B, T] -> logits [B, T, vocab_size], always causal. Token t sits at position
@@ -115,6 +118,17 @@ class DecoderLM : public Module {
   std::shared_ptr<Linear> output_;
   bool gradient_checkpointing_ = false;
 };
+
+// The bytes of the parameters and buffers of a DecoderLM of `config`, estimated without building
+// it: the embeddings, LM head and position tables from their sizes, plus n_layers times one block
+// built at max_seq_len 1 and measured (not built when d_model alone makes it too large: then its
+// q and o projections stand for it). For refusing a setting before it reaches the allocator.
+double model_bytes(const LMConfig& config);
+
+// Training activations (float32) of `rows` sequences of `T` tokens, llm.c's count: per layer
+// about 16 d_model-wide, 3 (4 d_model)-wide and 2 [H, T, T] attention values per token kept for backward,
+// and the logits three times (forward, softmax, gradient). A lower bound, for refusals.
+double activation_bytes(const LMConfig& config, int64_t rows, int64_t T);
 
 // Writes <dir>/config.json (LMConfig::to_json, dtype = the parameters') and
 // <dir>/model.safetensors (nn::save: the state dict under PyTorch's names); creates dir.

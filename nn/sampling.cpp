@@ -12,7 +12,8 @@ namespace {
 
 void validate(const Tensor& logits, const SamplingOptions& o) {
   check(logits.dim() == 1 && logits.numel() > 0, "sample_token: expected logits [V], got ", shape_str(logits.shape()));
-  check(o.temperature >= 0, "sample_token: temperature must be >= 0, got ", o.temperature);
+  check(o.temperature == 0 || (o.temperature >= kMinTemperature && std::isfinite(o.temperature)),
+        "sample_token: temperature must be 0 (greedy) or in [", kMinTemperature, ", inf), got ", o.temperature);
   check(o.top_k >= 0, "sample_token: top_k must be >= 0, got ", o.top_k);
   check(o.top_p > 0 && o.top_p <= 1, "sample_token: top_p must be in (0, 1], got ", o.top_p);
 }
@@ -23,6 +24,14 @@ Tensor sampling_probs(const Tensor& logits, const SamplingOptions& o) {
   validate(logits, o);
   std::vector<double> z = logits.to_vector();
   const std::size_t V = z.size();
+  // -inf masks a token out; NaN, +inf or every token masked leaves nothing to draw from.
+  bool any = false;
+  for (std::size_t i = 0; i < V; ++i) {
+    check(!std::isnan(z[i]) && z[i] != std::numeric_limits<double>::infinity(), "sample_token: logit ", i, " is ",
+          z[i], " (the model's weights or adapters hold NaN or Inf, or overflow)");
+    any = any || std::isfinite(z[i]);
+  }
+  check(any, "sample_token: every logit is -inf (nothing to draw from)");
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   if (o.temperature == 0) {  // greedy: all mass on the first maximum
     const auto best = static_cast<std::size_t>(std::max_element(z.begin(), z.end()) - z.begin());

@@ -13,7 +13,7 @@ PACKAGES=(
   libboost-program-options-dev nlohmann-json3-dev
   libpcre2-dev                    # PCRE2: the split regexes of tokenizer.json pre-tokenizers (Unicode classes, lookahead)
   libicu-dev                      # ICU: Unicode NFC, the normalizer of Qwen2/3 tokenizer.json files
-  zlib1g-dev                      # finetune/data: reads R's compressed lazy-load database (janeaustenr)
+  zlib1g-dev                      # CRC32s of safetensors data; finetune/data: R's compressed lazy-load database (janeaustenr)
   libgtest-dev libgmock-dev libbenchmark-dev
   gnuplot-nox                     # experiments/: PNG and SVG plots (optional at run time)
   libopenmpi-dev openmpi-bin      # data-parallel xg-train / xg-finetune under mpirun (optional at build time)

@@ -1,5 +1,9 @@
 // autograd/atomic_file.cpp: a failed write leaves the previous file whole and no temporary behind.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -50,4 +54,27 @@ TEST(AtomicFile, FailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
 TEST(AtomicFile, MissingFolderNamesWhoAndTheFile) {
   EXPECT_XG_ERROR(xg::write_file_atomic("/nonexistent-dir/x.json", std::string("{}"), "save_config"),
                   "save_config: cannot open /nonexistent-dir/x.json.tmp.");
+}
+
+// A writer killed mid-write leaves <name>.tmp.<pid>; the next start removes it (a folder too),
+// but never a live process's, which is still being written.
+TEST(AtomicFile, StaleTemporariesOfDeadProcessesAreRemoved) {
+  const fs::path d = xg::test::fresh_test_dir("stale");
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const std::string suffix = ".tmp." + std::to_string(dead);
+  std::ofstream(d / ("model.safetensors" + suffix)) << "half";
+  fs::create_directories(d / ("merged" + suffix));
+  std::ofstream(d / ("merged" + suffix) / "config.json") << "{}";
+  std::ofstream(d / ("args.json.tmp." + std::to_string(::getpid()))) << "live";
+  std::ofstream(d / "notes.tmp.txt") << "not ours";
+  std::ofstream(d / "model.safetensors") << "whole";
+  std::vector<std::string> removed = xg::remove_stale_temporaries(d.string());
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{(d / ("merged" + suffix)).string(), (d / ("model.safetensors" + suffix)).string()}));
+  EXPECT_TRUE(fs::exists(d / ("args.json.tmp." + std::to_string(::getpid()))));
+  EXPECT_TRUE(fs::exists(d / "notes.tmp.txt"));
+  EXPECT_TRUE(fs::exists(d / "model.safetensors"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 3);
 }

@@ -49,6 +49,23 @@ TEST(CliFlags, StoreCheckedRejectsNegativeUnsignedValues) {
   }
 }
 
+TEST(CliFlags, StoreCheckedRejectsNonFiniteNumbers) {
+  double lr = 1, epochs = 0;
+  po::options_description opts;
+  opts.add_options()("lr", po::value(&lr), "")("epochs", po::value(&epochs), "");
+  for (const char* bad : {"nan", "inf", "-inf", "NaN"}) {
+    const char* argv[] = {"prog", "--lr", "0.5", "--epochs", bad};
+    po::variables_map vm;
+    const std::string message = usage_error([&] { cli::store_checked(po::parse_command_line(5, argv, opts), vm); });
+    EXPECT_EQ(message, std::string("--epochs: expected a finite number, got '") + bad + "'");
+  }
+  const char* argv[] = {"prog", "--lr", "1e30"};  // large but finite: for the flag's own check
+  po::variables_map vm;
+  cli::store_checked(po::parse_command_line(3, argv, opts), vm);
+  po::notify(vm);
+  EXPECT_EQ(lr, 1e30);
+}
+
 TEST(CliFlags, ParsePrintsHelpOrNotifies) {
   int64_t n = 1;
   po::options_description opts("prog options");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 
 #include "finetune/train_loop.hpp"
@@ -170,6 +171,25 @@ TEST(FinetuneTrainLoop, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   EXPECT_EQ(c.progress.step, 4);
   for (const auto& [name, t] : c.model) EXPECT_TRUE(isfinite_all(t)) << name;
   EXPECT_TRUE(isfinite_all(m.lin->weight()));
+}
+
+// An Inf in AdamW's second moment leaves the weights finite (the update becomes 0) but must not
+// be saved as if the run were sound: the whole optimizer state is checked before a checkpoint.
+TEST(FinetuneTrainLoop, NonFiniteOptimizerStateIsNeverCheckpointed) {
+  Toy m;
+  const fs::path dir = xg::test::fresh_test_dir("inf_state");
+  ft::TrainLoop loop("xg-train", m, m.named_parameters(), options(dir));
+  loop.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(m, rng); };
+  loop.after_step = [&](int64_t step) {
+    if (step != 3) return;
+    TensorMap state = loop.optimizer().state_dict();
+    Tensor& v = state.at("state.0.exp_avg_sq");
+    v = full(v.shape(), std::numeric_limits<double>::infinity(), v.dtype());
+    loop.optimizer().load_state_dict(state);
+  };
+  EXPECT_XG_ERROR(loop.run(), "xg-train: not writing a checkpoint at step 4: optimizer state 'state.0.exp_avg_sq' holds NaN or Inf");
+  EXPECT_TRUE(isfinite_all(m.lin->weight()));
+  EXPECT_FALSE(fs::exists(dir / "checkpoint.safetensors"));
 }
 
 // A loss term whose value is 0 but whose gradient is NaN: d sqrt(u)/du at u = 0 is Inf, times 0.

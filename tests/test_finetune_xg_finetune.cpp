@@ -6,6 +6,7 @@
 // and its merged folder reloads to the adapted model's logits, DPO and GRPO run with its chat
 // template.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -149,8 +150,9 @@ TEST(XgFinetune, DpoWithDetectAnomalyNamesTheOpAndStops) {
   EXPECT_NE(r.err.find("xg-finetune: step 2: detect_anomaly: op '"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("lora_"), std::string::npos) << r.err;  // the module is an adapted one
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  // --on-nan skip: the bad steps are skipped and the run completes with finite adapters.
-  r = run("xg-finetune", flags + " --out " + (d / "skip").string() + " --on-nan skip");
+  // --on-nan skip (allowed to skip them all): the bad steps are skipped and the run completes
+  // with finite adapters.
+  r = run("xg-finetune", flags + " --out " + (d / "skip").string() + " --on-nan skip --max-skipped 1");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("skipped (--on-nan skip)"), std::string::npos) << r.out;
 }
@@ -221,8 +223,9 @@ TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
   EXPECT_EQ(slurp((out / "adapter_model.safetensors").string()), slurp((d / "full" / "adapter_model.safetensors").string()));
   // Resuming with other LoRA settings is refused, naming the setting.
   CliRun other = run("xg-finetune", flags + " --out " + out.string() + " --resume --lora-r 4");
-  EXPECT_EQ(other.status, 1);
-  EXPECT_NE(other.err.find("different lora"), std::string::npos) << other.err;
+  EXPECT_EQ(other.status, 2);
+  EXPECT_NE(other.err.find("--resume: --lora-r was 8 in " + (out / "args.json").string() + ", now 4"), std::string::npos)
+      << other.err;
 }
 
 TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
@@ -411,4 +414,104 @@ TEST(XgFinetune, DpoAndGrpoRunOnAnHfFolderWithItsChatTemplate) {
     const xg::TensorMap adapter = xg::load_safetensors((d / o / "adapter_model.safetensors").string());
     EXPECT_EQ(adapter.count("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"), 1u) << o;  // all seven targets
   }
+}
+
+// Every flag, file and row is checked before the base's work starts and before any write:
+// NaN, Inf or absurd numbers at parse time, rows the model can never see whole by their file and
+// line, --out where the base is, sizes beyond the machine's memory.
+TEST(XgFinetune, BadInputIsRefusedBeforeAnythingIsWritten) {
+  const fs::path d = xg::test::fresh_test_dir("refused");
+  const fs::path base = tiny_base(d);  // 64 positions
+  const std::string out = (d / "out").string();
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
+  rows.push_back({{"prompt", std::string(80, 'a')}, {"response", "yes"}});  // line 9: 80 bytes + BOS, newline, EOS
+  write_lines(d / "sft.jsonl", rows);
+  std::vector<json> prompts;
+  for (const char* w : kWords) prompts.push_back({{"prompt", std::string("Spell ") + w}, {"answers", {w}}});
+  prompts.insert(prompts.begin() + 2, json{{"prompt", std::string(70, 'b')}, {"answers", {"b"}}});  // line 3
+  write_lines(d / "grpo.jsonl", prompts);
+  const std::string common = "--base " + base.string() + " --out " + out + " --steps 2 --warmup 0";
+  expect_one_line_error(run("xg-finetune", common + " --data " + (d / "sft.jsonl").string()), 1,
+                        (d / "sft.jsonl").string() + ":9: the row is 86 tokens, more than the 64 positions of " + base.string());
+  expect_one_line_error(run("xg-finetune", common + " --objective grpo --data " + (d / "grpo.jsonl").string()), 1,
+                        (d / "grpo.jsonl").string() + ":3: the prompt (with one completion token) is 73 tokens, more than the 64");
+  EXPECT_FALSE(fs::exists(out));
+  write_lines(d / "ok.jsonl", {rows.begin(), rows.begin() + 8});
+  const std::string ok = common + " --data " + (d / "ok.jsonl").string();
+  for (const auto& [flags, text] : std::vector<std::pair<std::string, std::string>>{
+           {" --epochs inf", "--epochs: expected a finite number, got 'inf'"},
+           {" --epochs 1e30", "--epochs must be in [0, 1e+06] (0 = use --steps), got 1e+30"},
+           {" --objective dpo --label-smoothing nan", "--label-smoothing: expected a finite number, got 'nan'"},
+           {" --objective dpo --label-smoothing 2", "--label-smoothing must be in [0, 0.5], got 2"},
+           {" --objective grpo --temperature 1e-320", "--temperature must be at least 1e-06 (GRPO samples), got"}}) {
+    const CliRun r = run("xg-finetune", ok + flags);
+    expect_one_line_error(r, 2, text);
+  }
+  EXPECT_FALSE(fs::exists(out));
+  // --out may be neither the base nor inside it (nor hold it).
+  const std::string before = slurp((base / "model.safetensors").string());
+  const std::string data = " --steps 2 --warmup 0 --data " + (d / "ok.jsonl").string() + " --base " + base.string();
+  expect_one_line_error(run("xg-finetune", "--out " + base.string() + data), 2,
+                        "--out " + base.string() + " is --base " + base.string() + ": a run never writes where its inputs are");
+  expect_one_line_error(run("xg-finetune", "--out " + (base / "run").string() + data), 2, " is inside --base ");
+  expect_one_line_error(run("xg-finetune", "--out " + d.string() + data), 2, " holds --base ");
+  EXPECT_EQ(slurp((base / "model.safetensors").string()), before);
+  EXPECT_FALSE(fs::exists(base / "run"));
+  EXPECT_FALSE(fs::exists(base / "args.json"));
+  // Sizes beyond a machine of 1 GB.
+  ::setenv("XGRAD_MEMORY_LIMIT", "1073741824", 1);
+  write_lines(d / "ok_grpo.jsonl", {prompts[0], prompts[1]});
+  expect_one_line_error(run("xg-finetune", common + " --objective grpo --data " + (d / "ok_grpo.jsonl").string() +
+                                               " --group-size 100000 --max-new-tokens 8"),
+                        2, "--group-size 100000 completions of up to --max-new-tokens 8 needs about");
+  expect_one_line_error(run("xg-finetune", ok + " --batch 10000000"), 2, "--batch 10000000 rows of --max-len 64 needs about");
+  expect_one_line_error(run("xg-generate", "--base " + base.string() + " --samples 1000000 --prompt hi"), 2,
+                        "--samples 1000000 of 64 tokens needs about");
+  ::unsetenv("XGRAD_MEMORY_LIMIT");
+  EXPECT_FALSE(fs::exists(out));
+  expect_one_line_error(run("xg-generate", "--base " + base.string() + " --temperature 1e-320"), 2,
+                        "--temperature must be 0 (greedy) or at least 1e-06, got");
+}
+
+// A model whose logits are NaN (NaN adapter weights here) is an error in xg-generate, not NUL
+// bytes printed with exit status 0.
+TEST(XgGenerate, NonFiniteLogitsAreAnError) {
+  const fs::path d = xg::test::fresh_test_dir("nan_logits");
+  const fs::path base = tiny_base(d);
+  write_lines(d / "ok.jsonl", {{{"prompt", "a"}, {"response", "b"}}});
+  CliRun r = run("xg-finetune", "--base " + base.string() + " --data " + (d / "ok.jsonl").string() + " --out " +
+                                    (d / "out").string() + " --steps 1 --warmup 0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string adapter = (d / "out" / "adapter_model.safetensors").string();
+  xg::TensorMap tensors = xg::load_safetensors(adapter);
+  for (auto& [name, t] : tensors) t = xg::full(t.shape(), std::nan(""), t.dtype());
+  xg::save_safetensors(adapter, tensors);
+  r = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "out").string() + " --prompt hi --max-new-tokens 4");
+  expect_one_line_error(r, 1, "xg-generate: sample_token: logit 0 is nan (the model's weights or adapters hold NaN or Inf");
+  EXPECT_EQ(r.out, "");
+}
+
+// A merge that dies half-way leaves no merged/ folder (its temporary folder is removed at the
+// next start), and the resumed run writes it whole.
+TEST(XgFinetune, AKilledMergeLeavesNoPartialFolder) {
+  const fs::path d = xg::test::fresh_test_dir("merge_killed");
+  const fs::path base = tiny_base(d);
+  write_lines(d / "ok.jsonl", {{{"prompt", "a"}, {"response", "b"}}});
+  const std::string flags = "--base " + base.string() + " --data " + (d / "ok.jsonl").string() + " --out " +
+                            (d / "out").string() + " --steps 2 --warmup 0 --merge";
+  ::setenv("XGRAD_FAULT_KILL_IN_WRITE", "/model.safetensors:1", 1);
+  CliRun r = run("xg-finetune", flags);
+  ::unsetenv("XGRAD_FAULT_KILL_IN_WRITE");
+  EXPECT_TRUE(r.status == -1 || r.status == 128 + SIGKILL) << r.status << r.err;
+  EXPECT_TRUE(fs::exists(d / "out" / "adapter_model.safetensors"));
+  EXPECT_FALSE(fs::exists(d / "out" / "merged"));
+  int partial = 0;
+  for (const auto& e : fs::directory_iterator(d / "out")) partial += e.path().filename().string().rfind("merged.tmp.", 0) == 0;
+  EXPECT_EQ(partial, 1);
+  r = run("xg-finetune", flags + " --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(", left by a run killed while writing"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(d / "out" / "merged" / "model.safetensors"));
+  for (const auto& e : fs::directory_iterator(d / "out")) EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos);
 }

@@ -1,7 +1,9 @@
 // finetune/tools/xg_train.cpp, run as a user would: it trains and writes a loadable model,
 // a run killed with SIGKILL resumes to bitwise the same weights, and bad input is one line.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +13,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <limits>
+#include <map>
 #include <thread>
 
 #include "autograd/elementwise.hpp"
@@ -172,13 +176,223 @@ TEST(XgTrain, NonFiniteLossStopsOrSkipsAndNeverCheckpointsNaN) {
   EXPECT_NE(r.err.find("xg-train: step 2: detect_anomaly: op '"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("in module 'layers.0."), std::string::npos) << r.err;
 
-  r = run_train("--out " + (d / "skip").string() + diverge + " --on-nan skip");
+  r = run_train("--out " + (d / "skip").string() + diverge + " --on-nan skip --max-skipped 1");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("step 2 skipped (--on-nan skip): the loss is"), std::string::npos) << r.out;
   auto model = xg::nn::load_pretrained((d / "skip").string());
   for (const auto& [name, t] : model->named_parameters()) EXPECT_TRUE(xg::isfinite_all(t)) << name;
 
+  // Past --max-skipped (0.1 of the steps by default) the run has diverged: it fails with the
+  // count and writes no model.
+  std::string longer = diverge;
+  longer.replace(longer.find(" --steps 6"), 10, " --steps 20");
+  r = run_train("--out " + (d / "diverged").string() + longer + " --on-nan skip");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("xg-train: step 4: 3 of the 4 steps so far were skipped (--on-nan skip), more than --max-skipped "
+                       "0.1 of the 20 steps; the run has diverged and stops, no model written (the checkpoint of step 3 "
+                       "is kept"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "diverged" / "model.safetensors"));
+
   r = run_train("--out " + (d / "bad").string() + diverge + " --on-nan retry");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--on-nan: expected stop or skip, got 'retry'"), std::string::npos) << r.err;
+}
+
+// Bad input is found before any long work and before anything is written: data too short for
+// --seq-len (the held-out file too), a folder as --data, sizes that ask for more memory than the
+// machine has, NaN or Inf as a number. Each is one line naming the flag and the value.
+TEST(XgTrain, BadInputIsRefusedBeforeAnythingIsWritten) {
+  const fs::path d = xg::test::fresh_test_dir("refused");
+  write_text(d / "train.txt", 400, 0);
+  write_text(d / "short.txt", 1, 0);  // 53 bytes
+  const std::string out = (d / "o").string();
+  const std::string small = " --d-model 32 --layers 2 --heads 2 --seq-len 64 --batch 4 --steps 3 --warmup 0 --sample-tokens 0";
+  auto expect_refused = [&](const CliRun& r, int status, const std::string& text) {
+    EXPECT_EQ(r.status, status) << r.err;
+    EXPECT_NE(r.err.find(text), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << "nothing is written for bad input: " << r.err;
+  };
+  expect_refused(run_train("--data " + (d / "short.txt").string() + " --out " + out + small), 1,
+                 "--data " + (d / "short.txt").string() + ": 53 bytes, too short for --seq-len 64 (a window needs 65)");
+  expect_refused(run_train("--data " + (d / "train.txt").string() + " --eval-data " + (d / "short.txt").string() +
+                           " --out " + out + small),
+                 1, "--eval-data " + (d / "short.txt").string() + ": 53 bytes, too short for --seq-len 64");
+  expect_refused(run_train("--data " + d.string() + " --out " + out + small), 1, d.string() + ": is a folder, expected a file");
+  // A stand-in for a machine of 4 GB, so that the figures do not depend on this one.
+  ::setenv("XGRAD_MEMORY_LIMIT", "4294967296", 1);
+  const std::string data = "--data " + (d / "train.txt").string() + " --out " + out;
+  for (const std::string flags : {" --seq-len 100000000", " --max-seq-len 100000000", " --batch 100000000", " --layers 100000"}) {
+    const CliRun r = run_train(data + flags);
+    expect_refused(r, 2, "more than this machine's 4 GB of memory (see --help)");
+    EXPECT_NE(r.err.find(flags.substr(1)), std::string::npos) << r.err;  // names the flag and its value
+    EXPECT_NE(r.err.find("needs about"), std::string::npos) << r.err;
+  }
+  ::unsetenv("XGRAD_MEMORY_LIMIT");
+  expect_refused(run_train(data + small + " --lr nan"), 2, "xg-train: --lr: expected a finite number, got 'nan'");
+  expect_refused(run_train(data + small + " --dropout inf"), 2, "--dropout: expected a finite number, got 'inf'");
+}
+
+// A run folder belongs to one run: a second run into it is refused (changing no file) unless it
+// resumes or overwrites, a live run's lock keeps any other out, and what killed writers left
+// behind is removed at the next start while a live writer's file stays.
+TEST(XgTrain, ARunFolderIsOwnedByOneRun) {
+  const fs::path d = xg::test::fresh_test_dir("owned");
+  write_text(d / "train.txt", 400, 0);
+  const fs::path out = d / "o";
+  auto sized = [&](int d_model, int heads) {
+    return "--data " + (d / "train.txt").string() + " --out " + out.string() + " --d-model " + std::to_string(d_model) +
+           " --heads " + std::to_string(heads) +
+           " --layers 2 --seq-len 32 --batch 4 --steps 4 --warmup 1 --checkpoint-every 2 --sample-tokens 0";
+  };
+  const std::string flags = sized(32, 2), wider = sized(64, 4);
+  CliRun r = run_train(flags);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto snapshot = [&] {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(out)) files[e.path().filename().string()] = slurp(e.path().string());
+    return files;
+  };
+  const auto before = snapshot();
+  // Another model size into the same folder: refused, every file as it was.
+  r = run_train(wider);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--out " + out.string() + " already holds a run (args.json, checkpoint.safetensors, config.json,"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--resume continues it, --overwrite replaces it"), std::string::npos) << r.err;
+  EXPECT_EQ(snapshot(), before);
+  // A folder holding something that is not a run is never emptied.
+  fs::create_directories(d / "notes");
+  std::ofstream(d / "notes" / "todo.txt") << "keep me\n";
+  r = run_train("--data " + (d / "train.txt").string() + " --out " + (d / "notes").string() +
+                " --overwrite --steps 2 --warmup 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("holds files but no run (no args.json: todo.txt); not removing them"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp((d / "notes" / "todo.txt").string()), "keep me\n");
+  EXPECT_FALSE(fs::exists(d / "notes" / ".lock"));
+  // --overwrite replaces the run.
+  r = run_train(wider + " --overwrite");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(xg::nn::load_pretrained(out.string())->config().block.d_model, 64);
+
+  // While another process holds the lock (as a live run does), no run starts in the folder.
+  const int fd = ::open((out / ".lock").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  r = run_train(wider + " --resume");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is in use by another run (process "), std::string::npos) << r.err;
+  ::close(fd);
+
+  // Leftovers: the temporary file of a dead process goes, a live one's stays.
+  const pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  const fs::path stale = out / ("model.safetensors.tmp." + std::to_string(dead));
+  const fs::path live = out / ("summary.json.tmp." + std::to_string(::getpid()));
+  std::ofstream(stale) << "half";
+  std::ofstream(live) << "being written";
+  r = run_train(wider + " --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("removed " + stale.string() + ", left by a run killed while writing"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+// A resumed run keeps the settings in its args.json: a changed flag is refused by name, with
+// both values, and args.json stays as it was; --allow-change accepts a named change. Without
+// args.json, the checkpoint's own record of the model refuses another size in one line.
+TEST(XgTrain, ResumeRefusesChangedSettings) {
+  const fs::path d = xg::test::fresh_test_dir("resume_flags");
+  write_text(d / "train.txt", 400, 0);
+  const fs::path out = d / "o";
+  const std::string flags = "--data " + (d / "train.txt").string() + " --out " + out.string() +
+                            " --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 1"
+                            " --checkpoint-every 2 --sample-tokens 0";
+  CliRun r = run_train(flags + " --d-model 32 --steps 4 --lr 0.003");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string args = slurp((out / "args.json").string());
+  r = run_train(flags + " --d-model 32 --steps 4 --resume --lr 0.001");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "xg-train: --resume: --lr was 0.003 in " + (out / "args.json").string() +
+                       ", now 0.001 (a resumed run keeps its settings; --allow-change lr accepts the change) (see --help)\n");
+  r = run_train(flags + " --d-model 64 --steps 4 --lr 0.003 --resume");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--resume: --d-model was 32"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp((out / "args.json").string()), args) << "a refused resume leaves args.json as it was";
+  r = run_train(flags + " --d-model 32 --steps 6 --lr 0.003 --resume --allow-change steps --log-every 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;
+
+  fs::remove(out / "args.json");
+  r = run_train(flags + " --d-model 64 --steps 6 --lr 0.003 --resume");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("was written by a run with a different config (block.d_model: checkpoint 32, now 64)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// What a resume reads is checked whole: a damaged tensor (one flipped bit), non-finite
+// optimizer moments, a schedule far past the checkpoint's step and a missing AdamW state are
+// each an error naming the file and what is wrong, never a run that goes on with them.
+TEST(XgTrain, ResumeRefusesADamagedOrInconsistentCheckpoint) {
+  const fs::path d = xg::test::fresh_test_dir("bad_ckpt");
+  write_text(d / "train.txt", 400, 0);
+  const fs::path out = d / "o";
+  const std::string flags = "--data " + (d / "train.txt").string() + " --out " + out.string() +
+                            " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 1"
+                            " --checkpoint-every 2 --sample-tokens 0";
+  CliRun r = run_train(flags + " --steps 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string path = (out / "checkpoint.safetensors").string();
+  const std::string good = slurp(path);
+  const xg::finetune::Checkpoint c = xg::finetune::load_checkpoint(path);
+  auto resume_fails_with = [&](const std::string& text) {
+    const CliRun bad = run_train(flags + " --steps 6 --allow-change steps --resume");
+    EXPECT_EQ(bad.status, 1) << bad.out;
+    EXPECT_NE(bad.err.find(text), std::string::npos) << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    std::ofstream(path, std::ios::binary) << good;
+  };
+  // One bit of the last tensor's data.
+  std::string flipped = good;
+  flipped[flipped.size() - 3] ^= 0x10;
+  std::ofstream(path, std::ios::binary) << flipped;
+  resume_fails_with("safetensors: " + path + ": tensor 'sched.last_step' is damaged: the CRC32 of its data is ");
+
+  xg::finetune::Checkpoint inf = c;
+  const std::string moment = "state.0.exp_avg_sq";
+  ASSERT_TRUE(inf.optim.count(moment));
+  inf.optim[moment] = inf.optim[moment].clone();
+  inf.optim[moment].data<float>()[0] = std::numeric_limits<float>::infinity();
+  xg::finetune::save_checkpoint(path, inf);
+  resume_fails_with("--resume: " + path + ": optimizer state '" + moment + "' holds NaN or Inf");
+
+  xg::finetune::Checkpoint late = c;
+  late.sched["last_step"] = xg::from_vector(std::vector<int64_t>{int64_t(1) << 62}, {});
+  xg::finetune::save_checkpoint(path, late);
+  resume_fails_with("sched.last_step is 4.61169e+18, the checkpoint is at step 4");
+
+  xg::finetune::Checkpoint missing = c;
+  for (const char* k : {"state.1.step", "state.1.exp_avg", "state.1.exp_avg_sq"}) ASSERT_EQ(missing.optim.erase(k), 1u) << k;
+  xg::finetune::save_checkpoint(path, missing);
+  resume_fails_with("holds AdamW state for " + std::to_string(c.progress.optim_states - 1) + " parameters, it was written with " +
+                    std::to_string(c.progress.optim_states));
+}
+
+// A full disk stops the run with the file's name (here log.jsonl is /dev/full), rather than a
+// log cut mid-line while training goes on.
+TEST(XgTrain, AWriteErrorStopsTheRunNamingTheFile) {
+  const fs::path d = xg::test::fresh_test_dir("full");
+  write_text(d / "train.txt", 400, 0);
+  fs::create_directories(d / "o");
+  fs::create_symlink("/dev/full", d / "o" / "log.jsonl");
+  const CliRun r = run_train("--data " + (d / "train.txt").string() + " --out " + (d / "o").string() +
+                             " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 1 --steps 30"
+                             " --log-every 1 --sample-tokens 0 --resume");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("xg-train: writing " + (d / "o" / "log.jsonl").string() + " failed (disk full?); stopped at step "),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "o" / "model.safetensors"));
 }

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "autograd/graph.hpp"
 #include "autograd/index.hpp"
@@ -454,15 +456,64 @@ TEST(NnDecoderConfig, JsonRoundTrip) {
   EXPECT_EQ(std::get<GQASpec>(g.block.attention).head_dim, 10);
   EXPECT_TRUE(std::get<GQASpec>(g.block.attention).qkv_bias);
   EXPECT_FALSE(std::get<GQASpec>(g.block.attention).out_bias);
-  // Fields left out keep their defaults.
-  const LMConfig partial = LMConfig::from_json(
-      R"({"vocab_size": 50, "block": {"d_model": 32, "attention": {"kind": "gqa", "n_kv_heads": 2}}})");
-  EXPECT_EQ(partial.vocab_size, 50);
-  EXPECT_EQ(partial.n_layers, LMConfig().n_layers);
-  EXPECT_EQ(partial.block.d_model, 32);
-  EXPECT_EQ(std::get<GQASpec>(partial.block.attention).n_heads, GQASpec().n_heads);
-  EXPECT_EQ(std::get<GQASpec>(partial.block.attention).n_kv_heads, 2);
-  EXPECT_EQ(std::get<MLPSpec>(partial.block.ffn).activation, Activation::GELU);
+}
+
+// A config.json asking for more memory than the machine has is refused before its blocks are
+// allocated (n_layers 1e9 of a tiny block; 2e8 positions), naming the file, the field and the bytes.
+TEST(NnDecoderConfig, AModelTooLargeForTheMachineIsRefusedBeforeAllocating) {
+  const std::filesystem::path d = std::filesystem::path(XGRAD_BINARY_DIR) / "dir_NnDecoderConfig_TooLarge";
+  std::filesystem::remove_all(d);
+  LMConfig c;
+  c.vocab_size = 259;
+  c.n_layers = 1;
+  c.block = BlockConfig::llama(16, 2, 1);
+  save_pretrained(DecoderLM(c), d.string());
+  const std::string config = (d / "config.json").string();
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(config));
+  // A stand-in for a machine of 1 GB, so that the figures do not depend on this one.
+  ::setenv("XGRAD_MEMORY_LIMIT", "1073741824", 1);
+  j["n_layers"] = 1000000000;
+  std::ofstream(config) << j.dump();
+  EXPECT_XG_ERROR(load_pretrained(d.string()),
+                  config + ": DecoderLM: field 'n_layers' 1000000000 (");
+  EXPECT_XG_ERROR(load_pretrained(d.string()), "per block, d_model 16) needs about");
+  EXPECT_XG_ERROR(load_pretrained(d.string()), "TB, more than this machine's 1 GB of memory");
+  j["n_layers"] = 1;
+  j["block"]["max_seq_len"] = 200000000;
+  std::ofstream(config) << j.dump();
+  EXPECT_XG_ERROR(load_pretrained(d.string()), "position tables (field 'max_seq_len' 200000000) needs about 11.9 GB");
+  ::unsetenv("XGRAD_MEMORY_LIMIT");
+  // The estimate without building is about what the built model holds (its parameters, plus
+  // the position tables it counts at d_model wide).
+  c.n_layers = 3;
+  const double params = 4.0 * static_cast<double>(DecoderLM(c).num_parameters());
+  EXPECT_GE(model_bytes(c), params);
+  EXPECT_LE(model_bytes(c), params + 4.0 * static_cast<double>(c.block.max_seq_len * 16) + 1024);
+  std::filesystem::remove_all(d);
+}
+
+// A field left out is an error naming it, at any depth: a default (8 heads, the interleaved RoPE
+// layout) would load without a word and compute another model than the weights'.
+TEST(NnDecoderConfig, EveryFieldIsRequired) {
+  LMConfig c;
+  c.vocab_size = 50;
+  c.block = BlockConfig::llama(32, 4, 2);
+  const std::string full = c.to_json();
+  auto without = [&](const std::vector<std::string>& path) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(full);
+    nlohmann::ordered_json* at = &j;
+    for (std::size_t i = 0; i + 1 < path.size(); ++i) at = &(*at)[path[i]];
+    at->erase(path.back());
+    return j.dump();
+  };
+  EXPECT_XG_ERROR(LMConfig::from_json(without({"block", "attention", "n_heads"}), "m/config.json"),
+                  "m/config.json: missing field 'block.attention.n_heads' (every field is required");
+  EXPECT_XG_ERROR(LMConfig::from_json(without({"block", "rope_layout"}), "m/config.json"),
+                  "m/config.json: missing field 'block.rope_layout'");
+  EXPECT_XG_ERROR(LMConfig::from_json(without({"n_layers"}), "m/config.json"), "m/config.json: missing field 'n_layers'");
+  EXPECT_XG_ERROR(LMConfig::from_json(without({"block", "ffn", "d_ff"}), "m/config.json"),
+                  "m/config.json: missing field 'block.ffn.d_ff'");
+  EXPECT_EQ(LMConfig::from_json(full).to_json(), full);
 }
 
 // A config.json written before the sublayer specs, with flat block fields, still loads as
@@ -593,7 +644,17 @@ TEST(NnDecoderErrors, BadConfig) {
                   "my.json: field 'block.norm_position' must be one of \"post\", \"pre\", \"deepnorm\", got \"middle\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "mha", "bias": 1}}})", "my.json"),
                   "field 'block.attention.bias' must be true or false, got 1");
-  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"d_model": 16, "attention": {"kind": "mha", "n_heads": 3}}})",
+  // Validation runs on a config with every field (a missing one is an error of its own).
+  auto full_with = [](LMConfig c, const std::function<void(nlohmann::ordered_json&)>& edit) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(c.to_json());
+    edit(j);
+    return j.dump();
+  };
+  EXPECT_XG_ERROR(LMConfig::from_json(full_with(small_lm(AttentionKind::MHA),
+                                                [](auto& j) {
+                                                  j["block"]["d_model"] = 16;
+                                                  j["block"]["attention"]["n_heads"] = 3;
+                                                }),
                                       "my.json"),
                   "my.json: block: field 'attention.n_heads' (3) must divide d_model (16)");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "gqa", "latent_dim": 3}}})", "my.json"),
@@ -605,7 +666,8 @@ TEST(NnDecoderErrors, BadConfig) {
                   "my.json: field 'block.norm.kind' must be one of \"layernorm\", \"rmsnorm\", got nothing");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": "rmsnorm", "bias": 1}})", "my.json"),
                   "field 'block.attention.bias' must be true or false, got 1");  // the flat form
-  EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": 0})", "my.json"), "my.json: field 'vocab_size' must be positive");
+  EXPECT_XG_ERROR(LMConfig::from_json(full_with(llama_lm(), [](auto& j) { j["vocab_size"] = 0; }), "my.json"),
+                  "my.json: field 'vocab_size' must be positive");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": 3})", "my.json"), "field 'block' must be a JSON object, got 3");
   EXPECT_XG_ERROR(LMConfig::from_json("{\"vocab_size\": ", "my.json"), "my.json: not valid JSON");
   LMConfig c = llama_lm();

@@ -59,6 +59,17 @@ TEST(NnSampling, DrawsFollowTheDistribution) {
 TEST(NnSamplingErrors, BadOptions) {
   Generator g(0);
   EXPECT_XG_ERROR(sample_token(ones({2, 3}), {}, g), "sample_token: expected logits [V], got [2,3]");
-  EXPECT_XG_ERROR(sample_token(ones({3}), {-1.0, 0, 1.0}, g), "temperature must be >= 0");
+  EXPECT_XG_ERROR(sample_token(ones({3}), {-1.0, 0, 1.0}, g), "temperature must be 0 (greedy) or in [1e-06, inf), got -1");
+  // 1e-320 would turn every logit into +-Inf and the probabilities into NaN.
+  EXPECT_XG_ERROR(sample_token(ones({3}), {1e-320, 0, 1.0}, g), "temperature must be 0 (greedy) or in [1e-06");
+  // Logits a model with non-finite weights makes: refused, not drawn from as NUL bytes.
+  const double nan = std::nan("");
+  EXPECT_XG_ERROR(sample_token(from_vector(std::vector<double>{0.5, nan, 1}, {3}, kFloat64), {1.0, 0, 1.0}, g),
+                  "sample_token: logit 1 is nan (the model's weights or adapters hold NaN or Inf");
+  EXPECT_XG_ERROR(sample_token(from_vector(std::vector<double>{nan, 0, 1}, {3}, kFloat64), {0.0, 0, 1.0}, g),
+                  "sample_token: logit 0 is nan");
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_XG_ERROR(sample_token(from_vector(std::vector<double>{-inf, -inf}, {2}, kFloat64), {1.0, 0, 1.0}, g),
+                  "every logit is -inf");
   EXPECT_XG_ERROR(sample_token(ones({3}), {1.0, 0, 0.0}, g), "top_p must be in (0, 1], got 0");
 }

@@ -3,6 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "autograd/random.hpp"
 #include "tests/torch_fixture.hpp"
@@ -116,4 +119,55 @@ TEST(SafetensorsErrors, FailedSaveLeavesNoFile) {
   EXPECT_XG_ERROR(save_safetensors(tmp_path("undef.safetensors"), {{"a", Tensor()}}), "tensor 'a' is undefined");
   std::ifstream f(tmp_path("undef.safetensors"));
   EXPECT_FALSE(f.good());
+}
+
+// xgrad's files carry a CRC32 per tensor in __metadata__ (any safetensors reader still loads
+// them: it is one more string there), and every single-bit flip in any tensor's data is found on
+// load, naming the file and the tensor. Files without checksums (PyTorch's) load as before.
+TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
+  Generator gen(2);
+  TensorMap in{{"a", randn({5}, kFloat32, &gen)}, {"b", randn({3}, kFloat64, &gen)}, {"c", arange(4)},
+               {"h", randn({6}, kFloat32, &gen)}};
+  const std::string path = tmp_path("checksums.safetensors");
+  save_safetensors(path, in, {{"format", "pt"}});
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+  ASSERT_TRUE(header["__metadata__"]["xgrad_crc32"].is_string());  // a string, as the format requires
+  std::map<std::string, std::string> meta;
+  load_safetensors(path, &meta);
+  EXPECT_EQ(meta, (std::map<std::string, std::string>{{"format", "pt"}}));  // the checksums are not user metadata
+
+  const std::size_t data = 8 + header_len;
+  int caught = 0, flips = 0;
+  for (std::size_t at = data; at < bytes.size(); at += 3) {
+    for (int bit : {0, 7}) {
+      std::string bad = bytes;
+      bad[at] = static_cast<char>(bad[at] ^ (1 << bit));
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+      ++flips;
+      try {
+        load_safetensors(path);
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        caught += what.find("safetensors: " + path + ": tensor '") == 0 && what.find("' is damaged: the CRC32") != std::string::npos;
+      }
+    }
+  }
+  EXPECT_EQ(caught, flips);
+  // read_into (a model's load) checks too, also when converting.
+  std::string bad = bytes;
+  bad[data + 1] = static_cast<char>(bad[data + 1] ^ 4);  // in "a", the first tensor by offset
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
+  SafetensorsReader reader(path);
+  EXPECT_XG_ERROR(reader.read_into("a", zeros({5}, kFloat64)), "tensor 'a' is damaged");
+  EXPECT_XG_ERROR(save_safetensors(path, in, {{"xgrad_crc32", "{}"}}), "metadata key 'xgrad_crc32' is reserved");
+  // BF16 storage: the checksum is of the stored (rounded) bytes.
+  save_safetensors(path, in, {}, StoredFloat::BFloat16);
+  EXPECT_EQ(load_safetensors(path).at("h").numel(), 6);
 }

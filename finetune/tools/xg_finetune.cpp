@@ -5,6 +5,8 @@
 // args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
 // in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder) or,
 // for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata).
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -12,6 +14,7 @@
 #include "cli/flags.hpp"
 #include "cli/loop_flags.hpp"
 #include "cli/output.hpp"
+#include "cli/run_dir.hpp"
 #include "cli/run_main.hpp"
 #include "cli/threads.hpp"
 #include "finetune/base_model.hpp"
@@ -34,6 +37,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kProg = "xg-finetune";
+constexpr double kMaxEpochs = 1e6;
 
 struct Flags {
   std::string base, data, eval_data, objective = "sft", chat_template = "auto", system;
@@ -43,12 +47,13 @@ struct Flags {
   ft::GrpoTask grpo;
   bool merge = false;
   ft::LoopOptions loop;
+  cli::RunDirOptions run_dir;
 };
 
-// The base with the adapters folded into its weights, saved as a plain model folder: an HF
-// folder (float32, the base's tokenizer files and config ids) for an HF base, a GGUF file (F32,
-// the base's tokenizer metadata) for a GGUF base, else an xgrad folder.
-void save_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf) {
+// The base with the adapters folded into its weights, written to `dir`: an HF folder (float32,
+// the base's tokenizer files and config ids) for an HF base, a GGUF file (F32, the base's
+// tokenizer metadata) for a GGUF base, else an xgrad folder.
+void write_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf) {
   ft::merge(model);
   nn::DecoderLM plain(model.config());
   TensorMap state;
@@ -56,7 +61,7 @@ void save_merged(nn::DecoderLM& model, const std::string& dir, const std::string
     if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
   plain.load_state_dict(state, true);
   if (gguf) {
-    ft::save_gguf_model(plain, base, dir + ".gguf");
+    ft::save_gguf_model(plain, base, dir);
   } else if (hf) {
     nn::SaveHFOptions options;
     options.source = base;
@@ -65,6 +70,25 @@ void save_merged(nn::DecoderLM& model, const std::string& dir, const std::string
     nn::save_pretrained(plain, dir);
   }
   ft::unmerge(model);
+}
+
+// The merged model saved as `dir` (write_merged's folder, or with a GGUF base the file
+// <dir>.gguf). Written into <that>.tmp.<pid> and renamed: a failed or killed merge leaves no
+// partial folder or file (the next start removes the temporary of a dead process).
+void save_merged(nn::DecoderLM& model, std::string dir, const std::string& base, bool hf, bool gguf) {
+  namespace fs = std::filesystem;
+  if (gguf) dir += ".gguf";
+  const std::string tmp = str_cat(dir, ".tmp.", ::getpid());
+  fs::remove_all(tmp);
+  try {
+    write_merged(model, tmp, base, hf, gguf);
+    fs::remove_all(dir);
+    fs::rename(tmp, dir);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
 }
 
 }  // namespace
@@ -119,6 +143,7 @@ int main(int argc, char** argv) {
     ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
+  opts.add(cli::run_dir_flags(f.run_dir));
   int threads = 0;
   opts.add(cli::threads_flag(threads));
   po::variables_map vm;
@@ -133,14 +158,22 @@ int main(int argc, char** argv) {
         cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
                      "--batch and --eval-rows must be positive and --max-len at least 2");
-        cli::require(f.epochs >= 0, "--epochs must be positive");
+        // NOTE: the bound only keeps the step count computed from it far inside int64; a real
+        // run is never near it.
+        cli::require(f.epochs >= 0 && f.epochs <= kMaxEpochs,
+                     str_cat("--epochs must be in [0, ", kMaxEpochs, "] (0 = use --steps), got ", f.epochs));
+        // cDPO's label smoothing is the chance that a preference label is flipped: above 0.5 the
+        // data would say the opposite of itself.
+        cli::require(f.label_smoothing >= 0 && f.label_smoothing <= 0.5,
+                     str_cat("--label-smoothing must be in [0, 0.5], got ", f.label_smoothing));
         if (!vm.count("beta")) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
         cli::require(f.beta > 0 || (f.objective == "grpo" && f.beta == 0),
                      "--beta must be > 0 (>= 0 for grpo), got " + std::to_string(f.beta));
         if (f.objective == "grpo") {
           cli::require(f.grpo.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt");
           cli::require(f.grpo.max_new_tokens >= 1, "--max-new-tokens must be positive");
-          cli::require(f.grpo.temperature > 0, "--temperature must be > 0 (GRPO samples)");
+          cli::require(f.grpo.temperature >= nn::kMinTemperature,
+                       str_cat("--temperature must be at least ", nn::kMinTemperature, " (GRPO samples), got ", f.grpo.temperature));
           cli::require(f.grpo.clip_eps > 0, "--clip-eps must be > 0");
         }
         try {
@@ -156,24 +189,27 @@ int main(int argc, char** argv) {
         std::vector<ft::SftExample> sft_train, sft_eval;
         std::vector<ft::DpoExample> dpo_train, dpo_eval;
         std::vector<ft::GrpoExample> grpo_train, grpo_eval;
+        std::vector<int64_t> train_lines, eval_lines;  // each row's line in its file
         int64_t rows = 0;
         if (f.objective == "sft") {
-          sft_train = ft::read_sft_jsonl(f.data);
-          if (!f.eval_data.empty()) sft_eval = ft::read_sft_jsonl(f.eval_data);
+          sft_train = ft::read_sft_jsonl(f.data, &train_lines);
+          if (!f.eval_data.empty()) sft_eval = ft::read_sft_jsonl(f.eval_data, &eval_lines);
           rows = static_cast<int64_t>(sft_train.size());
         } else if (f.objective == "dpo") {
-          dpo_train = ft::read_dpo_jsonl(f.data);
-          if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data);
+          dpo_train = ft::read_dpo_jsonl(f.data, &train_lines);
+          if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data, &eval_lines);
           rows = static_cast<int64_t>(dpo_train.size());
         } else {
-          grpo_train = ft::read_grpo_jsonl(f.data);
-          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data);
+          grpo_train = ft::read_grpo_jsonl(f.data, &train_lines);
+          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines);
           rows = static_cast<int64_t>(grpo_train.size());
         }
         if (f.epochs > 0) {
           const double per_step =
               static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum * ft::Distributed::size());
-          o.steps = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(f.epochs * static_cast<double>(rows) / per_step)));
+          const double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
+          cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", rows, " rows is ", steps, " steps"));
+          o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
           if (o.warmup >= o.steps) o.warmup = o.steps / 10;
         }
         // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
@@ -187,17 +223,63 @@ int main(int argc, char** argv) {
         check(f.system.empty() || chat != nullptr, kProg, ": --system: ", f.base,
               " has no chat template (tokenizer_config.json has no chat_template)");
         const ft::RowFormat format{tok.get(), chat.get(), f.system};
-        // Rows are truncated to the model's positions (in tokens of its tokenizer).
-        if (model->max_seq_len() >= 0 && f.max_len > model->max_seq_len()) f.max_len = model->max_seq_len();
+        // Rows are truncated to --max-len, which the model's positions bound (in tokens of its tokenizer).
+        const int64_t positions = model->max_seq_len();
+        if (positions >= 0 && f.max_len > positions) f.max_len = positions;
+        // A row the model can never see whole (a GRPO prompt that leaves no room for a completion)
+        // is refused now, naming its line, rather than at whichever step draws it.
+        auto check_rows = [&](const std::string& path, const std::vector<int64_t>& lines, auto length, const char* what) {
+          if (positions < 0) return;
+          for (std::size_t i = 0; i < lines.size(); ++i) {
+            const int64_t n = length(i);
+            check(n <= positions, path, ":", lines[i], ": ", what, " is ", n, " tokens, more than the ", positions,
+                  " positions of ", f.base, " (shorten it or leave it out)");
+          }
+        };
+        auto sft_len = [&](const ft::SftExample& r) {
+          const auto [p, q] = format.row_ids(r.prompt, r.response);
+          return static_cast<int64_t>(p.size() + q.size());
+        };
+        if (f.objective == "sft") {
+          check_rows(f.data, train_lines, [&](std::size_t i) { return sft_len(sft_train[i]); }, "the row");
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return sft_len(sft_eval[i]); }, "the row");
+        } else if (f.objective == "dpo") {
+          auto dpo_len = [&](const ft::DpoExample& r) {
+            return std::max(sft_len({r.prompt, r.chosen}), sft_len({r.prompt, r.rejected}));
+          };
+          check_rows(f.data, train_lines, [&](std::size_t i) { return dpo_len(dpo_train[i]); }, "the row");
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return dpo_len(dpo_eval[i]); }, "the row");
+        } else {
+          // + 1: the completion needs a position too.
+          auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r.prompt).size()) + 1; };
+          check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); }, "the prompt (with one completion token)");
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); }, "the prompt (with one completion token)");
+        }
+        // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
+        // rejected, and the reference without adapters), or a GRPO group of completions.
+        const nn::LMConfig& lm = model->config();
+        if (f.objective == "grpo") {
+          const int64_t longest = f.max_len + f.grpo.max_new_tokens;
+          cli::require_memory(nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
+                              str_cat("--group-size ", f.grpo.group_size, " completions of up to --max-new-tokens ",
+                                      f.grpo.max_new_tokens));
+        }
+        else
+          cli::require_memory(nn::activation_bytes(lm, (f.objective == "dpo" ? 3 : 1) * f.batch, f.max_len),
+                              str_cat("--batch ", f.batch, " rows of --max-len ", f.max_len));
         Generator lora_gen(o.seed);
         const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
 
-        std::filesystem::create_directories(o.out_dir);
-        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
-                     {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()}};
-        args["ranks"] = ft::Distributed::size();
         const bool main_rank = ft::Distributed::is_main();
-        if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
+        std::unique_ptr<cli::RunDir> run_dir;
+        if (main_rank) {
+          run_dir = std::make_unique<cli::RunDir>(
+              kProg, o.out_dir, o.resume, f.run_dir,
+              std::vector<std::pair<std::string, std::string>>{{"base", f.base}, {"data", f.data}, {"eval-data", f.eval_data}});
+          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
+                                {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
+                                {"ranks", ft::Distributed::size()}});
+        }
         const nn::NamedTensors trainable = ft::named_lora_parameters(*model);
         int64_t n_train = 0;
         for (const auto& [name, p] : trainable) n_train += p.numel();

@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
         cli::require(system.empty() || (format == "instruct" && chat_template == "auto"),
                      "--system needs the instruct format with a chat template (--chat-template auto)");
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");
-        cli::require(g.temperature >= 0, "--temperature must be >= 0");
+        cli::require(g.temperature == 0 || g.temperature >= nn::kMinTemperature,
+                     str_cat("--temperature must be 0 (greedy) or at least ", nn::kMinTemperature, ", got ", g.temperature));
         cli::require(g.top_k >= 0, "--top-k must be >= 0");
         cli::require(g.top_p > 0 && g.top_p <= 1, "--top-p must be in (0, 1]");
         cli::require(vm["adapter-scale"].defaulted() || !adapter.empty(), "--adapter-scale needs --adapter");
@@ -89,12 +90,17 @@ int main(int argc, char** argv) {
         check(!ids.empty(), "xg-generate: the prompt is empty and the tokenizer of ", base,
               " adds no BOS token to start from (give --prompt)");
         const int64_t T0 = static_cast<int64_t>(ids.size());
-        std::vector<int64_t> rows;
-        for (int64_t s = 0; s < samples; ++s) rows.insert(rows.end(), ids.begin(), ids.end());
         g.eos_id = tok->eos_id();
         int64_t room = max_new;
         if (model->max_seq_len() >= 0) room = std::min(room, model->max_seq_len() - T0);
         check(room > 0, "xg-generate: the prompt (", T0, " tokens) fills the model's ", model->max_seq_len(), " positions");
+        // Each sample's KV cache over its whole length and the prompt's logits.
+        const double per_sample = static_cast<double>(T0 + room) * static_cast<double>(model->kv_cache_bytes_per_token(4)) +
+                                  static_cast<double>(T0) * static_cast<double>(model->config().vocab_size) * 4;
+        cli::require_memory(static_cast<double>(samples) * per_sample,
+                            str_cat("--samples ", samples, " of ", T0 + room, " tokens"));
+        std::vector<int64_t> rows;
+        for (int64_t s = 0; s < samples; ++s) rows.insert(rows.end(), ids.begin(), ids.end());
         Tensor out = model->generate(from_vector(rows, {samples, T0}), room, g);
         const int64_t T = out.shape()[1];
         for (int64_t s = 0; s < samples; ++s) {

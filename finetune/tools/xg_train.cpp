@@ -8,6 +8,7 @@
 #include "cli/flags.hpp"
 #include "cli/loop_flags.hpp"
 #include "cli/output.hpp"
+#include "cli/run_dir.hpp"
 #include "cli/run_main.hpp"
 #include "cli/threads.hpp"
 #include "finetune/dataset.hpp"
@@ -35,6 +36,7 @@ struct Flags {
   int64_t seq_len = 128, batch = 16, eval_batches = 16;
   // run
   ft::LoopOptions loop;
+  cli::RunDirOptions run_dir;
   int64_t sample_every = 0, sample_tokens = 200;
   std::string sample_prompt = "It is a truth universally acknowledged";
 };
@@ -151,6 +153,7 @@ int main(int argc, char** argv) {
     ("sample-tokens", po::value(&f.sample_tokens)->default_value(f.sample_tokens), "bytes per sample (at most --seq-len, prompt included)");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the init, the data order and dropout"));
+  opts.add(cli::run_dir_flags(f.run_dir));
   int threads = 0;
   opts.add(cli::threads_flag(threads));
   po::variables_map vm;
@@ -165,19 +168,30 @@ int main(int argc, char** argv) {
                      "--seq-len, --batch and --eval-batches must be positive");
         cli::require(f.sample_tokens >= 0 && f.sample_every >= 0, "--sample-tokens and --sample-every must be >= 0");
         cli::validate_loop(o, kProg);
+        // The weights, their gradients and AdamW's two moments, and one micro-batch's activations.
+        cli::require_memory(4 * nn::model_bytes(config) + nn::activation_bytes(config, f.batch, f.seq_len),
+                            str_cat("a model of --layers ", f.layers, " --d-model ", f.d_model, " --max-seq-len ",
+                                    config.block.max_seq_len, " trained on --batch ", f.batch, " x --seq-len ", f.seq_len));
         return -1;
       },
       [&] {
+        // Everything that can be wrong with the inputs is found before anything is written.
         const ft::TextDataset train(f.data);
         std::unique_ptr<ft::TextDataset> heldout;
         if (!f.eval_data.empty()) heldout = std::make_unique<ft::TextDataset>(f.eval_data);
-        std::filesystem::create_directories(o.out_dir);
-        json args = {{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
-                     {"ranks", ft::Distributed::size()}};
-        if (main_rank) write_file_atomic(o.out_dir + "/args.json", args.dump(2) + "\n", kProg);
-
+        for (const auto& [flag, data] : {std::pair<const char*, const ft::TextDataset*>{"data", &train}, {"eval-data", heldout.get()}})
+          check(data == nullptr || data->size() > f.seq_len, "--", flag, " ", data ? data->path() : "", ": ",
+                data ? data->size() : 0, " bytes, too short for --seq-len ", f.seq_len, " (a window needs ", f.seq_len + 1, ")");
         manual_seed(o.seed);  // the init
         nn::DecoderLM model(config);
+
+        std::unique_ptr<cli::RunDir> run_dir;
+        if (main_rank) {
+          run_dir = std::make_unique<cli::RunDir>(kProg, o.out_dir, o.resume, f.run_dir,
+                                                  std::vector<std::pair<std::string, std::string>>{{"data", f.data}, {"eval-data", f.eval_data}});
+          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", cli::git_revision()},
+                                {"gemm", gemm_backend_description()}, {"ranks", ft::Distributed::size()}});
+        }
         const double baseline =
             heldout ? unigram_bits_per_byte(train.text(), heldout->text()) : std::nan("");
         if (main_rank) {

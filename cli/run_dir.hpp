@@ -1,0 +1,62 @@
+// The output folder of a trainer (xg-train, xg-finetune), owned by one run at a time: a lock held
+// for the process's life, no silent reuse of a folder holding another run, --out never a model
+// folder the run reads, leftovers of killed writers removed, and a resume that keeps its flags.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xg::cli {
+
+struct RunDirOptions {
+  bool overwrite = false;   // --overwrite: replace the run in a non-empty --out
+  std::string allow_change;  // --allow-change: flags a --resume may change (comma list)
+};
+
+// --overwrite and --allow-change bound to `o`.
+boost::program_options::options_description run_dir_flags(RunDirOptions& o);
+
+// The flags a resumed run may change without --allow-change: they decide what is printed and
+// when, never what is computed.
+const std::set<std::string>& flags_free_on_resume();
+
+class RunDir {
+ public:
+  // Claims `out` for `program`, in this order, so that a refused command changes no file:
+  // - `out` may not be, hold or lie inside one of `inputs` ({flag, folder}, e.g. {"base", ...});
+  // - creates it, then takes `out`/.lock (flock, released when the process ends, however it
+  //   ends): another live run in `out` is an error naming its process;
+  // - a folder already holding files is refused unless `resume` (continue it) or
+  //   o.overwrite (it must hold a run, args.json, whose files are then removed);
+  // - removes what writers killed mid-write left (`*.tmp.<pid>`, also in its subfolders),
+  //   printing each.
+  // Usage mistakes are UsageErrors (exit status 2); a folder in use, an xg::Error (status 1).
+  RunDir(std::string program, std::string out, bool resume, const RunDirOptions& o,
+         const std::vector<std::pair<std::string, std::string>>& inputs = {});
+  ~RunDir();
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
+
+  const std::string& path() const { return out_; }
+
+  // Writes `args` (with its "flags": flags_json) to args.json. On a resume, first compares the
+  // flags with the recorded ones: a changed flag that is neither free (flags_free_on_resume) nor
+  // in --allow-change is a UsageError naming it, both values and how to allow it; args.json
+  // then stays as it was.
+  void record_args(const nlohmann::json& args) const;
+
+ private:
+  // The checks and clean-up once the lock is held.
+  void claim(const RunDirOptions& o, const std::string& lock, bool lock_existed);
+
+  std::string program_, out_;
+  bool resume_;
+  std::set<std::string> allowed_;
+  int lock_fd_ = -1;
+};
+
+}  // namespace xg::cli

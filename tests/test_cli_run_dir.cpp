@@ -1,0 +1,90 @@
+// cli/run_dir.cpp: a run folder is owned by one run (the lock), never reused silently, never a
+// model folder the run reads (nor a sibling mistaken for one), and a resume keeps its flags.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "autograd/error.hpp"
+#include "cli/flags.hpp"
+#include "cli/run_dir.hpp"
+#include "tests/cli_run.hpp"
+
+namespace cli = xg::cli;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The message of what f throws ("" when nothing).
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(CliRunDir, OutIsNeverAnInputNorInsideOne) {
+  const fs::path d = xg::test::fresh_test_dir();
+  fs::create_directories(d / "base");
+  const std::vector<std::pair<std::string, std::string>> inputs{{"base", (d / "base").string()}, {"eval-data", ""}};
+  const cli::RunDirOptions o;
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", (d / "base" / ".").string(), false, o, inputs); }),
+            "--out " + (d / "base" / ".").string() + " is --base " + (d / "base").string() +
+                ": a run never writes where its inputs are");
+  EXPECT_NE(error_of([&] { cli::RunDir("p", (d / "base" / "x" / "y").string(), false, o, inputs); }).find(" is inside --base "),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(d / "base" / "x"));
+  // A sibling whose name starts with the base's is neither.
+  cli::RunDir sibling("p", (d / "base2").string(), false, o, inputs);
+  EXPECT_TRUE(fs::exists(d / "base2" / ".lock"));
+}
+
+TEST(CliRunDir, OneRunAtATimeAndNoSilentReuse) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const std::string out = (d / "run").string();
+  cli::RunDirOptions o;
+  auto first = std::make_unique<cli::RunDir>("p", out, false, o);
+  first->record_args({{"flags", {{"lr", 0.1}}}});
+  // Another open of the lock (another run, or this process again) cannot take it.
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, o); }),
+            "p: --out " + out + " is in use by another run (process " + std::to_string(::getpid()) + " holds " + out +
+                "/.lock)");
+  first.reset();  // the run ends
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, false, o); }),
+            "--out " + out + " already holds a run (args.json): --resume continues it, --overwrite replaces it");
+  o.overwrite = true;
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, o); }),
+            "--resume continues the run in --out, --overwrite replaces it: give one");
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, false, o); }), "");
+  EXPECT_FALSE(fs::exists(out + "/args.json"));
+}
+
+TEST(CliRunDir, AResumeKeepsItsFlags) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const std::string out = (d / "run").string();
+  cli::RunDirOptions o;
+  cli::RunDir("p", out, false, o).record_args({{"flags", {{"lr", 0.1}, {"steps", 10}, {"threads", 2}}}});
+  const std::string args = xg::test::slurp(out + "/args.json");
+  // --threads changes nothing that is computed: free. --lr is refused, and args.json kept.
+  EXPECT_EQ(error_of([&] {
+              cli::RunDir("p", out, true, o).record_args({{"flags", {{"lr", 0.2}, {"steps", 10}, {"threads", 1}}}});
+            }),
+            "--resume: --lr was 0.1 in " + out + "/args.json, now 0.2 (a resumed run keeps its settings; --allow-change lr "
+            "accepts the change)");
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, o).record_args({{"flags", {{"lr", 0.1}, {"threads", 1}}}}); }),
+            "--resume: --steps was 10 in " + out + "/args.json, now not given (a resumed run keeps its settings; "
+            "--allow-change steps accepts the change)");
+  EXPECT_EQ(xg::test::slurp(out + "/args.json"), args);
+  o.allow_change = "--steps,lr";
+  cli::RunDir("p", out, true, o).record_args({{"flags", {{"lr", 0.2}, {"steps", 20}, {"threads", 1}}}});
+  EXPECT_NE(xg::test::slurp(out + "/args.json").find("20"), std::string::npos);
+  o.allow_change = "stepz";
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, o).record_args({{"flags", {{"lr", 0.2}, {"steps", 20}}}}); }),
+            "--allow-change: 'stepz' is not a flag of p");
+}
