@@ -54,10 +54,13 @@ config = {"vocab_size": 259, "n_layers": 2, "tie_embeddings": False, "final_norm
           "block": {"d_model": 32, "n_heads": 2, "n_kv_heads": 1, "d_ff": 64, "norm_position": "pre", "norm": "rmsnorm",
                     "ffn": "swiglu", "attention": "gqa", "position": "rope", "max_seq_len": 64}}
 put("config", "model_config", b"\x00" + json.dumps(config).encode())  # the flat block of earlier versions
+# Today's form names every field (a config.json missing one is refused).
 config["block"] = {"d_model": 32, "norm_position": "pre", "position": "rope", "rope_layout": "interleaved",
-                   "max_seq_len": 64, "norm": {"kind": "rmsnorm", "eps": 1e-6},
-                   "attention": {"kind": "gqa", "n_heads": 2, "n_kv_heads": 1, "head_dim": 16, "qkv_bias": True},
-                   "ffn": {"kind": "moe", "d_ff": 64, "num_experts": 4, "top_k": 2, "expert": "swiglu"}}
+                   "rope_base": 10000.0, "max_seq_len": 64, "dropout": 0.0, "naming": "llama",
+                   "norm": {"kind": "rmsnorm", "eps": 1e-6},
+                   "attention": {"kind": "gqa", "n_heads": 2, "n_kv_heads": 1, "head_dim": 16, "qkv_bias": True,
+                                 "out_bias": False, "qk_norm": False},
+                   "ffn": {"kind": "swiglu", "d_ff": 64, "bias": False, "naming": "upper"}}
 put("config", "model_config_specs", b"\x00" + json.dumps(config).encode())
 adapter = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4, "lora_alpha": 8, "lora_dropout": 0.05,
            "target_modules": ["w_q", "w_v"], "bias": "none", "use_rslora": False, "fan_in_fan_out": False,
@@ -148,3 +151,28 @@ put("gguf", "llama_f32", gguf(llama_kv, [(n, sh, 0, f32(*[0.25] * numel(sh))) fo
 put("gguf", "q8_0_f16_bf16", gguf([("general.alignment", 4, 32)],
                                   [("q", [1, 32], 8, struct.pack("<e", 0.5) + bytes(range(32))),
                                    ("h", [2], 1, struct.pack("<2e", 1.5, -2.0)), ("b", [1], 30, b"\x80\x3f")]))
+
+# Command-line values (fuzz_flags.cpp): an argv, NUL-separated.
+argv = lambda *a: "\0".join(a)  # noqa: E731
+put("flags", "loop", argv("--lr", "3e-4", "--steps", "100", "--warmup", "10", "--schedule", "linear", "--list", "1,2,3"))
+put("flags", "nan_and_lists", argv("--on-nan", "skip", "--max-skipped", "0.5", "--allow-change", "steps,lr",
+                                   "--overwrite", "--seed", "7", "--scale", "inf"))
+put("flags", "bad_values", argv("--batch", "-3", "--list", "1e308,nan", "--seed", "-1"))
+# fuzz/corpus/flags/non_utf8_value is not made here: it is the input fuzz_flags found (a flag value
+# that is not UTF-8 made args.json's dump throw), kept as a regression seed.
+
+# fuzz_resume.cpp's seed, fuzz/corpus/resume/tiny_run, is a real checkpoint (AdamW's state as it
+# writes it, its CRC32s), written by xg-train rather than by hand:
+#   xg-train --data TEXT --out DIR --d-model 8 --layers 1 --heads 2 --kv-heads 1 --max-seq-len 16
+#            --seq-len 8 --batch 2 --steps 2 --warmup 0 --sample-tokens 0   # then DIR/checkpoint.safetensors
+
+# Adapter folders (fuzz_adapter.cpp): 0 + adapter_config.json, 1 + adapter_model.safetensors, for
+# its base (one LLaMA block of width 8, 1 KV head of 4): LoRA r=4 on w_q and w_v.
+lora = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 4, "lora_alpha": 8, "lora_dropout": 0.0,
+        "target_modules": ["w_q", "w_v"], "bias": "none", "use_rslora": False, "fan_in_fan_out": False}
+put("adapter", "config", b"\x00" + json.dumps(lora).encode())
+pre = "base_model.model.layers.0.attention."
+put("adapter", "weights", b"\x01" + safetensors({pre + "w_q.lora_A.weight": ("F32", [4, 8], f32(*[0.01] * 32)),
+                                                 pre + "w_q.lora_B.weight": ("F32", [8, 4], f32(*[0.02] * 32)),
+                                                 pre + "w_v.lora_A.weight": ("F32", [4, 8], f32(*[0.03] * 32)),
+                                                 pre + "w_v.lora_B.weight": ("F32", [4, 4], f32(*[0.04] * 16))}))
