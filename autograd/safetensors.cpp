@@ -345,6 +345,8 @@ void SafetensorsReader::verify(const std::string& name, uint32_t crc) const {
                         hex32(it->second)));
 }
 
+std::string crc32_hex(const std::string& bytes) { return hex32(crc32_of(0, bytes.data(), bytes.size())); }
+
 TensorMap load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   SafetensorsReader reader(path);
   if (metadata)

@@ -69,6 +69,9 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
 // The number of bytes save_safetensors writes for the tensors' data (the header excluded).
 uint64_t safetensors_data_bytes(const TensorMap& tensors, StoredFloat stored = StoredFloat::Native);
 
+// The CRC32 (zlib's) of `bytes`, as xgrad's checksums compute it, as 8 hex digits.
+std::string crc32_hex(const std::string& bytes);
+
 // float <-> bfloat16 bits (the rounding above), and float <-> IEEE half bits (round to
 // nearest even as numpy's astype(float16); overflow is infinity, NaN stays NaN).
 uint16_t float_to_bfloat16(float f);

@@ -16,6 +16,7 @@
 
 #include "autograd/atomic_file.hpp"
 #include "autograd/error.hpp"
+#include "autograd/safetensors.hpp"
 #include "cli/flags.hpp"
 
 namespace xg::cli {
@@ -81,10 +82,20 @@ po::options_description run_dir_flags(RunDirOptions& o) {
 }
 
 const std::set<std::string>& flags_free_on_resume() {
-  static const std::set<std::string> free = {"resume",     "overwrite",        "allow-change", "threads",
-                                             "log-every",  "checkpoint-every", "eval-every",   "sample-every",
-                                             "detect-anomaly"};
+  // NOTE: --grad-accum too: a checkpoint resumes under any ranks x grad-accum with the same
+  // product (the same micro-batches per step), which TrainLoop checks itself.
+  static const std::set<std::string> free = {"resume",       "overwrite",  "allow-change",     "threads",
+                                             "log-every",    "grad-accum", "checkpoint-every", "eval-every",
+                                             "sample-every", "detect-anomaly"};
   return free;
+}
+
+std::string input_checksum(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  check(f.good(), path, ": cannot open file");
+  std::ostringstream bytes;
+  bytes << f.rdbuf();
+  return "crc32:" + crc32_hex(bytes.str());
 }
 
 RunDir::RunDir(std::string program, std::string out, bool resume, const RunDirOptions& o,
@@ -180,12 +191,26 @@ void RunDir::record_args(const nlohmann::json& args) const {
     for (const auto& [k, v] : now.items()) names.insert(k);
     for (const std::string& k : names) {
       if (flags_free_on_resume().count(k) || allowed_.count(k)) continue;
-      const std::string a = was.contains(k) ? was[k].dump() : "not given", b = now.contains(k) ? now[k].dump() : "not given";
+      auto text = [](const nlohmann::json& j, const std::string& k) {
+        return j.contains(k) ? j[k].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : std::string("not given");
+      };
+      const std::string a = text(was, k), b = text(now, k);
       require(a == b, str_cat("--resume: --", k, " was ", a, " in ", path, ", now ", b,
                               " (a resumed run keeps its settings; --allow-change ", k, " accepts the change)"));
     }
+    // The inputs' contents: the same file name holding other data is another run.
+    const nlohmann::json had = before.value("inputs", nlohmann::json::object()),
+                         has = args.value("inputs", nlohmann::json::object());
+    for (const auto& [k, v] : has.items()) {
+      if (allowed_.count(k) || !had.contains(k) || had[k] == v) continue;
+      throw UsageError(str_cat("--resume: the contents of --", k, " changed since ", path, " was written (",
+                               had[k].get<std::string>(), " then, ", v.get<std::string>(), " now; --allow-change ", k,
+                               " accepts the change)"));
+    }
   }
-  write_file_atomic(path, args.dump(2) + "\n", program_);
+  // A flag's value need not be UTF-8 (a --sample-prompt in Latin-1): its bytes become U+FFFD
+  // rather than an exception (found by fuzz_flags).
+  write_file_atomic(path, args.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", program_);
 }
 
 }  // namespace xg::cli

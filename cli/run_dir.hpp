@@ -24,6 +24,9 @@ boost::program_options::options_description run_dir_flags(RunDirOptions& o);
 // when, never what is computed.
 const std::set<std::string>& flags_free_on_resume();
 
+// "crc32:<8 hex>" of the file at `path` (an input whose contents a resume must find unchanged).
+std::string input_checksum(const std::string& path);
+
 class RunDir {
  public:
   // Claims `out` for `program`, in this order, so that a refused command changes no file:
@@ -43,10 +46,11 @@ class RunDir {
 
   const std::string& path() const { return out_; }
 
-  // Writes `args` (with its "flags": flags_json) to args.json. On a resume, first compares the
-  // flags with the recorded ones: a changed flag that is neither free (flags_free_on_resume) nor
-  // in --allow-change is a UsageError naming it, both values and how to allow it; args.json
-  // then stays as it was.
+  // Writes `args` (with its "flags": flags_json, and optionally "inputs": {flag: checksum of the
+  // file, input_checksum}) to args.json. On a resume, first compares the flags and the inputs
+  // with the recorded ones: a changed one that is neither free (flags_free_on_resume) nor in
+  // --allow-change is a UsageError naming it, both values and how to allow it; args.json then
+  // stays as it was.
   void record_args(const nlohmann::json& args) const;
 
  private:

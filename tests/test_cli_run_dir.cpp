@@ -88,3 +88,14 @@ TEST(CliRunDir, AResumeKeepsItsFlags) {
   EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, o).record_args({{"flags", {{"lr", 0.2}, {"steps", 20}}}}); }),
             "--allow-change: 'stepz' is not a flag of p");
 }
+
+// A flag's value need not be UTF-8 (found by fuzz_flags: nlohmann::json's dump threw): args.json
+// gets U+FFFD for its bad bytes, and a resume with the same value matches it.
+TEST(CliRunDir, FlagValuesThatAreNotUtf8) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const std::string out = (d / "run").string();
+  const nlohmann::json args = {{"flags", {{"sample-prompt", std::string("caf\xe9")}}}};
+  cli::RunDir("p", out, false, cli::RunDirOptions{}).record_args(args);
+  EXPECT_NE(xg::test::slurp(out + "/args.json").find("caf\xef\xbf\xbd"), std::string::npos);
+  EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, cli::RunDirOptions{}).record_args(args); }), "");
+}

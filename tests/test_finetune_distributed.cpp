@@ -165,11 +165,12 @@ TEST(DistributedMpi, ACheckpointResumesUnderAnotherLayout) {
   // 5 steps on 2 ranks, then the other 5 in one process with 2 micro-batches per step.
   CliRun first = shell("OMP_NUM_THREADS=1 " + mpirun(2) + train_flags(d, "split", 5) + constant + "1");
   ASSERT_EQ(first.status, 0) << first.err;
-  CliRun rest = shell("OMP_NUM_THREADS=1 " + train_flags(d, "split") + constant + "2 --resume");
+  // (The run is extended from 5 to 10 steps: --allow-change steps; the layout may change freely.)
+  CliRun rest = shell("OMP_NUM_THREADS=1 " + train_flags(d, "split") + constant + "2 --resume --allow-change steps");
   ASSERT_EQ(rest.status, 0) << rest.err;
   EXPECT_TRUE(same_bytes(d / "split" / "model.safetensors", d / "full" / "model.safetensors"));
   // A different global batch is another run: refused, naming it.
-  CliRun other = shell(train_flags(d, "split", 12) + constant + "1 --resume");
+  CliRun other = shell(train_flags(d, "split", 12) + constant + "1 --resume --allow-change steps");
   EXPECT_EQ(other.status, 1);
   EXPECT_NE(other.err.find("different micro_batches_per_step (checkpoint: '2', now: '1')"), std::string::npos) << other.err;
 }

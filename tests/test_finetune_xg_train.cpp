@@ -1,9 +1,7 @@
 // finetune/tools/xg_train.cpp, run as a user would: it trains and writes a loadable model,
 // a run killed with SIGKILL resumes to bitwise the same weights, and bad input is one line.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -241,12 +239,12 @@ TEST(XgTrain, ARunFolderIsOwnedByOneRun) {
   const fs::path d = xg::test::fresh_test_dir("owned");
   write_text(d / "train.txt", 400, 0);
   const fs::path out = d / "o";
-  auto sized = [&](int d_model, int heads) {
-    return "--data " + (d / "train.txt").string() + " --out " + out.string() + " --d-model " + std::to_string(d_model) +
-           " --heads " + std::to_string(heads) +
-           " --layers 2 --seq-len 32 --batch 4 --steps 4 --warmup 1 --checkpoint-every 2 --sample-tokens 0";
+  auto sized = [&](int d_model, int heads, const fs::path& folder, int64_t steps) {
+    return "--data " + (d / "train.txt").string() + " --out " + folder.string() + " --d-model " + std::to_string(d_model) +
+           " --heads " + std::to_string(heads) + " --steps " + std::to_string(steps) +
+           " --layers 2 --seq-len 32 --batch 4 --warmup 1 --checkpoint-every 2 --sample-tokens 0";
   };
-  const std::string flags = sized(32, 2), wider = sized(64, 4);
+  const std::string flags = sized(32, 2, out, 4), wider = sized(64, 4, out, 4);
   CliRun r = run_train(flags);
   ASSERT_EQ(r.status, 0) << r.err;
   auto snapshot = [&] {
@@ -276,14 +274,23 @@ TEST(XgTrain, ARunFolderIsOwnedByOneRun) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(xg::nn::load_pretrained(out.string())->config().block.d_model, 64);
 
-  // While another process holds the lock (as a live run does), no run starts in the folder.
-  const int fd = ::open((out / ".lock").c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
-  r = run_train(wider + " --resume");
+  // While a run is live in a folder, no other starts there (not even a --resume), and the
+  // live one's files are left alone.
+  const fs::path live_out = d / "live";
+  const pid_t running = fork();
+  if (running == 0) {
+    const std::string cmd = "exec " + kXgTrain + " " + sized(32, 2, live_out, 1000000) + " --log-every 1 >/dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int waited = 0; waited < 20000 && !fs::exists(live_out / "log.jsonl"); waited += 5)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  r = run_train(sized(32, 2, live_out, 1000000) + " --resume");
+  kill(running, SIGKILL);
+  waitpid(running, nullptr, 0);
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("is in use by another run (process "), std::string::npos) << r.err;
-  ::close(fd);
+  EXPECT_NE(r.err.find("--out " + live_out.string() + " is in use by another run (process " + std::to_string(running) + " holds"),
+            std::string::npos) << r.err;
 
   // Leftovers: the temporary file of a dead process goes, a live one's stays.
   const pid_t dead = fork();
@@ -321,6 +328,16 @@ TEST(XgTrain, ResumeRefusesChangedSettings) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--resume: --d-model was 32"), std::string::npos) << r.err;
   EXPECT_EQ(slurp((out / "args.json").string()), args) << "a refused resume leaves args.json as it was";
+  // The same file name holding other text is another run.
+  const std::string text = slurp((d / "train.txt").string());
+  write_text(d / "train.txt", 400, 1);
+  r = run_train(flags + " --d-model 32 --steps 4 --lr 0.003 --resume");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--resume: the contents of --data changed since " + (out / "args.json").string() +
+                       " was written (crc32:"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(slurp((out / "args.json").string()), args) << "a refused resume leaves args.json as it was";
+  std::ofstream(d / "train.txt", std::ios::binary) << text;
   r = run_train(flags + " --d-model 32 --steps 6 --lr 0.003 --resume --allow-change steps --log-every 1");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;

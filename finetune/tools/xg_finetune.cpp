@@ -276,7 +276,9 @@ int main(int argc, char** argv) {
           run_dir = std::make_unique<cli::RunDir>(
               kProg, o.out_dir, o.resume, f.run_dir,
               std::vector<std::pair<std::string, std::string>>{{"base", f.base}, {"data", f.data}, {"eval-data", f.eval_data}});
-          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"steps", o.steps},
+          json inputs = {{"data", cli::input_checksum(f.data)}};
+          if (!f.eval_data.empty()) inputs["eval-data"] = cli::input_checksum(f.eval_data);
+          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs}, {"steps", o.steps},
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
                                 {"ranks", ft::Distributed::size()}});
         }

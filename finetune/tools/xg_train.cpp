@@ -189,8 +189,11 @@ int main(int argc, char** argv) {
         if (main_rank) {
           run_dir = std::make_unique<cli::RunDir>(kProg, o.out_dir, o.resume, f.run_dir,
                                                   std::vector<std::pair<std::string, std::string>>{{"data", f.data}, {"eval-data", f.eval_data}});
-          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"git_revision", cli::git_revision()},
-                                {"gemm", gemm_backend_description()}, {"ranks", ft::Distributed::size()}});
+          json inputs = {{"data", "crc32:" + crc32_hex(train.text())}};
+          if (heldout) inputs["eval-data"] = "crc32:" + crc32_hex(heldout->text());
+          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs},
+                                {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
+                                {"ranks", ft::Distributed::size()}});
         }
         const double baseline =
             heldout ? unigram_bits_per_byte(train.text(), heldout->text()) : std::nan("");
