@@ -109,9 +109,11 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
   // Every parameter is read below (a missing one is an error), so none is drawn at random first:
   // a SmolLM2-135M-sized BF16 folder then loads in 0.55-0.96 s instead of 1.7-2.7 s (AMX Xeon, 2 cores).
   std::shared_ptr<DecoderLM> model;
-  {
+  try {
     init::SkipInitGuard skip;
     model = std::make_shared<DecoderLM>(config.lm);
+  } catch (const Error& e) {  // a model too large for this machine: say which file asked for it
+    throw Error(str_cat(config_path, ": ", e.what()));
   }
   const NamingScheme& scheme = NamingScheme::get("hf_llama");
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);

@@ -102,6 +102,19 @@ TEST(NnHfErrors, RefusedConfigsNameTheKeyAndValue) {
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), (dir / "config.json").string() + ": key 'hidden_act' = \"relu\"");
 }
 
+// A config.json asking for more layers than the machine can hold is refused before they are
+// allocated, naming the file and the size (num_hidden_layers is xgrad's n_layers).
+TEST(NnHfErrors, AModelTooLargeForTheMachineNamesTheFile) {
+  const fs::path dir = hferr_copy("qwen2");
+  ojson j = hferr_config("qwen2");
+  j["num_hidden_layers"] = 100000000;
+  hferr_write(dir / "config.json", j.dump());
+  ::setenv("XGRAD_MEMORY_LIMIT", "1073741824", 1);  // a machine of 1 GB
+  EXPECT_XG_ERROR(nn::load_hf(dir.string()), (dir / "config.json").string() + ": DecoderLM: field 'n_layers' 100000000 (");
+  EXPECT_XG_ERROR(nn::load_hf(dir.string()), "more than this machine's 1 GB of memory");
+  ::unsetenv("XGRAD_MEMORY_LIMIT");
+}
+
 TEST(NnHfErrors, MissingShardNamesTheFile) {
   const fs::path dir = hferr_copy("llama3");
   fs::remove(dir / "model-00002-of-00003.safetensors");
