@@ -3,6 +3,7 @@
 
 #include "autograd/error.hpp"
 #include "cli/flags.hpp"
+#include "cli/output.hpp"
 
 namespace xg::cli {
 
@@ -24,7 +25,7 @@ po::options_description loop_flags(finetune::LoopOptions& o, const std::string& 
     ("log-every", po::value(&o.log_every)->default_value(o.log_every), "log line every N steps when not on a terminal")
     ("resume", po::bool_switch(&o.resume), "continue from <out>/checkpoint.safetensors (same flags)")
     ("on-nan", po::value(&o.on_nan)->default_value(o.on_nan), "a NaN/Inf loss or gradient: stop (error, last checkpoint kept) | skip (no update that step)")
-    ("max-skipped", po::value(&o.max_skipped)->default_value(o.max_skipped), "with --on-nan skip: the largest share of --steps that may be skipped before the run fails as diverged")
+    ("max-skipped", po::value(&o.max_skipped)->default_value(o.max_skipped, fmt("%g", o.max_skipped)), "with --on-nan skip: the largest share of --steps that may be skipped before the run fails as diverged")
     ("detect-anomaly", po::bool_switch(&o.detect_anomaly), "name the first op and module that made a NaN/Inf (slower)")
     ("gradient-checkpointing", po::bool_switch(&o.gradient_checkpointing), "recompute each block's activations in backward (less memory, about one more forward per step)");
   // clang-format on
