@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # xg-generate beside llama.cpp on the same F32 model: prompt processing and token-by-token
-# (KV-cached) generation in tokens/s, on 1 and 2 threads (issue 19, item 5). The model is the
+# (KV-cached) generation in tokens/s, on 1 and 2 threads. The model is the
 # one xg-train makes with BENCH_TRAIN_FLAGS (default: the byte-level reference model's shape,
 # briefly trained); it is exported with xg-export --dtype f32 and both runtimes read that file.
 #   bash bench/gguf_generate_compare.sh            (needs build/bin and Node; installs the tools)

@@ -10,6 +10,7 @@
 
 #include "nn/attention.hpp"
 #include "nn/hf.hpp"
+#include "nn/init.hpp"
 
 namespace xg::nn {
 
@@ -272,7 +273,11 @@ std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& f) {
   expect_shape("blk.0.ffn_gate.weight", {ffn.d_ff, d_model});
   expect_shape(str_cat("blk.", lm.n_layers - 1, ".attn_norm.weight"), {d_model});
 
-  auto model = std::make_shared<DecoderLM>(lm);
+  std::shared_ptr<DecoderLM> model;
+  {
+    init::SkipInitGuard skip;  // every tensor is read below (a missing one is an error), as load_hf
+    model = std::make_shared<DecoderLM>(lm);
+  }
   const NamingScheme scheme = gguf_naming(arch);
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   const TensorMap own = model->state_dict();

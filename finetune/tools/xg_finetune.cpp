@@ -55,7 +55,12 @@ struct Flags {
 // tokenizer metadata) for a GGUF base, else an xgrad folder.
 void write_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf) {
   ft::merge(model);
-  nn::DecoderLM plain(model.config());
+  std::unique_ptr<nn::DecoderLM> made;
+  {
+    nn::init::SkipInitGuard skip;  // its every parameter is loaded (strict) from the merged model
+    made = std::make_unique<nn::DecoderLM>(model.config());
+  }
+  nn::DecoderLM& plain = *made;
   TensorMap state;
   for (const auto& [name, t] : model.state_dict())
     if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
