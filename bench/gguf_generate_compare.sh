@@ -6,10 +6,11 @@
 #   bash bench/gguf_generate_compare.sh            (needs build/bin and Node; installs the tools)
 # Env: P (prompt tokens, 256), N (new tokens, 128), REPEATS (best of, 3), THREADS ("1 2"),
 # BASE (an existing model folder or .gguf to use instead of training one).
-# xgrad's times are wall-clock runs of xg-generate (process start and model load cancel out:
-# prompt processing is the run with a P-token prompt and 1 new token minus the run with a
-# 1-token prompt and 1 new token; generation is the run with N new tokens minus the run with 1,
-# over N - 1). Results: a JSON line per runtime and thread count on stdout.
+# Both sides time the same two phases inside the process, model loading excluded: xg-generate's
+# --timings (the prefill forward of the P-token prompt; then N - 1 one-token forwards against
+# the KV cache, sampling excluded as llama.cpp's eval time excludes it), and node-llama-cpp's
+# evaluation of the P-token batch and of N single tokens. Best of REPEATS runs each.
+# Results: a JSON line per runtime and thread count on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 P=${P:-256} N=${N:-128} REPEATS=${REPEATS:-3} THREADS=${THREADS:-"1 2"}
@@ -25,22 +26,18 @@ fi
 GGUF="$tmp/model.gguf"
 "$BIN/xg-export" --base "$BASE" --to gguf --dtype f32 --out "$GGUF" >&2
 prompt=$(head -c "$P" tests/fixtures/tokenizers/texts/glosses.txt | tr -d "'\n")
-now() { date +%s.%N; }
-best() {  # best wall time of REPEATS runs of xg-generate with the given flags
-  local b=1e9 t0 t1
-  for _ in $(seq "$REPEATS"); do
-    t0=$(now); "$BIN/xg-generate" --base "$GGUF" --format raw --temperature 0 "$@" > /dev/null; t1=$(now)
-    b=$(python3 -c "print(min($b, $t1 - $t0))")
-  done
-  echo "$b"
+# One xg-generate run with --timings -> "prompt_tokens prefill_tokens/s decode_tokens/s" from its stderr line.
+rates() {
+  "$BIN/xg-generate" --base "$GGUF" --format raw --temperature 0 --timings "$@" 2>&1 > /dev/null |
+    sed -n 's/.*prefill \([0-9]*\) tokens in .* (\([0-9.]*\) tokens\/s); decode \([0-9]*\) tokens in .* (\([0-9.]*\) tokens\/s).*/\1 \2 \4/p'
 }
 for t in $THREADS; do
-  one=$(best --threads "$t" --prompt "a" --max-new-tokens 1)
-  pp=$(best --threads "$t" --prompt "$prompt" --max-new-tokens 1)
-  tg=$(best --threads "$t" --prompt "a" --max-new-tokens "$N")
-  python3 -c "import json; print(json.dumps({'runtime': 'xgrad xg-generate', 'threads': $t, 'prompt_tokens': $P, 'new_tokens': $N,
-    'pp_tokens_per_s': $P / ($pp - $one) if $pp - $one > 0.02 else None,
-    'pp_note': 'prompt time %.1f ms: below the 20 ms this run-difference method resolves' % (1e3 * ($pp - $one)) if $pp - $one <= 0.02 else '',
-    'tg_tokens_per_s': ($N - 1) / max(1e-9, $tg - $one)}))"
+  pp=0 tg=0 np=0
+  for _ in $(seq "$REPEATS"); do
+    read -r np a b < <(rates --threads "$t" --prompt "$prompt" --max-new-tokens "$N")
+    pp=$(python3 -c "print(max($pp, $a))") tg=$(python3 -c "print(max($tg, $b))")
+  done
+  python3 -c "import json; print(json.dumps({'runtime': 'xgrad xg-generate', 'threads': $t, 'prompt_tokens': $np, 'new_tokens': $N,
+    'pp_tokens_per_s': $pp, 'tg_tokens_per_s': $tg}))"
   node bench/gguf_generate_compare.mjs build/reference-tools/node_modules "$GGUF" "$P" "$N" "$t" "$REPEATS"
 done

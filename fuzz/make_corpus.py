@@ -46,6 +46,10 @@ put("checkpoint", "tiny", safetensors(
     {"format": "xgrad-checkpoint-1", "step": "3", "tokens_seen": "96", "data_rng": "1 2 3", "global_rng": "4 5 6",
      "extra.config": "d=2"}))
 
+# text: batch 4, seq_len 8, evaluation batch 1, seed 7 (each byte is the value + 2), then the file.
+put("text", "prose", bytes([6, 10, 3, 7]) + b"A harbor is a sheltered part of a body of water deep enough to anchor a ship.\n" * 3)
+put("text", "short", bytes([3, 3, 2, 0]) + b"ab")
+
 put("jsonl", "sft", b"\x00" + b'{"prompt":"Define the noun \\"cat\\".","response":"feline mammal"}\n\n{"prompt":"a","response":"b"}\n')
 put("jsonl", "dpo", b"\x01" + b'{"prompt":"p","chosen":"yes","rejected":"no"}\n')
 put("jsonl", "grpo", b"\x02" + b'{"prompt":"Give an antonym of \\"good\\".","answers":["bad","evil"]}\n')

@@ -4,6 +4,7 @@
 #include "autograd/atomic_file.hpp"
 #include "nn/init.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -465,7 +466,8 @@ LMOutput DecoderLM::forward_with_aux(const Tensor& tokens, int64_t start_pos, st
   return {logits, aux};
 }
 
-Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options) {
+Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options,
+                           GenerateTimings* timings) {
   const int64_t V = config_.vocab_size;
   check(prompt.defined() && prompt.dtype() == kInt64 && prompt.dim() == 2 && prompt.size(0) > 0 && prompt.size(1) > 0,
         who(), "::generate: expected a prompt int64 [B, T0] with B, T0 >= 1, got ",
@@ -489,11 +491,18 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T0; ++t) seq[b * W + t] = p[b * T0 + t];
 
+  using clock = std::chrono::steady_clock;
+  GenerateTimings times;
+  times.prompt_tokens = B * T0;
+  auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
   std::vector<KVCache> caches;
+  clock::time_point t0 = clock::now();
   Tensor logits = forward(prompt, 0, &caches);  // prefill: [B, T0, V]
+  times.prefill_seconds = since(t0);
   std::vector<bool> done(static_cast<std::size_t>(B), false);
   int64_t n = 0;  // tokens generated per row
   while (n < max_new_tokens) {
+    t0 = clock::now();
     const int64_t Tl = logits.size(1);
     const Tensor last = reshape(narrow(logits, 1, Tl - 1, 1), {B, V});
     std::vector<int64_t> next(static_cast<std::size_t>(B));
@@ -507,9 +516,15 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
       seq[b * W + T0 + n] = tok;
     }
     ++n;
+    times.sample_seconds += since(t0);
     if (all_done || n == max_new_tokens) break;
+    t0 = clock::now();
     logits = forward(from_vector(next, {B, 1}), T0 + n - 1, &caches);  // one token against the cache
+    times.decode_seconds += since(t0);
+    ++times.decode_steps;
   }
+  times.decode_tokens = B * times.decode_steps;
+  if (timings != nullptr) *timings = times;
   // Rows of W tokens -> rows of T0 + n.
   std::vector<int64_t> out(static_cast<std::size_t>(B * (T0 + n)));
   for (int64_t b = 0; b < B; ++b)

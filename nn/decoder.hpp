@@ -55,6 +55,18 @@ struct GenerateOptions {
                              // ends early once every row has stopped
 };
 
+// Where generate's time went (wall clock), split as llama.cpp's timings are: the prefill (one
+// forward of the whole [B, T0] prompt, to its logits), the decode steps (each a forward of one
+// token per row against the KV caches) and the sampling between them.
+struct GenerateTimings {
+  int64_t prompt_tokens = 0;  // B * T0
+  double prefill_seconds = 0;
+  int64_t decode_steps = 0;   // one-token forwards: n - 1 for n generated tokens per row
+  int64_t decode_tokens = 0;  // B * decode_steps
+  double decode_seconds = 0;
+  double sample_seconds = 0;
+};
+
 // Children named as in a PyTorch LLaMA-style model: "tok_embeddings" (Embedding), "pos" (the
 // sinusoidal or learned position module, only for those kinds), "layers" (ModuleList of
 // TransformerBlock), "norm" (final, unless final_norm is off) and "output" (the LM head,
@@ -81,7 +93,9 @@ class DecoderLM : public Module {
   // eos_id). Prefills the prompt through per-layer KV caches once, then feeds one token at a
   // time (MLA caches its latent). Runs without recording a graph and with dropout off; the
   // module's train/eval modes are restored afterwards. Rows draw in order from one generator.
-  Tensor generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options = {});
+  // timings (optional) receives where the time went.
+  Tensor generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options = {},
+                  GenerateTimings* timings = nullptr);
 
   // Activation checkpointing (Hugging Face's model.gradient_checkpointing_enable()): while on,
   // a forward in training mode with grad enabled and without KV caches keeps only each block's

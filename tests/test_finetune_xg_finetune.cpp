@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "autograd/graph.hpp"
@@ -135,6 +137,19 @@ TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
                                     " --adapter-scale 0 --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
   ASSERT_EQ(z.status, 0) << z.err;
   EXPECT_NE(z.out, "yes\n");
+  // Rows longer than --max-len are cut, and the run says how many of each file's rows.
+  EXPECT_EQ(r.out.find("are cut"), std::string::npos) << r.out;
+  CliRun cut = run("xg-finetune", "--base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                                      " --eval-data " + (d / "eval.jsonl").string() + " --out " + (d / "cut").string() +
+                                      " --steps 1 --warmup 0 --max-len 12");
+  ASSERT_EQ(cut.status, 0) << cut.err << cut.out;
+  EXPECT_NE(cut.out.find(std::to_string(rows.size()) + " of " + std::to_string(rows.size()) + " rows of " +
+                         (d / "train.jsonl").string() + " are longer than --max-len 12 tokens and are cut to it"),
+            std::string::npos)
+      << cut.out;
+  EXPECT_NE(cut.out.find("1 of 1 rows of " + (d / "eval.jsonl").string() + " are longer than --max-len 12"),
+            std::string::npos)
+      << cut.out;
 }
 
 TEST(XgFinetune, DpoWithDetectAnomalyNamesTheOpAndStops) {
@@ -306,6 +321,15 @@ TEST(XgGenerate, HfFolderIdsAreTheFixturesGreedyIds) {
                                     " --temperature 0 --max-new-tokens 32 --ids --samples 2");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, joined_ids(want) + "\n" + joined_ids(want) + "\n");
+  // --timings adds one line on stderr, with both rows' tokens counted, and changes no id.
+  CliRun timed = run("xg-generate", "--base " + folder.string() + " --prompt " + shell_quoted(text) +
+                                        " --temperature 0 --max-new-tokens 32 --ids --samples 2 --timings");
+  ASSERT_EQ(timed.status, 0) << timed.err;
+  EXPECT_EQ(timed.out, r.out);
+  const std::regex line("xg-generate: timings: prefill " + std::to_string(2 * prompt.numel()) +
+                        " tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); decode " + std::to_string(2 * (want.size() - 1)) +
+                        " tokens in [0-9.]+ ms \\([0-9.]+ tokens/s\\); sampling [0-9.]+ ms\n");
+  EXPECT_TRUE(std::regex_search(timed.err, line)) << timed.err;
 }
 
 TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {

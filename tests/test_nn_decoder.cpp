@@ -307,6 +307,29 @@ TEST(NnDecoderGenerate, SeededSamplingIsReproducible) {
   EXPECT_NE(lm.generate(prompt, 10, o).to_vector(), a.to_vector());
 }
 
+// The timings count the prefill of the whole prompt once and one decode step per generated token
+// after the first (which the prefill's logits give); asking for them changes no token.
+TEST(NnDecoderGenerate, TimingsCountThePrefillAndEachDecodeStep) {
+  DecoderLM lm(small_lm(AttentionKind::GQA));
+  randomize64(lm, 41);
+  const Tensor prompt = random_tokens(2, 3, 13, 42);
+  GenerateOptions o;
+  o.temperature = 0;
+  GenerateTimings t;
+  t.decode_steps = 99;  // overwritten
+  const Tensor timed = lm.generate(prompt, 5, o, &t);
+  EXPECT_EQ(timed.to_vector(), lm.generate(prompt, 5, o).to_vector());
+  EXPECT_EQ(t.prompt_tokens, 2 * 3);
+  EXPECT_EQ(t.decode_steps, 4);
+  EXPECT_EQ(t.decode_tokens, 2 * 4);
+  EXPECT_GT(t.prefill_seconds, 0);
+  EXPECT_GT(t.decode_seconds, 0);
+  EXPECT_GT(t.sample_seconds, 0);
+  lm.generate(prompt, 1, o, &t);  // one token: the prefill's logits only
+  EXPECT_EQ(t.decode_steps, 0);
+  EXPECT_EQ(t.decode_seconds, 0);
+}
+
 TEST(NnDecoderGenerate, EosStopsARowAndPads) {
   DecoderLM lm(small_lm(AttentionKind::MHA));
   randomize64(lm, 41);

@@ -231,34 +231,45 @@ int main(int argc, char** argv) {
         // Rows are truncated to --max-len, which the model's positions bound (in tokens of its tokenizer).
         const int64_t positions = model->max_seq_len();
         if (positions >= 0 && f.max_len > positions) f.max_len = positions;
-        // A row the model can never see whole (a GRPO prompt that leaves no room for a completion)
-        // is refused now, naming its line, rather than at whichever step draws it.
-        auto check_rows = [&](const std::string& path, const std::vector<int64_t>& lines, auto length, const char* what) {
-          if (positions < 0) return;
+        // Each row's length in tokens once: a row the model can never see whole (a GRPO prompt that
+        // leaves no room for a completion) is refused now, naming its line, rather than at whichever
+        // step draws it; rows longer than --max-len are counted and said, since they are cut.
+        auto check_rows = [&](const std::string& path, const std::vector<int64_t>& lines, auto length, const char* what,
+                              bool cut) {
+          int64_t longer = 0;
           for (std::size_t i = 0; i < lines.size(); ++i) {
             const int64_t n = length(i);
-            check(n <= positions, path, ":", lines[i], ": ", what, " is ", n, " tokens, more than the ", positions,
-                  " positions of ", f.base, " (shorten it or leave it out)");
+            check(positions < 0 || n <= positions, path, ":", lines[i], ": ", what, " is ", n, " tokens, more than the ",
+                  positions, " positions of ", f.base, " (shorten it or leave it out)");
+            longer += n > f.max_len;
           }
+          if (cut && longer > 0 && ft::Distributed::is_main())
+            std::printf("%s: %lld of %zu rows of %s are longer than --max-len %lld tokens and are cut to it (a cut "
+                        "response loses its EOS)\n",
+                        kProg, static_cast<long long>(longer), lines.size(), path.c_str(), static_cast<long long>(f.max_len));
         };
         auto sft_len = [&](const ft::SftExample& r) {
           const auto [p, q] = format.row_ids(r.prompt, r.response);
           return static_cast<int64_t>(p.size() + q.size());
         };
         if (f.objective == "sft") {
-          check_rows(f.data, train_lines, [&](std::size_t i) { return sft_len(sft_train[i]); }, "the row");
-          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return sft_len(sft_eval[i]); }, "the row");
+          check_rows(f.data, train_lines, [&](std::size_t i) { return sft_len(sft_train[i]); }, "the row", true);
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return sft_len(sft_eval[i]); }, "the row", true);
         } else if (f.objective == "dpo") {
           auto dpo_len = [&](const ft::DpoExample& r) {
             return std::max(sft_len({r.prompt, r.chosen}), sft_len({r.prompt, r.rejected}));
           };
-          check_rows(f.data, train_lines, [&](std::size_t i) { return dpo_len(dpo_train[i]); }, "the row");
-          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return dpo_len(dpo_eval[i]); }, "the row");
+          check_rows(f.data, train_lines, [&](std::size_t i) { return dpo_len(dpo_train[i]); }, "the row", true);
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return dpo_len(dpo_eval[i]); }, "the row", true);
         } else {
-          // + 1: the completion needs a position too.
+          // + 1: the completion needs a position too. GRPO's prompts are never cut (--max-len does not apply).
           auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r.prompt).size()) + 1; };
-          check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); }, "the prompt (with one completion token)");
-          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); }, "the prompt (with one completion token)");
+          if (positions >= 0) {
+            check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); },
+                       "the prompt (with one completion token)", false);
+            check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
+                       "the prompt (with one completion token)", false);
+          }
         }
         // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
         // rejected, and the reference without adapters), or a GRPO group of completions.

@@ -1,6 +1,7 @@
 // xg-generate: samples from a base model (a Hugging Face folder, an xg-train or an xg-finetune
 // --merge folder, or a GGUF file), optionally with LoRA adapters (xg-finetune's output, or any PEFT folder of
 // matching shapes), tokenizing with the folder's tokenizer; prints text, or token ids (--ids).
+#include <cstdio>
 #include <iostream>
 
 #include "cli/flags.hpp"
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   std::string base, prompt, adapter, format = "auto", chat_template = "auto", system;
   double adapter_scale = 1.0;
   int64_t max_new = 200, samples = 1;
-  bool print_ids = false;
+  bool print_ids = false, print_timings = false;
   nn::GenerateOptions g;
   g.temperature = 0.8;
   po::options_description opts("xg-generate options");
@@ -48,7 +49,10 @@ int main(int argc, char** argv) {
     ("samples", po::value(&samples)->default_value(samples), "independent samples to print")
     ("seed", po::value(&g.seed)->default_value(g.seed), "seed of the sampling")
     ("ids", po::bool_switch(&print_ids),
-     "print the generated token ids (space-separated, EOS included when reached), one line per sample, instead of text");
+     "print the generated token ids (space-separated, EOS included when reached), one line per sample, instead of text")
+    ("timings", po::bool_switch(&print_timings),
+     "print to stderr where the time went, as llama.cpp does: the prompt's prefill and the token-by-token decode "
+     "(tokens/s), and the sampling; model loading excluded");
   // clang-format on
   int threads = 0;
   opts.add(cli::threads_flag(threads));
@@ -101,7 +105,18 @@ int main(int argc, char** argv) {
                             str_cat("--samples ", samples, " of ", T0 + room, " tokens"));
         std::vector<int64_t> rows;
         for (int64_t s = 0; s < samples; ++s) rows.insert(rows.end(), ids.begin(), ids.end());
-        Tensor out = model->generate(from_vector(rows, {samples, T0}), room, g);
+        nn::GenerateTimings timings;
+        Tensor out = model->generate(from_vector(rows, {samples, T0}), room, g, &timings);
+        if (print_timings) {
+          auto rate = [](int64_t tokens, double s) { return s > 0 ? static_cast<double>(tokens) / s : 0.0; };
+          std::fprintf(stderr,
+                       "xg-generate: timings: prefill %lld tokens in %.3f ms (%.1f tokens/s); decode %lld tokens in "
+                       "%.3f ms (%.1f tokens/s); sampling %.3f ms\n",
+                       static_cast<long long>(timings.prompt_tokens), 1e3 * timings.prefill_seconds,
+                       rate(timings.prompt_tokens, timings.prefill_seconds), static_cast<long long>(timings.decode_tokens),
+                       1e3 * timings.decode_seconds, rate(timings.decode_tokens, timings.decode_seconds),
+                       1e3 * timings.sample_seconds);
+        }
         const int64_t T = out.shape()[1];
         for (int64_t s = 0; s < samples; ++s) {
           std::vector<int64_t> gen;
