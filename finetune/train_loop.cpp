@@ -48,12 +48,35 @@ int64_t optim_states(const TensorMap& optim) {
 
 // Where two identity values differ, in one line: for JSON (the model config) the first field
 // that differs, "block.d_model: checkpoint 128, now 64"; otherwise both values.
+// Two values side by side on one line: short ones whole, long or multi-line ones (a config's
+// JSON that no longer parses, e.g. a damaged checkpoint) as the 20 characters either side of
+// where they first differ, control and non-ASCII bytes escaped.
+std::string side_by_side(const std::string& was, const std::string& now) {
+  auto plain = [](const std::string& s) {
+    return s.size() <= 60 && std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  };
+  if (plain(was) && plain(now)) return str_cat("checkpoint: '", was, "', now: '", now, "'");
+  std::size_t i = 0;
+  while (i < was.size() && i < now.size() && was[i] == now[i]) ++i;
+  auto around = [i](const std::string& s) {
+    const std::size_t from = i < 20 ? 0 : i - 20, to = std::min(s.size(), i + 20);
+    std::string out = from > 0 ? "..." : "";
+    for (std::size_t k = from; k < to; ++k) {
+      const auto c = static_cast<unsigned char>(s[k]);
+      if (c == '\n') out += "\\n";
+      else if (c < 0x20 || c >= 0x7f) out += str_cat("\\x", "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]);
+      else out += static_cast<char>(c);
+    }
+    return to < s.size() ? out + "..." : out;
+  };
+  return str_cat("checkpoint: '", around(was), "', now: '", around(now), "', first different at character ", i);
+}
+
 std::string first_difference(const std::string& was, const std::string& now) {
   const auto a = nlohmann::json::parse(was, nullptr, false), b = nlohmann::json::parse(now, nullptr, false);
-  if (a.is_discarded() || b.is_discarded() || !a.is_structured() || !b.is_structured())
-    return str_cat("checkpoint: '", was, "', now: '", now, "'");
+  if (a.is_discarded() || b.is_discarded() || !a.is_structured() || !b.is_structured()) return side_by_side(was, now);
   const nlohmann::json patch = nlohmann::json::diff(a, b);
-  if (patch.empty()) return str_cat("checkpoint: '", was, "', now: '", now, "'");  // same JSON, other spelling
+  if (patch.empty()) return side_by_side(was, now);  // same JSON, other spelling
   const nlohmann::json& first = patch.at(0);
   std::string where = first.at("path").get<std::string>().substr(1);
   std::replace(where.begin(), where.end(), '/', '.');

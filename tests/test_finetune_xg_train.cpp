@@ -391,6 +391,18 @@ TEST(XgTrain, ResumeRefusesADamagedOrInconsistentCheckpoint) {
   xg::finetune::save_checkpoint(path, late);
   resume_fails_with("sched.last_step is 4.61169e+18, the checkpoint is at step 4");
 
+  // A damaged config in the checkpoint's metadata (JSON that no longer parses) is named on one
+  // line, where it differs, not printed whole.
+  xg::finetune::Checkpoint damaged = c;
+  std::string& config = damaged.progress.extra.at("config");
+  const std::size_t quote = config.find("\"n_layers\"");
+  ASSERT_NE(quote, std::string::npos) << config;
+  config[quote] = '\x01';
+  xg::finetune::save_checkpoint(path, damaged);
+  resume_fails_with("was written by a run with a different config (checkpoint: '");
+  xg::finetune::save_checkpoint(path, damaged);
+  resume_fails_with("\\x01n_layers");
+
   xg::finetune::Checkpoint missing = c;
   for (const char* k : {"state.1.step", "state.1.exp_avg", "state.1.exp_avg_sq"}) ASSERT_EQ(missing.optim.erase(k), 1u) << k;
   xg::finetune::save_checkpoint(path, missing);
