@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds xgrad, its tests and the libFuzzer targets with clang under AddressSanitizer +
 # UndefinedBehaviorSanitizer (build-asan/), runs the whole GoogleTest suite there, then each
-# fuzzer for FUZZ_SECONDS (default 20) from the committed seed corpus. Fails on any sanitizer
+# fuzzer for FUZZ_SECONDS (default 20) from the committed seed and regression corpora. Fails on any sanitizer
 # report, leak, crash, timeout or test failure. CI runs it after scripts/test.sh.
 # Usage: bash scripts/sanitize.sh [FUZZ_SECONDS]
 set -euo pipefail
@@ -44,12 +44,16 @@ done
 # The experiments' own CTest runs (their quick studies).
 ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" -R '^experiment_'
 
-# Each fuzzer from a scratch copy of its seed corpus (new inputs stay out of the
-# repository), two at a time.
+# Each fuzzer from a scratch copy of its seed corpus and of its regression corpus
+# (fuzz/regression/<name>.tar.xz: the inputs earlier runs grew, minimised by
+# scripts/fuzz_regression.sh), two at a time. libFuzzer first replays every input there, so each
+# run re-checks what earlier runs reached and spends its time beyond it; new inputs stay out of
+# the repository until fuzz_regression.sh folds them in.
 fuzz_one() {
   local name=$1 corpus="$BUILD/fuzz-corpus/$1" log="$BUILD/fuzz_$1.log"
   mkdir -p "$corpus"
   cp -n "fuzz/corpus/$name/"* "$corpus"/
+  if [[ -f "fuzz/regression/$name.tar.xz" ]]; then tar -xJf "fuzz/regression/$name.tar.xz" -C "$corpus"; fi
   if ! "$BUILD/fuzz/fuzz_$name" "$corpus" -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=2048 \
        -print_final_stats=1 -artifact_prefix="$BUILD/fuzz_$name-" > "$log" 2>&1; then
     tail -40 "$log"

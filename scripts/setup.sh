@@ -22,8 +22,8 @@ PACKAGES=(
 # tests/fixtures and to run bench/compare beside xgrad (never at build or test time).
 if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy); fi
 # `scripts/setup.sh --sanitize`: clang with libFuzzer and the sanitizer runtimes, and LLVM's
-# OpenMP for clang (scripts/sanitize.sh).
-if [[ "${1:-}" == "--sanitize" ]]; then PACKAGES+=(clang libclang-rt-14-dev libomp-dev); fi
+# OpenMP for clang, and xz for the fuzzers' regression corpora (scripts/sanitize.sh).
+if [[ "${1:-}" == "--sanitize" ]]; then PACKAGES+=(clang libclang-rt-14-dev libomp-dev xz-utils); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
