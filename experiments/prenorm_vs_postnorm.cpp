@@ -16,6 +16,7 @@
 #include "cli/flags.hpp"
 #include "cli/output.hpp"
 #include "cli/threads.hpp"
+#include "experiments/encdec.hpp"
 #include "experiments/plot.hpp"
 #include "experiments/study.hpp"
 #include "experiments/training.hpp"
@@ -66,31 +67,59 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
   }
   ex::StudyResult r = ex::run_study(c, init);
   auto rel_post = r.rel_post(), rel_pre = r.rel_pre();
+  // Beside the requested nets, the same experiment with a final norm on the Pre-Norm net (when
+  // it has none): the seed's Pre-Norm output is not normalised, so its loss and every gradient
+  // are on another scale than Post-Norm's, whose last layer ends in a norm.
+  ex::StudyConfig cf = c;
+  cf.final_norm = true;
+  const bool side = !c.final_norm;
+  ex::StudyResult rf = side ? ex::run_study(cf, ex::with_final_norm(cf, init)) : r;
 
   std::cout << "=== Post-Norm vs Pre-Norm: gradient flow ===\n\n";
   std::cout << "depth: " << c.layers << " layers (d_model " << c.d_model << ", sublayer "
             << ex::sublayer_name(c.sublayer) << ", " << xg::nn::norm_kind_name(c.norm)
             << (c.final_norm ? ", Pre-Norm with a final norm" : "") << ")\ninit: " << init_desc << "\n\n";
-  std::printf("%6s  %16s  %16s\n", "Layer", "Post-Norm grad", "Pre-Norm grad");
-  std::printf("%s\n", std::string(42, '-').c_str());
-  for (int64_t i = 0; i < c.layers; ++i)
-    std::printf("Layer %lld:  %16.6f  %16.6f\n", static_cast<long long>(i + 1), r.grad_post[i], r.grad_pre[i]);
+  if (side) {
+    std::printf("%6s  %16s  %16s  %22s\n", "Layer", "Post-Norm grad", "Pre-Norm grad", "Pre-Norm + final norm");
+    std::printf("%s\n", std::string(66, '-').c_str());
+  } else {
+    std::printf("%6s  %16s  %16s\n", "Layer", "Post-Norm grad", "Pre-Norm grad");
+    std::printf("%s\n", std::string(42, '-').c_str());
+  }
+  for (int64_t i = 0; i < c.layers; ++i) {
+    std::printf("Layer %lld:  %16.6f  %16.6f", static_cast<long long>(i + 1), r.grad_post[i], r.grad_pre[i]);
+    if (side) std::printf("  %22.6f", rf.grad_pre[i]);
+    std::printf("\n");
+  }
   std::printf("\nRelative to the top layer (grad[i] / grad[%lld]):\n", static_cast<long long>(c.layers));
-  std::printf("%6s  %16s  %16s\n", "Layer", "Post-Norm", "Pre-Norm");
-  for (int64_t i = 0; i < c.layers; ++i)
-    std::printf("Layer %lld:  %16.6f  %16.6f\n", static_cast<long long>(i + 1), rel_post[i], rel_pre[i]);
+  std::printf("%6s  %16s  %16s%s\n", "Layer", "Post-Norm", "Pre-Norm", side ? "  Pre-Norm + final norm" : "");
+  auto rel_pre_f = rf.rel_pre();
+  for (int64_t i = 0; i < c.layers; ++i) {
+    std::printf("Layer %lld:  %16.6f  %16.6f", static_cast<long long>(i + 1), rel_post[i], rel_pre[i]);
+    if (side) std::printf("  %22.6f", rel_pre_f[i]);
+    std::printf("\n");
+  }
   std::printf("\nThe bottom layer (Layer 1):\n");
   std::printf("  Post-Norm Layer 1 grad: %.6f\n", r.grad_post[0]);
   std::printf("  Pre-Norm  Layer 1 grad: %.6f\n", r.grad_pre[0]);
   std::printf("  Pre-Norm / Post-Norm = %.2fx\n", r.ratio_layer1());
-  std::printf("\nloss: Post-Norm %.6f, Pre-Norm %.6f%s\n\n", r.loss_post, r.loss_pre,
-              c.final_norm ? "" : " (the Pre-Norm output has no final norm; try --final-norm)");
+  std::printf("\nloss: Post-Norm %.6f, Pre-Norm %.6f\n", r.loss_post, r.loss_pre);
+  if (side) {
+    std::printf("\nWith a final norm on the Pre-Norm net (same initial tensors):\n");
+    std::printf("  Pre-Norm + final norm Layer 1 grad: %.6f, loss %.6f\n", rf.grad_pre[0], rf.loss_pre);
+    std::printf("  Pre-Norm + final norm / Post-Norm = %.2fx\n", rf.ratio_layer1());
+    std::printf("  (without a final norm the Pre-Norm output is the un-normalised residual sum, so its MSE loss\n"
+                "   and every gradient are on a larger scale; with one, both nets end in a norm and the loss\n"
+                "   scales match)\n");
+  }
+  std::printf("\n");
 
   std::ostringstream csv;
-  csv << "layer,post_grad,pre_grad,post_rel_top,pre_rel_top\n";
+  csv << "layer,post_grad,pre_grad,post_rel_top,pre_rel_top,pre_final_norm_grad\n";
   for (int64_t i = 0; i < c.layers; ++i)
     csv << i + 1 << "," << cli::fmt("%.9g", r.grad_post[i]) << "," << cli::fmt("%.9g", r.grad_pre[i]) << ","
-        << cli::fmt("%.9g", rel_post[i]) << "," << cli::fmt("%.9g", rel_pre[i]) << "\n";
+        << cli::fmt("%.9g", rel_post[i]) << "," << cli::fmt("%.9g", rel_pre[i]) << ","
+        << cli::fmt("%.9g", rf.grad_pre[i]) << "\n";
   cli::write_text(out + "/prenorm.csv", csv.str());
   json j = base_json("part 1", flags, c.seed);
   j["init"] = init_desc;
@@ -101,6 +130,10 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
   j["grad_pre"] = r.grad_pre;
   j["rel_top_post"] = rel_post;
   j["rel_top_pre"] = rel_pre;
+  if (side) {
+    j["final_norm_variant"] = {{"loss_pre", rf.loss_pre}, {"grad_pre", rf.grad_pre}, {"rel_top_pre", rf.rel_pre()},
+                               {"ratio_layer1", rf.ratio_layer1()}};
+  }
   cli::write_text(out + "/prenorm.json", j.dump(2) + "\n");
   std::cout << "wrote " << out << "/prenorm.csv and prenorm.json\n";
 
@@ -111,30 +144,35 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
   spec.ylabel = "||dL/dW||";
   spec.logy = true;
   spec.series.push_back({"Post-Norm", iota_1(c.layers), r.grad_post, {}, {}, false, 1});
-  spec.series.push_back({"Pre-Norm", iota_1(c.layers), r.grad_pre, {}, {}, true, 2});
+  spec.series.push_back({side ? "Pre-Norm (no final norm)" : "Pre-Norm", iota_1(c.layers), r.grad_pre, {}, {}, false, 2});
+  if (side) spec.series.push_back({"Pre-Norm + final norm", iota_1(c.layers), rf.grad_pre, {}, {}, false, 3});
   report_plot(out, "prenorm", spec, warned);
 }
 
 // --- part 2 -------------------------------------------------------------------------------------
 void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const std::vector<int64_t>& dims,
            int64_t seeds, const std::string& out, const json& flags, bool& warned) {
-  std::cout << "\n=== Depth sweep: " << seeds << " seeds per point ===\n\n";
+  std::cout << "\n=== Depth sweep: " << seeds << " seeds per point, Pre-Norm "
+            << (c.final_norm ? "with a final norm" : "without a final norm (the seed's variant)") << " ===\n\n";
   auto points = ex::run_sweep(c, depths, dims, seeds);
-  std::printf("%7s %5s  %-30s  %-30s  %-30s\n", "d_model", "depth", "Post L1 grad [q1 med q3]",
-              "Pre L1 grad [q1 med q3]", "Pre/Post L1 ratio [q1 med q3]");
+  std::printf("%7s %5s  %-26s  %-26s  %-26s  %-26s\n", "d_model", "depth", "Post L1 grad [q1 med q3]",
+              "Pre L1 grad [q1 med q3]", "Pre/Post L1 ratio [q1 med q3]", "L1/top Post | Pre (median)");
   std::ostringstream csv;
-  csv << "d_model,depth,seeds,post_l1_q1,post_l1_median,post_l1_q3,pre_l1_q1,pre_l1_median,pre_l1_q3,"
-         "ratio_q1,ratio_median,ratio_q3\n";
+  csv << "d_model,depth,seeds,pre_final_norm,post_l1_q1,post_l1_median,post_l1_q3,pre_l1_q1,pre_l1_median,pre_l1_q3,"
+         "ratio_q1,ratio_median,ratio_q3,post_l1_rel_top_median,pre_l1_rel_top_median\n";
   json rows = json::array();
-  auto q3s = [](const ex::Quartiles& q) { return cli::fmt("%.3g", q.q1) + " " + cli::fmt("%.3g", q.median) + " " + cli::fmt("%.3g", q.q3); };
+  auto q3s = [](const ex::Quartiles& q) {
+    return cli::fmt("%.3g", q.q1) + " " + cli::fmt("%.3g", q.median) + " " + cli::fmt("%.3g", q.q3);
+  };
   for (const auto& p : points) {
-    std::printf("%7lld %5lld  %-30s  %-30s  %-30s\n", static_cast<long long>(p.d_model),
+    std::printf("%7lld %5lld  %-26s  %-26s  %-29s  %.3g | %.3g\n", static_cast<long long>(p.d_model),
                 static_cast<long long>(p.depth), q3s(p.post_layer1).c_str(), q3s(p.pre_layer1).c_str(),
-                q3s(p.ratio).c_str());
-    csv << p.d_model << "," << p.depth << "," << seeds;
+                q3s(p.ratio).c_str(), p.rel_post_median.front(), p.rel_pre_median.front());
+    csv << p.d_model << "," << p.depth << "," << seeds << "," << (c.final_norm ? 1 : 0);
     for (const auto* q : {&p.post_layer1, &p.pre_layer1, &p.ratio})
       csv << "," << cli::fmt("%.9g", q->q1) << "," << cli::fmt("%.9g", q->median) << "," << cli::fmt("%.9g", q->q3);
-    csv << "\n";
+    csv << "," << cli::fmt("%.9g", p.rel_post_median.front()) << "," << cli::fmt("%.9g", p.rel_pre_median.front())
+        << "\n";
     auto qj = [](const ex::Quartiles& q) { return json{{"q1", q.q1}, {"median", q.median}, {"q3", q.q3}}; };
     rows.push_back({{"d_model", p.d_model},
                     {"depth", p.depth},
@@ -142,12 +180,34 @@ void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const s
                     {"pre_layer1", qj(p.pre_layer1)},
                     {"ratio", qj(p.ratio)},
                     {"rel_top_post_median", p.rel_post_median},
-                    {"rel_top_pre_median", p.rel_pre_median}});
+                    {"rel_top_pre_median", p.rel_pre_median},
+                    {"raw_post_median", p.raw_post_median},
+                    {"raw_pre_median", p.raw_pre_median}});
+  }
+  // The layer-1 gradient against depth, y ~ c L^p: p from a log-log least-squares fit of the
+  // medians over the depths.
+  json fits = json::array();
+  if (depths.size() >= 2) {
+    std::printf("\nLayer-1 gradient ~ depth^p (least squares on log median vs log depth):\n");
+    for (int64_t d : dims) {
+      std::vector<double> x, post, pre;
+      for (const auto& p : points)
+        if (p.d_model == d) {
+          x.push_back(static_cast<double>(p.depth));
+          post.push_back(p.post_layer1.median);
+          pre.push_back(p.pre_layer1.median);
+        }
+      const double pp = ex::fit_exponent(x, post), pq = ex::fit_exponent(x, pre);
+      std::printf("  d_model %lld: Post-Norm p = %.3f, Pre-Norm p = %.3f\n", static_cast<long long>(d), pp, pq);
+      fits.push_back({{"d_model", d}, {"post_exponent", pp}, {"pre_exponent", pq}});
+    }
   }
   cli::write_text(out + "/sweep.csv", csv.str());
   json j = base_json("--sweep", flags, c.seed);
   j["seeds"] = seeds;
+  j["pre_final_norm"] = c.final_norm;
   j["points"] = rows;
+  j["layer1_exponent"] = fits;
   cli::write_text(out + "/sweep.json", j.dump(2) + "\n");
   std::cout << "\nwrote " << out << "/sweep.csv and sweep.json\n";
 
@@ -168,64 +228,151 @@ void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const s
     ratio.series.push_back(s);
   }
   report_plot(out, "sweep_ratio", ratio, warned);
-  for (int64_t d : dims) {
-    ex::PlotSpec prof;
-    prof.title = "Gradient norm relative to the top layer (median over seeds), d_model " + std::to_string(d);
-    prof.xlabel = "layer";
-    prof.ylabel = "grad[i] / grad[top]";
-    prof.logy = true;
-    int color = 0;
-    for (const auto& p : points)
-      if (p.d_model == d) {
-        ++color;
-        prof.series.push_back({"Post " + std::to_string(p.depth), iota_1(p.depth), p.rel_post_median, {}, {}, false, color});
-        prof.series.push_back({"Pre " + std::to_string(p.depth), iota_1(p.depth), p.rel_pre_median, {}, {}, true, color});
-      }
-    report_plot(out, "sweep_profile_d" + std::to_string(d), prof, warned);
-  }
+  // One plot per norm position and width, a colour per depth (issue 21: twelve lines in one
+  // plot, Pre and Post told apart only by dashes, were unreadable).
+  for (int64_t d : dims)
+    for (bool post : {true, false}) {
+      ex::PlotSpec prof;
+      prof.title = std::string(post ? "Post-Norm" : (c.final_norm ? "Pre-Norm (final norm)" : "Pre-Norm (no final norm)")) +
+                   ": gradient norm relative to the top layer, median of " + std::to_string(seeds) + " seeds, d_model " +
+                   std::to_string(d);
+      prof.xlabel = "layer";
+      prof.ylabel = "grad[i] / grad[top]";
+      prof.logy = true;
+      int color = 0;
+      for (const auto& p : points)
+        if (p.d_model == d)
+          prof.series.push_back({"depth " + std::to_string(p.depth), iota_1(p.depth),
+                                 post ? p.rel_post_median : p.rel_pre_median, {}, {}, false, ++color});
+      report_plot(out, "sweep_profile_d" + std::to_string(d) + (post ? "_post" : "_pre"), prof, warned);
+    }
 }
 
 // --- part 3 -------------------------------------------------------------------------------------
-void part3(const ex::XiongConfig& xc, const std::vector<int64_t>& depths, const std::string& out, const json& flags,
-           bool& warned) {
-  std::cout << "\n=== Transformer blocks at init (Xiong et al. 2020): FFN W2 (fc2) weight-gradient norm per layer ===\n";
-  std::cout << "d_model " << xc.d_model << ", " << xc.heads << " heads, batch " << xc.batch << " x " << xc.seq_len
-            << " tokens, linear head over " << xc.vocab << " classes, cross-entropy, "
-            << (xc.xavier ? "Xavier init (the paper's)" : "nn.Linear's default init") << "\n";
+// Per-layer quartiles over seeds of one profile.
+std::vector<ex::Quartiles> layer_quartiles(const std::vector<std::vector<double>>& per_seed) {
+  std::vector<ex::Quartiles> q;
+  for (std::size_t i = 0; i < per_seed.front().size(); ++i) {
+    std::vector<double> v;
+    for (const auto& s : per_seed) v.push_back(s[i]);
+    q.push_back(ex::quartiles(v));
+  }
+  return q;
+}
+
+void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, int64_t seeds, const std::string& out,
+           const json& flags, bool& warned) {
+  std::cout << "\n=== Encoder-decoder at initialisation (Xiong et al. 2020, fig. 3): FFN W2 gradient norm per layer ===\n";
+  std::cout << "d_model " << base.d_model << ", " << base.heads << " heads, batch " << base.batch << " x " << base.src_len
+            << " source / " << base.tgt_len << " target tokens (random), vocabulary " << base.vocab
+            << " (tied), label smoothing " << base.label_smoothing << ", fairseq init, " << seeds
+            << " seeds; expected-loss gradient = mean over " << base.batches << " batches\n";
+  const char* stacks[] = {"encoder", "decoder"};
+  const char* norms[] = {"Post-LN", "Pre-LN"};
   std::ostringstream csv;
-  csv << "depth,layer,post_ln,pre_ln\n";
-  json profs = json::array();
-  ex::PlotSpec spec;
-  spec.title = "FFN W2 weight-gradient norm at init, Post-LN vs Pre-LN (Xiong et al. 2020, fig. 3)";
-  spec.xlabel = "layer";
-  spec.ylabel = "||dL/dW2||";
-  spec.logy = true;
-  int color = 0;
-  for (int64_t depth : depths) {
-    ex::XiongProfile p = ex::run_xiong(xc, depth);
-    ++color;
-    std::printf("\ndepth %lld\n%6s  %12s  %12s\n", static_cast<long long>(depth), "Layer", "Post-LN", "Pre-LN");
-    for (int64_t i = 0; i < depth; ++i) {
-      std::printf("%6lld  %12.6f  %12.6f\n", static_cast<long long>(i + 1), p.post[i], p.pre[i]);
-      csv << depth << "," << i + 1 << "," << cli::fmt("%.9g", p.post[i]) << "," << cli::fmt("%.9g", p.pre[i]) << "\n";
+  csv << "dropout,layers,stack,norm,layer,single_q1,single_median,single_q3,expected_q1,expected_median,expected_q3\n";
+  json results = json::array();
+  // [dropout][stack][norm] -> per depth: median over seeds of the top layer's expected-loss gradient
+  std::vector<double> dropouts{0.0, 0.1};
+  double top_median[2][2][2][16] = {};
+  // profiles for the plots (dropout off): [stack][norm][depth index] -> per-layer median (expected)
+  std::vector<std::vector<double>> plot_prof[2][2];
+  for (std::size_t di = 0; di < dropouts.size(); ++di) {
+    std::printf("\ndropout %.1f: top/bottom = W2 grad of the last layer / the first, quartiles over seeds\n", dropouts[di]);
+    std::printf("%6s %-8s %-8s  %-24s  %-24s  %-26s\n", "layers", "stack", "norm", "top/bottom expected",
+                "top/bottom one batch", "top-layer grad, expected");
+    for (std::size_t li = 0; li < depths.size(); ++li) {
+      const int64_t L = depths[li];
+      // [stack][norm] -> per seed profile, single and expected
+      std::vector<std::vector<double>> single[2][2], expct[2][2];
+      for (int64_t s = 0; s < seeds; ++s) {
+        ex::EncDecConfig c = base;
+        c.dropout = dropouts[di];
+        c.seed = base.seed + static_cast<uint64_t>(s);
+        ex::EncDecProfile p = ex::run_encdec(c, L, L);
+        single[0][0].push_back(p.enc_post), single[0][1].push_back(p.enc_pre);
+        single[1][0].push_back(p.dec_post), single[1][1].push_back(p.dec_pre);
+        expct[0][0].push_back(p.enc_post_exp), expct[0][1].push_back(p.enc_pre_exp);
+        expct[1][0].push_back(p.dec_post_exp), expct[1][1].push_back(p.dec_pre_exp);
+      }
+      for (int st = 0; st < 2; ++st)
+        for (int nm = 0; nm < 2; ++nm) {
+          auto qs = layer_quartiles(single[st][nm]), qe = layer_quartiles(expct[st][nm]);
+          std::vector<double> tb_s, tb_e, top_e;
+          for (int64_t s = 0; s < seeds; ++s) {
+            tb_s.push_back(single[st][nm][s].back() / single[st][nm][s].front());
+            tb_e.push_back(expct[st][nm][s].back() / expct[st][nm][s].front());
+            top_e.push_back(expct[st][nm][s].back());
+          }
+          const ex::Quartiles qtb_s = ex::quartiles(tb_s), qtb_e = ex::quartiles(tb_e), qtop = ex::quartiles(top_e);
+          if (li < 16) top_median[di][st][nm][li] = qtop.median;
+          std::printf("%6lld %-8s %-8s  %-24s  %-24s  %-26s\n", static_cast<long long>(L), stacks[st], norms[nm],
+                      (cli::fmt("%.2f", qtb_e.q1) + " " + cli::fmt("%.2f", qtb_e.median) + " " + cli::fmt("%.2f", qtb_e.q3)).c_str(),
+                      (cli::fmt("%.2f", qtb_s.q1) + " " + cli::fmt("%.2f", qtb_s.median) + " " + cli::fmt("%.2f", qtb_s.q3)).c_str(),
+                      (cli::fmt("%.3g", qtop.q1) + " " + cli::fmt("%.3g", qtop.median) + " " + cli::fmt("%.3g", qtop.q3)).c_str());
+          std::vector<double> med_e;
+          for (std::size_t i = 0; i < qs.size(); ++i) {
+            csv << dropouts[di] << "," << L << "," << stacks[st] << "," << norms[nm] << "," << i + 1;
+            for (const auto* q : {&qs[i], &qe[i]})
+              csv << "," << cli::fmt("%.9g", q->q1) << "," << cli::fmt("%.9g", q->median) << "," << cli::fmt("%.9g", q->q3);
+            csv << "\n";
+            med_e.push_back(qe[i].median);
+          }
+          if (di == 0) plot_prof[st][nm].push_back(med_e);
+          auto qj = [](const ex::Quartiles& q) { return json{{"q1", q.q1}, {"median", q.median}, {"q3", q.q3}}; };
+          json prof = json::array();
+          for (std::size_t i = 0; i < qs.size(); ++i) prof.push_back({{"single", qj(qs[i])}, {"expected", qj(qe[i])}});
+          results.push_back({{"dropout", dropouts[di]}, {"layers", L}, {"stack", stacks[st]}, {"norm", norms[nm]},
+                             {"top_over_bottom_expected", qj(qtb_e)}, {"top_over_bottom_single", qj(qtb_s)},
+                             {"top_layer_expected", qj(qtop)}, {"profile", prof}});
+        }
     }
-    const double top_ratio = p.post.back() / p.pre.back();
-    std::printf("top/bottom: Post-LN %.2fx, Pre-LN %.2fx; top layer Post-LN / Pre-LN = %.2fx (sqrt(L) = %.2f)\n",
-                p.post.back() / p.post.front(), p.pre.back() / p.pre.front(), top_ratio,
-                std::sqrt(static_cast<double>(depth)));
-    profs.push_back({{"depth", depth}, {"post_ln", p.post}, {"pre_ln", p.pre}, {"top_post_over_pre", top_ratio}});
-    spec.series.push_back({"Post-LN " + std::to_string(depth), iota_1(depth), p.post, {}, {}, false, color});
-    spec.series.push_back({"Pre-LN " + std::to_string(depth), iota_1(depth), p.pre, {}, {}, true, color});
+  }
+  // Theorem 1: the last layer's W2 gradient is O(d sqrt(ln d)) for Post-LN (constant in L) and
+  // O(d sqrt(ln d / L)) for Pre-LN (exponent -1/2).
+  json fits = json::array();
+  if (depths.size() >= 2 && depths.size() <= 16) {
+    std::printf("\nTop-layer W2 gradient (expected loss, median over seeds) ~ L^p, least squares on log-log:\n");
+    std::printf("%8s %-8s %-8s %8s %10s\n", "dropout", "stack", "norm", "fitted p", "theorem p");
+    std::vector<double> x(depths.begin(), depths.end());
+    for (std::size_t di = 0; di < dropouts.size(); ++di)
+      for (int st = 0; st < 2; ++st)
+        for (int nm = 0; nm < 2; ++nm) {
+          std::vector<double> y(top_median[di][st][nm], top_median[di][st][nm] + depths.size());
+          const double p = ex::fit_exponent(x, y), theorem = nm == 0 ? 0.0 : -0.5;
+          std::printf("%8.1f %-8s %-8s %8.3f %10.1f\n", dropouts[di], stacks[st], norms[nm], p, theorem);
+          fits.push_back({{"dropout", dropouts[di]}, {"stack", stacks[st]}, {"norm", norms[nm]}, {"fitted", p},
+                          {"theorem", theorem}});
+        }
   }
   cli::write_text(out + "/xiong.csv", csv.str());
-  json j = base_json("--xiong", flags, xc.seed);
-  j["d_model"] = xc.d_model;
-  j["heads"] = xc.heads;
-  j["init"] = xc.xavier ? "xavier_uniform, zero biases" : "nn.Linear default";
-  j["profiles"] = profs;
+  json j = base_json("--xiong", flags, base.seed);
+  j["d_model"] = base.d_model;
+  j["heads"] = base.heads;
+  j["seeds"] = seeds;
+  j["expected_loss_batches"] = base.batches;
+  j["label_smoothing"] = base.label_smoothing;
+  j["init"] = "fairseq: embeddings N(0, d^-1/2) scaled by sqrt(d) + sinusoidal; xavier_uniform weights, q/k/v gain "
+              "1/sqrt(2); zero biases; tied output layer";
+  j["results"] = results;
+  j["top_layer_exponent"] = fits;
   cli::write_text(out + "/xiong.json", j.dump(2) + "\n");
   std::cout << "\nwrote " << out << "/xiong.csv and xiong.json\n";
-  report_plot(out, "xiong", spec, warned);
+  for (int st = 0; st < 2; ++st) {
+    ex::PlotSpec spec;
+    spec.title = std::string("Xiong et al. fig. 3 setting, ") + stacks[st] +
+                 ": FFN W2 gradient at init (expected loss, median of " + std::to_string(seeds) + " seeds, no dropout)";
+    spec.xlabel = "layer";
+    spec.ylabel = "||dL/dW2||";
+    spec.logy = true;
+    int color = 0;
+    for (int nm = 0; nm < 2; ++nm)
+      for (std::size_t li = 0; li < depths.size(); ++li)
+        spec.series.push_back({std::string(norms[nm]) + ", " + std::to_string(depths[li]) + "+" +
+                                   std::to_string(depths[li]) + " layers",
+                               iota_1(depths[li]), plot_prof[st][nm][li], {}, {}, nm == 1, ++color});
+    report_plot(out, std::string("xiong_") + stacks[st], spec, warned);
+  }
 }
 
 // --- part 4 -------------------------------------------------------------------------------------
@@ -294,9 +441,11 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
 int main(int argc, char** argv) {
   ex::StudyConfig c;
   std::string norm = "layernorm", sublayer = "linear", init_file, save_init, out = "prenorm_out";
-  std::string depths_s = "4,8,16,32,64,80", dims_s = "4,64", xiong_s = "6,12,24";
+  std::string depths_s = "4,8,16,32,64,80", dims_s = "64,256", xiong_s = "3,6,12";
   int64_t seeds = 10;
   ex::XiongConfig xc;
+  ex::EncDecConfig ec;
+  int64_t xiong_seeds = 10;
   ex::TrainConfig tc;
   std::string train_depths_s = "6,12,24", lrs_s = "0.001,0.01";
   po::options_description opts(
@@ -325,12 +474,15 @@ int main(int argc, char** argv) {
     ("sweep", "also run the depth sweep (part 2)")
     ("depths", po::value<std::string>(&depths_s)->default_value("4,8,16,32,64,80"), "sweep depths")
     ("seeds", po::value<int64_t>(&seeds)->default_value(10), "sweep seeds per point (seed, seed+1, ...)")
-    ("sweep-d-models", po::value<std::string>(&dims_s)->default_value("4,64"), "sweep widths")
-    ("xiong", "also run real Transformer blocks at init (part 3, Xiong et al. 2020)")
-    ("xiong-depths", po::value<std::string>(&xiong_s)->default_value("6,12,24"), "block-study depths")
-    ("xiong-d-model", po::value<int64_t>(&xc.d_model)->default_value(64), "block-study width")
-    ("xiong-heads", po::value<int64_t>(&xc.heads)->default_value(4), "block-study heads")
-    ("xiong-torch-init", "block study with nn.Linear's default init instead of the paper's Xavier")
+    ("sweep-d-models", po::value<std::string>(&dims_s)->default_value("64,256"), "sweep widths")
+    ("sweep-seed-variant", "sweep the seed's Pre-Norm net, without a final norm (by default the sweep's "
+                           "Pre-Norm nets end with one)")
+    ("xiong", "also measure an encoder-decoder Transformer at init (part 3, Xiong et al. 2020)")
+    ("xiong-depths", po::value<std::string>(&xiong_s)->default_value("3,6,12"), "encoder-decoder depths (L encoder + L decoder layers)")
+    ("xiong-d-model", po::value<int64_t>(&xc.d_model)->default_value(64), "encoder-decoder width")
+    ("xiong-heads", po::value<int64_t>(&xc.heads)->default_value(4), "encoder-decoder heads")
+    ("xiong-seeds", po::value<int64_t>(&xiong_seeds)->default_value(10), "encoder-decoder seeds per depth")
+    ("xiong-batches", po::value<int64_t>(&ec.batches)->default_value(32), "batches averaged for the expected-loss gradient")
     ("train", "also train Post-Norm, Pre-Norm and DeepNorm decoder LMs with and without warmup (part 4)")
     ("corpus", po::value<std::string>(&tc.corpus)->default_value(tc.corpus), "training text (bytes)")
     ("train-depths", po::value<std::string>(&train_depths_s)->default_value("6,12,24"), "training depths")
@@ -358,8 +510,10 @@ int main(int argc, char** argv) {
     if (vm.count("quick")) {
       if (vm["depths"].defaulted()) depths_s = "4,8";
       if (vm["seeds"].defaulted()) seeds = 2;
-      if (vm["sweep-d-models"].defaulted()) dims_s = "4,16";
-      if (vm["xiong-depths"].defaulted()) xiong_s = "2,4";
+      if (vm["sweep-d-models"].defaulted()) dims_s = "8,16";
+      if (vm["xiong-depths"].defaulted()) xiong_s = "1,2";
+      if (vm["xiong-seeds"].defaulted()) xiong_seeds = 2;
+      if (vm["xiong-batches"].defaulted()) ec.batches = 2;
       if (vm["xiong-d-model"].defaulted()) xc.d_model = 16;
       if (vm["xiong-heads"].defaulted()) xc.heads = 2;
       xc.batch = 2;
@@ -383,6 +537,8 @@ int main(int argc, char** argv) {
     depths = parse_positive_ints("depths", depths_s);
     dims = parse_positive_ints("sweep-d-models", dims_s);
     xiong_depths = parse_positive_ints("xiong-depths", xiong_s);
+    if (xiong_seeds < 1) throw cli::UsageError("--xiong-seeds: must be at least 1, got " + std::to_string(xiong_seeds));
+    if (ec.batches < 1) throw cli::UsageError("--xiong-batches: must be at least 1, got " + std::to_string(ec.batches));
     if (seeds < 1) throw cli::UsageError("--seeds: must be at least 1, got " + std::to_string(seeds));
     if (xc.d_model < 1 || xc.heads < 1 || xc.d_model % xc.heads != 0)
       throw cli::UsageError("--xiong-heads: must be at least 1 and divide --xiong-d-model " + std::to_string(xc.d_model));
@@ -393,7 +549,11 @@ int main(int argc, char** argv) {
   }
   xc.seed = c.seed;
   tc.seed = c.seed;
-  xc.xavier = vm.count("xiong-torch-init") == 0;
+  ec.d_model = xc.d_model;
+  ec.heads = xc.heads;
+  ec.batch = xc.batch;
+  ec.src_len = ec.tgt_len = xc.seq_len;
+  ec.seed = c.seed;
 
   const json flags = cli::flags_json(vm);
 
@@ -409,8 +569,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    if (vm.count("sweep")) part2(c, depths, dims, seeds, out, flags, warned);
-    if (vm.count("xiong")) part3(xc, xiong_depths, out, flags, warned);
+    if (vm.count("sweep")) {
+      ex::StudyConfig sc = c;
+      sc.final_norm = c.final_norm || vm.count("sweep-seed-variant") == 0;
+      part2(sc, depths, dims, seeds, out, flags, warned);
+    }
+    if (vm.count("xiong")) part3(ec, xiong_depths, xiong_seeds, out, flags, warned);
     if (vm.count("train")) part4(tc, train_depths, lrs, out, flags, warned);
   } catch (const std::exception& e) {
     std::cerr << kProg << ": " << e.what() << "\n";

@@ -258,6 +258,31 @@ StudyResult run_study(const StudyConfig& config, const Init& init) {
   return r;
 }
 
+Init with_final_norm(const StudyConfig& config, Init init) {
+  auto norm = nn::make_norm(config.norm, config.d_model, kNormEps);
+  for (const auto& [name, t] : norm->state_dict()) init.params.emplace("final_norm." + name, t.detach().clone());
+  return init;
+}
+
+double fit_exponent(const std::vector<double>& x, const std::vector<double>& y) {
+  check(x.size() == y.size() && x.size() >= 2, "fit_exponent: need at least two (x, y) pairs, got ", x.size(),
+        " x and ", y.size(), " y");
+  double mx = 0, my = 0;
+  const double n = static_cast<double>(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    check(x[i] > 0 && y[i] > 0, "fit_exponent: values must be positive (a log-log fit)");
+    mx += std::log(x[i]) / n;
+    my += std::log(y[i]) / n;
+  }
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (std::log(x[i]) - mx) * (std::log(y[i]) - my);
+    sxx += (std::log(x[i]) - mx) * (std::log(x[i]) - mx);
+  }
+  check(sxx > 0, "fit_exponent: the x values are all equal");
+  return sxy / sxx;
+}
+
 Quartiles quartiles(std::vector<double> v) {
   check(!v.empty(), "quartiles: no values");
   std::sort(v.begin(), v.end());
@@ -283,7 +308,7 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
       p.d_model = d;
       p.depth = depth;
       std::vector<double> post1, pre1, ratio;
-      std::vector<std::vector<double>> rel_post(depth), rel_pre(depth);
+      std::vector<std::vector<double>> rel_post(depth), rel_pre(depth), raw_post(depth), raw_pre(depth);
       for (int64_t s = 0; s < seeds; ++s) {
         c.seed = base.seed + static_cast<uint64_t>(s);
         StudyResult r = run_study(c, make_init(c));
@@ -294,6 +319,8 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
         for (int64_t i = 0; i < depth; ++i) {
           rel_post[i].push_back(rp[i]);
           rel_pre[i].push_back(rq[i]);
+          raw_post[i].push_back(r.grad_post[i]);
+          raw_pre[i].push_back(r.grad_pre[i]);
         }
       }
       p.post_layer1 = quartiles(post1);
@@ -302,6 +329,8 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
       for (int64_t i = 0; i < depth; ++i) {
         p.rel_post_median.push_back(quartiles(rel_post[i]).median);
         p.rel_pre_median.push_back(quartiles(rel_pre[i]).median);
+        p.raw_post_median.push_back(quartiles(raw_post[i]).median);
+        p.raw_pre_median.push_back(quartiles(raw_pre[i]).median);
       }
       out.push_back(std::move(p));
     }

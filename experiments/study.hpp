@@ -94,6 +94,12 @@ struct StudyResult {
 
 // Builds both nets from `init`, runs one forward/backward each, returns the gradient norms.
 StudyResult run_study(const StudyConfig& config, const Init& init);
+// `init` plus the Pre-Norm net's final norm (gain ones, bias zeros: no randomness), so that the
+// same initial tensors run with config.final_norm on; parameters already there are kept.
+Init with_final_norm(const StudyConfig& config, Init init);
+
+// Least-squares slope of log y against log x: the exponent p of y ~ c x^p.
+double fit_exponent(const std::vector<double>& x, const std::vector<double>& y);
 
 // --- the depth sweep (part 2, --sweep) -------------------------------------------------------
 
@@ -107,8 +113,11 @@ struct SweepPoint {
   Quartiles post_layer1, pre_layer1, ratio;  // over seeds
   // Median over seeds of each layer's gradient norm relative to the top layer.
   std::vector<double> rel_post_median, rel_pre_median;
+  // Median over seeds of each layer's raw gradient norm.
+  std::vector<double> raw_post_median, raw_pre_median;
 };
 // For each d_model and depth, `seeds` runs with seeds base.seed, base.seed + 1, ...
+// (base.final_norm decides whether the Pre-Norm nets end with a norm.)
 std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int64_t>& depths,
                                   const std::vector<int64_t>& d_models, int64_t seeds);
 
