@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -360,8 +361,8 @@ void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, int
   std::cout << "\nwrote " << out << "/xiong.csv and xiong.json\n";
   for (int st = 0; st < 2; ++st) {
     ex::PlotSpec spec;
-    spec.title = std::string("Xiong et al. fig. 3 setting, ") + stacks[st] +
-                 ": FFN W2 gradient at init (expected loss, median of " + std::to_string(seeds) + " seeds, no dropout)";
+    spec.title = std::string(st == 0 ? "Encoder" : "Decoder") + " FFN W2 gradient at init (median of " +
+                 std::to_string(seeds) + " seeds, no dropout)";
     spec.xlabel = "layer";
     spec.ylabel = "||dL/dW2||";
     spec.logy = true;
@@ -377,63 +378,137 @@ void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, int
 
 // --- part 4 -------------------------------------------------------------------------------------
 void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const std::vector<double>& lrs,
-           const std::string& out, const json& flags, bool& warned) {
+           int64_t train_seeds, const std::string& out, const json& flags, bool& warned) {
   auto corpus = ex::read_corpus(tc.corpus, 4 * tc.seq_len);
   std::cout << "\n=== Training stability: byte-level decoder LMs on " << tc.corpus << " (" << corpus.size()
             << " bytes) ===\n";
   std::cout << "d_model " << tc.d_model << ", " << tc.heads << " heads, " << tc.batch << " x " << tc.seq_len
-            << " tokens per step, " << tc.steps << " steps of AdamW (no clipping), warmup " << tc.warmup
-            << " steps when on\n\n";
-  std::printf("%-9s %5s %8s %7s  %10s %10s  %s\n", "norm", "depth", "lr", "warmup", "first loss", "final loss",
-              "status");
+            << " tokens per step, " << tc.steps << " steps of AdamW (no clipping), linear warmup " << tc.warmup
+            << " steps when on, " << train_seeds << " seeds\n\n";
+  std::printf("%-9s %5s %8s %7s %4s  %10s %10s %10s %10s  %s\n", "norm", "depth", "lr", "warmup", "seed", "first loss",
+              "final loss", "max |g|", "max |dW|", "status");
   std::ostringstream summary, curves;
-  summary << "norm,depth,lr,warmup,first_loss,final_loss,status\n";
-  curves << "norm,depth,lr,warmup,step,loss\n";
+  summary << "norm,depth,lr,warmup,seed,first_loss,final_loss,max_grad_norm,max_update_norm,status\n";
+  curves << "norm,depth,lr,warmup,seed,step,loss,grad_norm,update_norm\n";
   json runs = json::array();
   double unigram = 0;
+  const std::vector<xg::nn::NormPosition> methods{xg::nn::NormPosition::Post, xg::nn::NormPosition::Pre,
+                                                  xg::nn::NormPosition::DeepNorm};
+  // stable[method][warmup][depth][lr]: every seed "ok"
+  std::map<std::string, std::map<int64_t, std::map<double, int>>> ok_count;
+  auto key = [](xg::nn::NormPosition m, bool w) { return std::string(xg::nn::norm_position_name(m)) + (w ? "+warmup" : ""); };
   for (int64_t depth : depths)
     for (double lr : lrs) {
       ex::PlotSpec spec;
-      spec.title = "Training loss, depth " + std::to_string(depth) + ", lr " + cli::fmt("%g", lr);
+      spec.title = "Training loss, depth " + std::to_string(depth) + ", lr " + cli::fmt("%g", lr) + " (seed " +
+                   std::to_string(tc.seed) + ")";
       spec.xlabel = "step";
       spec.ylabel = "cross-entropy (nats/byte)";
       int color = 0;
-      for (auto norm : {xg::nn::NormPosition::Post, xg::nn::NormPosition::Pre, xg::nn::NormPosition::DeepNorm}) {
+      for (auto norm : methods) {
         ++color;
-        for (bool warmup : {false, true}) {
-          ex::TrainRun r = ex::train_run(tc, corpus, norm, depth, lr, warmup);
-          unigram = r.unigram_entropy;
-          const char* name = xg::nn::norm_position_name(norm);
-          std::printf("%-9s %5lld %8g %7s  %10.4f %10.4f  %s\n", name, static_cast<long long>(depth), lr,
-                      warmup ? "yes" : "no", r.losses.front(), r.final_loss, r.status.c_str());
-          std::fflush(stdout);
-          summary << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << cli::fmt("%.6g", r.losses.front())
-                  << "," << cli::fmt("%.6g", r.final_loss) << "," << r.status << "\n";
-          for (std::size_t i = 0; i < r.losses.size(); ++i)
-            curves << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << i << ","
-                   << cli::fmt("%.6g", r.losses[i]) << "\n";
-          runs.push_back({{"norm", name}, {"depth", depth}, {"lr", lr}, {"warmup", warmup},
-                          {"final_loss", r.final_loss}, {"status", r.status}, {"losses", r.losses}});
-          ex::Series s{std::string(name) + (warmup ? " + warmup" : ""), {}, {}, {}, {}, warmup, color};
-          for (std::size_t i = 0; i < r.losses.size(); ++i)
-            if (std::isfinite(r.losses[i])) {
-              s.x.push_back(static_cast<double>(i));
-              s.y.push_back(r.losses[i]);
-            }
-          spec.series.push_back(s);
-        }
+        for (bool warmup : {false, true})
+          for (int64_t s = 0; s < train_seeds; ++s) {
+            ex::TrainConfig c = tc;
+            c.seed = tc.seed + static_cast<uint64_t>(s);
+            ex::TrainRun r = ex::train_run(c, corpus, norm, depth, lr, warmup);
+            unigram = r.unigram_entropy;
+            if (r.status == "ok" || r.status == "slow") ++ok_count[key(norm, warmup)][depth][lr];
+            const char* name = xg::nn::norm_position_name(norm);
+            double gmax = 0, umax = 0;
+            for (double g : r.grad_norms) gmax = std::max(gmax, g);
+            for (double u : r.update_norms) umax = std::max(umax, u);
+            std::printf("%-9s %5lld %8g %7s %4lld  %10.4f %10.4f %10.3g %10.3g  %s\n", name, static_cast<long long>(depth),
+                        lr, warmup ? "yes" : "no", static_cast<long long>(c.seed), r.losses.front(), r.final_loss, gmax,
+                        umax, r.status.c_str());
+            std::fflush(stdout);
+            summary << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << c.seed << ","
+                    << cli::fmt("%.6g", r.losses.front()) << "," << cli::fmt("%.6g", r.final_loss) << ","
+                    << cli::fmt("%.6g", gmax) << "," << cli::fmt("%.6g", umax) << "," << r.status << "\n";
+            for (std::size_t i = 0; i < r.losses.size(); ++i)
+              curves << name << "," << depth << "," << lr << "," << (warmup ? 1 : 0) << "," << c.seed << "," << i << ","
+                     << cli::fmt("%.6g", r.losses[i]) << ","
+                     << cli::fmt("%.6g", i < r.grad_norms.size() ? r.grad_norms[i] : NAN) << ","
+                     << cli::fmt("%.6g", i < r.update_norms.size() ? r.update_norms[i] : NAN) << "\n";
+            runs.push_back({{"norm", name}, {"depth", depth}, {"lr", lr}, {"warmup", warmup}, {"seed", c.seed},
+                            {"final_loss", r.final_loss}, {"status", r.status}, {"max_grad_norm", gmax},
+                            {"max_update_norm", umax}});
+            if (s != 0) continue;  // the plots show the first seed
+            ex::Series ser{std::string(name) + (warmup ? " + warmup" : ""), {}, {}, {}, {}, warmup, color};
+            for (std::size_t i = 0; i < r.losses.size(); ++i)
+              if (std::isfinite(r.losses[i])) {
+                ser.x.push_back(static_cast<double>(i));
+                ser.y.push_back(r.losses[i]);
+              }
+            spec.series.push_back(ser);
+          }
       }
+      // What "stalled" means: a run that ends at (or above) the unigram entropy.
+      ex::Series uni{"unigram entropy " + cli::fmt("%.2f", unigram) + " (stalled at or above)", {0, double(tc.steps - 1)},
+                     {unigram, unigram}, {}, {}, true, 8};
+      spec.series.push_back(uni);
       report_plot(out, "train_d" + std::to_string(depth) + "_lr" + cli::fmt("%g", lr), spec, warned);
     }
-  std::printf("\n(the corpus's unigram entropy is %.4f nats/byte: \"stalled\" runs ended there)\n", unigram);
+  std::printf("\n(the corpus's unigram entropy is %.4f nats/byte: \"stalled\" runs ended there or above)\n", unigram);
+  // The stability boundary: the largest learning rate of the grid at which every seed is "ok".
+  std::printf("\nStability boundary: largest lr with all %lld seeds ok or slow (- : none)\n%5s", static_cast<long long>(train_seeds),
+              "depth");
+  std::ostringstream bcsv;
+  bcsv << "depth";
+  std::vector<std::string> keys;
+  for (auto m : methods)
+    for (bool w : {false, true}) keys.push_back(key(m, w));
+  for (const auto& k : keys) {
+    std::printf(" %16s", k.c_str());
+    bcsv << "," << k;
+  }
+  std::printf("\n");
+  bcsv << "\n";
+  json boundary = json::array();
+  ex::PlotSpec bspec;
+  bspec.title = "Stability boundary: largest lr with every seed ok or slow (" + std::to_string(tc.steps) + " steps, d_model " +
+                std::to_string(tc.d_model) + ")";
+  bspec.xlabel = "depth (layers)";
+  bspec.ylabel = "largest stable lr";
+  bspec.logx = bspec.logy = true;
+  std::map<std::string, ex::Series> bser;
+  int bcolor = 0;
+  for (const auto& k : keys)
+    bser[k] = ex::Series{k, {}, {}, {}, {}, k.find("warmup") != std::string::npos, (bcolor++ / 2) + 1};
+  for (int64_t depth : depths) {
+    std::printf("%5lld", static_cast<long long>(depth));
+    bcsv << depth;
+    json row = {{"depth", depth}};
+    for (const auto& k : keys) {
+      double best = 0;
+      for (double lr : lrs)
+        if (ok_count[k][depth][lr] == train_seeds) best = std::max(best, lr);
+      std::printf(" %16s", best > 0 ? cli::fmt("%g", best).c_str() : "-");
+      bcsv << "," << (best > 0 ? cli::fmt("%g", best) : "");
+      row[k] = best > 0 ? json(best) : json(nullptr);
+      if (best > 0) {
+        bser[k].x.push_back(static_cast<double>(depth));
+        bser[k].y.push_back(best);
+      }
+    }
+    std::printf("\n");
+    bcsv << "\n";
+    boundary.push_back(row);
+  }
+  for (const auto& k : keys)
+    if (!bser[k].x.empty()) bspec.series.push_back(bser[k]);
+  if (!bspec.series.empty()) report_plot(out, "train_boundary", bspec, warned);
   cli::write_text(out + "/train.csv", summary.str());
   cli::write_text(out + "/train_curves.csv", curves.str());
+  cli::write_text(out + "/train_boundary.csv", bcsv.str());
   json j = base_json("--train", flags, tc.seed);
   j["corpus"] = tc.corpus;
   j["unigram_entropy"] = unigram;
+  j["seeds"] = train_seeds;
+  j["boundary"] = boundary;
   j["runs"] = runs;
   cli::write_text(out + "/train.json", j.dump(2) + "\n");
-  std::cout << "wrote " << out << "/train.csv, train_curves.csv and train.json\n";
+  std::cout << "wrote " << out << "/train.csv, train_curves.csv, train_boundary.csv and train.json\n";
 }
 
 }  // namespace
@@ -447,7 +522,8 @@ int main(int argc, char** argv) {
   ex::EncDecConfig ec;
   int64_t xiong_seeds = 10;
   ex::TrainConfig tc;
-  std::string train_depths_s = "6,12,24", lrs_s = "0.001,0.01";
+  std::string train_depths_s = "6,12,24,48", lrs_s = "0.0001,0.000316,0.001,0.00316,0.01";
+  int64_t train_seeds = 3;
   po::options_description opts(
       "prenorm_vs_postnorm: the Pre-Norm vs Post-Norm gradient experiment.\n"
       "Default: 8 layers, d_model 4, Linear+ReLU sublayers with a LayerNorm each, MSE against a random\n"
@@ -485,10 +561,13 @@ int main(int argc, char** argv) {
     ("xiong-batches", po::value<int64_t>(&ec.batches)->default_value(32), "batches averaged for the expected-loss gradient")
     ("train", "also train Post-Norm, Pre-Norm and DeepNorm decoder LMs with and without warmup (part 4)")
     ("corpus", po::value<std::string>(&tc.corpus)->default_value(tc.corpus), "training text (bytes)")
-    ("train-depths", po::value<std::string>(&train_depths_s)->default_value("6,12,24"), "training depths")
-    ("train-lrs", po::value<std::string>(&lrs_s)->default_value("0.001,0.01"), "peak learning rates")
-    ("train-steps", po::value<int64_t>(&tc.steps)->default_value(300), "steps per run")
-    ("warmup", po::value<int64_t>(&tc.warmup)->default_value(100), "warmup steps of the runs with warmup")
+    ("train-depths", po::value<std::string>(&train_depths_s)->default_value("6,12,24,48"), "training depths")
+    ("train-lrs", po::value<std::string>(&lrs_s)->default_value("0.0001,0.000316,0.001,0.00316,0.01"),
+     "peak learning rates (log-spaced)")
+    ("train-seeds", po::value<int64_t>(&train_seeds)->default_value(3), "training seeds per cell")
+    ("train-d-model", po::value<int64_t>(&tc.d_model)->default_value(16), "training width")
+    ("train-steps", po::value<int64_t>(&tc.steps)->default_value(600), "steps per run")
+    ("warmup", po::value<int64_t>(&tc.warmup)->default_value(150), "warmup steps of the runs with warmup")
     ("full", "longer training runs: 3000 steps, d_model 64, warmup 500 (unless given)")
     ("quick", "tiny sizes for CI: sweep depths 4,8 x 2 seeds x d_model 4,16; block depths 2,4 at d_model 16");
   // clang-format on
@@ -521,6 +600,8 @@ int main(int argc, char** argv) {
       if (vm["train-depths"].defaulted()) train_depths_s = "2";
       if (vm["train-steps"].defaulted()) tc.steps = 10;
       if (vm["warmup"].defaulted()) tc.warmup = 3;
+      if (vm["train-lrs"].defaulted()) lrs_s = "0.001,0.01";
+      if (vm["train-seeds"].defaulted()) train_seeds = 1;
       tc.d_model = 16;
       tc.seq_len = 16;
       tc.batch = 2;
@@ -528,10 +609,14 @@ int main(int argc, char** argv) {
     if (vm.count("full")) {
       if (vm["train-steps"].defaulted()) tc.steps = 3000;
       if (vm["warmup"].defaulted()) tc.warmup = 500;
-      tc.d_model = 64;
+      if (vm["train-d-model"].defaulted()) tc.d_model = 64;
     }
     train_depths = parse_positive_ints("train-depths", train_depths_s);
     lrs = cli::parse_doubles("train-lrs", lrs_s, /*positive=*/true, /*finite=*/false);
+    if (train_seeds < 1) throw cli::UsageError("--train-seeds: must be at least 1, got " + std::to_string(train_seeds));
+    if (tc.d_model < tc.heads || tc.d_model % tc.heads != 0)
+      throw cli::UsageError("--train-d-model: must be a multiple of the " + std::to_string(tc.heads) + " heads, got " +
+                            std::to_string(tc.d_model));
     if (tc.steps < 1) throw cli::UsageError("--train-steps: must be at least 1, got " + std::to_string(tc.steps));
     if (tc.warmup < 1) throw cli::UsageError("--warmup: must be at least 1, got " + std::to_string(tc.warmup));
     depths = parse_positive_ints("depths", depths_s);
@@ -575,7 +660,7 @@ int main(int argc, char** argv) {
       part2(sc, depths, dims, seeds, out, flags, warned);
     }
     if (vm.count("xiong")) part3(ec, xiong_depths, xiong_seeds, out, flags, warned);
-    if (vm.count("train")) part4(tc, train_depths, lrs, out, flags, warned);
+    if (vm.count("train")) part4(tc, train_depths, lrs, train_seeds, out, flags, warned);
   } catch (const std::exception& e) {
     std::cerr << kProg << ": " << e.what() << "\n";
     return 1;

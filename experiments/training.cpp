@@ -7,6 +7,7 @@
 #include "autograd/random.hpp"
 #include "losses/cross_entropy.hpp"
 #include "nn/decoder.hpp"
+#include "nn/init.hpp"
 #include "optim/adam.hpp"
 #include "optim/schedule.hpp"
 
@@ -20,6 +21,35 @@ std::vector<uint8_t> read_corpus(const std::string& path, int64_t min_bytes) {
         " bytes, need at least ", min_bytes);
   return bytes;
 }
+
+std::string classify_run(const std::vector<double>& losses, double final_loss, double unigram_entropy) {
+  for (double l : losses)
+    if (!std::isfinite(l)) return "diverged";
+  if (!std::isfinite(final_loss) || final_loss > losses.front() + 0.5) return "diverged";
+  if (final_loss < unigram_entropy - 0.05) return "ok";
+  // Near or above the unigram entropy: "slow" while the loss is still falling (the mean of the
+  // third quarter of the run more than 0.05 nats above the final loss), "stalled" otherwise.
+  const std::size_t n = losses.size();
+  if (n >= 8) {
+    double q = 0;
+    for (std::size_t i = n / 2; i < 3 * n / 4; ++i) q += losses[i];
+    q /= static_cast<double>(3 * n / 4 - n / 2);
+    if (q - final_loss > 0.05) return "slow";
+  }
+  return "stalled";
+}
+
+namespace {
+double params_sq(const std::vector<Tensor>& ps, bool grads) {
+  double s = 0;
+  for (const Tensor& p : ps) {
+    Tensor t = grads ? p.grad() : p;
+    if (!t.defined()) continue;
+    for (double v : t.to_vector()) s += v * v;
+  }
+  return s;
+}
+}  // namespace
 
 TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn::NormPosition norm, int64_t depth,
                    double lr, bool warmup) {
@@ -48,6 +78,10 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
   lc.block.max_seq_len = tc.seq_len;
   lc.final_norm = norm == nn::NormPosition::Pre;
   nn::DecoderLM model(lc);
+  if (norm == nn::NormPosition::DeepNorm)
+    for (auto& [name, p] : model.named_parameters())
+      if (name.find("norm") == std::string::npos && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+        nn::init::zeros_(p);
 
   optim::AdamWOptions opts;
   opts.lr = lr;
@@ -78,7 +112,17 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
     if (!std::isfinite(l)) break;  // diverged: nothing more to learn from this run
     opt.zero_grad();
     loss.backward();
+    const std::vector<Tensor> params = model.parameters();
+    run.grad_norms.push_back(std::sqrt(params_sq(params, true)));
+    std::vector<Tensor> before;
+    for (const Tensor& p : params) before.push_back(p.detach().clone());
     opt.step();
+    double u = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      auto a = params[i].to_vector(), b = before[i].to_vector();
+      for (std::size_t k = 0; k < a.size(); ++k) u += (a[k] - b[k]) * (a[k] - b[k]);
+    }
+    run.update_norms.push_back(std::sqrt(u));
     sched.step();
   }
   const int64_t k = std::max<int64_t>(1, static_cast<int64_t>(run.losses.size()) / 10);
@@ -86,9 +130,7 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
   for (int64_t i = static_cast<int64_t>(run.losses.size()) - k; i < static_cast<int64_t>(run.losses.size()); ++i)
     s += run.losses[i];
   run.final_loss = s / k;
-  run.status = !std::isfinite(run.final_loss) || run.final_loss > run.losses.front() ? "diverged"
-               : run.final_loss >= run.unigram_entropy - 0.05                 ? "stalled"
-                                                                              : "ok";
+  run.status = classify_run(run.losses, run.final_loss, run.unigram_entropy);
   return run;
 }
 

@@ -28,13 +28,18 @@ struct TrainRun {
   double lr = 0;
   bool warmup = false;
   std::vector<double> losses;  // per step (NaN/inf kept as they came)
+  std::vector<double> grad_norms, update_norms;  // per step: ||g|| before AdamW, ||theta_new - theta_old||
   double final_loss = 0;       // mean of the last 10% of the steps
-  // "diverged": the loss became non-finite or ended above where it started; "stalled": it
-  // ended within 0.05 nats of the corpus's unigram entropy or above it (the model learned the
-  // byte frequencies at best, nothing of the context); "ok" otherwise.
-  std::string status;
+  std::string status;  // classify_run's
   double unigram_entropy = 0;  // of the corpus's bytes, nats
 };
+
+// "diverged": a loss turned non-finite, or the final loss (mean of the last 10% of the steps)
+// rose more than 0.5 nats above the first; "stalled": finite and ending within 0.05 nats of
+// the unigram entropy or anywhere above it (at best the byte frequencies were learned, nothing
+// of the context) and no longer improving; "slow": there but still falling (a learning rate too
+// small for the run's length, not an instability); "ok" otherwise.
+std::string classify_run(const std::vector<double>& losses, double final_loss, double unigram_entropy);
 
 // The corpus as bytes; throws xg::Error naming the file if it cannot be read or is shorter
 // than two sequences.
@@ -44,6 +49,8 @@ std::vector<uint8_t> read_corpus(const std::string& path, int64_t min_bytes);
 // given norm position; a final norm except for Post-Norm/DeepNorm, whose last block ends in one),
 // AdamW (betas 0.9/0.98, no weight decay, no gradient clipping, so that instability shows),
 // random windows of the corpus. Same seed -> same batches for every configuration.
+// DeepNorm runs zero every bias of the blocks' linear layers, as the reference implementations
+// (torchscale, fairseq's deepnorm) do; the other runs keep nn.Linear's default.
 TrainRun train_run(const TrainConfig& config, const std::vector<uint8_t>& corpus, nn::NormPosition norm,
                    int64_t depth, double lr, bool warmup);
 

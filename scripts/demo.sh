@@ -2,7 +2,8 @@
 # Installs what is missing, builds xgrad, and runs the main demo: the Pre-Norm vs Post-Norm
 # gradient study (8 layers of Linear + ReLU sublayers at d_model 4, started from PyTorch's
 # seed-42 tensors, so the layer-1 gradients equal PyTorch's; the depth sweep; and the
-# Xiong et al. block profile), writing CSV/JSON and plots to out/prenorm.
+# Xiong et al. encoder-decoder profile at init; about 65 s of CPU), writing CSV/JSON and plots
+# to out/prenorm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -63,7 +63,7 @@ TEST(ExperimentsPrenormCli, InitRunPrintsTheGradientTableAndWritesOutputs) {
   EXPECT_EQ(j["grad_post"].size(), 8u);
   EXPECT_NEAR(j["ratio_layer1"].get<double>(), 6.629197 / 0.411592, 1e-4);
   std::string csv = slurp(dir + "/prenorm.csv");
-  EXPECT_EQ(csv.rfind("layer,post_grad,pre_grad,post_rel_top,pre_rel_top\n1,", 0), 0u) << csv;
+  EXPECT_EQ(csv.rfind("layer,post_grad,pre_grad,post_rel_top,pre_rel_top,pre_final_norm_grad\n1,", 0), 0u) << csv;
   EXPECT_EQ(count_lines(csv), 9);
 }
 
@@ -73,6 +73,8 @@ TEST(ExperimentsPrenormCli, DefaultRunUsesPyTorchsSeed42Tensors) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("init: PyTorch's torch.manual_seed(42) tensors"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Layer 8:          0.532629          4.577710"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Pre-Norm / Post-Norm = 16.11x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Pre-Norm + final norm / Post-Norm = 0.74x"), std::string::npos) << r.out;
   CliRun x = run_study("--xgrad-init --out '" + dir + "'");
   ASSERT_EQ(x.status, 0) << x.err;
   EXPECT_NE(x.out.find("init: xgrad generator, seed 42"), std::string::npos) << x.out;

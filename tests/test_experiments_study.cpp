@@ -177,6 +177,25 @@ TEST(ExperimentsStudy, SweepSummarisesSeeds) {
   EXPECT_XG_ERROR(ex::run_sweep(base, {3}, {4}, 0), "--seeds");
 }
 
+TEST(ExperimentsStudy, FitExponent) {
+  std::vector<double> x{4, 8, 16, 32}, y;
+  for (double v : x) y.push_back(3.0 / std::sqrt(v));
+  EXPECT_NEAR(ex::fit_exponent(x, y), -0.5, 1e-12);
+  EXPECT_XG_ERROR(ex::fit_exponent({4}, {1}), "at least two");
+  EXPECT_XG_ERROR(ex::fit_exponent({4, 8}, {1, 0}), "positive");
+}
+
+TEST(ExperimentsStudy, WithFinalNormAddsOnlyTheFinalNorm) {
+  ex::StudyConfig c;
+  ex::Init a = ex::torch_seed42_init(c);
+  ex::Init b = ex::with_final_norm(c, a);
+  EXPECT_EQ(b.params.size(), a.params.size() + 2);
+  c.final_norm = true;
+  ex::StudyResult r = ex::run_study(c, b);
+  EXPECT_NEAR(r.ratio_layer1(), 0.741, 0.001);  // the seed's 16.11x with a final norm
+  EXPECT_NEAR(r.loss_pre, 0.788423, 1e-5);
+}
+
 TEST(ExperimentsStudy, XiongProfile) {
   ex::XiongConfig xc;
   xc.d_model = 16;

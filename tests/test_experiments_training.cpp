@@ -57,6 +57,30 @@ TEST(ExperimentsTraining, DeterministicAndSameStartForEveryConfiguration) {
   EXPECT_TRUE(d.status == "ok" || d.status == "stalled" || d.status == "diverged") << d.status;
 }
 
+TEST(ExperimentsTraining, ClassifyTellsStalledFromDiverged) {
+  const double uni = 3.17;
+  EXPECT_EQ(ex::classify_run({5.5, NAN}, NAN, uni), "diverged");
+  EXPECT_EQ(ex::classify_run({5.5, 7.0, 6.5}, 6.5, uni), "diverged");  // far above its start
+  const std::vector<double> flat{5.5, 4, 3.6, 3.5, 3.48, 3.47, 3.47, 3.47, 3.47};
+  EXPECT_EQ(ex::classify_run(flat, 3.47, uni), "stalled");  // finite, above the unigram entropy, flat
+  const std::vector<double> falling{5.5, 5.3, 5.1, 4.9, 4.7, 4.5, 4.3, 4.1, 3.9};
+  EXPECT_EQ(ex::classify_run(falling, 3.9, uni), "slow");   // above it but still learning
+  EXPECT_EQ(ex::classify_run({5.5, 2.8, 2.7}, 2.7, uni), "ok");
+}
+
+TEST(ExperimentsTraining, LogsGradientAndUpdateNormsEveryStep) {
+  ex::TrainConfig tc = tiny();
+  tc.steps = 3;
+  ex::TrainRun d = ex::train_run(tc, periodic_corpus(), xg::nn::NormPosition::DeepNorm, 2, 1e-3, false);
+  ASSERT_EQ(d.grad_norms.size(), 3u);
+  ASSERT_EQ(d.update_norms.size(), 3u);
+  for (double g : d.grad_norms) EXPECT_GT(g, 0);
+  // AdamW's first step moves each parameter with a non-zero gradient by lr (m / sqrt(v) = sign(g)):
+  // ||update|| <= lr sqrt(number of parameters).
+  EXPECT_GT(d.update_norms[0], 0);
+  EXPECT_LT(d.update_norms[0], 1e-3 * std::sqrt(1e6));
+}
+
 TEST(ExperimentsTraining, Errors) {
   EXPECT_XG_ERROR(ex::read_corpus("/nonexistent/corpus.txt", 10), "--corpus: cannot read '/nonexistent/corpus.txt'");
   const std::string path = std::string(XGRAD_BINARY_DIR) + "/test_experiments_tiny_corpus.txt";

@@ -40,17 +40,29 @@ bool plot_heatmaps(const std::string& dir, const std::string& stem, const Heatma
        << "set xlabel " << gp_quote(grid.xlabel) << " noenhanced\n"
        << "set ylabel " << gp_quote(grid.ylabel) << " noenhanced\n"
        << "set size ratio -1\nunset key\nset tics out\n";
+  // One colour scale per kind of panel, shared by all panels of that kind (issue 21: a panel
+  // scaled to its own range made a nearly flat map, 0.0620-0.0629, look striped).
+  double lim = 0, lo = INFINITY, hi = -INFINITY;
+  for (const Heatmap& h : grid.panels)
+    for (const auto& row : h.values)
+      for (double v : row) {
+        if (h.diverging) {
+          lim = std::max(lim, std::fabs(v));
+        } else {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+      }
+  if (!(hi > lo)) hi = lo + 1;
   for (std::size_t p = 0; p < grid.panels.size(); ++p) {
     const Heatmap& h = grid.panels[p];
     const std::size_t n_rows = h.values.size(), n_cols = h.values[0].size();
-    double lim = 0;
-    for (const auto& row : h.values)
-      for (double v : row) lim = std::max(lim, std::fabs(v));
     if (h.diverging) {
       body << "set palette defined (0 \"#2166ac\", 1 \"#f7f7f7\", 2 \"#b2182b\")\n"
            << "set cbrange [" << -lim << ":" << (lim > 0 ? lim : 1) << "]\n";
     } else {
-      body << "set palette defined (0 \"#ffffcc\", 1 \"#fd8d3c\", 2 \"#800026\")\nset autoscale cb\n";
+      body << "set palette defined (0 \"#ffffcc\", 1 \"#fd8d3c\", 2 \"#800026\")\n"
+           << "set cbrange [" << lo << ":" << hi << "]\n";
     }
     body << "set title " << gp_quote(h.title) << " noenhanced\n"
          << "set xrange [-0.5:" << n_cols - 0.5 << "]\n"
