@@ -413,7 +413,7 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
             c.seed = tc.seed + static_cast<uint64_t>(s);
             ex::TrainRun r = ex::train_run(c, corpus, norm, depth, lr, warmup);
             unigram = r.unigram_entropy;
-            if (r.status == "ok" || r.status == "slow") ++ok_count[key(norm, warmup)][depth][lr];
+            if (r.status == "ok") ++ok_count[key(norm, warmup)][depth][lr];
             const char* name = xg::nn::norm_position_name(norm);
             double gmax = 0, umax = 0;
             for (double g : r.grad_norms) gmax = std::max(gmax, g);
@@ -444,14 +444,14 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
           }
       }
       // What "stalled" means: a run that ends at (or above) the unigram entropy.
-      ex::Series uni{"unigram entropy " + cli::fmt("%.2f", unigram) + " (stalled at or above)", {0, double(tc.steps - 1)},
+      ex::Series uni{"unigram " + cli::fmt("%.2f", unigram) + " (stalled)", {0, double(tc.steps - 1)},
                      {unigram, unigram}, {}, {}, true, 8};
       spec.series.push_back(uni);
       report_plot(out, "train_d" + std::to_string(depth) + "_lr" + cli::fmt("%g", lr), spec, warned);
     }
   std::printf("\n(the corpus's unigram entropy is %.4f nats/byte: \"stalled\" runs ended there or above)\n", unigram);
   // The stability boundary: the largest learning rate of the grid at which every seed is "ok".
-  std::printf("\nStability boundary: largest lr with all %lld seeds ok or slow (- : none)\n%5s", static_cast<long long>(train_seeds),
+  std::printf("\nStability boundary: largest lr with all %lld seeds ok (- : none)\n%5s", static_cast<long long>(train_seeds),
               "depth");
   std::ostringstream bcsv;
   bcsv << "depth";
@@ -466,7 +466,7 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
   bcsv << "\n";
   json boundary = json::array();
   ex::PlotSpec bspec;
-  bspec.title = "Stability boundary: largest lr with every seed ok or slow (" + std::to_string(tc.steps) + " steps, d_model " +
+  bspec.title = "Stability boundary: largest lr with every seed ok (" + std::to_string(tc.steps) + " steps, d_model " +
                 std::to_string(tc.d_model) + ")";
   bspec.xlabel = "depth (layers)";
   bspec.ylabel = "largest stable lr";
