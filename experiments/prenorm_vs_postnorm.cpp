@@ -569,7 +569,8 @@ int main(int argc, char** argv) {
     ("train-steps", po::value<int64_t>(&tc.steps)->default_value(600), "steps per run")
     ("warmup", po::value<int64_t>(&tc.warmup)->default_value(150), "warmup steps of the runs with warmup")
     ("full", "longer training runs: 3000 steps, d_model 64, warmup 500 (unless given)")
-    ("quick", "tiny sizes for CI: sweep depths 4,8 x 2 seeds x d_model 4,16; block depths 2,4 at d_model 16");
+    ("quick", "tiny sizes for CI: sweep depths 4,8 x 2 seeds x d_model 8,16; encoder-decoder 1+1, 2+2 at d_model 16; "
+              "training depth 2, 10 steps, lr 0.001,0.01, 1 seed");
   // clang-format on
   int threads = 0;
   opts.add(cli::threads_flag(threads));

@@ -121,7 +121,9 @@ struct SweepPoint {
 std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int64_t>& depths,
                                   const std::vector<int64_t>& d_models, int64_t seeds);
 
-// --- real Transformer blocks at initialisation (Xiong et al. 2020; part 3, --xiong) --------
+// --- an encoder-only stack of Transformer blocks at initialisation ----------------------------
+// (the earlier part 3; --xiong now measures the encoder-decoder of experiments/encdec.hpp, the
+// architecture of Xiong et al. 2020. Kept as a library function: its Post-LN profile is flat.)
 
 struct XiongConfig {
   int64_t d_model = 64;

@@ -52,7 +52,11 @@ TEST(ExperimentsPrenormCli, InitRunPrintsTheGradientTableAndWritesOutputs) {
   ASSERT_EQ(r.status, 0) << r.err;
   // Each layer's weight-gradient norm, bottom layer first, in the layout and with the numbers
   // that the same experiment prints in PyTorch (tests/fixtures/gen_prenorm.py).
-  EXPECT_NE(r.out.find(" Layer    Post-Norm grad     Pre-Norm grad\n" + std::string(42, '-')), std::string::npos)
+  // The seed's two columns first, then the same Pre-Norm net with a final norm.
+  EXPECT_NE(r.out.find(" Layer    Post-Norm grad     Pre-Norm grad   Pre-Norm + final norm\n" + std::string(66, '-')),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Layer 1:          0.411592          6.629197                0.305093"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("Layer 1:          0.411592          6.629197"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Pre-Norm / Post-Norm = 16.11x"), std::string::npos) << r.out;
@@ -62,6 +66,7 @@ TEST(ExperimentsPrenormCli, InitRunPrintsTheGradientTableAndWritesOutputs) {
   EXPECT_EQ(j["flags"]["layers"], 8);
   EXPECT_EQ(j["grad_post"].size(), 8u);
   EXPECT_NEAR(j["ratio_layer1"].get<double>(), 6.629197 / 0.411592, 1e-4);
+  EXPECT_NEAR(j["final_norm_variant"]["ratio_layer1"].get<double>(), 0.305093 / 0.411592, 1e-4);
   std::string csv = slurp(dir + "/prenorm.csv");
   EXPECT_EQ(csv.rfind("layer,post_grad,pre_grad,post_rel_top,pre_rel_top,pre_final_norm_grad\n1,", 0), 0u) << csv;
   EXPECT_EQ(count_lines(csv), 9);
