@@ -274,9 +274,9 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   r = run("xg-finetune", "--base x --data y --out z --objective grpo --group-size 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--group-size: GRPO needs at least 2 completions per prompt"), std::string::npos) << r.err;
-  r = run("xg-finetune", "--base x --data y --out z --objective dpo --beta 0");
+  r = run("xg-finetune", "--base x --data y --out z --objective dpo --beta -1.5");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--beta must be > 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--beta must be > 0 (>= 0 for grpo), got -1.5 "), std::string::npos) << r.err;  // not -1.500000
   r = run("xg-finetune", "--base x --data y --out z --lora-r 0");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("r"), std::string::npos) << r.err;

@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
                      str_cat("--label-smoothing must be in [0, 0.5], got ", f.label_smoothing));
         if (!vm.count("beta")) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
         cli::require(f.beta > 0 || (f.objective == "grpo" && f.beta == 0),
-                     "--beta must be > 0 (>= 0 for grpo), got " + std::to_string(f.beta));
+                     str_cat("--beta must be > 0 (>= 0 for grpo), got ", f.beta));
         if (f.objective == "grpo") {
           cli::require(f.grpo.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt");
           cli::require(f.grpo.max_new_tokens >= 1, "--max-new-tokens must be positive");
