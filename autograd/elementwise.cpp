@@ -442,7 +442,8 @@ bool isfinite_all(const Tensor& x) {
 // ---------------------------------------------------------------------------------------
 // in place
 
-void add_(Tensor& dst, const Tensor& src, double alpha) {
+void add_(const Tensor& dst_handle, const Tensor& src, double alpha) {
+  Tensor dst = dst_handle;  // the same data through a handle that writes
   check_same_dtype(dst, src, "add_");
   const Tensor& s = src;
   check(broadcast_shapes(src.shape(), dst.shape(), "add_") == dst.shape(), "add_: source of shape ",
@@ -465,7 +466,8 @@ void add_(Tensor& dst, const Tensor& src, double alpha) {
   });
 }
 
-void mul_(Tensor& dst, double s) {
+void mul_(const Tensor& dst_handle, double s) {
+  Tensor dst = dst_handle;  // the same data through a handle that writes
   dispatch_float(dst.dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
     T* p = dst.data<T>();

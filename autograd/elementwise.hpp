@@ -85,7 +85,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b);
 bool isfinite_all(const Tensor& x);  // true when no element is NaN or +-Inf
 
 // --- in place, outside autograd (optimizers, gradient accumulation) --------------------------
-void add_(Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha * src (src broadcast to dst)
-void mul_(Tensor& dst, double s);                                // dst *= s
+void add_(const Tensor& dst, const Tensor& src, double alpha = 1.0);  // dst += alpha * src (src broadcast to dst)
+void mul_(const Tensor& dst, double s);                          // dst *= s
 
 }  // namespace xg

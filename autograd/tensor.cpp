@@ -330,13 +330,14 @@ Tensor empty(const Shape& shape, Dtype dtype) {
   return Tensor(std::move(node));
 }
 
-void Tensor::fill_(double value) {
+const Tensor& Tensor::fill_(double value) const {
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* p = data<T>();
+    T* p = static_cast<T*>(raw_data());  // dispatch_all checked the dtype
     const T v = static_cast<T>(value);
     for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = v;
   });
+  return *this;
 }
 
 Tensor full(const Shape& shape, double value, Dtype dtype) {
@@ -388,6 +389,19 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape) {
   return t;
 }
 
+Tensor tensor_from_ints(const std::vector<int64_t>& flat, const Shape& shape, Dtype dtype) {
+  Tensor t = from_vector(flat, shape);
+  return dtype == kInt64 ? t : t.to(dtype);
+}
+
+Tensor from_blob(const void* data, const Shape& sizes, Dtype dtype) {
+  Tensor t = empty(sizes, dtype);
+  const std::size_t n = static_cast<std::size_t>(t.numel()) * itemsize(dtype);
+  check(n == 0 || data != nullptr, "from_blob: null data for shape ", shape_str(sizes));
+  if (n) std::memcpy(t.raw_data(), data, n);
+  return t;
+}
+
 Tensor tensor(std::initializer_list<double> v, Dtype dtype) {
   return from_vector(std::vector<double>(v), {static_cast<int64_t>(v.size())}, dtype);
 }
@@ -423,16 +437,17 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
 // ---------------------------------------------------------------------------------------
 // copies and conversions
 
-void Tensor::copy_(const Tensor& src) {
+const Tensor& Tensor::copy_(const Tensor& src) const {
   check(src.shape() == shape(), "copy_: source shape ", shape_str(src.shape()),
         " differs from destination shape ", shape_str(shape()));
   check(src.dtype() == dtype(), "copy_: source dtype ", dtype_name(src.dtype()),
         " differs from destination dtype ", dtype_name(dtype()));
   if (src.raw_data() != raw_data())
     std::memcpy(raw_data(), src.raw_data(), static_cast<std::size_t>(numel()) * itemsize(dtype()));
+  return *this;
 }
 
-void Tensor::set_data(const Tensor& src) {
+void Tensor::set_data(const Tensor& src) const {
   Node& n = must(node_);
   check(n.is_leaf(), "set_data: only a leaf tensor's data can be replaced (this one was made by '", n.op, "')");
   check(!n.requires_grad || is_floating(src.dtype()), "set_data: a tensor that requires grad needs float data, got ",

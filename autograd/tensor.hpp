@@ -12,6 +12,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/dtype.hpp"
@@ -48,6 +49,7 @@ class Tensor {
   // --- what it is -------------------------------------------------------------------
   bool defined() const { return node_ != nullptr; }
   const Shape& shape() const;
+  const Shape& sizes() const { return shape(); }  // libtorch's name for shape()
   int64_t size(int64_t dim) const;  // negative dims count from the end
   int64_t dim() const;
   int64_t numel() const;
@@ -68,13 +70,18 @@ class Tensor {
   Tensor clone() const;          // a copy of the data (differentiable)
   Tensor detach() const;         // shares the data, cut from the graph
   Tensor contiguous() const { return *this; }  // data is always contiguous here
-  // Fills this tensor's storage in place with `src` (same shape and dtype), outside autograd.
-  // For optimizers and load_state_dict, which must keep the storage others hold.
-  void copy_(const Tensor& src);
-  void fill_(double value);
+  // In-place ops write the shared data outside autograd (for optimizers, initialisers and
+  // load_state_dict, which must keep the storage others hold). As in libtorch they are const:
+  // a const handle is still a handle to mutable data (`for (const Tensor& p : params)
+  // p.zero_();`). Each returns *this.
+  const Tensor& copy_(const Tensor& src) const;  // same shape and dtype
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // += alpha * other (broadcast)
+  const Tensor& mul_(double s) const;                                // *= s
   // Rebinds this leaf's data to src's (shape, dtype and storage, shared), keeping the node,
   // so that every handle to it sees the change (PyTorch's `p.data = src`). For Module::to.
-  void set_data(const Tensor& src);
+  void set_data(const Tensor& src) const;
 
   // --- autograd -------------------------------------------------------------------
   bool requires_grad() const;
@@ -99,12 +106,25 @@ class Tensor {
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor expand(const Shape& shape) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  // Reductions over one dim (negative counts from the end) or a list of dims.
   Tensor sum() const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
   Tensor mean() const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
   Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;  // int64, not differentiable
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
   Tensor exp() const;
   Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
   Tensor pow(double exponent) const;
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
@@ -163,6 +183,30 @@ Tensor tensor(std::initializer_list<double> v, Dtype dtype = kFloat32);
 Tensor tensor(std::initializer_list<std::initializer_list<double>> v, Dtype dtype = kFloat32);
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<double>>> v,
               Dtype dtype = kFloat32);
+// Integer lists, like torch::tensor({1, 2, 3}, torch::kInt64): the values reach an int64
+// tensor exactly (no trip through double, which would round ids above 2^53).
+// NOTE: without a dtype an integer list is float32, as the double lists here (libtorch
+// infers int64); say xg::kInt64 for labels and ids.
+Tensor tensor_from_ints(const std::vector<int64_t>& flat, const Shape& shape, Dtype dtype);
+template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+Tensor tensor(std::initializer_list<I> v, Dtype dtype = kFloat32) {
+  return tensor_from_ints(std::vector<int64_t>(v.begin(), v.end()), {static_cast<int64_t>(v.size())}, dtype);
+}
+template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+Tensor tensor(std::initializer_list<std::initializer_list<I>> v, Dtype dtype = kFloat32) {
+  std::vector<int64_t> flat;
+  const int64_t cols = v.size() ? static_cast<int64_t>(v.begin()->size()) : 0;
+  for (const auto& row : v) {
+    check(static_cast<int64_t>(row.size()) == cols, "tensor: ragged nested list (rows of ", cols, " and ",
+          row.size(), " values)");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return tensor_from_ints(flat, {static_cast<int64_t>(v.size()), cols}, dtype);
+}
+// A tensor holding a copy of `numel(sizes)` values of `dtype` at `data` (libtorch's
+// from_blob, which shares the memory instead; a copy here, since xgrad owns its aligned
+// buffers). For int64 labels from a std::vector<int64_t>, an array or a memory-mapped file.
+Tensor from_blob(const void* data, const Shape& sizes, Dtype dtype);
 
 // torch-style printing: tensor([[1.0000, 2.0000]], dtype=float64, grad_fn=<mul>)
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

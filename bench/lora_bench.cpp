@@ -153,7 +153,7 @@ json run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  po::options_description opts("options");
+  po::options_description opts = xg::cli::flag_group("options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")

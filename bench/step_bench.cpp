@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
   int64_t warmup = -1, steps = -1, sgemm_n = 2048, sgemm_reps = 7;
   uint64_t seed = 0;
   bool sgemm = false, products = false;
-  po::options_description opts("options");
+  po::options_description opts = xg::cli::flag_group("options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")

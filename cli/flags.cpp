@@ -7,7 +7,10 @@
 #include "autograd/threads.hpp"
 
 #include <cmath>
+#include <algorithm>
+#include <cstdio>
 #include <iostream>
+#include <regex>
 #include <sstream>
 #include <typeinfo>
 
@@ -58,11 +61,86 @@ void store_checked(const po::parsed_options& parsed, po::variables_map& vm) {
   }
 }
 
+po::options_description flag_group(const std::string& caption) {
+  return po::options_description(caption, 100000, 50000);
+}
+
+namespace {
+
+// "(=0.10000000000000001)" -> "(=0.1)": a default Boost wrote with 17 significant digits.
+std::string short_default(const std::string& name) {
+  static const std::regex long_number(R"(\(=(-?[0-9]+\.[0-9]{12,}(e[-+][0-9]+)?|-?[0-9]\.[0-9]{12,}e[-+][0-9]+)\))");
+  std::smatch m;
+  if (!std::regex_search(name, m, long_number)) return name;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.15g", std::stod(m[1].str()));
+  return m.prefix().str() + "(=" + buf + ")" + m.suffix().str();
+}
+
+// `text` split into lines of at most `width` characters at spaces (a longer word gets a line).
+std::vector<std::string> wrap_words(const std::string& text, std::size_t width) {
+  std::vector<std::string> lines;
+  std::istringstream words(text);
+  std::string word, line;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+std::string help_text(const po::options_description& opts, std::size_t width) {
+  std::ostringstream raw;
+  raw << opts;
+  // Each flag is one line "  --name arg (=default)  description" (flag_group does not wrap).
+  struct Line {
+    std::string text, name, description;
+    bool flag = false;
+  };
+  std::vector<Line> lines;
+  std::size_t column = 0;
+  std::istringstream in(raw.str());
+  for (std::string text; std::getline(in, text);) {
+    Line l{text, "", "", false};
+    if (text.rfind("  -", 0) == 0) {
+      const std::size_t gap = text.find("  ", 2);
+      l.flag = true;
+      l.name = short_default(text.substr(0, gap));
+      if (gap != std::string::npos) {
+        const std::size_t start = text.find_first_not_of(' ', gap);
+        if (start != std::string::npos) l.description = text.substr(start);
+      }
+      column = std::max(column, l.name.size() + 2);
+    }
+    lines.push_back(l);
+  }
+  const std::size_t room = std::max<std::size_t>(40, width > column ? width - column : 0);
+  std::string out;
+  for (const Line& l : lines) {
+    if (!l.flag) {
+      out += l.text + "\n";
+      continue;
+    }
+    const std::vector<std::string> desc = wrap_words(l.description, room);
+    out += l.name;
+    if (desc.empty()) out += "\n";
+    for (std::size_t i = 0; i < desc.size(); ++i)
+      out += std::string(i == 0 ? column - l.name.size() : column, ' ') + desc[i] + "\n";
+  }
+  return out;
+}
+
 bool parse(int argc, char** argv, const po::options_description& opts, po::variables_map& vm,
            const std::string& usage) {
   store_checked(po::parse_command_line(argc, argv, opts), vm);
   if (vm.count("help")) {
-    std::cout << usage << "\n\n" << opts << "\nfloat32 matrix products: " << gemm_backend_description()
+    std::cout << usage << "\n\n" << help_text(opts) << "\nfloat32 matrix products: " << gemm_backend_description()
               << "\nthreads: " << threads_description() << "\n";
     return true;
   }

@@ -23,6 +23,14 @@ struct UsageError : std::runtime_error {
 // "-1" as 2^64 - 1 without a word; and for NaN or Inf given to any number flag.
 void store_checked(const po::parsed_options& parsed, po::variables_map& vm);
 
+// A group of flags for help_text(): Boost's own wrapping is off (it cuts a word in two when the
+// line has no space in its second half: "checkpoint.safetens/ors").
+po::options_description flag_group(const std::string& caption = "");
+// The --help text of `opts` (made by flag_group): one column of flag names, the descriptions
+// wrapped at spaces to `width` columns, and a floating-point default as %.15g (Boost prints 17
+// digits: 0.10000000000000001).
+std::string help_text(const po::options_description& opts, std::size_t width = 100);
+
 // Parses argv into vm (a usage error for an unknown flag or a bad value); prints `usage`, a blank
 // line and the options, and returns true, for --help.
 bool parse(int argc, char** argv, const po::options_description& opts, po::variables_map& vm,

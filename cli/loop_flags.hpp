@@ -13,7 +13,18 @@ namespace xg::cli {
 // current values are the defaults shown. `seed_help` says what the seed drives.
 boost::program_options::options_description loop_flags(finetune::LoopOptions& o, const std::string& seed_help);
 
-// LoopOptions::validate, reported as a UsageError (one line, exit status 2).
+// The flag spellings of LoopOptions' enums: a bad one is a UsageError
+// "--schedule: expected one of constant, cosine, linear, got 'x'".
+finetune::LrSchedule parse_schedule(const std::string& text);
+finetune::NanPolicy parse_nan_policy(const std::string& text);
+std::string schedule_name(finetune::LrSchedule s);
+std::string nan_policy_name(finetune::NanPolicy p);
+
+// A LoopOptions::validate message with the option names as flags: "TrainLoop: steps must be
+// positive, got 0" -> "PROGRAM: --steps must be positive, got 0".
+std::string loop_error_for_flags(const std::string& message, const std::string& program);
+
+// LoopOptions::validate, reported as a UsageError (one line, exit status 2) naming the flags.
 void validate_loop(const finetune::LoopOptions& o, const std::string& program);
 
 }  // namespace xg::cli

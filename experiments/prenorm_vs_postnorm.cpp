@@ -524,7 +524,7 @@ int main(int argc, char** argv) {
   ex::TrainConfig tc;
   std::string train_depths_s = "6,12,24,48", lrs_s = "0.0001,0.000316,0.001,0.00316,0.01";
   int64_t train_seeds = 3;
-  po::options_description opts(
+  po::options_description opts = cli::flag_group(
       "prenorm_vs_postnorm: the Pre-Norm vs Post-Norm gradient experiment.\n"
       "Default: 8 layers, d_model 4, Linear+ReLU sublayers with a LayerNorm each, MSE against a random\n"
       "target, seed 42; prints each layer's weight-gradient norm and the layer-1 Pre/Post ratio.\n"
@@ -582,7 +582,7 @@ int main(int argc, char** argv) {
     po::notify(vm);
     cli::apply_threads(threads);
     if (vm.count("help")) {
-      std::cout << opts << "\nExample: " << kProg << " --sweep --xiong --train --out results\n";
+      std::cout << cli::help_text(opts) << "\nExample: " << kProg << " --sweep --xiong --train --out results\n";
       return 0;
     }
     c.norm = ex::parse_norm(norm);

@@ -621,8 +621,8 @@ const std::vector<Subcommand>& subcommands() {
   return all;
 }
 
-po::options_description common_options(std::string& out, uint64_t& seed) {
-  po::options_description o("Common options");
+po::options_description common_options = cli::flag_group(std::string& out, uint64_t& seed) {
+  po::options_description o = cli::flag_group("Common options");
   // clang-format off
   o.add_options()
     ("help,h", "show this help")
@@ -641,11 +641,11 @@ void print_help(std::ostream& os) {
      << "Small demonstrations of LLM components with xgrad's modules: each prints its table and\n"
      << "writes CSV/JSON (flags, seed, git revision) and gnuplot PNG/SVG plots into --out.\n\nSubcommands:\n";
   for (const auto& s : subcommands()) os << "  " << s.name << std::string(11 - std::string(s.name).size(), ' ') << s.what << "\n";
-  os << "  all        every subcommand, each into its own subfolder of --out\n\n" << common_options(out, seed) << "\n";
+  os << "  all        every subcommand, each into its own subfolder of --out\n\n" << cli::help_text(common_options(out, seed)) << "\n";
   for (const auto& s : subcommands()) {
-    po::options_description o(std::string(s.name) + " options");
+    po::options_description o = cli::flag_group(std::string(s.name) + " options");
     s.add(o, f);
-    os << o << "\n";
+    os << cli::help_text(o) << "\n";
   }
   os << "Example: " << kProg << " all --out demos\n";
 }
@@ -685,7 +685,7 @@ int main(int argc, char** argv) {
   Flags flags;
   po::options_description opts = common_options(out, seed);
   if (chosen) {
-    po::options_description own(sub + " options");
+    po::options_description own = cli::flag_group(sub + " options");
     chosen->add(own, flags);
     opts.add(own);
   }
@@ -703,7 +703,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (vm.count("help")) {
-    std::cout << "Usage: " << kProg << " " << sub << " [flags] --out DIR\n\n" << opts << "\n";
+    std::cout << "Usage: " << kProg << " " << sub << " [flags] --out DIR\n\n" << cli::help_text(opts) << "\n";
     return 0;
   }
   const bool quick = vm["quick"].as<bool>();
@@ -718,7 +718,7 @@ int main(int argc, char** argv) {
     } else {
       for (const auto& s : subcommands()) {
         Flags defaults;
-        po::options_description own;
+        po::options_description own = cli::flag_group();
         s.add(own, defaults);
         po::variables_map dvm;  // the subcommand's defaults, recorded in its JSON
         po::store(po::command_line_parser(std::vector<std::string>{}).options(own).run(), dvm);

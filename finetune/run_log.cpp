@@ -23,6 +23,13 @@ std::string metric_text(const Metrics& m) {
   return s;
 }
 
+// %.4g: 2.123, 0.0001235.
+std::string cli_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
 }  // namespace
 
 RunLog::RunLog(std::string program, const std::string& log_path, int64_t total_steps, int tty)
@@ -102,7 +109,23 @@ void RunLog::event(const std::string& kind, int64_t step, const Metrics& m, cons
   if (muted_) return;
   clear_line();
   std::string line = str_cat(program_, ": ", kind, " step ", step);
-  for (const std::string& part : {metric_text(m), text})
+  // A per-token loss (the evaluation reports how many tokens it averaged over) says its unit:
+  // "loss 2.12 nats/token over 9690 tokens", and bits_per_byte its own.
+  std::string units;
+  Metrics rest = m;
+  auto loss = rest.find("loss"), tokens = rest.find("tokens");
+  if (loss != rest.end() && tokens != rest.end()) {
+    units = str_cat(cli_number(loss->second), " nats/token over ", static_cast<long long>(tokens->second), " tokens");
+    units = "loss " + units;
+    rest.erase("loss");
+    rest.erase("tokens");
+    auto bpb = rest.find("bits_per_byte");
+    if (bpb != rest.end()) {
+      units += str_cat(" (", cli_number(bpb->second), " bits/byte)");
+      rest.erase(bpb);
+    }
+  }
+  for (const std::string& part : {units, metric_text(rest), text})
     if (!part.empty()) line += "  " + part;
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

@@ -17,21 +17,25 @@
 
 namespace xg::finetune {
 
-void LoopOptions::validate(const std::string& who) const {
-  check(steps > 0, who, ": --steps must be positive, got ", steps);
-  check(grad_accum > 0, who, ": --grad-accum must be positive, got ", grad_accum);
-  check(lr > 0 && std::isfinite(lr), who, ": --lr must be positive, got ", lr);
-  check(warmup >= 0, who, ": --warmup must be >= 0, got ", warmup);
-  check(warmup <= steps, who, ": --warmup ", warmup, " is longer than the run (--steps ", steps, ")");
-  check(schedule == "constant" || schedule == "cosine" || schedule == "linear", who,
-        ": --schedule: expected constant, cosine or linear, got '", schedule, "'");
+int64_t LoopOptions::warmup_steps() const {
+  return warmup == kAutoWarmup ? std::min(max_auto_warmup, steps / 10) : warmup;
+}
+
+void LoopOptions::validate() const {
+  const char* who = "TrainLoop";
+  check(steps > 0, who, ": steps must be positive, got ", steps);
+  check(grad_accum > 0, who, ": grad_accum must be positive, got ", grad_accum);
+  check(lr > 0 && std::isfinite(lr), who, ": lr must be positive, got ", lr);
+  check(warmup >= 0 || warmup == kAutoWarmup, who, ": warmup must be >= 0, or -1 for auto (kAutoWarmup), got ", warmup);
+  check(max_auto_warmup >= 0, who, ": max_auto_warmup must be >= 0, got ", max_auto_warmup);
+  check(warmup <= steps, who, ": warmup ", warmup, " is longer than the run (steps ", steps, ")");
   check(min_lr_ratio >= 0 && min_lr_ratio <= 1, who, ": min_lr_ratio must be in [0, 1], got ", min_lr_ratio);
-  check(weight_decay >= 0, who, ": --weight-decay must be >= 0, got ", weight_decay);
-  check(clip >= 0, who, ": --clip must be >= 0 (0 = off), got ", clip);
-  check(eval_every >= 0 && checkpoint_every >= 0 && log_every >= 0, who,
-        ": --eval-every, --checkpoint-every and --log-every must be >= 0");
-  check(on_nan == "stop" || on_nan == "skip", who, ": --on-nan: expected stop or skip, got '", on_nan, "'");
-  check(max_skipped >= 0 && max_skipped <= 1, who, ": --max-skipped must be in [0, 1], got ", max_skipped);
+  check(weight_decay >= 0, who, ": weight_decay must be >= 0, got ", weight_decay);
+  check(clip >= 0, who, ": clip must be >= 0 (0 = off), got ", clip);
+  check(eval_every >= 0, who, ": eval_every must be >= 0, got ", eval_every);
+  check(checkpoint_every >= 0, who, ": checkpoint_every must be >= 0, got ", checkpoint_every);
+  check(log_every >= 0, who, ": log_every must be >= 0, got ", log_every);
+  check(max_skipped >= 0 && max_skipped <= 1, who, ": max_skipped must be in [0, 1], got ", max_skipped);
 }
 
 namespace {
@@ -100,20 +104,40 @@ uint64_t micro_seed(uint64_t seed, int64_t step, int64_t micro, uint64_t stream)
 }
 
 optim::Schedule make_schedule(const LoopOptions& o) {
-  if (o.schedule == "constant") return o.warmup > 0 ? optim::linear_warmup(o.warmup) : optim::constant_schedule();
-  if (o.schedule == "linear") return optim::linear_decay(o.warmup, o.steps, o.min_lr_ratio);
-  return optim::cosine_with_warmup(o.warmup, o.steps, o.min_lr_ratio);
+  const int64_t warmup = o.warmup_steps();
+  switch (o.schedule) {
+    case LrSchedule::Constant: return warmup > 0 ? optim::linear_warmup(warmup) : optim::constant_schedule();
+    case LrSchedule::Linear: return optim::linear_decay(warmup, o.steps, o.min_lr_ratio);
+    case LrSchedule::Cosine: break;
+  }
+  return optim::cosine_with_warmup(warmup, o.steps, o.min_lr_ratio);
 }
 
+namespace {
+
+TrainLoop::OptimizerFactory adamw_factory(const LoopOptions& o) {
+  return [o](const nn::NamedTensors& trainable) -> std::unique_ptr<optim::Optimizer> {
+    optim::AdamWOptions ao;
+    ao.lr = o.lr;
+    ao.betas = {o.beta1, o.beta2};
+    ao.weight_decay = o.weight_decay;
+    return std::make_unique<optim::AdamW>(optim::weight_decay_groups(trainable, ao));
+  };
+}
+
+}  // namespace
+
 TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options)
+    : TrainLoop(std::move(program), model, std::move(trainable), options, adamw_factory(options)) {}
+
+TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options,
+                     const OptimizerFactory& make_optimizer)
     : program_(std::move(program)), model_(model), trainable_(std::move(trainable)), o_(std::move(options)) {
-  o_.validate(program_);
+  o_.validate();
   check(!trainable_.empty(), program_, ": nothing to train (every parameter is frozen)");
-  optim::AdamWOptions ao;
-  ao.lr = o_.lr;
-  ao.betas = {o_.beta1, o_.beta2};
-  ao.weight_decay = o_.weight_decay;
-  opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(trainable_, ao));
+  check(static_cast<bool>(make_optimizer), program_, ": TrainLoop: make_optimizer is empty");
+  opt_ = make_optimizer(trainable_);
+  check(opt_ != nullptr, program_, ": TrainLoop: make_optimizer returned no optimizer");
   sched_ = std::make_unique<optim::LambdaLR>(*opt_, make_schedule(o_));
   if (o_.gradient_checkpointing) {
     int64_t models = 0;
@@ -189,8 +213,7 @@ bool TrainLoop::try_resume() {
     check(it != c.model.end(), program_, ": --resume: ", path, " has no tensor for parameter '", name, "'");
     check(it->second.shape() == p.shape(), program_, ": --resume: ", path, ": '", name, "' has shape ",
           shape_str(it->second.shape()), ", the model's is ", shape_str(p.shape()));
-    Tensor dst = p;  // a handle to the parameter's storage
-    dst.copy_(it->second);
+    p.copy_(it->second);
   }
   check(c.model.size() == trainable_.size(), program_, ": --resume: ", path, " holds ", c.model.size(),
         " model tensors, the run trains ", trainable_.size());
@@ -200,7 +223,7 @@ bool TrainLoop::try_resume() {
     check(!is_floating(t.dtype()) || isfinite_all(t), program_, ": --resume: ", path, ": optimizer state '", name,
           "' holds NaN or Inf");
   check(c.progress.optim_states < 0 || optim_states(c.optim) == c.progress.optim_states, program_, ": --resume: ", path,
-        " holds AdamW state for ", optim_states(c.optim), " parameters, it was written with ", c.progress.optim_states,
+        " holds optimizer state for ", optim_states(c.optim), " parameters, it was written with ", c.progress.optim_states,
         " (a state left out would start again from zero)");
   opt_->load_state_dict(c.optim);
   // The schedule steps once per optimizer step, skipped ones included.
@@ -322,7 +345,7 @@ Metrics TrainLoop::run() {
     const std::string bad = forward_backward(step, sum, tokens);
     tokens_seen_ += tokens;
     if (!bad.empty()) {
-      check(o_.on_nan == "skip", program_, ": step ", step + 1, ": ", bad, "; stopped (--on-nan stop); ",
+      check(o_.on_nan == NanPolicy::Skip, program_, ": step ", step + 1, ": ", bad, "; stopped (--on-nan stop); ",
             last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept") : std::string("no checkpoint was written"),
             " (try a lower --lr, a longer --warmup or --clip, or --on-nan skip)");
       log_->event("skip", step + 1, {{"lr", lr}}, str_cat("step ", step + 1, " skipped (--on-nan skip): ", bad));
@@ -335,7 +358,7 @@ Metrics TrainLoop::run() {
       sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
     } else {
       for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * Distributed::size());
-      if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm(params, o_.clip);
+      if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm_(params, o_.clip);
       opt_->step();
       sched_->step();
       sum["lr"] = lr;

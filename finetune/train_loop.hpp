@@ -1,5 +1,5 @@
-// The loop every trainer shares (pre-training, SFT, DPO, GRPO): AdamW over the trainable
-// parameters, LR schedule, gradient accumulation, clipping, periodic evaluation, logging and
+// The loop every trainer shares (pre-training, SFT, DPO, GRPO): an optimizer over the
+// trainable parameters (AdamW with weight-decay groups unless given one), LR schedule, gradient accumulation, clipping, periodic evaluation, logging and
 // checkpoints that resume bit for bit. Under mpirun it is data-parallel (finetune/
 // distributed.hpp): each rank runs its grad_accum micro-batches of the step, the gradients
 // are summed over the ranks, every rank takes the same optimizer step, and rank 0 alone
@@ -18,12 +18,21 @@
 
 namespace xg::finetune {
 
+// The learning-rate shape after the warmup (optim/schedule.hpp).
+enum class LrSchedule { Constant, Cosine, Linear };
+// What a non-finite loss or gradient does to the run.
+enum class NanPolicy { Stop, Skip };
+
+// A warmup of min(max_auto_warmup, steps / 10) steps: a run of any length gets one.
+constexpr int64_t kAutoWarmup = -1;
+
 struct LoopOptions {
   int64_t steps = 1000;  // optimizer steps
   int64_t grad_accum = 1;  // micro-batches per step (per rank under MPI)
   double lr = 1e-3;
-  int64_t warmup = 0;                // linear warmup steps
-  std::string schedule = "cosine";   // constant | cosine | linear (decay after the warmup)
+  int64_t warmup = 0;                // linear warmup steps, or kAutoWarmup
+  int64_t max_auto_warmup = 100;     // the longest warmup kAutoWarmup picks
+  LrSchedule schedule = LrSchedule::Cosine;
   double min_lr_ratio = 0.1;         // floor of cosine / end of linear, as a fraction of lr
   double weight_decay = 0.1;         // AdamW's, on matrices only (not on 1-d params)
   double beta1 = 0.9, beta2 = 0.95;  // AdamW's betas (0.95: the usual LM choice; torch defaults 0.999)
@@ -35,11 +44,11 @@ struct LoopOptions {
   std::string out_dir;               // checkpoint.safetensors and log.jsonl go here ("" = none)
   bool resume = false;               // continue from <out_dir>/checkpoint.safetensors
   uint64_t seed = 0;                 // of the data generator and of xg::default_generator()
-  // A non-finite loss or gradient: "stop" (an error naming the step; the last checkpoint is
-  // kept) or "skip" (no update this step, a "skip" record in the log). Either way the
+  // A non-finite loss or gradient: Stop (an error naming the step; the last checkpoint is
+  // kept) or Skip (no update this step, a "skip" record in the log). Either way the
   // weights, and so every checkpoint, stay finite.
-  std::string on_nan = "stop";
-  // With "skip": the largest share of --steps that may be skipped. A run past it has diverged:
+  NanPolicy on_nan = NanPolicy::Stop;
+  // With Skip: the largest share of --steps that may be skipped. A run past it has diverged:
   // it stops with the count (its model is never written; the last checkpoint is kept).
   double max_skipped = 0.1;
   bool detect_anomaly = false;       // name the first op and module that made a NaN/Inf (slow)
@@ -47,7 +56,11 @@ struct LoopOptions {
   // (DecoderLM::set_gradient_checkpointing); less memory, about one more forward per step.
   bool gradient_checkpointing = false;
 
-  void validate(const std::string& who) const;
+  // The warmup the run uses: `warmup`, or for kAutoWarmup min(max_auto_warmup, steps / 10).
+  int64_t warmup_steps() const;
+  // Throws an xg::Error naming the option (by its field name: "TrainLoop: steps must be
+  // positive, got 0"); the command line maps those names to its flags (cli/loop_flags.hpp).
+  void validate() const;
 };
 
 // One micro-batch's loss (before the 1/grad_accum scaling the loop applies), the number of
@@ -63,7 +76,15 @@ class TrainLoop {
   // trainable: the parameters the optimizer updates, by name (frozen ones left out). `model`
   // is switched to train() for steps and eval() for evaluations. With
   // options.gradient_checkpointing, it (or a module below it) must be a DecoderLM.
+  // The optimizer is AdamW over weight_decay_groups(trainable) with options.lr, beta1, beta2
+  // and weight_decay.
   TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options);
+  // Any optimizer: make_optimizer(trainable) builds it over (some of) those parameters, whose
+  // group lrs are the peak the schedule scales (options.lr, beta1, beta2 and weight_decay
+  // then go unused). Its state_dict goes into every checkpoint.
+  using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(const nn::NamedTensors& trainable)>;
+  TrainLoop(std::string program, nn::Module& model, nn::NamedTensors trainable, LoopOptions options,
+            const OptimizerFactory& make_optimizer);
 
   // micro(step, micro, data_rng): draws its batch from data_rng and returns its loss.
   // `micro` numbers the step's micro-batches over all ranks, 0 .. grad_accum * ranks - 1
@@ -86,7 +107,7 @@ class TrainLoop {
   Metrics run();
 
   int64_t start_step() const { return start_step_; }
-  optim::AdamW& optimizer() { return *opt_; }
+  optim::Optimizer& optimizer() { return *opt_; }
   RunLog& log() { return *log_; }
   std::string checkpoint_path() const;
   // Writes the checkpoint for `step` steps done (atomically).
@@ -103,7 +124,7 @@ class TrainLoop {
   nn::Module& model_;
   nn::NamedTensors trainable_;
   LoopOptions o_;
-  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::LambdaLR> sched_;
   std::unique_ptr<RunLog> log_;
   int64_t start_step_ = 0;
@@ -115,7 +136,7 @@ class TrainLoop {
 // stream 0 seeds its data generator, stream 1 the default generator (dropout).
 uint64_t micro_seed(uint64_t seed, int64_t step, int64_t micro, uint64_t stream);
 
-// The schedule LoopOptions names (validated there).
+// The schedule LoopOptions names, with its warmup_steps() (validated there).
 optim::Schedule make_schedule(const LoopOptions& o);
 
 }  // namespace xg::finetune

@@ -477,8 +477,10 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
   check(options.eos_id >= -1 && options.eos_id < V, who(), "::generate: eos_id must be -1 (none) or in [0, ", V,
         "), got ", options.eos_id);
   const int64_t B = prompt.size(0), T0 = prompt.size(1), L = max_seq_len();
-  check(L < 0 || T0 + max_new_tokens <= L, who(), "::generate: the prompt's ", T0, " tokens (prompt ",
-        shape_str(prompt.shape()), ") + max_new_tokens ", max_new_tokens, " exceed max_seq_len ", L);
+  const bool slide = options.sliding_window && L >= 0;
+  check(L < 0 || slide || T0 + max_new_tokens <= L, who(), "::generate: the prompt's ", T0, " tokens (prompt ",
+        shape_str(prompt.shape()), ") + max_new_tokens ", max_new_tokens, " exceed max_seq_len ", L,
+        " (GenerateOptions::sliding_window keeps the last max_seq_len tokens instead)");
   const SamplingOptions sampling{options.temperature, options.top_k, options.top_p};
   sampling_probs(zeros({1}), sampling);  // validates the sampling options before any work
 
@@ -491,13 +493,23 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T0; ++t) seq[b * W + t] = p[b * T0 + t];
 
+  // The context the model sees is seq[start, T0 + n): all of it, or with sliding_window the
+  // last L tokens; `window` runs it through fresh caches from position 0.
+  int64_t start = slide && T0 > L ? T0 - L : 0;
+  std::vector<KVCache> caches;
+  auto window = [&](int64_t end) {
+    std::vector<int64_t> w(static_cast<std::size_t>(B * (end - start)));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = start; t < end; ++t) w[b * (end - start) + (t - start)] = seq[b * W + t];
+    caches.clear();
+    return forward(from_vector(w, {B, end - start}), 0, &caches);
+  };
   using clock = std::chrono::steady_clock;
   GenerateTimings times;
   times.prompt_tokens = B * T0;
   auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
-  std::vector<KVCache> caches;
   clock::time_point t0 = clock::now();
-  Tensor logits = forward(prompt, 0, &caches);  // prefill: [B, T0, V]
+  Tensor logits = start > 0 ? window(T0) : forward(prompt, 0, &caches);  // prefill: [B, T0 (or L), V]
   times.prefill_seconds = since(t0);
   std::vector<bool> done(static_cast<std::size_t>(B), false);
   int64_t n = 0;  // tokens generated per row
@@ -519,7 +531,12 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
     times.sample_seconds += since(t0);
     if (all_done || n == max_new_tokens) break;
     t0 = clock::now();
-    logits = forward(from_vector(next, {B, 1}), T0 + n - 1, &caches);  // one token against the cache
+    if (slide && T0 + n - start > L) {  // the new token has no position left: slide the window
+      start = T0 + n - L;
+      logits = window(T0 + n);
+    } else {
+      logits = forward(from_vector(next, {B, 1}), T0 + n - 1 - start, &caches);  // one token against the cache
+    }
     times.decode_seconds += since(t0);
     ++times.decode_steps;
   }

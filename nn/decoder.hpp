@@ -53,6 +53,11 @@ struct GenerateOptions {
   uint64_t seed = 0;         // of the generator the draws come from
   int64_t eos_id = -1;       // >= 0: a row stops at this token (then padded with it); generation
                              // ends early once every row has stopped
+  // A prompt + max_new_tokens longer than max_seq_len is an error up front unless this is on:
+  // then each token is drawn from the last max_seq_len tokens (nanoGPT's idx[:, -block_size:]):
+  // once the window is full it slides, and the KV caches are rebuilt from the window's tokens
+  // at positions 0.. (one full forward per token from then on).
+  bool sliding_window = false;
 };
 
 // Where generate's time went (wall clock), split as llama.cpp's timings are: the prefill (one

@@ -200,8 +200,7 @@ void Module::load_state_dict(const TensorMap& dict, bool strict) {
   for (auto& [n, t] : own) {
     auto it = dict.find(n);
     if (it == dict.end()) continue;
-    Tensor dst = t;
-    dst.copy_(it->second.dtype() == t.dtype() ? it->second : it->second.to(t.dtype()));
+    t.copy_(it->second.dtype() == t.dtype() ? it->second : it->second.to(t.dtype()));
   }
 }
 

@@ -52,9 +52,9 @@ double chunk_norm(const T* g, int64_t n, double p) {
 
 }  // namespace
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
-  check(norm_type > 0, "clip_grad_norm: invalid norm_type = ", norm_type, " (must be > 0, or inf)");
-  check(max_norm >= 0, "clip_grad_norm: invalid max_norm = ", max_norm, " (must be >= 0)");
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  check(norm_type > 0, "clip_grad_norm_: invalid norm_type = ", norm_type, " (must be > 0, or inf)");
+  check(max_norm >= 0, "clip_grad_norm_: invalid max_norm = ", max_norm, " (must be >= 0)");
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = defined_grads(params);
   if (grads.empty()) return 0.0;
@@ -66,7 +66,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   const bool inf = std::isinf(norm_type);
   detail::for_each_chunk(sizes, [&](int64_t k, int64_t begin, int64_t end) {
     const Tensor& g = grads[k];
-    partial[first_chunk[k] + begin / detail::kChunk] = dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+    partial[first_chunk[k] + begin / detail::kChunk] = dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
       using T = decltype(tag);
       return chunk_norm(static_cast<const T*>(g.raw_data()) + begin, end - begin, norm_type);
     });
@@ -80,7 +80,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     }
   }
   if (!inf) total = norm_type == 2 ? std::sqrt(total) : norm_type == 1 ? total : std::pow(total, 1.0 / norm_type);
-  check(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm: the total norm of order ", norm_type,
+  check(!error_if_nonfinite || std::isfinite(total), "clip_grad_norm_: the total norm of order ", norm_type,
         " of the gradients is non-finite (", total,
         "), so it cannot be clipped; pass error_if_nonfinite = false "
         "to clip anyway");
@@ -88,7 +88,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   if (coef == 1.0) return total;                                 // multiplying by 1 changes nothing
   detail::for_each_chunk(sizes, [&](int64_t k, int64_t begin, int64_t end) {
     const Tensor& g = grads[k];
-    dispatch_float(g.dtype(), "clip_grad_norm", [&](auto tag) {
+    dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
       using T = decltype(tag);
       T* d = static_cast<T*>(g.raw_data()) + begin;
       const T c = static_cast<T>(coef);
@@ -99,13 +99,13 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   return total;
 }
 
-void clip_grad_value(const std::vector<Tensor>& params, double clip_value) {
-  check(clip_value >= 0, "clip_grad_value: invalid clip_value = ", clip_value, " (must be >= 0)");
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  check(clip_value >= 0, "clip_grad_value_: invalid clip_value = ", clip_value, " (must be >= 0)");
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = defined_grads(params);
   detail::for_each_chunk(sizes_of(grads), [&](int64_t k, int64_t begin, int64_t end) {
     const Tensor& g = grads[k];
-    dispatch_float(g.dtype(), "clip_grad_value", [&](auto tag) {
+    dispatch_float(g.dtype(), "clip_grad_value_", [&](auto tag) {
       using T = decltype(tag);
       T* d = static_cast<T*>(g.raw_data()) + begin;
       const T hi = static_cast<T>(clip_value), lo = -hi;

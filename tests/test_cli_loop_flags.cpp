@@ -27,7 +27,8 @@ TEST(CliLoopFlags, BindsLoopOptions) {
   po::notify(vm);
   EXPECT_EQ(o.steps, 20);
   EXPECT_EQ(o.warmup, 5);
-  EXPECT_EQ(o.schedule, "linear");
+  EXPECT_EQ(o.schedule, xg::finetune::LrSchedule::Linear);
+  EXPECT_EQ(cli::flags_json(vm)["schedule"], "linear");  // args.json keeps the spelling
   EXPECT_EQ(o.seed, 9u);
   EXPECT_TRUE(o.resume);
   EXPECT_FALSE(o.detect_anomaly);
@@ -53,4 +54,51 @@ TEST(CliLoopFlags, InvalidOptionsAreUsageErrors) {
   } catch (const cli::UsageError& e) {
     EXPECT_EQ(std::string(e.what()), "prog: --warmup 20 is longer than the run (--steps 10)");
   }
+}
+
+TEST(CliLoopFlags, EnumsParseByNameAndRefuseOthers) {
+  xg::finetune::LoopOptions o;
+  const po::options_description opts = cli::loop_flags(o, "seed");
+  const char* argv[] = {"prog", "--on-nan", "skip", "--schedule", "constant"};
+  po::variables_map vm;
+  cli::store_checked(po::parse_command_line(5, argv, opts), vm);
+  po::notify(vm);
+  EXPECT_EQ(o.on_nan, xg::finetune::NanPolicy::Skip);
+  EXPECT_EQ(o.schedule, xg::finetune::LrSchedule::Constant);
+  const char* bad[] = {"prog", "--schedule", "exponential"};
+  po::variables_map vm2;
+  cli::store_checked(po::parse_command_line(3, bad, opts), vm2);
+  try {
+    po::notify(vm2);
+    ADD_FAILURE() << "no error";
+  } catch (const cli::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "--schedule: expected one of constant, cosine, linear, got 'exponential'");
+  }
+  EXPECT_EQ(cli::schedule_name(cli::parse_schedule("cosine")), "cosine");
+  EXPECT_EQ(cli::nan_policy_name(cli::parse_nan_policy("stop")), "stop");
+}
+
+// The library's option names become the flags in the command line's messages.
+TEST(CliLoopFlags, LibraryMessagesNameTheFlags) {
+  EXPECT_EQ(cli::loop_error_for_flags("TrainLoop: min_lr_ratio must be in [0, 1], got 2", "xg-train"),
+            "xg-train: --min-lr-ratio must be in [0, 1], got 2");
+  EXPECT_EQ(cli::loop_error_for_flags("TrainLoop: lr must be positive, got 0", "p"), "p: --lr must be positive, got 0");
+  xg::finetune::LoopOptions o;
+  o.steps = 0;
+  try {
+    cli::validate_loop(o, "xg-train");
+    ADD_FAILURE() << "no error";
+  } catch (const cli::UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "xg-train: --steps must be positive, got 0");
+  }
+}
+
+// The default warmup is "auto" in --help, and -1 (kAutoWarmup) in the options.
+TEST(CliLoopFlags, AutoWarmupShowsAsAuto) {
+  xg::finetune::LoopOptions o;
+  o.warmup = xg::finetune::kAutoWarmup;
+  const po::options_description opts = cli::loop_flags(o, "seed");
+  const std::string help = cli::help_text(opts);
+  EXPECT_NE(help.find("--warmup arg (=auto)"), std::string::npos) << help;
+  EXPECT_NE(help.find("auto: min(100, steps / 10)"), std::string::npos) << help;
 }

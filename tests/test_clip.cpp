@@ -1,4 +1,4 @@
-// Tests for optim/clip.cpp: clip_grad_norm / clip_grad_value against
+// Tests for optim/clip.cpp: clip_grad_norm_ / clip_grad_value_ against
 // torch.nn.utils.clip_grad_norm_ / clip_grad_value_, non-finite norms, big gradients.
 #include <cmath>
 
@@ -34,7 +34,7 @@ TEST(ClipGradNorm, MatchesTorch) {
     for (Dtype dt : {kFloat64, kFloat32}) {
       const double tol = dt == kFloat64 ? 1e-12 : 1e-6;
       std::vector<Tensor> ps = params_with_fixture_grads(dt);
-      const double total = clip_grad_norm(ps, max_norm, norm_type);
+      const double total = clip_grad_norm_(ps, max_norm, norm_type);
       const double expected = fx_tensor("clip." + name + ".total").item();
       EXPECT_NEAR(total, expected, tol * std::max(1.0, expected)) << name;
       for (int k = 0; k < 3; ++k) {
@@ -49,16 +49,16 @@ TEST(ClipGradNorm, MatchesTorch) {
 TEST(ClipGradNorm, ScalesToMaxNorm) {
   Tensor p = zeros({2}, kFloat64).requires_grad_();
   p.set_grad(from_vector({3.0, 4.0}, {2}, kFloat64));
-  EXPECT_EQ(clip_grad_norm({p}, 1.0), 5.0);
+  EXPECT_EQ(clip_grad_norm_({p}, 1.0), 5.0);
   const double c = 1.0 / (5.0 + 1e-6);  // torch's coefficient: max_norm / (total + 1e-6)
   EXPECT_EQ(p.grad().to_vector(), (std::vector<double>{3 * c, 4 * c}));
 }
 
 TEST(ClipGradNorm, SkipsParametersWithoutGradients) {
   Tensor a = zeros({2}, kFloat64).requires_grad_(), b = zeros({3}, kFloat64).requires_grad_();
-  EXPECT_EQ(clip_grad_norm({a, b}, 1.0), 0.0);  // none has a gradient
+  EXPECT_EQ(clip_grad_norm_({a, b}, 1.0), 0.0);  // none has a gradient
   a.set_grad(from_vector({0.0, 2.0}, {2}, kFloat64));
-  EXPECT_EQ(clip_grad_norm({a, b}, 1.0, kInf), 2.0);
+  EXPECT_EQ(clip_grad_norm_({a, b}, 1.0, kInf), 2.0);
   EXPECT_FALSE(b.grad().defined());
   EXPECT_NEAR(a.grad().to_vector()[1], 1.0, 1e-6);
 }
@@ -66,16 +66,16 @@ TEST(ClipGradNorm, SkipsParametersWithoutGradients) {
 TEST(ClipGradNorm, NonFiniteNorms) {
   Tensor p = zeros({3}).requires_grad_();
   p.set_grad(from_vector({1.0, NAN, 2.0}, {3}, kFloat32));
-  EXPECT_XG_ERROR(clip_grad_norm({p}, 1.0, 2.0, true),
-                  "clip_grad_norm: the total norm of order 2 of the gradients is "
+  EXPECT_XG_ERROR(clip_grad_norm_({p}, 1.0, 2.0, true),
+                  "clip_grad_norm_: the total norm of order 2 of the gradients is "
                   "non-finite (nan)");
-  EXPECT_XG_ERROR(clip_grad_norm({p}, 1.0, kInf, true), "is non-finite");
+  EXPECT_XG_ERROR(clip_grad_norm_({p}, 1.0, kInf, true), "is non-finite");
   // Without the flag, as torch: the norm is NaN and so are the clipped gradients.
-  EXPECT_TRUE(std::isnan(clip_grad_norm({p}, 1.0)));
+  EXPECT_TRUE(std::isnan(clip_grad_norm_({p}, 1.0)));
   EXPECT_TRUE(std::isnan(p.grad().to_vector()[0]));
   Tensor q = zeros({2}).requires_grad_();
   q.set_grad(from_vector({INFINITY, 1.0}, {2}, kFloat32));
-  EXPECT_XG_ERROR(clip_grad_norm({q}, 1.0, 2.0, true), "non-finite (inf)");
+  EXPECT_XG_ERROR(clip_grad_norm_({q}, 1.0, 2.0, true), "non-finite (inf)");
 }
 
 // Many chunks on several threads: the same total as a plain sum in double, on any run.
@@ -88,22 +88,22 @@ TEST(ClipGradNorm, BigGradientsSumInDouble) {
     for (double v : p.grad().to_vector()) sum += v * v;
     ps.push_back(p);
   }
-  const double total = clip_grad_norm(ps, 1e9);
+  const double total = clip_grad_norm_(ps, 1e9);
   EXPECT_NEAR(total, std::sqrt(sum), 1e-12 * std::sqrt(sum));
-  EXPECT_EQ(clip_grad_norm(ps, 1e9), total);  // bitwise repeatable
+  EXPECT_EQ(clip_grad_norm_(ps, 1e9), total);  // bitwise repeatable
 }
 
 TEST(ClipGradNorm, RejectsBadArguments) {
   Tensor p = zeros({2}).requires_grad_();
-  EXPECT_XG_ERROR(clip_grad_norm({p}, 1.0, 0.0), "clip_grad_norm: invalid norm_type = 0 (must be > 0, or inf)");
-  EXPECT_XG_ERROR(clip_grad_norm({p}, -1.0), "clip_grad_norm: invalid max_norm = -1");
-  EXPECT_XG_ERROR(clip_grad_value({p}, -0.5), "clip_grad_value: invalid clip_value = -0.5");
+  EXPECT_XG_ERROR(clip_grad_norm_({p}, 1.0, 0.0), "clip_grad_norm_: invalid norm_type = 0 (must be > 0, or inf)");
+  EXPECT_XG_ERROR(clip_grad_norm_({p}, -1.0), "clip_grad_norm_: invalid max_norm = -1");
+  EXPECT_XG_ERROR(clip_grad_value_({p}, -0.5), "clip_grad_value_: invalid clip_value = -0.5");
 }
 
 TEST(ClipGradValue, MatchesTorch) {
   for (Dtype dt : {kFloat64, kFloat32}) {
     std::vector<Tensor> ps = params_with_fixture_grads(dt);
-    clip_grad_value(ps, 0.8);
+    clip_grad_value_(ps, 0.8);
     for (int k = 0; k < 3; ++k) {
       const Tensor want = fx_tensor("clip.value.g" + std::to_string(k)).to(dt);
       EXPECT_TRUE(xg::test::tensors_close(ps[k].grad(), want, 0, 0)) << "g" << k;

@@ -30,8 +30,7 @@ struct Toy : nn::Module {
     Generator g(7);
     lin = register_module("lin", std::make_shared<nn::Linear>(4, 3));
     drop = register_module("drop", std::make_shared<nn::Dropout>(0.1));
-    Tensor w = lin->weight();
-    w.copy_(randn({3, 4}, kFloat32, &g));
+    lin->weight().copy_(randn({3, 4}, kFloat32, &g));
   }
   Tensor forward(const Tensor& x) const { return (*drop)((*lin)(x)); }
 };
@@ -199,7 +198,7 @@ TEST(FinetuneTrainLoop, OnNanSkipDropsTheStepAndLogsIt) {
   Toy m;
   const fs::path dir = xg::test::fresh_test_dir("nan_skip");
   ft::LoopOptions o = options(dir);
-  o.on_nan = "skip";
+  o.on_nan = ft::NanPolicy::Skip;
   ft::TrainLoop loop("xg-train", m, m.named_parameters(), o);
   loop.micro_step = [&](int64_t step, int64_t, Generator& rng) {
     ft::MicroResult r = toy_step(m, rng);
@@ -237,15 +236,23 @@ TEST(FinetuneTrainLoop, DetectAnomalyNamesTheOpAndModule) {
                               "gradient of its input 0 (shape [3,4]) in module 'lin' (nearest parameter upstream: lin.weight)");
 }
 
-TEST(FinetuneTrainLoop, BadOptionsNameTheFlag) {
+// The library names the option (a field of LoopOptions), not a command-line flag: the CLI maps
+// the names to its flags (tests/test_cli_loop_flags.cpp).
+TEST(FinetuneTrainLoop, BadOptionsNameTheOption) {
   Toy m;
   ft::LoopOptions o;
-  o.schedule = "exponential";
-  EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, m.named_parameters(), o),
-                  "xg-train: --schedule: expected constant, cosine or linear, got 'exponential'");
+  o.steps = 0;
+  EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, m.named_parameters(), o), "TrainLoop: steps must be positive, got 0");
   o = ft::LoopOptions();
   o.grad_accum = 0;
-  EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, m.named_parameters(), o), "--grad-accum must be positive");
+  EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, m.named_parameters(), o), "TrainLoop: grad_accum must be positive, got 0");
+  o = ft::LoopOptions();
+  o.steps = 10;
+  o.warmup = 11;
+  EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, m.named_parameters(), o),
+                  "TrainLoop: warmup 11 is longer than the run (steps 10)");
+  EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, m.named_parameters(), ft::LoopOptions(), nullptr),
+                  "TrainLoop: make_optimizer is empty");
   m.requires_grad_(false);
   nn::NamedTensors none;
   EXPECT_XG_ERROR(ft::TrainLoop("xg-train", m, none, ft::LoopOptions()), "nothing to train");
@@ -273,4 +280,70 @@ TEST(FinetuneCheckpoint, RoundTripAndErrors) {
   EXPECT_EQ(r.optim.at("state.0.step").item(), 3.0);
   save_safetensors((d / "plain.safetensors").string(), {{"w", ones({1})}});
   EXPECT_XG_ERROR(ft::load_checkpoint((d / "plain.safetensors").string()), "plain.safetensors: metadata has no 'format'");
+}
+
+// kAutoWarmup: min(max_auto_warmup, steps / 10), so a short run gets a short warmup.
+TEST(FinetuneTrainLoop, AutoWarmupScalesWithTheRun) {
+  ft::LoopOptions o;
+  o.warmup = ft::kAutoWarmup;
+  o.steps = 20;
+  EXPECT_EQ(o.warmup_steps(), 2);
+  o.steps = 5;
+  EXPECT_EQ(o.warmup_steps(), 0);
+  o.steps = 5000;
+  EXPECT_EQ(o.warmup_steps(), 100);
+  o.max_auto_warmup = 20;
+  EXPECT_EQ(o.warmup_steps(), 20);
+  o.warmup = 7;  // an explicit warmup is kept
+  EXPECT_EQ(o.warmup_steps(), 7);
+  EXPECT_NO_THROW(o.validate());
+  // The schedule ramps over the resolved warmup: step 1 of 2 at half the peak.
+  o.warmup = ft::kAutoWarmup;
+  o.max_auto_warmup = 100;
+  o.steps = 20;
+  o.schedule = ft::LrSchedule::Constant;
+  const optim::Schedule s = ft::make_schedule(o);
+  EXPECT_DOUBLE_EQ(s(0), 0.5);
+  EXPECT_DOUBLE_EQ(s(1), 1.0);
+  EXPECT_DOUBLE_EQ(s(10), 1.0);
+}
+
+// Any optimizer: SGD with momentum through the factory trains, and resumes bit for bit (its
+// momentum buffers go through the checkpoint).
+TEST(FinetuneTrainLoop, TakesAnyOptimizerAndResumesIt) {
+  const auto sgd = [](const nn::NamedTensors& trainable) -> std::unique_ptr<optim::Optimizer> {
+    std::vector<Tensor> ps;
+    for (const auto& [name, p] : trainable) ps.push_back(p);
+    optim::SGDOptions so;
+    so.lr = 0.05;
+    so.momentum = 0.9;
+    return std::make_unique<optim::SGD>(ps, so);
+  };
+  Toy a;
+  const Toy untrained;
+  ft::TrainLoop la("test", a, a.named_parameters(), options(xg::test::fresh_test_dir("sgd_full")), sgd);
+  la.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(a, rng); };
+  la.run();
+  EXPECT_NE(dynamic_cast<optim::SGD*>(&la.optimizer()), nullptr);
+  EXPECT_NE(weights(a), weights(untrained));
+
+  const fs::path out = xg::test::fresh_test_dir("sgd_crash");
+  {
+    Toy b;
+    ft::TrainLoop lb("test", b, b.named_parameters(), options(out), sgd);
+    lb.micro_step = [&](int64_t step, int64_t, Generator& rng) {
+      if (step == 6) throw Interrupt{};
+      return toy_step(b, rng);
+    };
+    EXPECT_THROW(lb.run(), Interrupt);
+  }
+  Toy c;
+  ft::LoopOptions o = options(out);
+  o.resume = true;
+  ft::TrainLoop lc("test", c, c.named_parameters(), o, sgd);
+  lc.micro_step = [&](int64_t, int64_t, Generator& rng) { return toy_step(c, rng); };
+  lc.run();
+  EXPECT_EQ(lc.start_step(), 4);
+  const std::vector<float> wa = weights(a), wc = weights(c);
+  EXPECT_EQ(std::memcmp(wa.data(), wc.data(), wa.size() * sizeof(float)), 0);
 }

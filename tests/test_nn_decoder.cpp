@@ -708,3 +708,34 @@ TEST(NnDecoderErrors, BadConfig) {
                   (dir.path / "config.json").string() + ": field 'block.ffn.kind' must be one of");
   EXPECT_XG_ERROR(load_pretrained((dir.path / "missing").string()), "load_pretrained: cannot open");
 }
+
+// GenerateOptions::sliding_window: each token is the greedy choice given the last
+// max_seq_len tokens (positions from 0), as nanoGPT's idx[:, -block_size:] crop; a prompt
+// longer than the window is cropped too.
+TEST(NnDecoderGenerate, SlidingWindowConditionsOnTheLastMaxSeqLenTokens) {
+  for (PositionKind kind : {PositionKind::Learned, PositionKind::RoPE}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    LMConfig c = small_lm(AttentionKind::MHA);
+    c.block.position = kind;
+    c.block.max_seq_len = 8;
+    manual_seed(5);
+    DecoderLM lm(c);
+    lm.eval();
+    GenerateOptions o;
+    o.temperature = 0;
+    o.sliding_window = true;
+    for (int64_t T0 : {5, 10}) {
+      const Tensor prompt = random_tokens(2, T0, 13, 3);
+      const Tensor out = lm.generate(prompt, 7, o);
+      ASSERT_EQ(out.shape(), (Shape{2, T0 + 7}));
+      EXPECT_EQ(out.narrow(1, 0, T0).to_vector(), prompt.to_vector());
+      NoGradGuard ng;
+      for (int64_t i = T0; i < T0 + 7; ++i) {
+        const int64_t from = std::max<int64_t>(0, i - 8);
+        const Tensor logits = lm(out.narrow(1, from, i - from));  // [2, i - from, V]
+        const Tensor want = logits.narrow(1, i - from - 1, 1).argmax(-1).reshape({2});
+        EXPECT_EQ(out.narrow(1, i, 1).reshape({2}).to_vector(), want.to_vector()) << "token " << i;
+      }
+    }
+  }
+}

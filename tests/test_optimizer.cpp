@@ -51,7 +51,7 @@ struct TrainingRun {
     for (int s = 0; s < steps; ++s) {
       opt->zero_grad();
       mlp_loss(*model).backward();
-      if (max_norm > 0) clip_grad_norm(model->parameters(), max_norm);
+      if (max_norm > 0) clip_grad_norm_(model->parameters(), max_norm);
       opt->step();
       if (sched) sched->step();
     }

@@ -169,3 +169,105 @@ TEST(Tensor, BufferCacheEvictsBeyondASlackOverThePeakLiveBytes) {
   EXPECT_LE(allocated_bytes() + cached_bytes(), before + 16 * MB + 8 * MB);
   empty_cache();
 }
+
+// --- libtorch's names -----------------------------------------------------------------
+
+TEST(Tensor, SizesIsShape) {
+  Tensor x = zeros({2, 3, 4});
+  EXPECT_EQ(x.sizes(), (Shape{2, 3, 4}));
+  EXPECT_EQ(&x.sizes(), &x.shape());
+}
+
+// Integer lists reach an int64 tensor exactly: 2^53 + 1 is not a double.
+TEST(Tensor, IntegerListsAreExact) {
+  const int64_t big = (int64_t{1} << 53) + 1;
+  Tensor t = tensor({int64_t{0}, big, int64_t{-3}}, kInt64);
+  ASSERT_EQ(t.dtype(), kInt64);
+  EXPECT_EQ(t.shape(), (Shape{3}));
+  EXPECT_EQ(t.data<int64_t>()[1], big);
+  EXPECT_EQ(t.data<int64_t>()[2], -3);
+  Tensor m = tensor({{1, 2, 3}, {4, 5, 6}}, kInt64);
+  EXPECT_EQ(m.shape(), (Shape{2, 3}));
+  EXPECT_EQ(std::vector<int64_t>(m.data<int64_t>(), m.data<int64_t>() + 6), (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  // Without a dtype an integer list is float32, as before (NOTE in tensor.hpp).
+  EXPECT_EQ(tensor({1, 2, 3}).dtype(), kFloat32);
+  EXPECT_EQ(tensor({1, 2, 3}).to_vector(), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(tensor({1, 2}, kFloat64).dtype(), kFloat64);
+  EXPECT_XG_ERROR(tensor({{1, 2}, {3}}, kInt64), "tensor: ragged nested list (rows of 2 and 1 values)");
+}
+
+TEST(Tensor, FromBlobCopies) {
+  std::vector<int64_t> labels{2, 0, 1, 1};
+  Tensor y = from_blob(labels.data(), {2, 2}, kInt64);
+  labels[0] = 9;  // a copy: the tensor keeps its values
+  EXPECT_EQ(y.shape(), (Shape{2, 2}));
+  EXPECT_EQ(y.to_vector(), (std::vector<double>{2, 0, 1, 1}));
+  const float xs[] = {0.5f, -1.5f};
+  EXPECT_EQ(from_blob(xs, {2}, kFloat32).to_vector(), (std::vector<double>{0.5, -1.5}));
+  EXPECT_EQ(from_blob(nullptr, {0, 3}, kFloat32).numel(), 0);
+  EXPECT_XG_ERROR(from_blob(nullptr, {2}, kFloat32), "from_blob: null data for shape [2]");
+}
+
+// In-place ops on a const handle write the shared data, as in libtorch.
+TEST(Tensor, InPlaceOpsOnAConstHandle) {
+  const Tensor p = tensor({1.0, 2.0, 3.0}, kFloat64);
+  const Tensor alias = p;
+  p.add_(tensor({1.0, 1.0, 1.0}, kFloat64), 2.0);
+  EXPECT_EQ(alias.to_vector(), (std::vector<double>{3, 4, 5}));
+  p.mul_(0.5).add_(tensor({1.0}, kFloat64));  // chained; the source broadcasts
+  EXPECT_EQ(alias.to_vector(), (std::vector<double>{2.5, 3, 3.5}));
+  p.zero_();
+  EXPECT_EQ(alias.to_vector(), (std::vector<double>{0, 0, 0}));
+  p.fill_(7).copy_(tensor({4.0, 5.0, 6.0}, kFloat64));
+  EXPECT_EQ(alias.to_vector(), (std::vector<double>{4, 5, 6}));
+  EXPECT_XG_ERROR(p.add_(zeros({2}, kFloat64)), "add_: source of shape [2] does not broadcast");
+  std::vector<Tensor> params{zeros({2}), ones({3})};
+  for (const Tensor& q : params) q.fill_(2.0);
+  EXPECT_EQ(params[1].to_vector(), (std::vector<double>{2, 2, 2}));
+}
+
+// Each member is the free function: the same op in the graph, the same values, and a
+// gradient check in float64 for the differentiable ones.
+TEST(Tensor, MethodsForwardToTheFreeFunctions) {
+  const Tensor x = test::randn64({3, 4}, 21);
+  const Tensor pos = (xg::abs(x) + 0.5).detach().requires_grad_();
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> member, free;
+    bool positive;
+  };
+  const std::vector<Case> cases = {
+      {"relu", [](const Tensor& t) { return t.relu(); }, [](const Tensor& t) { return relu(t); }, false},
+      {"tanh", [](const Tensor& t) { return t.tanh(); }, [](const Tensor& t) { return xg::tanh(t); }, false},
+      {"sigmoid", [](const Tensor& t) { return t.sigmoid(); }, [](const Tensor& t) { return sigmoid(t); }, false},
+      {"exp", [](const Tensor& t) { return t.exp(); }, [](const Tensor& t) { return xg::exp(t); }, false},
+      {"log", [](const Tensor& t) { return t.log(); }, [](const Tensor& t) { return xg::log(t); }, true},
+      {"sqrt", [](const Tensor& t) { return t.sqrt(); }, [](const Tensor& t) { return xg::sqrt(t); }, true},
+      {"abs", [](const Tensor& t) { return t.abs(); }, [](const Tensor& t) { return xg::abs(t); }, true},
+      {"neg", [](const Tensor& t) { return t.neg(); }, [](const Tensor& t) { return neg(t); }, false},
+      {"sum(-1)", [](const Tensor& t) { return t.sum(-1); }, [](const Tensor& t) { return sum(t, {1}); }, false},
+      {"sum(0, keepdim)", [](const Tensor& t) { return t.sum(0, true); }, [](const Tensor& t) { return sum(t, {0}, true); }, false},
+      {"mean(-2)", [](const Tensor& t) { return t.mean(-2); }, [](const Tensor& t) { return mean(t, {0}); }, false},
+      {"softmax(-1)", [](const Tensor& t) { return t.softmax(-1); }, [](const Tensor& t) { return softmax(t, 1); }, false},
+      {"slice", [](const Tensor& t) { return t.slice(1, 1, 3); }, [](const Tensor& t) { return slice(t, 1, 1, 3); }, false},
+      {"narrow", [](const Tensor& t) { return t.narrow(-1, 2, 2); }, [](const Tensor& t) { return narrow(t, 1, 2, 2); }, false},
+      {"view", [](const Tensor& t) { return t.view({4, 3}); }, [](const Tensor& t) { return view(t, {4, 3}); }, false},
+      {"transpose", [](const Tensor& t) { return t.transpose(0, 1); }, [](const Tensor& t) { return transpose(t, 0, 1); }, false},
+      {"matmul", [](const Tensor& t) { return t.matmul(t.t()); }, [](const Tensor& t) { return matmul(t, transpose(t, 0, 1)); }, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Tensor in = c.positive ? pos : x;
+    const Tensor a = c.member(in), b = c.free(in);
+    EXPECT_EQ(a.shape(), b.shape());
+    EXPECT_EQ(a.to_vector(), b.to_vector());
+    EXPECT_STREQ(a.op_name(), b.op_name());
+    const GradcheckResult r = gradcheck([&](const std::vector<Tensor>& v) { return c.member(v[0]); }, {in});
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+  const Tensor logits = tensor({{0.1, 2.0, -1.0}, {3.0, 0.0, 3.0}}, kFloat64);
+  EXPECT_EQ(logits.argmax(-1).to_vector(), (std::vector<double>{1, 0}));  // first maximum
+  EXPECT_EQ(logits.argmax(1).dtype(), kInt64);
+  EXPECT_EQ(logits.argmin(0, true).shape(), (Shape{1, 3}));
+  EXPECT_XG_ERROR(x.sum(2), "sum");
+}

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   std::string pkgs, out, heldout_novel;
   double fraction = 0.05;
   uint64_t seed = 0;
-  po::options_description opts(
+  po::options_description opts = xg::cli::flag_group(
       "xg-data: writes the finetune datasets (austen_*.txt, sft/dpo/grpo_*.jsonl, manifest.json)\n"
       "from r-cran-janeaustenr and wordnet-base extracted with dpkg -x (see scripts/data.sh)");
   opts.add_options()
@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     po::notify(vm);
     xg::cli::apply_threads(threads);
     if (vm.count("help")) {
-      std::cout << opts << "\n";
+      std::cout << xg::cli::help_text(opts) << "\n";
       return 0;
     }
     if (pkgs.empty()) throw UsageError("--pkgs is required");

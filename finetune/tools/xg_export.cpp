@@ -39,7 +39,7 @@ std::shared_ptr<nn::DecoderLM> plain_copy(nn::DecoderLM& model) {
 int main(int argc, char** argv) {
   std::string base, adapter, to, out, dtype = "f32", name;
   bool merge = false;
-  po::options_description opts("xg-export options");
+  po::options_description opts = cli::flag_group("xg-export options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")

@@ -107,13 +107,14 @@ int main(int argc, char** argv) {
   f.lora.dropout = 0.05;
   f.lora.targets = "q,k,v,o,gate,up,down";
   o.lr = 1e-3;
-  o.warmup = 20;
+  o.warmup = ft::kAutoWarmup;  // min(20, steps / 10)
+  o.max_auto_warmup = 20;
   o.steps = 300;
   o.weight_decay = 0;
   o.eval_every = 100;
   o.checkpoint_every = 100;
   o.eval_at_start = true;
-  po::options_description opts("xg-finetune options");
+  po::options_description opts = cli::flag_group("xg-finetune options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")
@@ -215,7 +216,6 @@ int main(int argc, char** argv) {
           const double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
           cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", rows, " rows is ", steps, " steps"));
           o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
-          if (o.warmup >= o.steps) o.warmup = o.steps / 10;
         }
         // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
         // byte tokenizer and xgrad's names.

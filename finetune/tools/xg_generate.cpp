@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   bool print_ids = false, print_timings = false;
   nn::GenerateOptions g;
   g.temperature = 0.8;
-  po::options_description opts("xg-generate options");
+  po::options_description opts = cli::flag_group("xg-generate options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")

@@ -40,7 +40,7 @@ std::vector<int64_t> parse_id_line(const std::string& line, int64_t line_no) {
 int main(int argc, char** argv) {
   std::string folder;
   bool decode = false, add_special = false, skip_special = false;
-  po::options_description opts("xg-tokenize options");
+  po::options_description opts = cli::flag_group("xg-tokenize options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")

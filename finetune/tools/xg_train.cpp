@@ -103,15 +103,16 @@ double unigram_bits_per_byte(const std::string& train, const std::string& eval) 
 ft::Metrics evaluate(const nn::DecoderLM& model, const ft::TextDataset& data, int64_t batch, int64_t seq_len,
                      int64_t max_batches) {
   const int64_t n = std::min(max_batches, data.num_batches(batch, seq_len));
-  double sum = 0, rows = 0;
+  double sum = 0, rows = 0, tokens = 0;
   for (int64_t i = 0; i < n; ++i) {
     ft::LmBatch b = data.batch_at(i, batch, seq_len);
     const double r = static_cast<double>(b.x.shape()[0]);
     sum += losses::cross_entropy(model(b.x), b.y).item() * r;
     rows += r;
+    tokens += static_cast<double>(b.y.numel());
   }
   const double loss = sum / rows;
-  return {{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}};
+  return {{"loss", loss}, {"bits_per_byte", loss / std::log(2.0)}, {"tokens", tokens}};
 }
 
 }  // namespace
@@ -122,11 +123,11 @@ int main(int argc, char** argv) {
   Flags f;
   ft::LoopOptions& o = f.loop;
   o.lr = 2e-3;
-  o.warmup = 100;
+  o.warmup = ft::kAutoWarmup;  // min(100, steps / 10): --steps alone sets a run's length
   o.steps = 1000;
   o.eval_every = 100;
   o.checkpoint_every = 100;
-  po::options_description opts("xg-train options");
+  po::options_description opts = cli::flag_group("xg-train options");
   // clang-format off
   opts.add_options()
     ("help", "show this help")

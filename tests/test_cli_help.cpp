@@ -1,0 +1,80 @@
+// Every executable's --help, as a person reads it (cli::help_text): descriptions wrap at
+// spaces only (a file name is never cut in two), no line is wider than 100 columns, and every
+// floating-point default prints short (0.1, not 0.10000000000000001).
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "cli/flags.hpp"
+#include "tests/cli_run.hpp"
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> executables() {
+  std::vector<std::pair<std::string, std::string>> exes;
+  for (const char* tool : {"xg-data", "xg-train", "xg-finetune", "xg-generate", "xg-tokenize", "xg-export"})
+    exes.emplace_back(tool, std::string(XGRAD_TOOL_DIR) + "/" + tool + " --help");
+#ifdef XGRAD_PRENORM_EXE
+  exes.emplace_back("prenorm_vs_postnorm", std::string(XGRAD_PRENORM_EXE) + " --help");
+#endif
+#ifdef XGRAD_SEED_DEMOS_EXE
+  exes.emplace_back("seed_demos", std::string(XGRAD_SEED_DEMOS_EXE) + " --help");
+#endif
+#ifdef XGRAD_STEP_BENCH_EXE
+  exes.emplace_back("xgrad_step_bench", std::string(XGRAD_STEP_BENCH_EXE) + " --help");
+  exes.emplace_back("xgrad_lora_bench", std::string(XGRAD_LORA_BENCH_EXE) + " --help");
+#endif
+  return exes;
+}
+
+// The help with each line's leading spaces and the line breaks collapsed to one space: a word
+// wrapped at a space reads whole, a word cut in two does not.
+std::string joined(const std::string& help) {
+  return std::regex_replace(help, std::regex("\n *"), " ");
+}
+
+}  // namespace
+
+TEST(CliHelp, EveryExecutableWrapsAtSpacesAndPrintsShortDefaults) {
+  const std::regex long_float(R"([0-9]\.[0-9]{12,})");
+  for (const auto& [name, cmd] : executables()) {
+    SCOPED_TRACE(name);
+    const xg::test::CliRun r = xg::test::run_cli("sh", "-c '" + cmd + "'");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_FALSE(std::regex_search(r.out, long_float)) << r.out;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      EXPECT_LE(line.size(), 100u) << "'" << line << "'";
+  }
+}
+
+TEST(CliHelp, TrainersNameTheirFilesWhole) {
+  for (const char* tool : {"xg-train", "xg-finetune"}) {
+    SCOPED_TRACE(tool);
+    const xg::test::CliRun r = xg::test::run_cli(std::string(XGRAD_TOOL_DIR) + "/" + tool, "--help");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(joined(r.out).find("<out>/checkpoint.safetensors"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--max-skipped arg (=0.1)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--warmup arg (=auto)"), std::string::npos) << r.out;
+  }
+}
+
+// help_text itself: one column for all groups, wrapping at spaces, a long word on its own line.
+TEST(CliHelp, HelpTextWrapsAtSpaces) {
+  namespace po = boost::program_options;
+  double rate = 0.1;
+  po::options_description opts = xg::cli::flag_group("prog options");
+  po::options_description group = xg::cli::flag_group("more");
+  opts.add_options()("rate", po::value(&rate)->default_value(rate), "a rate");
+  group.add_options()("out", po::value<std::string>(),
+                      "the folder that holds config.json, model.safetensors and the checkpoint "
+                      "<out>/checkpoint.safetensors, written atomically");
+  opts.add(group);
+  const std::string help = xg::cli::help_text(opts, 60);
+  EXPECT_NE(help.find("  --rate arg (=0.1)  a rate\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("<out>/checkpoint.safetensors"), std::string::npos) << help;
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 60u) << line;
+  EXPECT_NE(help.find("\nmore:\n"), std::string::npos) << help;
+}
