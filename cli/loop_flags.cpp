@@ -11,13 +11,16 @@
 namespace xg::cli {
 
 finetune::LrSchedule parse_schedule(const std::string& text) {
-  return choice<finetune::LrSchedule>("schedule", text, {{"constant", finetune::LrSchedule::Constant},
-                                                         {"cosine", finetune::LrSchedule::Cosine},
-                                                         {"linear", finetune::LrSchedule::Linear}});
+  if (text == "constant") return finetune::LrSchedule::Constant;
+  if (text == "cosine") return finetune::LrSchedule::Cosine;
+  if (text == "linear") return finetune::LrSchedule::Linear;
+  throw UsageError("--schedule: expected constant, cosine or linear, got '" + text + "'");
 }
 
 finetune::NanPolicy parse_nan_policy(const std::string& text) {
-  return choice<finetune::NanPolicy>("on-nan", text, {{"stop", finetune::NanPolicy::Stop}, {"skip", finetune::NanPolicy::Skip}});
+  if (text == "stop") return finetune::NanPolicy::Stop;
+  if (text == "skip") return finetune::NanPolicy::Skip;
+  throw UsageError("--on-nan: expected stop or skip, got '" + text + "'");
 }
 
 std::string schedule_name(finetune::LrSchedule s) {

@@ -14,7 +14,7 @@ namespace xg::cli {
 boost::program_options::options_description loop_flags(finetune::LoopOptions& o, const std::string& seed_help);
 
 // The flag spellings of LoopOptions' enums: a bad one is a UsageError
-// "--schedule: expected one of constant, cosine, linear, got 'x'".
+// "--schedule: expected constant, cosine or linear, got 'x'".
 finetune::LrSchedule parse_schedule(const std::string& text);
 finetune::NanPolicy parse_nan_policy(const std::string& text);
 std::string schedule_name(finetune::LrSchedule s);

@@ -43,6 +43,11 @@ static double held_out_loss(nn::DecoderLM& model, const std::vector<int64_t>& id
 }
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--help") {
+    std::printf("usage: %s TEXT_FILE OUT_DIR [STEPS]\n\ntrains a byte-level decoder LM on TEXT_FILE (STEPS, "
+                "default 300), saves it into OUT_DIR and samples from it\n", argv[0]);
+    return 0;
+  }
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s TEXT_FILE OUT_DIR [STEPS]\n", argv[0]);
     return 2;

@@ -269,7 +269,7 @@ AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::s
   for (const auto& path : selected) {
     auto a = LoRAAdapter::attach(*lins.at(path), info.config, gen);
     const auto& [A, B] = found.at(path);
-    Tensor dA = a->A(), dB = a->B();
+    const Tensor &dA = a->A(), &dB = a->B();
     dA.copy_(A.dtype() == dA.dtype() ? A : A.to(dA.dtype()));
     dB.copy_(B.dtype() == dB.dtype() ? B : B.to(dB.dtype()));
     info.modules.push_back(path);

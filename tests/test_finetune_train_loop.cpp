@@ -297,14 +297,15 @@ TEST(FinetuneTrainLoop, AutoWarmupScalesWithTheRun) {
   o.warmup = 7;  // an explicit warmup is kept
   EXPECT_EQ(o.warmup_steps(), 7);
   EXPECT_NO_THROW(o.validate());
-  // The schedule ramps over the resolved warmup: step 1 of 2 at half the peak.
+  // The schedule ramps over the resolved warmup of 2 steps: 0, half the peak, the peak.
   o.warmup = ft::kAutoWarmup;
   o.max_auto_warmup = 100;
   o.steps = 20;
   o.schedule = ft::LrSchedule::Constant;
   const optim::Schedule s = ft::make_schedule(o);
-  EXPECT_DOUBLE_EQ(s(0), 0.5);
-  EXPECT_DOUBLE_EQ(s(1), 1.0);
+  EXPECT_DOUBLE_EQ(s(0), 0.0);
+  EXPECT_DOUBLE_EQ(s(1), 0.5);
+  EXPECT_DOUBLE_EQ(s(2), 1.0);
   EXPECT_DOUBLE_EQ(s(10), 1.0);
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <limits>
 #include <map>
@@ -351,7 +352,7 @@ TEST(XgTrain, ResumeRefusesChangedSettings) {
 }
 
 // What a resume reads is checked whole: a damaged tensor (one flipped bit), non-finite
-// optimizer moments, a schedule far past the checkpoint's step and a missing AdamW state are
+// optimizer moments, a schedule far past the checkpoint's step and a missing optimizer state are
 // each an error naming the file and what is wrong, never a run that goes on with them.
 TEST(XgTrain, ResumeRefusesADamagedOrInconsistentCheckpoint) {
   const fs::path d = xg::test::fresh_test_dir("bad_ckpt");
@@ -406,7 +407,7 @@ TEST(XgTrain, ResumeRefusesADamagedOrInconsistentCheckpoint) {
   xg::finetune::Checkpoint missing = c;
   for (const char* k : {"state.1.step", "state.1.exp_avg", "state.1.exp_avg_sq"}) ASSERT_EQ(missing.optim.erase(k), 1u) << k;
   xg::finetune::save_checkpoint(path, missing);
-  resume_fails_with("holds AdamW state for " + std::to_string(c.progress.optim_states - 1) + " parameters, it was written with " +
+  resume_fails_with("holds optimizer state for " + std::to_string(c.progress.optim_states - 1) + " parameters, it was written with " +
                     std::to_string(c.progress.optim_states));
 }
 
@@ -424,4 +425,24 @@ TEST(XgTrain, AWriteErrorStopsTheRunNamingTheFile) {
   EXPECT_NE(r.err.find("xg-train: writing " + (d / "o" / "log.jsonl").string() + " failed (disk full?); stopped at step "),
             std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(d / "o" / "model.safetensors"));
+}
+
+// --steps alone sets the run's length: the default warmup is min(100, steps / 10) (2 here),
+// and the held-out loss is logged with its unit and token count. An explicit --warmup longer
+// than the run is still refused, naming both flags.
+TEST(XgTrain, StepsAloneRunsWithAnAutoWarmup) {
+  const fs::path d = xg::test::fresh_test_dir("auto_warmup");
+  write_text(d / "train.txt", 400, 0);
+  write_text(d / "eval.txt", 40, 3);
+  const std::string flags = "--data " + (d / "train.txt").string() + " --eval-data " + (d / "eval.txt").string() +
+                            " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --eval-batches 2"
+                            " --sample-tokens 0 --steps 20";
+  CliRun r = run_train(flags + " --out " + (d / "out").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(xg::test::slurp((d / "out" / "args.json").string()))["flags"]["warmup"], -1);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("eval step 20  loss [0-9.]+ nats/token over 256 tokens \\([0-9.]+ bits/byte\\)")))
+      << r.out;
+  r = run_train(flags + " --warmup 21 --out " + (d / "out2").string());
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("xg-train: --warmup 21 is longer than the run (--steps 20)"), std::string::npos) << r.err;
 }

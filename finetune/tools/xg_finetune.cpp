@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
           const double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
           cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", rows, " rows is ", steps, " steps"));
           o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+          cli::validate_loop(o, kProg);  // an explicit --warmup longer than the epochs' steps
         }
         // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
         // byte tokenizer and xgrad's names.
