@@ -105,21 +105,32 @@ std::string help_text(const po::options_description& opts, std::size_t width) {
   };
   std::vector<Line> lines;
   std::size_t column = 0;
+  // Boost prints a flag as "  " + format_name() [+ " " + format_parameter()], padded, then its
+  // description; the names are known, so each flag line splits where its name ends.
+  std::vector<std::string> names;
+  for (const auto& o : opts.options()) {
+    const std::string param = o->format_parameter();
+    names.push_back("  " + o->format_name() + (param.empty() ? "" : " " + param));
+  }
   std::istringstream in(raw.str());
   for (std::string text; std::getline(in, text);) {
     Line l{text, "", "", false};
-    if (text.rfind("  -", 0) == 0) {
-      const std::size_t gap = text.find("  ", 2);
+    std::size_t name_end = 0;
+    for (const std::string& n : names)
+      if (n.size() > name_end && text.compare(0, n.size(), n) == 0 &&
+          (text.size() == n.size() || text[n.size()] == ' '))
+        name_end = n.size();
+    if (name_end > 0) {
       l.flag = true;
-      l.name = short_default(text.substr(0, gap));
-      if (gap != std::string::npos) {
-        const std::size_t start = text.find_first_not_of(' ', gap);
-        if (start != std::string::npos) l.description = text.substr(start);
-      }
+      l.name = short_default(text.substr(0, name_end));
+      const std::size_t start = text.find_first_not_of(' ', name_end);
+      if (start != std::string::npos) l.description = text.substr(start);
       column = std::max(column, l.name.size() + 2);
     }
     lines.push_back(l);
   }
+  // A name longer than the column (a long default) gets its description on the next lines.
+  column = std::min(column, width * 2 / 5);
   const std::size_t room = std::max<std::size_t>(40, width > column ? width - column : 0);
   std::string out;
   for (const Line& l : lines) {
@@ -128,10 +139,11 @@ std::string help_text(const po::options_description& opts, std::size_t width) {
       continue;
     }
     const std::vector<std::string> desc = wrap_words(l.description, room);
+    const bool own_line = l.name.size() + 2 > column;
     out += l.name;
-    if (desc.empty()) out += "\n";
+    if (desc.empty() || own_line) out += "\n";
     for (std::size_t i = 0; i < desc.size(); ++i)
-      out += std::string(i == 0 ? column - l.name.size() : column, ' ') + desc[i] + "\n";
+      out += std::string(i == 0 && !own_line ? column - l.name.size() : column, ' ') + desc[i] + "\n";
   }
   return out;
 }

@@ -34,7 +34,7 @@ std::string schedule_name(finetune::LrSchedule s) {
 
 std::string nan_policy_name(finetune::NanPolicy p) { return p == finetune::NanPolicy::Skip ? "skip" : "stop"; }
 
-po::options_description loop_flags = cli::flag_group(finetune::LoopOptions& o, const std::string& seed_help) {
+po::options_description loop_flags(finetune::LoopOptions& o, const std::string& seed_help) {
   po::options_description g = cli::flag_group("training loop");
   const std::string auto_help = str_cat("linear warmup steps (auto: min(", o.max_auto_warmup, ", steps / 10), for a run of any length)");
   // clang-format off

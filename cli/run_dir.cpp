@@ -70,7 +70,7 @@ std::string joined(const std::vector<std::string>& names, std::size_t at_most) {
 
 }  // namespace
 
-po::options_description run_dir_flags = cli::flag_group(RunDirOptions& o) {
+po::options_description run_dir_flags(RunDirOptions& o) {
   po::options_description g = cli::flag_group("output folder");
   // clang-format off
   g.add_options()

@@ -10,7 +10,7 @@ namespace xg::cli {
 
 namespace po = boost::program_options;
 
-po::options_description threads_flag = cli::flag_group(int& n) {
+po::options_description threads_flag(int& n) {
   po::options_description o = cli::flag_group("threads");
   o.add_options()("threads", po::value(&n)->default_value(n),
                   "threads for products and parallel loops (0: OMP_NUM_THREADS if set, else every core)");

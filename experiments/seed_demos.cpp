@@ -621,7 +621,7 @@ const std::vector<Subcommand>& subcommands() {
   return all;
 }
 
-po::options_description common_options = cli::flag_group(std::string& out, uint64_t& seed) {
+po::options_description common_options(std::string& out, uint64_t& seed) {
   po::options_description o = cli::flag_group("Common options");
   // clang-format off
   o.add_options()

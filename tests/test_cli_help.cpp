@@ -76,5 +76,5 @@ TEST(CliHelp, HelpTextWrapsAtSpaces) {
   EXPECT_NE(help.find("<out>/checkpoint.safetensors"), std::string::npos) << help;
   std::istringstream lines(help);
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 60u) << line;
-  EXPECT_NE(help.find("\nmore:\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("more:\n"), std::string::npos) << help;
 }

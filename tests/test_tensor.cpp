@@ -220,7 +220,7 @@ TEST(Tensor, InPlaceOpsOnAConstHandle) {
   EXPECT_EQ(alias.to_vector(), (std::vector<double>{0, 0, 0}));
   p.fill_(7).copy_(tensor({4.0, 5.0, 6.0}, kFloat64));
   EXPECT_EQ(alias.to_vector(), (std::vector<double>{4, 5, 6}));
-  EXPECT_XG_ERROR(p.add_(zeros({2}, kFloat64)), "add_: source of shape [2] does not broadcast");
+  EXPECT_XG_ERROR(p.add_(zeros({2}, kFloat64)), "add_: shapes [2] and [3] cannot be broadcast");
   std::vector<Tensor> params{zeros({2}), ones({3})};
   for (const Tensor& q : params) q.fill_(2.0);
   EXPECT_EQ(params[1].to_vector(), (std::vector<double>{2, 2, 2}));
