@@ -152,8 +152,13 @@ bool parse(int argc, char** argv, const po::options_description& opts, po::varia
            const std::string& usage) {
   store_checked(po::parse_command_line(argc, argv, opts), vm);
   if (vm.count("help")) {
-    std::cout << usage << "\n\n" << help_text(opts) << "\nfloat32 matrix products: " << gemm_backend_description()
-              << "\nthreads: " << threads_description() << "\n";
+    std::string footer;
+    for (const std::string& line : {"float32 matrix products: " + gemm_backend_description(),
+                                    "threads: " + threads_description()}) {
+      const std::vector<std::string> parts = wrap_words(line, 98);
+      for (std::size_t i = 0; i < parts.size(); ++i) footer += (i ? "  " : "") + parts[i] + "\n";
+    }
+    std::cout << usage << "\n\n" << help_text(opts) << "\n" << footer;
     return true;
   }
   po::notify(vm);
