@@ -39,6 +39,14 @@ namespace {
 constexpr const char* kProg = "xg-finetune";
 constexpr double kMaxEpochs = 1e6;
 
+// DPO's and GRPO's defaults where they differ from SFT's (those are the flags' own defaults).
+struct ObjectiveDefaults {
+  double lr;
+  int64_t steps, warmup, batch;
+};
+constexpr ObjectiveDefaults kDpoDefaults{1e-3, 300, 20, 8};
+constexpr ObjectiveDefaults kGrpoDefaults{3e-4, 50, 5, 1};
+
 struct Flags {
   std::string base, data, eval_data, objective = "sft", chat_template = "auto", system;
   ft::LoRAConfig lora;
@@ -102,19 +110,25 @@ int main(int argc, char** argv) {
   ft::DistributedSession mpi(&argc, &argv);  // data parallel under mpirun (rank 0 writes)
   Flags f;
   ft::LoopOptions& o = f.loop;
-  f.lora.r = 8;
-  f.lora.alpha = 16;
+  // The defaults are README's walk-through ("Pre-train, then finetune with LoRA"): SFT's here,
+  // DPO's and GRPO's set by kObjectiveDefaults when --lr, --steps or --warmup are not given.
+  f.lora.r = 16;
+  f.lora.alpha = 32;
   f.lora.dropout = 0.05;
   f.lora.targets = "q,k,v,o,gate,up,down";
-  o.lr = 1e-3;
-  o.warmup = ft::kAutoWarmup;  // min(20, steps / 10)
-  o.max_auto_warmup = 20;
-  o.steps = 300;
+  f.batch = 16;
+  o.lr = 3e-3;
+  o.warmup = ft::kAutoWarmup;  // min(30, steps / 10)
+  o.max_auto_warmup = 30;
+  o.steps = 600;
   o.weight_decay = 0;
   o.eval_every = 100;
   o.checkpoint_every = 100;
   o.eval_at_start = true;
-  po::options_description opts = cli::flag_group("xg-finetune options");
+  po::options_description opts = cli::flag_group(str_cat(
+      "xg-finetune options (the defaults shown are SFT's; unless given, --objective dpo uses --lr ", kDpoDefaults.lr,
+      " --steps ", kDpoDefaults.steps, " --warmup ", kDpoDefaults.warmup, " --batch ", kDpoDefaults.batch,
+      ", grpo --lr ", kGrpoDefaults.lr, " --steps ", kGrpoDefaults.steps, " --warmup ", kGrpoDefaults.warmup, ")"));
   // clang-format off
   opts.add_options()
     ("help", "show this help")
@@ -172,6 +186,18 @@ int main(int argc, char** argv) {
         // data would say the opposite of itself.
         cli::require(f.label_smoothing >= 0 && f.label_smoothing <= 0.5,
                      str_cat("--label-smoothing must be in [0, 0.5], got ", f.label_smoothing));
+        // DPO and GRPO move a model SFT already shaped: smaller steps, fewer of them. A GRPO step
+        // is --grad-accum prompts of --group-size sampled completions, so it costs far more
+        // than an SFT step. (README's walk-through measured these.)
+        const auto by_objective = [&](const char* flag, auto& value, auto dpo, auto grpo) {
+          if (!vm[flag].defaulted() || f.objective == "sft") return;
+          value = f.objective == "dpo" ? dpo : grpo;
+          vm.at(flag).value() = value;  // args.json records the value the run uses
+        };
+        by_objective("lr", o.lr, kDpoDefaults.lr, kGrpoDefaults.lr);
+        by_objective("steps", o.steps, kDpoDefaults.steps, kGrpoDefaults.steps);
+        by_objective("warmup", o.warmup, kDpoDefaults.warmup, kGrpoDefaults.warmup);
+        by_objective("batch", f.batch, kDpoDefaults.batch, f.batch);
         if (!vm.count("beta")) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
         cli::require(f.beta > 0 || (f.objective == "grpo" && f.beta == 0),
                      str_cat("--beta must be > 0 (>= 0 for grpo), got ", f.beta));

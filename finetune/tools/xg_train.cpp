@@ -122,11 +122,14 @@ int main(int argc, char** argv) {
   const bool main_rank = ft::Distributed::is_main();
   Flags f;
   ft::LoopOptions& o = f.loop;
-  o.lr = 2e-3;
-  o.warmup = ft::kAutoWarmup;  // min(100, steps / 10): --steps alone sets a run's length
-  o.steps = 1000;
-  o.eval_every = 100;
-  o.checkpoint_every = 100;
+  // README's walk-through: about 3 million bytes (0.9 passes over the five novels) in a few
+  // minutes on 2 cores, 2.04 held-out bits/byte against the unigram baseline's 4.44.
+  o.lr = 3e-3;
+  o.warmup = ft::kAutoWarmup;  // min(50, steps / 10): --steps alone sets a run's length
+  o.max_auto_warmup = 50;
+  o.steps = 1500;
+  o.eval_every = 500;
+  o.checkpoint_every = 500;
   po::options_description opts = cli::flag_group("xg-train options");
   // clang-format off
   opts.add_options()
