@@ -1,6 +1,6 @@
 // The README's walk-through ("Pre-train, then finetune with LoRA") at a scale that runs in
-// seconds: xg-train, then LoRA SFT, DPO and GRPO with xg-finetune, each from the previous
-// stage's merged model as README chains them, on a made-up task whose held-out rows use words
+// seconds: xg-train, LoRA SFT from its model, then DPO and GRPO from SFT's merged model, as
+// README chains them, on a made-up task whose held-out rows use words
 // no training row mentions. Each stage must visibly work on held-out data: pre-training
 // beats the unigram baseline, SFT lowers the held-out loss and answers in the trained format,
 // DPO moves the held-out preference toward the chosen side, GRPO raises the reward of its
