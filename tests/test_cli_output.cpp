@@ -37,7 +37,7 @@ TEST(CliOutput, ExperimentHeader) {
   EXPECT_EQ(j["flags"], flags);
   EXPECT_EQ(j["git_revision"], cli::git_revision());
   EXPECT_GT(std::strlen(cli::git_revision()), 0u);
-  EXPECT_EQ(j["gemm"], gemm_backend_description());  // which library and kernels ran the products
+  EXPECT_EQ(j["gemm"], xg::gemm_backend_description());  // which library and kernels ran the products
   EXPECT_EQ(j.size(), 5u) << j.dump();
 }
 
