@@ -392,11 +392,11 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
   curves << "norm,depth,lr,warmup,seed,step,loss,grad_norm,update_norm\n";
   json runs = json::array();
   double unigram = 0;
-  const std::vector<xg::nn::NormPosition> methods{xg::nn::NormPosition::Post, xg::nn::NormPosition::Pre,
-                                                  xg::nn::NormPosition::DeepNorm};
+  const std::vector<ex::TrainMethod> methods{ex::TrainMethod::Post, ex::TrainMethod::Pre, ex::TrainMethod::DeepNorm,
+                                             ex::TrainMethod::Admin};
   // stable[method][warmup][depth][lr]: every seed "ok"
   std::map<std::string, std::map<int64_t, std::map<double, int>>> ok_count;
-  auto key = [](xg::nn::NormPosition m, bool w) { return std::string(xg::nn::norm_position_name(m)) + (w ? "+warmup" : ""); };
+  auto key = [](ex::TrainMethod m, bool w) { return std::string(ex::train_method_name(m)) + (w ? "+warmup" : ""); };
   for (int64_t depth : depths)
     for (double lr : lrs) {
       ex::PlotSpec spec;
@@ -414,7 +414,7 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
             ex::TrainRun r = ex::train_run(c, corpus, norm, depth, lr, warmup);
             unigram = r.unigram_entropy;
             if (r.status == "ok") ++ok_count[key(norm, warmup)][depth][lr];
-            const char* name = xg::nn::norm_position_name(norm);
+            const char* name = ex::train_method_name(norm);
             double gmax = 0, umax = 0;
             for (double g : r.grad_norms) gmax = std::max(gmax, g);
             for (double u : r.update_norms) umax = std::max(umax, u);
@@ -559,7 +559,7 @@ int main(int argc, char** argv) {
     ("xiong-heads", po::value<int64_t>(&xc.heads)->default_value(4), "encoder-decoder heads")
     ("xiong-seeds", po::value<int64_t>(&xiong_seeds)->default_value(10), "encoder-decoder seeds per depth")
     ("xiong-batches", po::value<int64_t>(&ec.batches)->default_value(32), "batches averaged for the expected-loss gradient")
-    ("train", "also train Post-Norm, Pre-Norm and DeepNorm decoder LMs with and without warmup (part 4)")
+    ("train", "also train Post-Norm, Pre-Norm, DeepNorm and Admin decoder LMs with and without warmup (part 4)")
     ("corpus", po::value<std::string>(&tc.corpus)->default_value(tc.corpus), "training text (bytes)")
     ("train-depths", po::value<std::string>(&train_depths_s)->default_value("6,12,24,48"), "training depths")
     ("train-lrs", po::value<std::string>(&lrs_s)->default_value("0.0001,0.000316,0.001,0.00316,0.01"),

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "autograd/random.hpp"
+#include "experiments/admin.hpp"
 #include "losses/cross_entropy.hpp"
 #include "nn/decoder.hpp"
 #include "nn/init.hpp"
@@ -39,6 +41,16 @@ std::string classify_run(const std::vector<double>& losses, double final_loss, d
   return "stalled";
 }
 
+const char* train_method_name(TrainMethod m) {
+  switch (m) {
+    case TrainMethod::Post: return "post";
+    case TrainMethod::Pre: return "pre";
+    case TrainMethod::DeepNorm: return "deepnorm";
+    case TrainMethod::Admin: return "admin";
+  }
+  return "?";
+}
+
 namespace {
 double params_sq(const std::vector<Tensor>& ps, bool grads) {
   double s = 0;
@@ -53,12 +65,24 @@ double params_sq(const std::vector<Tensor>& ps, bool grads) {
 
 TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn::NormPosition norm, int64_t depth,
                    double lr, bool warmup) {
+  const TrainMethod m = norm == nn::NormPosition::Post ? TrainMethod::Post
+                        : norm == nn::NormPosition::Pre ? TrainMethod::Pre
+                                                        : TrainMethod::DeepNorm;
+  return train_run(tc, corpus, m, depth, lr, warmup);
+}
+
+TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, TrainMethod method, int64_t depth,
+                   double lr, bool warmup) {
+  const nn::NormPosition norm = method == TrainMethod::Pre        ? nn::NormPosition::Pre
+                                : method == TrainMethod::DeepNorm ? nn::NormPosition::DeepNorm
+                                                                  : nn::NormPosition::Post;
   check(depth >= 1, "train_run: depth must be at least 1, got ", depth);
   check(tc.steps >= 1, "--train-steps: must be at least 1, got ", tc.steps);
   const int64_t n = static_cast<int64_t>(corpus.size());
   check(n > tc.seq_len + 1, "train_run: the corpus (", n, " bytes) is shorter than a sequence");
   TrainRun run;
   run.norm = norm;
+  run.method = method;
   run.depth = depth;
   run.lr = lr;
   run.warmup = warmup;
@@ -77,9 +101,17 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
   lc.block.position = nn::PositionKind::Learned;
   lc.block.max_seq_len = tc.seq_len;
   lc.final_norm = norm == nn::NormPosition::Pre;
-  nn::DecoderLM model(lc);
+  // Admin wraps a Post-Norm LM; the others are the LM itself.
+  std::unique_ptr<AdminLM> admin;
+  std::unique_ptr<nn::DecoderLM> plain;
+  if (method == TrainMethod::Admin)
+    admin = std::make_unique<AdminLM>(lc);
+  else
+    plain = std::make_unique<nn::DecoderLM>(lc);
+  nn::DecoderLM& lm = admin ? admin->lm() : *plain;
+  auto model = [&](const Tensor& x) { return admin ? admin->forward(x) : lm(x); };
   if (norm == nn::NormPosition::DeepNorm)
-    for (auto& [name, p] : model.named_parameters())
+    for (auto& [name, p] : lm.named_parameters())
       if (name.find("norm") == std::string::npos && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
         nn::init::zeros_(p);
 
@@ -87,7 +119,8 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
   opts.lr = lr;
   opts.betas = {0.9, 0.98};
   opts.weight_decay = 0.0;
-  optim::AdamW opt(model.parameters(), opts);
+  const std::vector<Tensor> params = admin ? admin->parameters() : lm.parameters();
+  optim::AdamW opt(params, opts);
   optim::LambdaLR sched(opt, warmup ? optim::linear_warmup(tc.warmup) : optim::constant_schedule());
 
   std::vector<double> counts(256, 0.0);
@@ -105,6 +138,7 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
         tgt[b * T + t] = corpus[start + t + 1];
       }
     }
+    if (admin && step == 0) admin->profile(from_vector(in, {B, T}));
     Tensor logits = model(from_vector(in, {B, T}));
     Tensor loss = losses::cross_entropy(logits, from_vector(tgt, {B, T}));
     const double l = loss.item();
@@ -112,7 +146,6 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, nn
     if (!std::isfinite(l)) break;  // diverged: nothing more to learn from this run
     opt.zero_grad();
     loss.backward();
-    const std::vector<Tensor> params = model.parameters();
     run.grad_norms.push_back(std::sqrt(params_sq(params, true)));
     std::vector<Tensor> before;
     for (const Tensor& p : params) before.push_back(p.detach().clone());

@@ -1,4 +1,5 @@
-// Training stability of Post-Norm, Pre-Norm and DeepNorm (Wang et al. 2022) decoders (part 4,
+// Training stability of Post-Norm, Pre-Norm, DeepNorm (Wang et al. 2022) and Admin (Liu et al.
+// 2020, experiments/admin.hpp) decoders (part 4,
 // --train): small byte-level decoder LMs trained on real text at several depths, with and
 // without a learning-rate warmup, at several learning rates; loss curves and which runs diverge.
 #pragma once
@@ -22,8 +23,14 @@ struct TrainConfig {
   uint64_t seed = 42;
 };
 
+// The methods compared: the block's three norm positions, and Admin (a Post-Norm LM with
+// profiled residual scales, experiments/admin.hpp).
+enum class TrainMethod { Post, Pre, DeepNorm, Admin };
+const char* train_method_name(TrainMethod m);  // "post", "pre", "deepnorm", "admin"
+
 struct TrainRun {
-  nn::NormPosition norm = nn::NormPosition::Pre;
+  nn::NormPosition norm = nn::NormPosition::Pre;  // Post for Admin
+  TrainMethod method = TrainMethod::Pre;
   int64_t depth = 0;
   double lr = 0;
   bool warmup = false;
@@ -51,6 +58,9 @@ std::vector<uint8_t> read_corpus(const std::string& path, int64_t min_bytes);
 // random windows of the corpus. Same seed -> same batches for every configuration.
 // DeepNorm runs zero every bias of the blocks' linear layers, as the reference implementations
 // (torchscale, fairseq's deepnorm) do; the other runs keep nn.Linear's default.
+// Admin runs profile omega on the first training batch before the first step (Algorithm 1).
+TrainRun train_run(const TrainConfig& config, const std::vector<uint8_t>& corpus, TrainMethod method,
+                   int64_t depth, double lr, bool warmup);
 TrainRun train_run(const TrainConfig& config, const std::vector<uint8_t>& corpus, nn::NormPosition norm,
                    int64_t depth, double lr, bool warmup);
 
