@@ -125,10 +125,11 @@ int main(int argc, char** argv) {
   o.eval_every = 100;
   o.checkpoint_every = 100;
   o.eval_at_start = true;
-  po::options_description opts = cli::flag_group(str_cat(
-      "xg-finetune options (the defaults shown are SFT's; unless given, --objective dpo uses --lr ", kDpoDefaults.lr,
-      " --steps ", kDpoDefaults.steps, " --warmup ", kDpoDefaults.warmup, " --batch ", kDpoDefaults.batch,
-      ", grpo --lr ", kGrpoDefaults.lr, " --steps ", kGrpoDefaults.steps, " --warmup ", kGrpoDefaults.warmup, ")"));
+  po::options_description opts = cli::flag_group("xg-finetune options");
+  const std::string objective_help = str_cat(
+      "sft | dpo | grpo. The defaults shown are SFT's; unless given, dpo uses --lr ", kDpoDefaults.lr, " --steps ",
+      kDpoDefaults.steps, " --warmup ", kDpoDefaults.warmup, " --batch ", kDpoDefaults.batch, ", grpo --lr ",
+      kGrpoDefaults.lr, " --steps ", kGrpoDefaults.steps, " --warmup ", kGrpoDefaults.warmup);
   // clang-format off
   opts.add_options()
     ("help", "show this help")
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
      "base model: a Hugging Face folder (config.json, safetensors, tokenizer.json), xg-train's folder, or a .gguf file")
     ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
     ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
-    ("objective", po::value(&f.objective)->default_value(f.objective), "sft | dpo | grpo")
+    ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
     ("chat-template", po::value(&f.chat_template)->default_value(f.chat_template),
      "auto: rows as a user/assistant conversation in the base's chat template (tokenizer_config.json), "
      "when it has one; none: BOS + prompt + newline, then the response and EOS")
