@@ -229,8 +229,8 @@ void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const s
     ratio.series.push_back(s);
   }
   report_plot(out, "sweep_ratio", ratio, warned);
-  // One plot per norm position and width, a colour per depth (issue 21: twelve lines in one
-  // plot, Pre and Post told apart only by dashes, were unreadable).
+  // One plot per norm position and width, a colour per depth: twelve lines in one
+  // plot, Pre and Post told apart only by dashes, were unreadable.
   for (int64_t d : dims)
     for (bool post : {true, false}) {
       ex::PlotSpec prof;

@@ -40,8 +40,8 @@ bool plot_heatmaps(const std::string& dir, const std::string& stem, const Heatma
        << "set xlabel " << gp_quote(grid.xlabel) << " noenhanced\n"
        << "set ylabel " << gp_quote(grid.ylabel) << " noenhanced\n"
        << "set size ratio -1\nunset key\nset tics out\n";
-  // One colour scale per kind of panel, shared by all panels of that kind (issue 21: a panel
-  // scaled to its own range made a nearly flat map, 0.0620-0.0629, look striped).
+  // One colour scale per kind of panel, shared by all panels of that kind: a panel
+  // scaled to its own range made a nearly flat map, 0.0620-0.0629, look striped.
   double lim = 0, lo = INFINITY, hi = -INFINITY;
   for (const Heatmap& h : grid.panels)
     for (const auto& row : h.values)
