@@ -69,7 +69,7 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
   ex::StudyResult r = ex::run_study(c, init);
   auto rel_post = r.rel_post(), rel_pre = r.rel_pre();
   // Beside the requested nets, the same experiment with a final norm on the Pre-Norm net (when
-  // it has none): the seed's Pre-Norm output is not normalised, so its loss and every gradient
+  // it has none): the original experiment's Pre-Norm output is not normalised, so its loss and every gradient
   // are on another scale than Post-Norm's, whose last layer ends in a norm.
   ex::StudyConfig cf = c;
   cf.final_norm = true;
@@ -154,7 +154,7 @@ void part1(const ex::StudyConfig& c, const std::string& init_file, bool xgrad_in
 void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const std::vector<int64_t>& dims,
            int64_t seeds, const std::string& out, const json& flags, bool& warned) {
   std::cout << "\n=== Depth sweep: " << seeds << " seeds per point, Pre-Norm "
-            << (c.final_norm ? "with a final norm" : "without a final norm (the seed's variant)") << " ===\n\n";
+            << (c.final_norm ? "with a final norm" : "without a final norm (the original experiment's variant)") << " ===\n\n";
   auto points = ex::run_sweep(c, depths, dims, seeds);
   std::printf("%7s %5s  %-26s  %-26s  %-26s  %-26s\n", "d_model", "depth", "Post L1 grad [q1 med q3]",
               "Pre L1 grad [q1 med q3]", "Pre/Post L1 ratio [q1 med q3]", "L1/top Post | Pre (median)");
@@ -551,7 +551,7 @@ int main(int argc, char** argv) {
     ("depths", po::value<std::string>(&depths_s)->default_value("4,8,16,32,64,80"), "sweep depths")
     ("seeds", po::value<int64_t>(&seeds)->default_value(10), "sweep seeds per point (seed, seed+1, ...)")
     ("sweep-d-models", po::value<std::string>(&dims_s)->default_value("64,256"), "sweep widths")
-    ("sweep-seed-variant", "sweep the seed's Pre-Norm net, without a final norm (by default the sweep's "
+    ("sweep-seed-variant", "sweep the original experiment's Pre-Norm net, without a final norm (by default the sweep's "
                            "Pre-Norm nets end with one)")
     ("xiong", "also measure an encoder-decoder Transformer at init (part 3, Xiong et al. 2020)")
     ("xiong-depths", po::value<std::string>(&xiong_s)->default_value("3,6,12"), "encoder-decoder depths (L encoder + L decoder layers)")
