@@ -7,6 +7,8 @@ PACKAGES=(
   build-essential cmake pkg-config
   libopenblas-openmp-dev          # OpenBLAS built on libgomp: BLAS and our loops share threads
   libdnnl-dev                     # oneDNN: float32 gemm by CPU features where OpenBLAS has only generic kernels
+  ocl-icd-opencl-dev              # OpenCL headers + loader: Debian's dnnl-config.cmake requires them (its GPU runtime
+                                  # is OpenCL); libdnnl-dev only Recommends it, and we install without recommends
   libxtensor-dev                  # xtensor: autograd/xarray.hpp's bridge, cold paths such as nn/init.cpp
   libxtensor-blas-dev             # xtensor-blas: the QR of nn::init::orthogonal_ (build time only)
   libxsimd-dev                    # xsimd: SIMD batches (exp, sqrt) in the fused row kernels and AdamW
