@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 
 #include "autograd/random.hpp"
 #include "experiments/admin.hpp"
@@ -87,6 +88,11 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, Tr
   run.lr = lr;
   run.warmup = warmup;
 
+  // The init draws from the process's default generator: runs that go in parallel (a cell of
+  // prenorm_vs_postnorm --train) seed it and build their models one at a time, so that a run's
+  // weights depend on its seed only, not on the thread count.
+  static std::mutex init_mu;
+  std::unique_lock<std::mutex> init_lock(init_mu);
   manual_seed(tc.seed);
   nn::LMConfig lc;
   lc.vocab_size = 256;
@@ -114,6 +120,7 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, Tr
     for (auto& [name, p] : lm.named_parameters())
       if (name.find("norm") == std::string::npos && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
         nn::init::zeros_(p);
+  init_lock.unlock();
 
   optim::AdamWOptions opts;
   opts.lr = lr;

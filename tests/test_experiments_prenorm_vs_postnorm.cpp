@@ -85,3 +85,18 @@ TEST(ExperimentsPrenormCli, DefaultRunUsesPyTorchsSeed42Tensors) {
   EXPECT_NE(x.out.find("init: xgrad generator, seed 42"), std::string::npos) << x.out;
   EXPECT_EQ(x.out.find("Layer 8:          0.532629          4.577710"), std::string::npos) << x.out;
 }
+
+// The runs of a --train cell go one per thread; each run's losses must depend on its seed only
+// (the init draws from the process's one default generator, so runs in parallel must not
+// interleave their draws). Written when two threads gave seed 42's Pre-Norm run another start.
+TEST(ExperimentsPrenormCli, TrainCurvesDoNotDependOnTheThreadCount) {
+  std::string curves[2];
+  for (int t = 1; t <= 2; ++t) {
+    const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_train_threads" + std::to_string(t);
+    CliRun r = run_study("--quick --train --train-seeds 2 --threads " + std::to_string(t) + " --out '" + dir + "'");
+    ASSERT_EQ(r.status, 0) << r.err;
+    curves[t - 1] = slurp(dir + "/train_curves.csv");
+  }
+  EXPECT_GT(count_lines(curves[0]), 100);
+  EXPECT_EQ(curves[0], curves[1]);
+}
