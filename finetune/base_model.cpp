@@ -1,6 +1,8 @@
 // load_base (base_model.hpp).
 #include "finetune/base_model.hpp"
 
+#include <filesystem>
+
 #include "autograd/error.hpp"
 #include "autograd/gguf.hpp"
 #include "nn/gguf_model.hpp"
@@ -27,6 +29,11 @@ BaseModel load_base(const std::string& folder, const std::string& who) {
   check(b.tokenizer->vocab_size() <= b.model->config().vocab_size, who, ": the tokenizer of ", folder, " has ",
         b.tokenizer->vocab_size(), " ids but the model's vocabulary only ", b.model->config().vocab_size);
   return b;
+}
+
+bool is_finetuned_folder(const std::string& folder) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(std::filesystem::path(folder) / kFinetunedMarker, ec);
 }
 
 }  // namespace xg::finetune

@@ -25,4 +25,10 @@ struct BaseModel {
 // vocabulary is an xg::Error starting with `who` and naming the folder.
 BaseModel load_base(const std::string& folder, const std::string& who);
 
+// xg-finetune --merge writes this file into the merged folder (xgrad or Hugging Face; a merged
+// .gguf has none): {"format": "instruct", "objective": ...}. It says the model was trained on
+// instruct rows, so xg-generate's --format auto formats the prompt as those rows were.
+inline constexpr const char* kFinetunedMarker = "xgrad_finetune.json";
+bool is_finetuned_folder(const std::string& folder);
+
 }  // namespace xg::finetune

@@ -128,10 +128,15 @@ TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
                                     " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
   ASSERT_EQ(g.status, 0) << g.err;
   EXPECT_EQ(g.out, "yes\n");
+  // The merged folder says it was finetuned, so --format auto (the default) is instruct there.
   CliRun m = run("xg-generate", "--base " + (d / "out" / "merged").string() +
-                                    " --format instruct --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
+                                    " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
   ASSERT_EQ(m.status, 0) << m.err;
   EXPECT_EQ(m.out, "yes\n");
+  CliRun raw = run("xg-generate", "--base " + (d / "out" / "merged").string() +
+                                      " --format raw --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
+  ASSERT_EQ(raw.status, 0) << raw.err;
+  EXPECT_NE(raw.out, "yes\n");
   // With the adapter scaled to 0 the base model speaks again.
   CliRun z = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "out").string() +
                                     " --adapter-scale 0 --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
@@ -389,7 +394,7 @@ TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {
   const std::string flags = " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 6 --ids";
   CliRun g = run("xg-generate", "--base " + folder.string() + " --adapter " + out.string() + flags);
   ASSERT_EQ(g.status, 0) << g.err;
-  CliRun m = run("xg-generate", "--base " + merged.string() + " --format instruct" + flags);
+  CliRun m = run("xg-generate", "--base " + merged.string() + flags);  // auto: instruct on a merged folder
   ASSERT_EQ(m.status, 0) << m.err;
   EXPECT_EQ(g.out, m.out);
   EXPECT_EQ(xg::test::count_lines(g.out), 1) << g.out;

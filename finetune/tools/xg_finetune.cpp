@@ -61,7 +61,8 @@ struct Flags {
 // The base with the adapters folded into its weights, written to `dir`: an HF folder (float32,
 // the base's tokenizer files and config ids) for an HF base, a GGUF file (F32, the base's
 // tokenizer metadata) for a GGUF base, else an xgrad folder.
-void write_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf) {
+void write_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf,
+                  const std::string& objective) {
   ft::merge(model);
   std::unique_ptr<nn::DecoderLM> made;
   {
@@ -82,19 +83,21 @@ void write_merged(nn::DecoderLM& model, const std::string& dir, const std::strin
   } else {
     nn::save_pretrained(plain, dir);
   }
+  if (!gguf) cli::write_text(dir + "/" + ft::kFinetunedMarker, json{{"format", "instruct"}, {"objective", objective}}.dump(2) + "\n");
   ft::unmerge(model);
 }
 
 // The merged model saved as `dir` (write_merged's folder, or with a GGUF base the file
 // <dir>.gguf). Written into <that>.tmp.<pid> and renamed: a failed or killed merge leaves no
 // partial folder or file (the next start removes the temporary of a dead process).
-void save_merged(nn::DecoderLM& model, std::string dir, const std::string& base, bool hf, bool gguf) {
+void save_merged(nn::DecoderLM& model, std::string dir, const std::string& base, bool hf, bool gguf,
+                 const std::string& objective) {
   namespace fs = std::filesystem;
   if (gguf) dir += ".gguf";
   const std::string tmp = str_cat(dir, ".tmp.", ::getpid());
   fs::remove_all(tmp);
   try {
-    write_merged(model, tmp, base, hf, gguf);
+    write_merged(model, tmp, base, hf, gguf, objective);
     fs::remove_all(dir);
     fs::rename(tmp, dir);
   } catch (...) {
@@ -364,7 +367,7 @@ int main(int argc, char** argv) {
         const ft::Metrics last = loop.run();
         if (!main_rank) return 0;
         ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
-        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf, base.gguf);
+        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf, base.gguf, f.objective);
         json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
                         {"adapted_modules", adapted}};
         for (const auto& [k, v] : last) summary["final_" + k] = v;

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
     ("prompt", po::value(&prompt)->default_value(""), "text to continue (raw) or instruction (instruct)")
     ("format", po::value(&format)->default_value(format),
      "raw: the tokenizer's BOS + prompt, continued; instruct: the format xg-finetune trains on, the chat "
-     "template's (see --chat-template) or BOS + prompt + newline (auto: instruct with --adapter, raw without)")
+     "template's (see --chat-template) or BOS + prompt + newline (auto: instruct with --adapter or on a folder "
+     "xg-finetune --merge wrote, else raw)")
     ("chat-template", po::value(&chat_template)->default_value(chat_template),
      "instruct format: auto uses the folder's chat template (tokenizer_config.json) when it has one; none: BOS + prompt + newline")
     ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-generate --base DIR [--prompt TEXT] [--adapter DIR] [options]"))
           return 0;
         cli::apply_threads(threads);
-        if (format == "auto") format = adapter.empty() ? "raw" : "instruct";
+        if (format == "auto") format = adapter.empty() && !ft::is_finetuned_folder(base) ? "raw" : "instruct";
         cli::choice<int>("format", format, {{"raw", 0}, {"instruct", 1}});
         cli::choice<int>("chat-template", chat_template, {{"auto", 0}, {"none", 1}});
         cli::require(system.empty() || (format == "instruct" && chat_template == "auto"),
