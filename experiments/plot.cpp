@@ -104,7 +104,7 @@ bool plot(const std::string& dir, const std::string& stem, const PlotSpec& spec,
     if (!ser.ylo.empty())
       body << " using 1:2:3:4 with yerrorlines";
     else
-      body << " using 1:2 with linespoints";
+      body << " using 1:2 with " << (ser.points ? "linespoints" : "lines");
     if (ser.color > 0) body << " lt " << ser.color;
     body << " lw 2 pt 7 ps 0.6 dt " << (ser.dashed ? 2 : 1) << " title " << gp_quote(ser.title);
   }

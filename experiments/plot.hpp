@@ -14,6 +14,7 @@ struct Series {
   std::vector<double> ylo, yhi;  // optional error bars (e.g. quartiles); same length as y
   bool dashed = false;
   int color = 0;  // gnuplot line type for the colour (1, 2, ...); 0: the next one
+  bool points = true;  // a marker at each point (false: the line alone, for long noisy curves)
 };
 
 struct PlotSpec {

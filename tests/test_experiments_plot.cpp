@@ -28,6 +28,7 @@ ex::PlotSpec two_series() {
   spec.logy = true;
   spec.series.push_back({"Post", {1, 2, 3}, {0.5, 0.25, 0.125}, {}, {}, false, 1});
   spec.series.push_back({"Pre", {1, 2, 3}, {4, 4, 4}, {3, 3, 3}, {5, 5, 5}, true, 2});
+  spec.series.push_back({"curve", {1, 2, 3}, {1, 1, 1}, {}, {}, false, 3, false});  // no markers
   return spec;
 }
 
@@ -41,7 +42,9 @@ TEST(ExperimentsPlot, WritesDataScriptAndImages) {
   EXPECT_NE(dat.find("# Post\n1 0.5\n2 0.25\n3 0.125\n\n\n# Pre\n1 4 3 5\n"), std::string::npos) << dat;
   const std::string gp = slurp(dir + "/test_experiments_plot.gp");
   EXPECT_NE(gp.find("set logscale y"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 0 using 1:2 with linespoints lt 1"), std::string::npos) << gp;
   EXPECT_NE(gp.find("index 1 using 1:2:3:4 with yerrorlines lt 2"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 2 using 1:2 with lines lt 3"), std::string::npos) << gp;
   EXPECT_NE(gp.find("set title \"it's \\\"quoted\\\"\""), std::string::npos) << gp;
   EXPECT_NE(gp.find("set terminal svg"), std::string::npos) << gp;
   EXPECT_EQ(ok, ex::gnuplot_available()) << why;
