@@ -3,13 +3,15 @@
 // Debian's OpenBLAS picks its kernels by the CPU's model number, and a model it does not know
 // (OpenBLAS 0.3.21 on a Sapphire Rapids Xeon, say) gets its generic "Prescott" SSE3 kernels:
 // about an eighth of what the machine can do. oneDNN picks its kernels by the CPU's features
-// (AVX2, AVX-512, AMX), so it is used exactly when OpenBLAS has fallen back that way:
+// (AVX2, AVX-512, AMX), so it is used exactly when OpenBLAS's kernels use less of the CPU:
 //   1. XGRAD_GEMM=openblas or XGRAD_GEMM=onednn in the environment chooses;
-//   2. else an OPENBLAS_CORETYPE set in the environment is respected: OpenBLAS, with the
-//      kernels it names (some machines set it because other kernels compute wrong results
-//      there, so xgrad never overrides it);
-//   3. else oneDNN when OpenBLAS's kernels lack AVX2 on a CPU that has AVX2 and FMA;
-//   4. else OpenBLAS.
+//   2. else oneDNN when the OpenBLAS kernels in force (its own pick, or those an
+//      OPENBLAS_CORETYPE in the environment pins) lack AVX2 on a CPU with AVX2 and FMA, or lack
+//      AVX-512 on a CPU with AVX-512 (an AMD Zen 5 pinned to Haswell: 183-211 against 364
+//      GFLOP/s). OPENBLAS_CORETYPE itself is never changed (some machines set it because other
+//      OpenBLAS kernels compute wrong results there): OpenBLAS keeps running the kernels it
+//      names, for float64 and for anything else that calls it;
+//   3. else OpenBLAS.
 // The choice is made once, at the first product, and kept for the process, so runs are
 // reproducible. Float64 products always run on OpenBLAS (oneDNN has no dgemm).
 #pragma once
@@ -36,6 +38,7 @@ struct GemmFacts {
   std::string openblas_core;      // openblas_get_corename(): the kernel set OpenBLAS runs
   std::string openblas_version;   // e.g. "OpenBLAS 0.3.21"
   bool cpu_avx2_fma = false;      // the CPU has AVX2 and FMA
+  bool cpu_avx512 = false;        // the CPU has AVX-512 F/BW/VL/DQ (oneDNN's avx512_core)
 };
 struct GemmChoice {
   GemmBackend backend;

@@ -40,7 +40,7 @@ struct BackendGuard {
 TEST(GemmBackend, GenericOpenBLASKernelsOnAnAVX2CPUGoToOneDNN) {
   const GemmChoice c = choose_gemm_backend(facts("Prescott", true));
   EXPECT_EQ(c.backend, GemmBackend::OneDNN);
-  EXPECT_EQ(c.why, "OpenBLAS 0.3.21 has only its generic Prescott kernels for this CPU");
+  EXPECT_EQ(c.why, "OpenBLAS 0.3.21 runs its Prescott kernels, without this CPU's AVX2");
   EXPECT_EQ(choose_gemm_backend(facts("Sandybridge", true)).backend, GemmBackend::OneDNN);  // AVX without FMA
 }
 
@@ -52,12 +52,33 @@ TEST(GemmBackend, OpenBLASKeepsTheCPUsItKnowsAndCPUsWithoutAVX2) {
   EXPECT_EQ(old_cpu.why, "the CPU has no AVX2");
 }
 
-TEST(GemmBackend, AnOpenBLASCoretypeInTheEnvironmentIsRespected) {
-  GemmFacts f = facts("Prescott", true);
-  f.openblas_coretype = "Prescott";  // set on purpose (e.g. other kernels are wrong there): never overridden
+TEST(GemmBackend, AnAVX512CPUWithoutAVX512KernelsGoesToOneDNNPinnedOrNot) {
+  GemmFacts f = facts("Haswell", true);
+  f.cpu_avx512 = true;
+  f.openblas_coretype = "Haswell";  // pinned (this AMD EPYC's environment): the variable is left alone
+  const GemmChoice c = choose_gemm_backend(f);
+  EXPECT_EQ(c.backend, GemmBackend::OneDNN);
+  EXPECT_EQ(c.why, "OpenBLAS 0.3.21 runs its Haswell kernels (OPENBLAS_CORETYPE=Haswell), without this CPU's AVX-512");
+  f.openblas_coretype.clear();
+  f.openblas_core = "Zen";
+  EXPECT_EQ(choose_gemm_backend(f).why, "OpenBLAS 0.3.21 runs its Zen kernels, without this CPU's AVX-512");
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    f.openblas_core = core;
+    EXPECT_EQ(choose_gemm_backend(f).backend, GemmBackend::OpenBLAS) << core;
+  }
+}
+
+TEST(GemmBackend, APinnedCoretypeThatUsesTheCPUStaysOnOpenBLAS) {
+  GemmFacts f = facts("Haswell", true);
+  f.openblas_coretype = "Haswell";  // an AVX2 CPU without AVX-512
   const GemmChoice c = choose_gemm_backend(f);
   EXPECT_EQ(c.backend, GemmBackend::OpenBLAS);
-  EXPECT_EQ(c.why, "OPENBLAS_CORETYPE=Prescott is set");
+  EXPECT_EQ(c.why, "OPENBLAS_CORETYPE=Haswell is set");
+  // Pinned to the generic kernels on an AVX2 CPU: the pin stays OpenBLAS's, the products go
+  // where the CPU's vector units are used.
+  f.openblas_core = f.openblas_coretype = "Prescott";
+  EXPECT_EQ(choose_gemm_backend(f).backend, GemmBackend::OneDNN);
+  EXPECT_EQ(choose_gemm_backend(f).why, "OpenBLAS 0.3.21 runs its Prescott kernels (OPENBLAS_CORETYPE=Prescott), without this CPU's AVX2");
 }
 
 TEST(GemmBackend, XgradGemmChoosesAndABadValueIsNamed) {
