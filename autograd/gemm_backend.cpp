@@ -121,7 +121,7 @@ GemmChoice choose_gemm_backend(const GemmFacts& f) {
   const std::string core = lower(f.openblas_core);
   const bool avx2_kernels = avx2_cores().count(core) > 0;
   const bool avx512_kernels = avx512_cores().count(core) > 0;
-  const std::string pinned = f.openblas_coretype.empty() ? "" : " (OPENBLAS_CORETYPE=" + f.openblas_coretype + ")";
+  const std::string pinned = f.openblas_coretype.empty() ? "" : ", pinned by OPENBLAS_CORETYPE=" + f.openblas_coretype;
   const std::string kernels = f.openblas_version + " runs its " + f.openblas_core + " kernels" + pinned;
   if (f.cpu_avx2_fma && !avx2_kernels) return {GemmBackend::OneDNN, kernels + ", without this CPU's AVX2"};
   if (f.cpu_avx512 && !avx512_kernels) return {GemmBackend::OneDNN, kernels + ", without this CPU's AVX-512"};

@@ -236,6 +236,54 @@ TEST(FinetuneWordnet, LemmaSplitIsDeterministicAndKeepsHeldOutWordsOutOfTraining
   for (const auto& r : d.dpo_antonym.train) EXPECT_FALSE(half.heldout(word_of(r.prompt))) << r.prompt;
 }
 
+TEST(FinetuneWordnet, PartOfSpeechRowsAreOneWordOnePartAndBalanced) {
+  WordNet wn = WordNet::load(tiny_wordnet());
+  // Two one-word adverbs, and "dog" also a verb: a word listed under two parts is left out.
+  wn.add_data('r', {parse_data_line("00080000 02 r 01 quickly 0 000 | with speed  ", "t", 1),
+                    parse_data_line("00090000 02 r 01 soon 0 000 | in the near future  ", "t", 2)});
+  wn.add_index('r', {parse_index_line("quickly r 1 0 1 0 00080000  ", "t", 1),
+                     parse_index_line("soon r 1 0 1 0 00090000  ", "t", 2)});
+  wn.add_data('v', {parse_data_line("00100000 38 v 01 dog 0 000 01 + 01 00 | go after with the intent to catch  ", "t", 3)});
+  wn.add_index('v', {parse_index_line("dog v 1 0 1 0 00100000  ", "t", 3)});
+
+  const Datasets d = build_datasets(wn, LemmaSplit{0.0, 0});
+  // Candidates: nouns animal, cat (dog: two parts; true_cat: two words); verbs exhale,
+  // inhale; five adjectives; adverbs quickly, soon (a_cappella: two words). Two per class.
+  std::vector<std::string> got;
+  for (const SftRow& r : d.pos_sft.train) got.push_back(r.response + " <- " + r.prompt);
+  std::sort(got.begin(), got.end());
+  ASSERT_EQ(got.size(), 8u);
+  for (int i : {0, 1}) EXPECT_EQ(got[i].rfind("adjective <- What part of speech is \"", 0), 0u) << got[i];
+  EXPECT_EQ(got[2], "adverb <- What part of speech is \"quickly\"?");
+  EXPECT_EQ(got[3], "adverb <- What part of speech is \"soon\"?");
+  EXPECT_EQ(got[4], "noun <- What part of speech is \"animal\"?");
+  EXPECT_EQ(got[5], "noun <- What part of speech is \"cat\"?");
+  EXPECT_EQ(got[6], "verb <- What part of speech is \"exhale\"?");
+  EXPECT_EQ(got[7], "verb <- What part of speech is \"inhale\"?");
+  EXPECT_TRUE(d.pos_sft.heldout.empty());
+
+  // DPO: the same prompt, the right part against a wrong one; GRPO: the one right answer.
+  ASSERT_EQ(d.pos_dpo.train.size(), 8u);
+  ASSERT_EQ(d.pos_grpo.train.size(), 8u);
+  const std::vector<std::string> parts = {"noun", "verb", "adjective", "adverb"};
+  for (std::size_t i = 0; i < 8; ++i) {
+    const SftRow& s = d.pos_sft.train[i];
+    EXPECT_EQ(d.pos_dpo.train[i].prompt, s.prompt);
+    EXPECT_EQ(d.pos_dpo.train[i].chosen, s.response);
+    EXPECT_NE(d.pos_dpo.train[i].rejected, s.response);
+    EXPECT_NE(std::find(parts.begin(), parts.end(), d.pos_dpo.train[i].rejected), parts.end());
+    EXPECT_EQ(d.pos_grpo.train[i].prompt, s.prompt);
+    EXPECT_EQ(d.pos_grpo.train[i].answers, (std::vector<std::string>{s.response}));
+  }
+
+  // Caps per class, and a held-out word is only ever held out.
+  EXPECT_EQ(build_datasets(wn, LemmaSplit{0.0, 0}, PosTask{1, 1}).pos_sft.train.size(), 4u);
+  const LemmaSplit all_held{1.0, 0};
+  const Datasets h = build_datasets(wn, all_held);
+  EXPECT_TRUE(h.pos_sft.train.empty());
+  EXPECT_EQ(h.pos_sft.heldout.size(), 8u);
+}
+
 TEST(FinetuneWordnet, RealAdverbFileIfExtracted) {
   const std::string dir = std::string(XGRAD_BINARY_DIR) + "/data/pkgs/usr/share/wordnet";
   if (!fs::exists(dir + "/data.adv")) GTEST_SKIP() << "run scripts/data.sh " << XGRAD_BINARY_DIR << " first";

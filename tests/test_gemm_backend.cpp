@@ -58,7 +58,7 @@ TEST(GemmBackend, AnAVX512CPUWithoutAVX512KernelsGoesToOneDNNPinnedOrNot) {
   f.openblas_coretype = "Haswell";  // pinned (this AMD EPYC's environment): the variable is left alone
   const GemmChoice c = choose_gemm_backend(f);
   EXPECT_EQ(c.backend, GemmBackend::OneDNN);
-  EXPECT_EQ(c.why, "OpenBLAS 0.3.21 runs its Haswell kernels (OPENBLAS_CORETYPE=Haswell), without this CPU's AVX-512");
+  EXPECT_EQ(c.why, "OpenBLAS 0.3.21 runs its Haswell kernels, pinned by OPENBLAS_CORETYPE=Haswell, without this CPU's AVX-512");
   f.openblas_coretype.clear();
   f.openblas_core = "Zen";
   EXPECT_EQ(choose_gemm_backend(f).why, "OpenBLAS 0.3.21 runs its Zen kernels, without this CPU's AVX-512");
@@ -78,7 +78,7 @@ TEST(GemmBackend, APinnedCoretypeThatUsesTheCPUStaysOnOpenBLAS) {
   // where the CPU's vector units are used.
   f.openblas_core = f.openblas_coretype = "Prescott";
   EXPECT_EQ(choose_gemm_backend(f).backend, GemmBackend::OneDNN);
-  EXPECT_EQ(choose_gemm_backend(f).why, "OpenBLAS 0.3.21 runs its Prescott kernels (OPENBLAS_CORETYPE=Prescott), without this CPU's AVX2");
+  EXPECT_EQ(choose_gemm_backend(f).why, "OpenBLAS 0.3.21 runs its Prescott kernels, pinned by OPENBLAS_CORETYPE=Prescott, without this CPU's AVX2");
 }
 
 TEST(GemmBackend, XgradGemmChoosesAndABadValueIsNamed) {

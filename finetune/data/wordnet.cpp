@@ -173,6 +173,49 @@ std::vector<AntonymGloss> antonym_glosses(const WordNet& wn, const Synset& s, in
   return out;
 }
 
+// The part-of-speech rows: words of one part of speech only, classes balanced (see PosTask).
+void add_pos_task(const WordNet& wn, const LemmaSplit& split, const PosTask& task, Datasets& d) {
+  std::map<std::string, std::set<char>> parts;  // lemma -> the parts of speech it is listed under
+  for (char pos : {'n', 'v', 'a', 'r'})
+    for (const IndexEntry& e : wn.index(pos)) parts[e.lemma].insert(pos);
+  const char kinds[] = {'n', 'v', 'a', 'r'};
+  std::map<char, std::vector<std::pair<uint64_t, std::string>>> train, held;  // (hash, lemma)
+  for (const auto& [lemma, set] : parts) {
+    if (set.size() != 1 || lemma.size() < 3) continue;
+    if (!std::all_of(lemma.begin(), lemma.end(), [](char c) { return c >= 'a' && c <= 'z'; })) continue;
+    const uint64_t h = splitmix64(fnv1a(lemma) ^ splitmix64(split.seed + 1));
+    (split.heldout(lemma) ? held : train)[*set.begin()].emplace_back(h, lemma);
+  }
+  auto balanced = [&](std::map<char, std::vector<std::pair<uint64_t, std::string>>>& by, std::size_t cap) {
+    std::size_t n = cap;
+    for (char k : kinds) n = std::min(n, by[k].size());
+    std::vector<std::pair<uint64_t, std::pair<char, std::string>>> rows;  // shuffled by hash
+    for (char k : kinds) {
+      auto& v = by[k];
+      std::sort(v.begin(), v.end());
+      for (std::size_t i = 0; i < n; ++i) rows.push_back({splitmix64(v[i].first), {k, v[i].second}});
+    }
+    std::sort(rows.begin(), rows.end());
+    return rows;
+  };
+  auto add = [&](auto& rows, bool heldout) {
+    for (const auto& [h, row] : rows) {
+      const auto& [k, lemma] = row;
+      const std::string ask = str_cat("What part of speech is \"", lemma, "\"?");
+      const std::string answer = pos_name(k);
+      std::string wrong = answer;
+      for (uint64_t i = h; wrong == answer; ++i) wrong = pos_name(kinds[i % 4]);
+      (heldout ? d.pos_sft.heldout : d.pos_sft.train).push_back({ask, answer});
+      (heldout ? d.pos_dpo.heldout : d.pos_dpo.train).push_back({ask, answer, wrong});
+      (heldout ? d.pos_grpo.heldout : d.pos_grpo.train).push_back({ask, {answer}});
+    }
+  };
+  auto train_rows = balanced(train, task.train_per_class);
+  auto held_rows = balanced(held, task.heldout_per_class);
+  add(train_rows, false);
+  add(held_rows, true);
+}
+
 }  // namespace
 
 Synset parse_data_line(const std::string& line, const std::string& file, int64_t line_no) {
@@ -300,7 +343,7 @@ bool LemmaSplit::heldout(const std::string& lemma) const {
   return static_cast<double>(h >> 11) * 0x1.0p-53 < fraction;
 }
 
-Datasets build_datasets(const WordNet& wn, const LemmaSplit& split) {
+Datasets build_datasets(const WordNet& wn, const LemmaSplit& split, const PosTask& pos_task) {
   Datasets d;
   for (char pos : {'n', 'v', 'a', 'r'}) {
     for (const IndexEntry& e : wn.index(pos)) {
@@ -356,6 +399,7 @@ Datasets build_datasets(const WordNet& wn, const LemmaSplit& split) {
       (held ? d.grpo.heldout : d.grpo.train).push_back({ask, answers});
     }
   }
+  add_pos_task(wn, split, pos_task, d);
   return d;
 }
 

@@ -89,6 +89,19 @@ struct Datasets {
   Split<DpoRow> dpo;    // define prompts: correct gloss vs a sibling's (or the antonym's) gloss
   Split<DpoRow> dpo_antonym;  // define prompts: correct gloss vs the antonym's gloss
   Split<GrpoRow> grpo;  // antonym prompts with every accepted answer
+  // Part of speech: `What part of speech is "X"?` -> noun, verb, adjective or adverb.
+  Split<SftRow> pos_sft;
+  Split<DpoRow> pos_dpo;    // the right part of speech against another (picked by hash)
+  Split<GrpoRow> pos_grpo;  // the one right answer
+};
+
+// The part-of-speech task's words: one-word lower-case lemmas (a-z, 3 letters or more) that
+// WordNet lists under exactly one part of speech, so the answer is not ambiguous. Classes
+// are balanced: each class gets as many words as the smallest has (adverbs: about 3,000),
+// at most `train_per_class` training and `heldout_per_class` held-out words, chosen by hash.
+struct PosTask {
+  std::size_t train_per_class = 3000;
+  std::size_t heldout_per_class = 150;
 };
 
 // Prompts: `Define the noun "X".` -> the first sense's definition; `Name a more general word
@@ -99,6 +112,6 @@ struct Datasets {
 // antonym, the pairs where a word's form (un-, in-, dis-) can tell the sides apart. A row is held out when its word is; a training row whose
 // answer is a held-out word is dropped, so held-out words never appear as prompt or answer
 // in the training rows (they may still occur inside a definition's text).
-Datasets build_datasets(const WordNet& wn, const LemmaSplit& split);
+Datasets build_datasets(const WordNet& wn, const LemmaSplit& split, const PosTask& pos_task = {});
 
 }  // namespace xg::finetune::wordnet

@@ -130,6 +130,12 @@ int run(const fs::path& pkgs, const fs::path& out, const std::string& heldout_no
   w.write("dpo_antonym_heldout.jsonl", jsonl(d.dpo_antonym.heldout, dpo));
   w.write("grpo_train.jsonl", jsonl(d.grpo.train, grpo));
   w.write("grpo_heldout.jsonl", jsonl(d.grpo.heldout, grpo));
+  w.write("pos_sft_train.jsonl", jsonl(d.pos_sft.train, sft));
+  w.write("pos_sft_heldout.jsonl", jsonl(d.pos_sft.heldout, sft));
+  w.write("pos_dpo_train.jsonl", jsonl(d.pos_dpo.train, dpo));
+  w.write("pos_dpo_heldout.jsonl", jsonl(d.pos_dpo.heldout, dpo));
+  w.write("pos_grpo_train.jsonl", jsonl(d.pos_grpo.train, grpo));
+  w.write("pos_grpo_heldout.jsonl", jsonl(d.pos_grpo.heldout, grpo));
   manifest["wordnet"] = {
       {"source", str_cat(package_version(pkgs, "wordnet-base"), " ", fs::relative(wordnet_dir, pkgs).string(),
                          "/{data,index}.{noun,verb,adj,adv}")},
@@ -139,7 +145,10 @@ int run(const fs::path& pkgs, const fs::path& out, const std::string& heldout_no
       {"dpo_train.jsonl", d.dpo.train.size()},   {"dpo_heldout.jsonl", d.dpo.heldout.size()},
       {"dpo_antonym_train.jsonl", d.dpo_antonym.train.size()},
       {"dpo_antonym_heldout.jsonl", d.dpo_antonym.heldout.size()},
-      {"grpo_train.jsonl", d.grpo.train.size()}, {"grpo_heldout.jsonl", d.grpo.heldout.size()}};
+      {"grpo_train.jsonl", d.grpo.train.size()}, {"grpo_heldout.jsonl", d.grpo.heldout.size()},
+      {"pos_sft_train.jsonl", d.pos_sft.train.size()}, {"pos_sft_heldout.jsonl", d.pos_sft.heldout.size()},
+      {"pos_dpo_train.jsonl", d.pos_dpo.train.size()}, {"pos_dpo_heldout.jsonl", d.pos_dpo.heldout.size()},
+      {"pos_grpo_train.jsonl", d.pos_grpo.train.size()}, {"pos_grpo_heldout.jsonl", d.pos_grpo.heldout.size()}};
 
   json files = json::object();
   files["austen_train.txt"] = {{"bytes", w.size("austen_train.txt")}};
@@ -166,7 +175,8 @@ int main(int argc, char** argv) {
   double fraction = 0.05;
   uint64_t seed = 0;
   po::options_description opts = xg::cli::flag_group(
-      "xg-data: writes the finetune datasets (austen_*.txt, sft/dpo/grpo_*.jsonl, manifest.json)\n"
+      "xg-data: writes the finetune datasets (austen_*.txt, sft/dpo/grpo_*.jsonl, pos_*.jsonl,\n"
+      "manifest.json)\n"
       "from r-cran-janeaustenr and wordnet-base extracted with dpkg -x (see scripts/data.sh)");
   opts.add_options()
     ("help", "show this help")
