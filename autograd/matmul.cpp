@@ -15,6 +15,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/detail/op_util.hpp"
+#include "autograd/threads.hpp"
 #include "autograd/detail/kernels.hpp"
 
 namespace xg {
@@ -53,6 +54,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
   }
   check(M < INT_MAX && N < INT_MAX && K < INT_MAX && M * N < INT_MAX && M * K < INT_MAX && K * N < INT_MAX,
         "matmul: sizes M=", M, " N=", N, " K=", K, " exceed BLAS's 32-bit int indexing");
+  follow_load();  // the thread count for the cores other programs leave free (threads.hpp)
   const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   const bool by_rows = M >= N;
   const int64_t blocks = ((by_rows ? M : N) + 15) / 16;  // the split side, in blocks of 16

@@ -1,9 +1,19 @@
-// Thread count and the wait policy in force (threads.hpp).
+// Thread count, its adjustment to other programs' load, and the wait policy (threads.hpp).
 #include "autograd/threads.hpp"
 
 #include <omp.h>
+#include <sched.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <sstream>
 #include <string>
 
 #include "autograd/error.hpp"
@@ -13,17 +23,101 @@ extern "C" int xgrad_wait_policy_defaulted();
 
 namespace xg {
 
+namespace {
+
+// The thread count follows the load unless someone chose it: OMP_NUM_THREADS in the
+// environment, or set_num_threads (--threads N).
+std::atomic<bool> g_chosen{std::getenv("OMP_NUM_THREADS") != nullptr};
+std::atomic<int64_t> g_next_check_ns{0};
+std::mutex g_load_mutex;
+std::atomic<int> g_full{0};  // the threads on free cores (libgomp's count before any change)
+LoadSample g_last;    // the previous sample (wall_s == 0: none yet)
+
+constexpr int64_t kWindowNs = 100'000'000;  // 0.1 s between looks at the load
+
+double seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Busy time (everything but idle and iowait) of the CPUs this process may run on, from
+// /proc/stat's per-CPU lines (in clock ticks). Negative when it cannot be read.
+double busy_seconds_of_my_cpus() {
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return -1;
+  std::ifstream f("/proc/stat");
+  if (!f) return -1;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::string line;
+  double busy = 0;
+  while (std::getline(f, line)) {
+    if (line.compare(0, 3, "cpu") != 0) break;  // the cpu lines come first
+    if (line.size() < 4 || line[3] < '0' || line[3] > '9') continue;  // the all-CPU total
+    std::istringstream in(line.substr(3));
+    int cpu = 0;
+    unsigned long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
+    if (!in || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mine)) continue;
+    busy += static_cast<double>(user + nice + system + irq + softirq + steal) / tick;
+  }
+  return busy;
+}
+
+}  // namespace
+
+int threads_for_load(int full, double others) {
+  // A core counts as taken when other programs use more than a quarter of it: two threads
+  // against a busy core show it as half taken (this process gets half of the shared core),
+  // one thread beside it as wholly taken, so the count does not swing back and forth.
+  const int taken = others > 0.25 ? static_cast<int>(std::ceil(others - 0.25)) : 0;
+  return std::max(1, full - taken);
+}
+
+LoadSample sample_load() {
+  return {seconds(CLOCK_MONOTONIC), busy_seconds_of_my_cpus(), seconds(CLOCK_PROCESS_CPUTIME_ID)};
+}
+
+double others_load(const LoadSample& a, const LoadSample& b) {
+  const double wall = b.wall_s - a.wall_s;
+  if (wall <= 0 || a.busy_s < 0 || b.busy_s < 0) return 0;
+  return std::max(0.0, ((b.busy_s - a.busy_s) - (b.own_s - a.own_s)) / wall);
+}
+
+void follow_load() {
+  if (g_chosen.load(std::memory_order_relaxed) || omp_in_parallel()) return;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  const int64_t ns = static_cast<int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  if (ns < g_next_check_ns.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_load_mutex);
+  if (ns < g_next_check_ns.load(std::memory_order_relaxed) || g_chosen.load()) return;
+  g_next_check_ns.store(ns + kWindowNs, std::memory_order_relaxed);
+  if (g_full.load() == 0) g_full = omp_get_max_threads();
+  if (g_full.load() < 2) return;
+  const LoadSample s = sample_load();
+  if (g_last.wall_s > 0 && s.busy_s >= 0) {
+    const int want = threads_for_load(g_full.load(), others_load(g_last, s));
+    if (want != omp_get_max_threads()) omp_set_num_threads(want);
+  }
+  g_last = s;
+}
+
 void set_num_threads(int n) {
   check(n >= 1, "set_num_threads: expected at least 1 thread, got ", n);
+  g_chosen = true;
   omp_set_num_threads(n);
 }
 
 int num_threads() { return omp_get_max_threads(); }
 
 std::string threads_description() {
-  const int n = num_threads();
+  const bool follows = !g_chosen.load();
+  const int n = follows && g_full.load() > 0 ? g_full.load() : num_threads();
   std::string s = std::to_string(n) + (n == 1 ? " thread" : " threads");
-  if (xgrad_wait_policy_defaulted()) return s + ", passive wait (xgrad's default; OMP_WAIT_POLICY=active to spin)";
+  if (follows && n > 1) s += " (fewer while other programs keep these cores busy)";
+  if (xgrad_wait_policy_defaulted())
+    return s + ", short spin wait (xgrad's default, GOMP_SPINCOUNT=10000; OMP_WAIT_POLICY=passive to sleep at once)";
   if (const char* p = std::getenv("OMP_WAIT_POLICY")) return s + ", OMP_WAIT_POLICY=" + p;
   if (const char* c = std::getenv("GOMP_SPINCOUNT")) return s + ", GOMP_SPINCOUNT=" + c;
   return s + ", libgomp's default wait (spin, then sleep)";

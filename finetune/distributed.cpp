@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "autograd/error.hpp"
+#include "autograd/threads.hpp"
 
 #ifdef XGRAD_WITH_MPI
 #include <mpi.h>
@@ -87,7 +88,7 @@ void Distributed::init(int* argc, char*** argv) {
   // the cores. An explicit OMP_NUM_THREADS wins.
   if (g_size > 1 && !std::getenv("OMP_NUM_THREADS")) {
     const int threads = std::max(1, omp_get_num_procs() / local_size());
-    omp_set_num_threads(std::min(threads, omp_get_max_threads()));
+    xg::set_num_threads(std::min(threads, omp_get_max_threads()));
   }
 #else
   (void)argc;

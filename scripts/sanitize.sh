@@ -24,10 +24,11 @@ cmake --build "$BUILD" -j "$(nproc)" --target xgrad_tests prenorm_vs_postnorm se
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The whole GoogleTest suite, as two shards of one process each, side by side: under ASan a
 # process start costs a few hundred ms, and CTest's one process per test would take 3 minutes.
+# At a fixed thread count with a passive wait, as ctest runs them (tests/CMakeLists.txt).
 SHARDS=2
 pids=()
 for ((i = 0; i < SHARDS; ++i)); do
-  GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i "$BUILD/tests/xgrad_tests" --gtest_brief=1 > "$BUILD/tests_shard$i.log" 2>&1 &
+  OMP_NUM_THREADS=$(nproc) OMP_WAIT_POLICY=passive GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$i "$BUILD/tests/xgrad_tests" --gtest_brief=1 > "$BUILD/tests_shard$i.log" 2>&1 &
   pids+=($!)
 done
 failed=0

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -21,6 +25,23 @@ struct ThreadCountGuard {
   int saved = xg::num_threads();
   ~ThreadCountGuard() { xg::set_num_threads(saved); }
 };
+
+// --help's threads line, unwrapped (help text wraps at 100 columns).
+std::string threads_line(const std::string& help) {
+  const std::size_t at = help.find("\nthreads: ");
+  if (at == std::string::npos) return "";
+  std::string line;
+  for (std::size_t i = at + 1; i < help.size(); ++i) {
+    if (help[i] == '\n' && (i + 1 >= help.size() || help[i + 1] != ' ')) break;
+    if (help[i] == '\n') {
+      while (i + 1 < help.size() && help[i + 1] == ' ') ++i;
+      line += ' ';
+    } else {
+      line += help[i];
+    }
+  }
+  return line;
+}
 
 }  // namespace
 
@@ -90,43 +111,100 @@ TEST(CliThreads, EveryExecutableTakesTheFlag) {
   }
 }
 
-// libgomp reads its wait policy before main; xgrad's default (passive, from
+// libgomp reads its wait policy before main; xgrad's default (a short spin, from
 // libxgrad_wait_policy.so's constructor) must be in the environment by then, which depends on
 // the order the libraries are initialised in. libgomp's own report (OMP_DISPLAY_ENV=verbose)
-// says what it read: passive is a spin count of 0 (its default spins 300,000 times; LLVM's
-// libomp, which the sanitizer build links, reads the environment later and shows a block time
-// of 0). A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is never overridden.
-TEST(CliThreads, DefaultPassiveWaitReachesLibgompInEveryExecutable) {
+// says what it read: a spin count of 10000 (its default spins 300,000 times; LLVM's libomp,
+// which the sanitizer build links, does not read GOMP_SPINCOUNT and shows its own block
+// time). A user's OMP_WAIT_POLICY or GOMP_SPINCOUNT is never overridden.
+TEST(CliThreads, DefaultShortSpinReachesLibgompInEveryExecutable) {
   const std::string tools = XGRAD_TOOL_DIR;
-  const std::string clean = "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u XGRAD_DEFAULT_WAIT_POLICY OMP_DISPLAY_ENV=verbose ";
+  const std::string clean =
+      "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u XGRAD_DEFAULT_WAIT_POLICY -u OMP_NUM_THREADS OMP_DISPLAY_ENV=verbose ";
   for (const auto& [exe, args] : executables()) {
     SCOPED_TRACE(exe);
     const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' " + args + "--help");
     EXPECT_EQ(def.status, 0);
-    // libgomp: a spin count of 0; LLVM's libomp (the sanitizer build's clang): a block time of 0.
-    EXPECT_TRUE(def.err.find("GOMP_SPINCOUNT = '0'") != std::string::npos ||
-                def.err.find("KMP_BLOCKTIME='0'") != std::string::npos)
+    EXPECT_TRUE(def.err.find("GOMP_SPINCOUNT = '10000'") != std::string::npos ||
+                def.err.find("KMP_BLOCKTIME=") != std::string::npos)
         << def.err;
   }
   const std::string exe = tools + "/xg-generate";  // its --help ends with the threads line
   const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' --help");
-  EXPECT_NE(def.out.find("threads, passive wait (xgrad's default; OMP_WAIT_POLICY=active to spin)"), std::string::npos)
-      << def.out;
-  const xg::test::CliRun active = xg::test::run_cli("/usr/bin/env", clean + "OMP_WAIT_POLICY=active '" + exe + "' --help");
-  EXPECT_NE(active.err.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << active.err;
-  EXPECT_NE(active.out.find("threads, OMP_WAIT_POLICY=active"), std::string::npos) << active.out;
+  EXPECT_NE(threads_line(def.out).find("short spin wait (xgrad's default, GOMP_SPINCOUNT=10000; OMP_WAIT_POLICY=passive to"),
+            std::string::npos)
+      << threads_line(def.out);
+  const xg::test::CliRun passive = xg::test::run_cli("/usr/bin/env", clean + "OMP_WAIT_POLICY=passive '" + exe + "' --help");
+  EXPECT_TRUE(passive.err.find("GOMP_SPINCOUNT = '0'") != std::string::npos ||
+              passive.err.find("KMP_BLOCKTIME='0'") != std::string::npos)
+      << passive.err;
+  EXPECT_NE(threads_line(passive.out).find(" busy), OMP_WAIT_POLICY=passive"), std::string::npos) << threads_line(passive.out);
   const xg::test::CliRun spin = xg::test::run_cli("/usr/bin/env", clean + "GOMP_SPINCOUNT=1000 '" + exe + "' --help");
   EXPECT_NE(spin.err.find("GOMP_SPINCOUNT = '1000'"), std::string::npos) << spin.err;
-  EXPECT_NE(spin.out.find("threads, GOMP_SPINCOUNT=1000"), std::string::npos) << spin.out;
+  EXPECT_NE(threads_line(spin.out).find(" busy), GOMP_SPINCOUNT=1000"), std::string::npos) << threads_line(spin.out);
+  // A child of an xgrad program inherits GOMP_SPINCOUNT=10000 with the marker: still xgrad's
+  // default. The same value without the marker is a user's setting.
+  const xg::test::CliRun child =
+      xg::test::run_cli("/usr/bin/env", clean + "GOMP_SPINCOUNT=10000 XGRAD_DEFAULT_WAIT_POLICY=10000 '" + exe + "' --help");
+  EXPECT_NE(threads_line(child.out).find("short spin wait (xgrad's default"), std::string::npos) << threads_line(child.out);
+  const xg::test::CliRun user = xg::test::run_cli("/usr/bin/env", clean + "GOMP_SPINCOUNT=10000 '" + exe + "' --help");
+  EXPECT_NE(threads_line(user.out).find(" busy), GOMP_SPINCOUNT=10000"), std::string::npos) << threads_line(user.out);
 }
 
-// This test process links the library too, so its own policy is xgrad's default, and its
-// children (the executables the other tests run) inherit it as xgrad's default, not as a
-// user's setting.
-TEST(CliThreads, ThisProcessAndItsChildrenReportTheDefault) {
-  if (std::getenv("XGRAD_DEFAULT_WAIT_POLICY") == nullptr) GTEST_SKIP() << "the environment chose a wait policy";
-  EXPECT_NE(xg::threads_description().find("passive wait (xgrad's default"), std::string::npos)
-      << xg::threads_description();
-  const xg::test::CliRun child = xg::test::run_cli(std::string(XGRAD_TOOL_DIR) + "/xg-generate", "--help");
-  EXPECT_NE(child.out.find("passive wait (xgrad's default"), std::string::npos) << child.out;
+// The thread count follows the load unless it was chosen; a chosen count says nothing more.
+TEST(CliThreads, DefaultCountFollowsTheLoadAChosenOneDoesNot) {
+  const std::string exe = std::string(XGRAD_TOOL_DIR) + "/xg-generate";
+  const std::string clean = "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u XGRAD_DEFAULT_WAIT_POLICY -u OMP_NUM_THREADS ";
+  const xg::test::CliRun def = xg::test::run_cli("/usr/bin/env", clean + "'" + exe + "' --help");
+  if (xg::test::run_cli("/usr/bin/nproc", "").out != "1\n") {
+    EXPECT_NE(threads_line(def.out).find(" threads (fewer while other programs keep these cores busy), short spin"),
+              std::string::npos)
+        << threads_line(def.out);
+  }
+  const xg::test::CliRun fixed = xg::test::run_cli("/usr/bin/env", clean + "OMP_NUM_THREADS=2 '" + exe + "' --help");
+  EXPECT_NE(threads_line(fixed.out).find("threads: 2 threads, short spin wait"), std::string::npos)
+      << threads_line(fixed.out);
+}
+
+// How many cores other programs leave: a core counts as taken above a quarter of its time.
+// Two threads against a program that keeps one of two cores busy see it as half taken (the
+// process gets half the shared core), one thread beside it as wholly taken: both give 1.
+TEST(Threads, CountForTheOthersLoad) {
+  EXPECT_EQ(xg::threads_for_load(2, 0.0), 2);
+  EXPECT_EQ(xg::threads_for_load(2, 0.2), 2);   // a daemon's noise
+  EXPECT_EQ(xg::threads_for_load(2, 0.5), 1);   // a busy core seen from two threads
+  EXPECT_EQ(xg::threads_for_load(2, 1.0), 1);   // a busy core seen from one thread
+  EXPECT_EQ(xg::threads_for_load(2, 3.0), 1);   // never below one
+  EXPECT_EQ(xg::threads_for_load(8, 2.0), 6);
+  EXPECT_EQ(xg::threads_for_load(8, 1.5), 6);
+  EXPECT_EQ(xg::threads_for_load(1, 0.0), 1);
+}
+
+// The others' load is the machine's busy time on these CPUs less this process's own.
+TEST(Threads, OthersLoadIsTheBusyTimeLessOurOwn) {
+  const xg::LoadSample a{10.0, 100.0, 5.0};
+  EXPECT_NEAR(xg::others_load(a, {10.5, 101.0, 5.5}), 1.0, 1e-9);   // 1 s busy, 0.5 s ours, in 0.5 s
+  EXPECT_NEAR(xg::others_load(a, {11.0, 101.9, 6.9}), 0.0, 1e-9);   // all of it ours
+  EXPECT_DOUBLE_EQ(xg::others_load(a, {11.0, 101.9, 7.0}), 0.0);   // tick rounding: never below 0
+  EXPECT_DOUBLE_EQ(xg::others_load(a, {11.0, -1.0, 7.0}), 0.0);    // /proc/stat unreadable
+  EXPECT_DOUBLE_EQ(xg::others_load(a, a), 0.0);
+}
+
+// A child that keeps a core busy shows in the load this process reads from /proc/stat (other
+// tests running beside this one can only add to it).
+TEST(Threads, ASpinningChildCountsAsOthersLoad) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    volatile unsigned long x = 0;
+    for (;;) x = x + 1;
+  }
+  usleep(50000);
+  const xg::LoadSample a = xg::sample_load();
+  usleep(400000);
+  const xg::LoadSample b = xg::sample_load();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_GE(a.busy_s, 0) << "/proc/stat unreadable";
+  EXPECT_GT(xg::others_load(a, b), 0.7);
 }
