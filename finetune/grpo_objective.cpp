@@ -94,6 +94,13 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
   return best;
 }
 
+losses::GrpoLossType grpo_loss_type(const std::string& name) {
+  if (name == "grpo") return losses::GrpoLossType::Grpo;
+  if (name == "bnpo") return losses::GrpoLossType::Bnpo;
+  if (name == "dr_grpo") return losses::GrpoLossType::DrGrpo;
+  throw Error("--loss-type: expected grpo, bnpo or dr_grpo, got '" + name + "'");
+}
+
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task) {
   check(!rows.empty(), "grpo_eval: no rows");
   const text::Tokenizer& tok = task.format.tok();
@@ -155,6 +162,8 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
     const Tensor kl = losses::compute_kl_penalty(lp, ref, Tensor(), losses::Reduction::None);
     losses::GrpoOptions o;
     o.completion_mask = ne(targets, full({}, -100.0, kInt64));
+    o.loss_type = task.loss_type;
+    o.max_completion_length = task.max_new_tokens;
     const Tensor loss = losses::grpo_loss(lp.detach(), lp, adv, task.clip_eps, task.beta, kl, o);
 
     double mean_reward = 0, mean_len = 0;

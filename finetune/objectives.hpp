@@ -9,6 +9,7 @@
 
 #include "finetune/dataset.hpp"
 #include "finetune/train_loop.hpp"
+#include "losses/grpo.hpp"
 #include "nn/decoder.hpp"
 
 namespace xg::finetune {
@@ -57,9 +58,18 @@ struct GrpoTask {
   int64_t group_size = 8, max_new_tokens = 24, eval_rows = 128;
   double temperature = 1.0, beta = 0.04, clip_eps = 0.2;
   std::string reward = "exact";  // exact | prefix (see grpo_reward)
+  // How the per-token terms are averaged (losses::GrpoLossType; grpo_loss_type names them).
+  losses::GrpoLossType loss_type = losses::GrpoLossType::Grpo;
   RowFormat format;              // prompts by prompt_ids; completions decoded without special tokens
 };
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
+// TRL's loss_type names: "grpo" (each completion's mean over its tokens, then the mean over
+// the group), "bnpo" (the mean over the group's completion tokens), "dr_grpo" (their sum over
+// group size x max_new_tokens, a constant; Liu et al. 2025, "Understanding R1-Zero-Like
+// Training": the per-completion mean scales a long wrong completion's penalty per token down
+// by its length, which pushes a policy to ramble). Other names throw (TRL's "dapo", the mean
+// over a whole accumulated batch's tokens, is not offered: a micro-step sees its own only).
+losses::GrpoLossType grpo_loss_type(const std::string& name);
 // The reward of one completion (decoded text up to EOS; its first line is the answer):
 // "exact": 1 when that line equals one of the answers after trimming spaces, else 0;
 // "prefix": that, or partial credit 0.5 * (common prefix length) / max(length of the line,

@@ -22,3 +22,11 @@ TEST(FinetuneObjectives, GrpoRewardJudgesTheFirstLine) {
   EXPECT_EQ(grpo_reward("prefix", "sad", answers), 1.0);
   EXPECT_XG_ERROR(grpo_reward("bleu", "sad", answers), "--reward: expected exact or prefix, got 'bleu'");
 }
+
+TEST(FinetuneObjectives, GrpoLossTypeByTrlsNames) {
+  using xg::losses::GrpoLossType;
+  EXPECT_EQ(xg::finetune::grpo_loss_type("grpo"), GrpoLossType::Grpo);
+  EXPECT_EQ(xg::finetune::grpo_loss_type("bnpo"), GrpoLossType::Bnpo);
+  EXPECT_EQ(xg::finetune::grpo_loss_type("dr_grpo"), GrpoLossType::DrGrpo);
+  EXPECT_XG_ERROR(xg::finetune::grpo_loss_type("dapo"), "--loss-type: expected grpo, bnpo or dr_grpo, got 'dapo'");
+}

@@ -202,8 +202,10 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
   write_lines(d / "train.jsonl", rows);
   CliRun r = run("xg-finetune", "--objective grpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
                                     " --eval-data " + (d / "train.jsonl").string() + " --out " + (d / "out").string() +
-                                    " --steps 4 --warmup 1 --group-size 4 --max-new-tokens 6 --reward prefix --eval-rows 4");
+                                    " --steps 4 --warmup 1 --group-size 4 --max-new-tokens 6 --reward prefix --eval-rows 4"
+                                    " --loss-type dr_grpo");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_EQ(json::parse(slurp((d / "out" / "args.json").string()))["flags"]["loss-type"], "dr_grpo");
   EXPECT_EQ(eval_records(d / "out" / "log.jsonl", "reward").size(), 2u);
   const auto sampled = eval_records(d / "out" / "log.jsonl", "sampled_reward");  // 4 samples x 4 prompts
   ASSERT_EQ(sampled.size(), 2u);
@@ -279,6 +281,9 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   r = run("xg-finetune", "--base x --data y --out z --objective grpo --group-size 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--group-size: GRPO needs at least 2 completions per prompt"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective grpo --loss-type dapo");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--loss-type: expected one of bnpo, dr_grpo, grpo, got 'dapo'"), std::string::npos) << r.err;
   r = run("xg-finetune", "--base x --data y --out z --objective dpo --beta -1.5");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--beta must be > 0 (>= 0 for grpo), got -1.5 "), std::string::npos) << r.err;  // not -1.500000
