@@ -47,7 +47,7 @@ struct ObjectiveDefaults {
   double lr;
   int64_t steps, warmup, batch, grad_accum;
 };
-constexpr ObjectiveDefaults kDpoDefaults{1e-3, 300, 20, 8, 1};
+constexpr ObjectiveDefaults kDpoDefaults{1e-3, 600, 20, 8, 1};
 constexpr ObjectiveDefaults kGrpoDefaults{1e-3, 100, 5, 1, 8};
 
 struct Flags {
