@@ -43,7 +43,10 @@ const std::map<std::string, BenchConfig>& configs() {
       {"tiny", {64, 2, 2, 64, 8, 10, 100}},
       {"small", {256, 4, 4, 128, 8, 3, 20}},
       {"medium", {512, 8, 8, 256, 4, 2, 10}},
-      {"gpt2s", {768, 12, 12, 512, 4, 1, 3}},  // GPT-2 small's width, depth, heads and context
+      // GPT-2 small's width, depth, heads and context. Two warm-up steps: the first two fault in
+      // the activations, gradients and AdamW's moments and settle the buffer cache (9.1 and
+      // 6.1 s on the AMD EPYC of bench/README.md, 3.3-3.5 s from the third on).
+      {"gpt2s", {768, 12, 12, 512, 4, 2, 3}},
   };
   return c;
 }

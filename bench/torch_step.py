@@ -28,7 +28,7 @@ CONFIGS = {
     "tiny": (64, 2, 2, 64, 8, 10, 100),
     "small": (256, 4, 4, 128, 8, 3, 20),
     "medium": (512, 8, 8, 256, 4, 2, 10),
-    "gpt2s": (768, 12, 12, 512, 4, 1, 3),  # GPT-2 small's width, depth, heads and context
+    "gpt2s": (768, 12, 12, 512, 4, 2, 3),  # GPT-2 small's width, depth, heads and context; 2 warm-up steps as step_bench.cpp
 }
 VOCAB = 256
 FLOP_FORMULA = ("per token 6*N + 12*L*T*d, N = L*(4*d^2 + 3*d*d_ff) + d*V (matmul weights incl. LM head, "
