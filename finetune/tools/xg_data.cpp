@@ -122,33 +122,24 @@ int run(const fs::path& pkgs, const fs::path& out, const std::string& heldout_no
   auto sft = [](const wn::SftRow& r) { return json{{"prompt", r.prompt}, {"response", r.response}}; };
   auto dpo = [](const wn::DpoRow& r) { return json{{"prompt", r.prompt}, {"chosen", r.chosen}, {"rejected", r.rejected}}; };
   auto grpo = [](const wn::GrpoRow& r) { return json{{"prompt", r.prompt}, {"answers", r.answers}}; };
-  w.write("sft_train.jsonl", jsonl(d.sft.train, sft));
-  w.write("sft_heldout.jsonl", jsonl(d.sft.heldout, sft));
-  w.write("dpo_train.jsonl", jsonl(d.dpo.train, dpo));
-  w.write("dpo_heldout.jsonl", jsonl(d.dpo.heldout, dpo));
-  w.write("dpo_antonym_train.jsonl", jsonl(d.dpo_antonym.train, dpo));
-  w.write("dpo_antonym_heldout.jsonl", jsonl(d.dpo_antonym.heldout, dpo));
-  w.write("grpo_train.jsonl", jsonl(d.grpo.train, grpo));
-  w.write("grpo_heldout.jsonl", jsonl(d.grpo.heldout, grpo));
-  w.write("pos_sft_train.jsonl", jsonl(d.pos_sft.train, sft));
-  w.write("pos_sft_heldout.jsonl", jsonl(d.pos_sft.heldout, sft));
-  w.write("pos_dpo_train.jsonl", jsonl(d.pos_dpo.train, dpo));
-  w.write("pos_dpo_heldout.jsonl", jsonl(d.pos_dpo.heldout, dpo));
-  w.write("pos_grpo_train.jsonl", jsonl(d.pos_grpo.train, grpo));
-  w.write("pos_grpo_heldout.jsonl", jsonl(d.pos_grpo.heldout, grpo));
+  std::map<std::string, std::size_t> rows;  // file -> rows, for the manifest and the summary
+  auto write_split = [&](const std::string& stem, const auto& split, const auto& to_json) {
+    w.write(stem + "_train.jsonl", jsonl(split.train, to_json));
+    w.write(stem + "_heldout.jsonl", jsonl(split.heldout, to_json));
+    rows[stem + "_train.jsonl"] = split.train.size();
+    rows[stem + "_heldout.jsonl"] = split.heldout.size();
+  };
+  write_split("sft", d.sft, sft);
+  write_split("dpo", d.dpo, dpo);
+  write_split("dpo_antonym", d.dpo_antonym, dpo);
+  write_split("grpo", d.grpo, grpo);
+  write_split("pos_sft", d.pos_sft, sft);
+  write_split("pos_dpo", d.pos_dpo, dpo);
+  write_split("pos_grpo", d.pos_grpo, grpo);
   manifest["wordnet"] = {
       {"source", str_cat(package_version(pkgs, "wordnet-base"), " ", fs::relative(wordnet_dir, pkgs).string(),
                          "/{data,index}.{noun,verb,adj,adv}")},
       {"synsets", net.synset_count()}};
-  const std::map<std::string, std::size_t> rows = {
-      {"sft_train.jsonl", d.sft.train.size()},   {"sft_heldout.jsonl", d.sft.heldout.size()},
-      {"dpo_train.jsonl", d.dpo.train.size()},   {"dpo_heldout.jsonl", d.dpo.heldout.size()},
-      {"dpo_antonym_train.jsonl", d.dpo_antonym.train.size()},
-      {"dpo_antonym_heldout.jsonl", d.dpo_antonym.heldout.size()},
-      {"grpo_train.jsonl", d.grpo.train.size()}, {"grpo_heldout.jsonl", d.grpo.heldout.size()},
-      {"pos_sft_train.jsonl", d.pos_sft.train.size()}, {"pos_sft_heldout.jsonl", d.pos_sft.heldout.size()},
-      {"pos_dpo_train.jsonl", d.pos_dpo.train.size()}, {"pos_dpo_heldout.jsonl", d.pos_dpo.heldout.size()},
-      {"pos_grpo_train.jsonl", d.pos_grpo.train.size()}, {"pos_grpo_heldout.jsonl", d.pos_grpo.heldout.size()}};
 
   json files = json::object();
   files["austen_train.txt"] = {{"bytes", w.size("austen_train.txt")}};
