@@ -188,9 +188,13 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   const int64_t M = c.batch * c.seq, d = c.d, F = ffn_dim(c.d), hs = c.d / c.heads;
   auto param = [&](const xg::Shape& shape) { return xg::randn(shape, xg::kFloat32, &gen).requires_grad_(); };
   struct Proj {
+    const char* name;
     int64_t in, out, count;  // count: how many of this shape a step runs
   };
-  const std::vector<Proj> projs = {{d, d, 4 * c.layers}, {d, F, 2 * c.layers}, {F, d, c.layers}, {d, kVocab, 1}};
+  const std::vector<Proj> projs = {{"q, k, v, o (d -> d)", d, d, 4 * c.layers},
+                                   {"gate, up (d -> d_ff)", d, F, 2 * c.layers},
+                                   {"down (d_ff -> d)", F, d, c.layers},
+                                   {"LM head (d -> vocab)", d, kVocab, 1}};
   struct Operands {
     xg::Tensor x, w, g;
     int64_t count;
@@ -198,28 +202,36 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   std::vector<Operands> ops;
   for (const Proj& p : projs)
     ops.push_back({param({M, p.in}), param({p.out, p.in}), xg::randn({M, p.out}, xg::kFloat32, &gen), p.count});
+  // Each kind's time within a pass, to show which shapes hold the products below the peak.
+  std::vector<std::vector<double>> kind_secs(projs.size() + 1);
   xg::Tensor q = param({c.batch, c.heads, c.seq, hs}), k = param({c.batch, c.heads, c.seq, hs}),
              v = param({c.batch, c.heads, c.seq, hs});
   const xg::Tensor go = xg::randn({c.batch, c.heads, c.seq, hs}, xg::kFloat32, &gen);
   // One pass runs every product of a step back to back, as the step does; the gradients are
   // dropped after each call (a step's parameter gradients start from none).
-  auto pass = [&] {
+  auto pass = [&](bool timed) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (Operands& o : ops)
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      Operands& o = ops[k];
+      const auto tk = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < o.count; ++i) {
         xg::linear(o.x, o.w).backward(o.g);
         o.x.zero_grad();
         o.w.zero_grad();
       }
+      if (timed) kind_secs[k].push_back(seconds_since(tk));
+    }
+    const auto ta = std::chrono::steady_clock::now();
     for (int64_t l = 0; l < c.layers; ++l) {
       xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask()).backward(go);
       for (xg::Tensor* t : {&q, &k, &v}) t->zero_grad();
     }
+    if (timed) kind_secs.back().push_back(seconds_since(ta));
     return seconds_since(t0);
   };
-  pass();  // warm-up: buffers cached, kernels generated
+  pass(false);  // warm-up: buffers cached, kernels generated
   std::vector<double> secs;
-  for (int64_t r = 0; r < reps; ++r) secs.push_back(pass());
+  for (int64_t r = 0; r < reps; ++r) secs.push_back(pass(true));
   const double sec = median(secs);
   json j;
   j["impl"] = "xgrad products only";
@@ -231,6 +243,20 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   j["flop_formula"] = kFlopFormula;
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();
+  // Per kind: forward + both gradients at 6 M in out per product (the attention at the formula's
+  // 12 T d per token and layer, over the full T x T though the causal half is skipped).
+  json kinds = json::array();
+  for (std::size_t k = 0; k <= projs.size(); ++k) {
+    const bool attn = k == projs.size();
+    const double flop = attn ? 12.0 * static_cast<double>(c.layers * c.seq * c.d * M)
+                             : 6.0 * static_cast<double>(M * projs[k].in * projs[k].out * projs[k].count);
+    const double t = median(kind_secs[k]);
+    kinds.push_back({{"kind", attn ? "causal attention (QK^T, PV)" : projs[k].name},
+                     {"ms", t * 1e3},
+                     {"share_of_flop", flop / flop_per_step(c)},
+                     {"gflops", flop / t / 1e9}});
+  }
+  j["by_kind"] = kinds;
   return j;
 }
 
