@@ -78,13 +78,16 @@ bool sole_owner(const Tensor& t) { return t.node_ptr().use_count() == 1 && t.nod
 // The single place where gradients add up: reduces `g` to `shape` (summing broadcast axes)
 // and adds it to `slot`. A .grad slot (in_place) is later accumulated in place, so it may
 // take `g` itself only when nobody else holds g's node or storage; otherwise it copies.
-// Pending gradients of inner nodes only ever add out of place and can share.
+// A pending gradient of an inner node takes `g` as it is (it may be shared) and adds in
+// place only while nothing else holds it (a captured gradient, a view another slot shares,
+// a tensor an op saved); otherwise out of place. In place saves a fresh buffer per add: the
+// normed input of an attention block collects q's, k's and v's gradients in one.
 void accumulate(Tensor& slot, Tensor g, const Shape& shape, bool in_place) {
   Tensor r = sum_to(g, shape);
   g = Tensor();  // so that sole_owner(r) counts only other holders
   if (!slot.defined()) {
     slot = (in_place && !sole_owner(r)) ? r.detach().clone() : std::move(r);
-  } else if (in_place) {
+  } else if (in_place || sole_owner(slot)) {
     add_(slot, r);
   } else {
     slot = add(slot, r);

@@ -169,3 +169,28 @@ TEST(Graph, UserGradientIsNeverModified) {
   EXPECT_EQ(g.to_vector(), (std::vector<double>{2, 2}));
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{4, 4}));
 }
+
+// Pending gradients of inner nodes add in place when nothing else holds them; these are the
+// cases where something does.
+TEST(Graph, PendingGradientSharedByTwoInputsStaysSeparate) {
+  // add's backward hands the same gradient to both inputs, so s's and p's pending slots start
+  // as one tensor; s's backward then adds into p's and q's. t = (2x + 3x) + 2x: dt/dx = 7.
+  Tensor x = ones({3}).requires_grad_();
+  Tensor p = x * 2.0, q = x * 3.0;
+  Tensor s = p + q;
+  Tensor t = s + p;
+  t.backward(ones({3}));
+  EXPECT_EQ(x.grad().to_vector(), std::vector<double>(3, 7.0));
+}
+
+TEST(Graph, UserGradientOfAnInnerOutputIsNeverModified) {
+  // y is an output (its gradient the caller's gy) and an input of z: z's backward adds into
+  // y's pending gradient, which must not be gy itself.
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = x * 2.0;
+  Tensor z = y * 3.0;
+  const Tensor gy = full({2}, 1.0), gz = full({2}, 1.0);
+  backward({z, y}, {gz, gy});
+  EXPECT_EQ(gy.to_vector(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{8, 8}));  // (1 + 3) * 2
+}
