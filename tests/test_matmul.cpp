@@ -161,6 +161,88 @@ TEST(MatmulGrad, Linear) {
 TEST(MatmulGrad, Bmm) { EXPECT_GRADCHECK(bm, {randn64({3, 2, 4}, 41), randn64({3, 4, 5}, 42)}); }
 
 // ---------------------------------------------------------------------------------------
+// a weight's gradient added into its existing .grad by the product itself (beta = 1)
+
+// Reference for w.grad after backward of linear(x, w) with upstream g: g^T x, [out, in].
+std::vector<double> weight_grad(const Tensor& g, const Tensor& x, int64_t rows, int64_t out, int64_t in) {
+  return naive_mm(transposed(g.to_vector(), rows, out), x.to_vector(), out, rows, in);
+}
+
+TEST(MatmulAccumulate, LinearWeightGradOfTwoMicroBatchesIsTheirSum) {
+  Tensor w = randn64({3, 4}, 51), b = randn64({3}, 52);
+  const Tensor x1 = randn64({5, 4}, 53).detach(), x2 = randn64({5, 4}, 54).detach();
+  const Tensor g1 = randn64({5, 3}, 55).detach(), g2 = randn64({5, 3}, 56).detach();
+  xg::linear(x1, w, b).backward(g1);
+  const void* first = w.grad().raw_data();
+  xg::linear(x2, w, b).backward(g2);
+  EXPECT_EQ(w.grad().raw_data(), first);  // the same buffer, added into
+  std::vector<double> want = weight_grad(g1, x1, 5, 3, 4), second = weight_grad(g2, x2, 5, 3, 4);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] += second[i];
+  expect_near_all(w.grad().to_vector(), want, "w.grad");
+}
+
+TEST(MatmulAccumulate, MatmulWeightGradOfTwoMicroBatchesIsTheirSum) {
+  // x [2, 3, 4] @ w [4, 5] folds the batch into M; w.grad = sum over the rows of x^T g.
+  Tensor w = randn64({4, 5}, 61);
+  const Tensor x1 = randn64({2, 3, 4}, 62).detach(), x2 = randn64({2, 3, 4}, 63).detach();
+  const Tensor g1 = randn64({2, 3, 5}, 64).detach(), g2 = randn64({2, 3, 5}, 65).detach();
+  xg::matmul(x1, w).backward(g1);
+  xg::matmul(x2, w).backward(g2);
+  std::vector<double> want = naive_mm(transposed(x1.to_vector(), 6, 4), g1.to_vector(), 4, 6, 5);
+  const std::vector<double> second = naive_mm(transposed(x2.to_vector(), 6, 4), g2.to_vector(), 4, 6, 5);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] += second[i];
+  expect_near_all(w.grad().to_vector(), want, "w.grad");
+}
+
+TEST(MatmulAccumulate, TiedWeightSumsTheProductAndTheOtherUse) {
+  // w feeds linear and, in the same graph, w * 2 summed: the direct add and the engine's
+  // pending gradient both reach w.grad.
+  Tensor w = randn64({3, 4}, 71);
+  const Tensor x = randn64({5, 4}, 72).detach(), g = randn64({5, 3}, 73).detach();
+  xg::linear(x, w).backward(g);  // w.grad = g^T x
+  Tensor y = xg::linear(x, w);
+  xg::backward({y, xg::sum(w * 2.0)}, {g, Tensor()});
+  std::vector<double> want = weight_grad(g, x, 5, 3, 4);
+  for (double& v : want) v = 2 * v + 2;
+  expect_near_all(w.grad().to_vector(), want, "w.grad");
+}
+
+TEST(MatmulAccumulate, GradLeavesAnExistingGradAlone) {
+  Tensor w = randn64({3, 4}, 81);
+  const Tensor x = randn64({5, 4}, 82).detach(), g = randn64({5, 3}, 83).detach();
+  xg::linear(x, w).backward(g);
+  const std::vector<double> before = w.grad().to_vector();
+  const std::vector<Tensor> got = xg::grad({xg::linear(x, w)}, {w}, {g});
+  EXPECT_EQ(w.grad().to_vector(), before);
+  expect_near_all(got[0].to_vector(), weight_grad(g, x, 5, 3, 4), "xg::grad");
+}
+
+TEST(MatmulAccumulate, AHeldGradIsAddedIntoAsBefore) {
+  // A handle the caller keeps on w.grad: the engine adds into it (as PyTorch's accumulation
+  // does), through a separate buffer, since the product may not write what others hold.
+  Tensor w = randn64({3, 4}, 91);
+  const Tensor x = randn64({5, 4}, 92).detach(), g = randn64({5, 3}, 93).detach();
+  xg::linear(x, w).backward(g);
+  const Tensor held = w.grad();
+  xg::linear(x, w).backward(g);
+  std::vector<double> want = weight_grad(g, x, 5, 3, 4);
+  for (double& v : want) v *= 2;
+  expect_near_all(held.to_vector(), want, "held w.grad");
+}
+
+TEST(MatmulAccumulate, NoWeightSizedBufferForASecondMicroBatch) {
+  // w: [256, 256] float32 = 256 KB, a cached size; x, g and the bias gradient are below the
+  // cache's 128 KB. Before, the second backward wrote dw into a fresh 256 KB buffer, added it
+  // to w.grad and freed it into the cache.
+  Tensor w = xg::randn({256, 256}).requires_grad_();
+  const Tensor x = xg::randn({4, 256}), g = xg::randn({4, 256});
+  xg::linear(x, w).backward(g);
+  xg::empty_cache();
+  xg::linear(x, w).backward(g);
+  EXPECT_EQ(xg::cached_bytes(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------
 // errors
 
 TEST(MatmulErrors, InnerSizes) {
