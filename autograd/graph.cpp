@@ -14,22 +14,6 @@ namespace xg {
 
 namespace {
 thread_local bool g_grad_enabled = true;
-// True while backward() (not xg::grad, not in anomaly mode) runs a node's closure: the
-// closure may then add into its leaves' .grad itself (detail::grad_to_accumulate).
-thread_local bool g_grads_direct = false;
-
-// Sets g_grads_direct for one closure and restores it: a closure may run a nested backward
-// (activation checkpointing's rerun goes through xg::grad).
-class DirectGradsScope {
- public:
-  explicit DirectGradsScope(bool on) : prev_(g_grads_direct) { g_grads_direct = on; }
-  ~DirectGradsScope() { g_grads_direct = prev_; }
-  DirectGradsScope(const DirectGradsScope&) = delete;
-  DirectGradsScope& operator=(const DirectGradsScope&) = delete;
-
- private:
-  bool prev_;
-};
 }
 
 bool is_grad_enabled() { return g_grad_enabled; }
@@ -161,11 +145,7 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     if (node->is_leaf()) continue;
 
     Tensor out(*it);
-    std::vector<Tensor> in_grads;
-    {
-      DirectGradsScope direct(capture == nullptr && !is_anomaly_enabled());
-      in_grads = node->backward(g, out, node->inputs);
-    }
+    std::vector<Tensor> in_grads = node->backward(g, out, node->inputs);
     check(in_grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ", in_grads.size(),
           " gradients for ", node->inputs.size(), " inputs");
     if (is_anomaly_enabled()) detail::check_backward_anomaly(out, in_grads);
@@ -185,14 +165,6 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
 }
 
 }  // namespace
-
-// Nothing else holding the .grad also means it cannot alias the closure's inputs or g.
-Tensor* detail::grad_to_accumulate(const Tensor& in) {
-  if (!g_grads_direct || !in.defined() || !in.requires_grad() || !in.is_leaf()) return nullptr;
-  Tensor& slot = in.node()->grad;
-  if (!slot.defined() || !sole_owner(slot) || slot.shape() != in.shape() || slot.dtype() != in.dtype()) return nullptr;
-  return &slot;
-}
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
   run_backward(outputs, grad_outputs, retain_graph, nullptr, nullptr);

@@ -42,17 +42,6 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, BackwardFn
 // True when recording would happen for these inputs (lets ops skip saving tensors).
 bool needs_grad(const std::vector<Tensor>& inputs);
 
-namespace detail {
-// For a backward closure: the .grad of input `in`, when the op may add its gradient into it
-// itself (a product with beta = 1) instead of returning it; nullptr otherwise. The op then
-// returns an undefined gradient for that input. It is offered only for a leaf whose .grad
-// exists (a second micro-batch, zero_grad(false)) and nothing else holds, of the leaf's shape
-// and dtype; only inside backward() (xg::grad writes no .grad) and outside anomaly mode
-// (which checks the returned gradients). This saves a weight-sized buffer and the pass that
-// adds it, per weight and micro-batch.
-Tensor* grad_to_accumulate(const Tensor& in);
-}  // namespace detail
-
 // Runs backward from `outputs` (seeded with `grad_outputs`, or ones for scalars) and
 // accumulates into the .grad of the leaves that require grad.
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},

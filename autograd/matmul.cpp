@@ -204,12 +204,8 @@ Tensor batched_product(const Tensor& a, const Tensor& b, Plan plan, const char* 
         matmul_grad_a<T>(*p, g.data<T>(), in[1].data<T>(), da.data<T>());
       }
       if (wants(in, 1)) {
-        if (Tensor* acc = p->fold() ? detail::grad_to_accumulate(in[1]) : nullptr)  // b.grad += a^T @ g
-          gemm(true, false, p->k, p->m, p->batches * p->n, in[0].data<T>(), g.data<T>(), T(1), acc->data<T>());
-        else {
-          db = empty(in[1].shape(), g.dtype());
-          matmul_grad_b<T>(*p, in[0].data<T>(), g.data<T>(), db.data<T>());
-        }
+        db = empty(in[1].shape(), g.dtype());
+        matmul_grad_b<T>(*p, in[0].data<T>(), g.data<T>(), db.data<T>());
       }
     });
     return Grads{da, db};
@@ -252,8 +248,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 // x: [..., in], w: [out, in], b: [out] -> [..., out]
 // out = x @ w^T + b   =>   dx = g @ w,   dw = g^T @ x,   db = sum of g over all rows
-// (the leading dims of x are folded into one M = B*T, so each product is one gemm; when w
-// already has a .grad, from an earlier micro-batch, dw is added into it by the gemm, beta = 1)
+// (the leading dims of x are folded into one M = B*T, so each product is one gemm)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_operands(x, w, "linear");
   check(x.dim() >= 1, "linear: input needs at least 1 dimension, got ", shape_str(x.shape()));
@@ -291,11 +286,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
         grads[0] = empty(in[0].shape(), g.dtype());
         gemm(false, false, rows, C, OC, pg, in[1].data<T>(), T(0), grads[0].data<T>());  // [rows, OC] @ [OC, C]
       }
-      if (wants(in, 1)) {  // [rows, OC]^T @ [rows, C], into w.grad itself when the engine offers it
-        Tensor* acc = detail::grad_to_accumulate(in[1]);
-        if (!acc) grads[1] = empty(in[1].shape(), g.dtype());
-        T* dw = acc ? acc->data<T>() : grads[1].data<T>();
-        gemm(true, false, OC, C, rows, pg, in[0].data<T>(), acc ? T(1) : T(0), dw);
+      if (wants(in, 1)) {
+        grads[1] = empty(in[1].shape(), g.dtype());
+        gemm(true, false, OC, C, rows, pg, in[0].data<T>(), T(0), grads[1].data<T>());  // [rows, OC]^T @ [rows, C]
       }
       if (in.size() > 2 && wants(in, 2)) {
         grads[2] = empty(in[2].shape(), g.dtype());

@@ -161,7 +161,7 @@ TEST(MatmulGrad, Linear) {
 TEST(MatmulGrad, Bmm) { EXPECT_GRADCHECK(bm, {randn64({3, 2, 4}, 41), randn64({3, 4, 5}, 42)}); }
 
 // ---------------------------------------------------------------------------------------
-// a weight's gradient added into its existing .grad by the product itself (beta = 1)
+// a weight's gradient over two micro-batches (the engine adds the second into .grad)
 
 // Reference for w.grad after backward of linear(x, w) with upstream g: g^T x, [out, in].
 std::vector<double> weight_grad(const Tensor& g, const Tensor& x, int64_t rows, int64_t out, int64_t in) {
@@ -175,7 +175,7 @@ TEST(MatmulAccumulate, LinearWeightGradOfTwoMicroBatchesIsTheirSum) {
   xg::linear(x1, w, b).backward(g1);
   const void* first = w.grad().raw_data();
   xg::linear(x2, w, b).backward(g2);
-  EXPECT_EQ(w.grad().raw_data(), first);  // the same buffer, added into
+  EXPECT_EQ(w.grad().raw_data(), first);  // the same .grad buffer, added into in place
   std::vector<double> want = weight_grad(g1, x1, 5, 3, 4), second = weight_grad(g2, x2, 5, 3, 4);
   for (std::size_t i = 0; i < want.size(); ++i) want[i] += second[i];
   expect_near_all(w.grad().to_vector(), want, "w.grad");
@@ -195,8 +195,8 @@ TEST(MatmulAccumulate, MatmulWeightGradOfTwoMicroBatchesIsTheirSum) {
 }
 
 TEST(MatmulAccumulate, TiedWeightSumsTheProductAndTheOtherUse) {
-  // w feeds linear and, in the same graph, w * 2 summed: the direct add and the engine's
-  // pending gradient both reach w.grad.
+  // w feeds linear and, in the same graph, w * 2 summed: both gradients reach w.grad, on top
+  // of the first backward's.
   Tensor w = randn64({3, 4}, 71);
   const Tensor x = randn64({5, 4}, 72).detach(), g = randn64({5, 3}, 73).detach();
   xg::linear(x, w).backward(g);  // w.grad = g^T x
@@ -217,9 +217,9 @@ TEST(MatmulAccumulate, GradLeavesAnExistingGradAlone) {
   expect_near_all(got[0].to_vector(), weight_grad(g, x, 5, 3, 4), "xg::grad");
 }
 
-TEST(MatmulAccumulate, AHeldGradIsAddedIntoAsBefore) {
-  // A handle the caller keeps on w.grad: the engine adds into it (as PyTorch's accumulation
-  // does), through a separate buffer, since the product may not write what others hold.
+TEST(MatmulAccumulate, AHeldGradIsAddedInto) {
+  // A handle the caller keeps on w.grad: the engine adds into it, as PyTorch's accumulation
+  // does.
   Tensor w = randn64({3, 4}, 91);
   const Tensor x = randn64({5, 4}, 92).detach(), g = randn64({5, 3}, 93).detach();
   xg::linear(x, w).backward(g);
@@ -230,16 +230,36 @@ TEST(MatmulAccumulate, AHeldGradIsAddedIntoAsBefore) {
   expect_near_all(held.to_vector(), want, "held w.grad");
 }
 
-TEST(MatmulAccumulate, NoWeightSizedBufferForASecondMicroBatch) {
-  // w: [256, 256] float32 = 256 KB, a cached size; x, g and the bias gradient are below the
-  // cache's 128 KB. Before, the second backward wrote dw into a fresh 256 KB buffer, added it
-  // to w.grad and freed it into the cache.
-  Tensor w = xg::randn({256, 256}).requires_grad_();
-  const Tensor x = xg::randn({4, 256}), g = xg::randn({4, 256});
-  xg::linear(x, w).backward(g);
-  xg::empty_cache();
-  xg::linear(x, w).backward(g);
-  EXPECT_EQ(xg::cached_bytes(), 0u);
+// ---------------------------------------------------------------------------------------
+// gradient accumulation over micro-batches, bit for bit
+
+// Two micro-batches' weight gradient in .grad must be, bit for bit, the sum of each computed
+// alone: that is what 2 ranks x 1 micro-batch compute (each rank's gradient, then their sum),
+// so a run keeps its exact numbers under any ranks x --grad-accum layout and across a resume
+// under another one (tests/test_finetune_distributed.cpp). A product adding into .grad itself
+// (gemm with beta = 1) breaks it: the library then sums C + AB in its own order (oneDNN, and
+// OpenBLAS once it splits K into blocks), not (AB) + C. K here is 2048 rows, blocked by both.
+TEST(MatmulAccumulate, TwoMicroBatchesSumBitwiseLikeTwoRanksOnEveryBackend) {
+  const xg::GemmBackend saved = xg::gemm_backend();
+  for (xg::GemmBackend backend : {xg::GemmBackend::OpenBLAS, xg::GemmBackend::OneDNN}) {
+    xg::set_gemm_backend(backend);
+    Tensor w = xg::randn({96, 64}).requires_grad_();
+    const Tensor x1 = xg::randn({2048, 64}), x2 = xg::randn({2048, 64});
+    const Tensor g1 = xg::randn({2048, 96}), g2 = xg::randn({2048, 96});
+    const Tensor alone1 = xg::grad({xg::linear(x1, w)}, {w}, {g1})[0];
+    const Tensor alone2 = xg::grad({xg::linear(x2, w)}, {w}, {g2})[0];
+    const std::vector<double> a = alone1.to_vector(), b = alone2.to_vector();
+    xg::linear(x1, w).backward(g1);
+    xg::linear(x2, w).backward(g2);
+    const std::vector<double> got = w.grad().to_vector();
+    ASSERT_EQ(got.size(), a.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      differ += got[i] != static_cast<double>(static_cast<float>(a[i]) + static_cast<float>(b[i]));
+    EXPECT_EQ(differ, 0u) << xg::gemm_backend_name(backend) << ": " << differ << " of " << got.size()
+                          << " weight gradients differ from the sum of the two alone";
+  }
+  xg::set_gemm_backend(saved);
 }
 
 // ---------------------------------------------------------------------------------------
