@@ -29,12 +29,6 @@ GemmFacts facts(const std::string& core, bool avx2) {
   return f;
 }
 
-// Restores the process's backend when a test is done with it.
-struct BackendGuard {
-  GemmBackend saved = gemm_backend();
-  ~BackendGuard() { set_gemm_backend(saved); }
-};
-
 }  // namespace
 
 TEST(GemmBackend, GenericOpenBLASKernelsOnAnAVX2CPUGoToOneDNN) {
@@ -93,7 +87,7 @@ TEST(GemmBackend, XgradGemmChoosesAndABadValueIsNamed) {
 }
 
 TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
-  BackendGuard guard;
+  test::GemmBackendGuard guard;
   set_gemm_backend(GemmBackend::OneDNN);
   EXPECT_EQ(gemm_backend_description().rfind("oneDNN ", 0), 0u) << gemm_backend_description();
   EXPECT_NE(gemm_backend_description().find(" kernels (set_gemm_backend)"), std::string::npos);
@@ -106,7 +100,7 @@ TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
 // Both backends against a float64 product of the same float32 values, on shapes that take
 // every path of matmul (single gemm, split over threads, batched, transposed operands in backward).
 TEST(GemmBackend, BothBackendsMatchAFloat64ProductForwardAndBackward) {
-  BackendGuard guard;
+  test::GemmBackendGuard guard;
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{3, 5}, {5, 2}}, {{64, 48}, {48, 80}}, {{257, 129}, {129, 65}}, {{4, 33, 17}, {4, 17, 9}}};
   for (const auto& [sa, sb] : cases) {

@@ -230,9 +230,6 @@ TEST(MatmulAccumulate, AHeldGradIsAddedInto) {
   expect_near_all(held.to_vector(), want, "held w.grad");
 }
 
-// ---------------------------------------------------------------------------------------
-// gradient accumulation over micro-batches, bit for bit
-
 // Two micro-batches' weight gradient in .grad must be, bit for bit, the sum of each computed
 // alone: that is what 2 ranks x 1 micro-batch compute (each rank's gradient, then their sum),
 // so a run keeps its exact numbers under any ranks x --grad-accum layout and across a resume
@@ -240,7 +237,7 @@ TEST(MatmulAccumulate, AHeldGradIsAddedInto) {
 // (gemm with beta = 1) breaks it: the library then sums C + AB in its own order (oneDNN, and
 // OpenBLAS once it splits K into blocks), not (AB) + C. K here is 2048 rows, blocked by both.
 TEST(MatmulAccumulate, TwoMicroBatchesSumBitwiseLikeTwoRanksOnEveryBackend) {
-  const xg::GemmBackend saved = xg::gemm_backend();
+  const xg::test::GemmBackendGuard guard;
   for (xg::GemmBackend backend : {xg::GemmBackend::OpenBLAS, xg::GemmBackend::OneDNN}) {
     xg::set_gemm_backend(backend);
     Tensor w = xg::randn({96, 64}).requires_grad_();
@@ -259,7 +256,6 @@ TEST(MatmulAccumulate, TwoMicroBatchesSumBitwiseLikeTwoRanksOnEveryBackend) {
     EXPECT_EQ(differ, 0u) << xg::gemm_backend_name(backend) << ": " << differ << " of " << got.size()
                           << " weight gradients differ from the sum of the two alone";
   }
-  xg::set_gemm_backend(saved);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -54,6 +54,13 @@ void randomize64(nn::Module& m, uint64_t seed, double scale = 0.5);
 // x and then every parameter of m: the inputs of a module's gradcheck.
 std::vector<Tensor> with_params(const Tensor& x, const nn::Module& m);
 
+// Restores the process's float32 gemm backend when a test that switches it is done, also
+// when an assertion returns early.
+struct GemmBackendGuard {
+  GemmBackend saved = gemm_backend();
+  ~GemmBackendGuard() { set_gemm_backend(saved); }
+};
+
 }  // namespace xg::test
 
 // Asserts that gradcheck(fn, inputs) passes, printing its report when it does not.
