@@ -74,18 +74,21 @@ const char* onednn_isa_name(dnnl_cpu_isa_t isa) {
   }
 }
 
-// Read on every product: one relaxed load. -1 until the first product chooses.
+// Read on every product: relaxed loads. g_backend is -1 until the first product chooses.
 std::atomic<int> g_backend{-1};
-std::string g_why;  // written once, with g_backend, under the static's initialisation lock
+std::atomic<bool> g_small_on_onednn{false};
+std::string g_why;  // written with g_backend: once under the static's initialisation lock, or by set_gemm_choice
 
 GemmBackend chosen() {
   const int b = g_backend.load(std::memory_order_relaxed);
   if (b >= 0) return static_cast<GemmBackend>(b);
   static const bool once = [] {
     const GemmChoice c = choose_gemm_backend(gemm_facts());
-    g_why = c.why;
-    int expected = -1;  // set_gemm_backend may have chosen already
-    g_backend.compare_exchange_strong(expected, static_cast<int>(c.backend));
+    int expected = -1;  // set_gemm_choice may have chosen already
+    if (g_backend.compare_exchange_strong(expected, static_cast<int>(c.backend))) {
+      g_why = c.why;
+      g_small_on_onednn.store(c.small_on_onednn);
+    }
     return true;
   }();
   (void)once;
@@ -126,17 +129,28 @@ GemmChoice choose_gemm_backend(const GemmFacts& f) {
   if (f.cpu_avx2_fma && !avx2_kernels) return {GemmBackend::OneDNN, kernels + ", without this CPU's AVX2"};
   if (f.cpu_avx512 && !avx512_kernels) return {GemmBackend::OneDNN, kernels + ", without this CPU's AVX-512"};
   if (!avx2_kernels) return {GemmBackend::OpenBLAS, "the CPU has no AVX2"};
-  if (!pinned.empty()) return {GemmBackend::OpenBLAS, "OPENBLAS_CORETYPE=" + f.openblas_coretype + " is set"};
-  return {GemmBackend::OpenBLAS, "OpenBLAS chose its kernels by the CPU's model"};
+  // OpenBLAS's kernels use the CPU's vector units; its small products still go to oneDNN, whose
+  // kernels for them are faster (gemm_backend.hpp, rule 3). An OPENBLAS_CORETYPE pins
+  // OpenBLAS's kernels only: oneDNN picks its own by the CPU's features.
+  if (!pinned.empty()) return {GemmBackend::OpenBLAS, "OPENBLAS_CORETYPE=" + f.openblas_coretype + " is set", true};
+  return {GemmBackend::OpenBLAS, "OpenBLAS chose its kernels by the CPU's model", true};
 }
 
 GemmBackend gemm_backend() { return chosen(); }
 
-void set_gemm_backend(GemmBackend backend) {
-  chosen();  // run the rules once so that a bad XGRAD_GEMM is still reported
-  g_backend.store(static_cast<int>(backend));
-  g_why = "set_gemm_backend";
+GemmChoice gemm_choice() {
+  const GemmBackend b = chosen();
+  return {b, g_why, b == GemmBackend::OpenBLAS && g_small_on_onednn.load()};
 }
+
+void set_gemm_choice(const GemmChoice& choice) {
+  chosen();  // run the rules once so that a bad XGRAD_GEMM is still reported
+  g_small_on_onednn.store(choice.backend == GemmBackend::OpenBLAS && choice.small_on_onednn);
+  g_backend.store(static_cast<int>(choice.backend));
+  g_why = choice.why;
+}
+
+void set_gemm_backend(GemmBackend backend) { set_gemm_choice({backend, "set_gemm_backend", false}); }
 
 const char* gemm_backend_name(GemmBackend backend) {
   return backend == GemmBackend::OneDNN ? "onednn" : "openblas";
@@ -155,13 +169,18 @@ std::string gemm_kernels(GemmBackend backend) {
 }
 
 std::string gemm_backend_description() {
-  const GemmBackend b = chosen();
-  return gemm_kernels(b) + " (" + g_why + ")";
+  const GemmChoice c = gemm_choice();
+  std::string d = gemm_kernels(c.backend) + " (" + c.why + ")";
+  if (c.small_on_onednn) d += "; below 2^23 multiply-adds " + gemm_kernels(GemmBackend::OneDNN);
+  return d;
 }
 
 namespace blas {
 
-bool sgemm_on_onednn() { return chosen() == GemmBackend::OneDNN; }
+bool sgemm_on_onednn(double madds) {
+  if (chosen() == GemmBackend::OneDNN) return true;
+  return madds < kSmallGemmMadds && g_small_on_onednn.load(std::memory_order_relaxed);
+}
 
 void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {

@@ -11,9 +11,14 @@
 //      GFLOP/s). OPENBLAS_CORETYPE itself is never changed (some machines set it because other
 //      OpenBLAS kernels compute wrong results there): OpenBLAS keeps running the kernels it
 //      names, for float64 and for anything else that calls it;
-//   3. else OpenBLAS.
+//   3. else OpenBLAS, and on a CPU with AVX2 and FMA its products of fewer than 2^23
+//      multiply-adds (M N K of the whole product) go to oneDNN: there its jit kernels beat
+//      OpenBLAS's, which zero C in a pass of their own and pack both operands whatever the size
+//      (Zen 3, one thread: 1.1-1.4x on attention's per-head products and a d 64 model's layers,
+//      1.0-0.7x from 2^24 up, where OpenBLAS stays; the tiny step benchmark 1.22x faster).
 // The choice is made once, at the first product, and kept for the process, so runs are
-// reproducible. Float64 products always run on OpenBLAS (oneDNN has no dgemm).
+// reproducible; a product's library depends only on its shape, never on the thread count.
+// Float64 products always run on OpenBLAS (oneDNN has no dgemm).
 #pragma once
 
 #include <string>
@@ -25,7 +30,8 @@ enum class GemmBackend { OpenBLAS, OneDNN };
 // The backend float32 products use (chosen at the first call, by the rules above).
 GemmBackend gemm_backend();
 
-// Replaces the choice for the rest of the process (tests and benchmarks compare backends).
+// Replaces the choice for the rest of the process with one backend for every product (tests
+// and benchmarks compare backends).
 void set_gemm_backend(GemmBackend backend);
 
 // "openblas" or "onednn", the names XGRAD_GEMM takes.
@@ -40,12 +46,21 @@ struct GemmFacts {
   bool cpu_avx2_fma = false;      // the CPU has AVX2 and FMA
   bool cpu_avx512 = false;        // the CPU has AVX-512 F/BW/VL/DQ (oneDNN's avx512_core)
 };
+// Under rule 3, float32 products below this many multiply-adds run on oneDNN.
+constexpr double kSmallGemmMadds = 8388608.0;  // 2^23
+
 struct GemmChoice {
   GemmBackend backend;
-  std::string why;  // the rule that chose it, for gemm_backend_description()
+  std::string why;               // the rule that chose it, for gemm_backend_description()
+  bool small_on_onednn = false;  // rule 3: products below kSmallGemmMadds go to oneDNN
 };
 // Throws xg::Error naming XGRAD_GEMM when it is neither openblas nor onednn.
 GemmChoice choose_gemm_backend(const GemmFacts& facts);
+
+// The whole choice in force (backend, small-product routing, rule), and its replacement:
+// what a test saves and restores.
+GemmChoice gemm_choice();
+void set_gemm_choice(const GemmChoice& choice);
 // This process's facts.
 GemmFacts gemm_facts();
 
@@ -54,8 +69,9 @@ GemmFacts gemm_facts();
 std::string gemm_kernels(GemmBackend backend);
 
 // One line for logs, --help and benchmark JSON: the library, its version, the kernels that run
-// and why, e.g. "oneDNN 2.6.3 sgemm, avx512_core_amx kernels (OpenBLAS 0.3.21 has only its
-// generic Prescott kernels for this CPU)".
+// and why, e.g. "oneDNN 2.6.3 sgemm, avx512_core_amx kernels (OpenBLAS 0.3.21 runs its
+// Prescott kernels, without this CPU's AVX2)" or "OpenBLAS 0.3.21 sgemm, Zen kernels (OpenBLAS
+// chose its kernels by the CPU's model); below 2^23 multiply-adds oneDNN 2.6.3 sgemm, avx2 kernels".
 std::string gemm_backend_description();
 
 }  // namespace xg

@@ -68,10 +68,11 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int64_t len = by_rows ? M : N;
     const int64_t lo = std::min(len, blocks * t / nt * 16), hi = std::min(len, blocks * (t + 1) / nt * 16);
+    const double whole = static_cast<double>(M) * N * K;  // the library is chosen by the whole product's size
     if (hi > lo && by_rows)  // rows lo..hi of C need rows lo..hi of op(A)
-      blas::gemm(ta, tb, hi - lo, N, K, T(1), ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * N, N);
+      blas::gemm(ta, tb, hi - lo, N, K, T(1), ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * N, N, whole);
     else if (hi > lo)  // columns lo..hi of C need columns lo..hi of op(B)
-      blas::gemm(ta, tb, M, hi - lo, K, T(1), A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, N);
+      blas::gemm(ta, tb, M, hi - lo, K, T(1), A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, N, whole);
   }
 }
 

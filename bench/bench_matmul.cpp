@@ -1,7 +1,11 @@
 // Matrix products: xg::matmul on square sizes, xg::linear on every projection shape of the
-// three reference configs (forward, backward alone, forward + backward), and raw cblas_sgemm
-// as the machine's peak. All float32; GFLOP/s counts 2*M*N*K per product.
+// three reference configs (forward, backward alone, forward + backward), raw cblas_sgemm
+// as the machine's peak, and raw cblas_sgemm against dnnl_sgemm on one thread from small
+// shapes to large (where gemm_backend.hpp's rule 3 draws its 2^23 line). All float32; GFLOP/s
+// counts 2*M*N*K per product.
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 
 #include <vector>
 
@@ -115,5 +119,45 @@ void BM_SgemmRaw(benchmark::State& state) {
   set_gflops(state, 2.0 * N * N * N);
 }
 BENCHMARK(BM_SgemmRaw)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// One library's sgemm on one thread (as each thread's part of a split product, and each
+// attention segment, runs), C = op(A) op(B) into a preallocated C, beta 0; lib 0 is OpenBLAS's
+// cblas_sgemm, 1 oneDNN's dnnl_sgemm. op: 0 NN (dx = g W), 1 NT (x W^T), 2 TN (dW = g^T x).
+// Shapes: attention's backward segments (32 query rows, 128 keys, head size 64), a d 64
+// model's halves of its layers (tiny: 256 rows), then up through 2^23 multiply-adds to small's
+// and medium's halves.
+void BM_SgemmOneThread(benchmark::State& state) {
+  const bool onednn = state.range(0) == 1, ta = state.range(1) == 2, tb = state.range(1) == 1;
+  const int64_t M = state.range(2), N = state.range(3), K = state.range(4);
+  Tensor a = randn32({M, K}, 1), b = randn32({K, N}, 2);
+  std::vector<float> c(static_cast<std::size_t>(M * N));
+  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);  // OpenBLAS's OpenMP build and oneDNN both follow it
+  for (auto _ : state) {
+    if (onednn)
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, a.data<float>(), lda, b.data<float>(), ldb, 0.0f,
+                 c.data(), N);
+    else
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+                  static_cast<int>(N), static_cast<int>(K), 1.0f, a.data<float>(), static_cast<int>(lda),
+                  b.data<float>(), static_cast<int>(ldb), 0.0f, c.data(), static_cast<int>(N));
+    benchmark::DoNotOptimize(c.data());
+  }
+  omp_set_num_threads(threads);
+  set_gflops(state, 2.0 * M * N * K);
+}
+void one_thread_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"lib", "op", "M", "N", "K"});
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 32, 128, 64},    {0, 32, 64, 128},    {2, 128, 64, 32},    // attention: scores, dQ, dK (0.3 M)
+      {1, 256, 64, 64},    {1, 256, 192, 64},   {2, 192, 64, 512},   // tiny's halves (1-6 M)
+      {0, 128, 128, 256},  {2, 512, 128, 64},   {1, 256, 128, 256},  // 4.2 M, 4.2 M, 8.4 M
+      {0, 256, 256, 256},  {2, 512, 256, 256},  {1, 512, 256, 256},  // 16.8 M, 33.6 M, small's half (33.6 M)
+      {1, 512, 512, 512},  {2, 256, 512, 1024}};                     // medium's halves (134 M)
+  for (const auto& s : shapes)
+    for (int64_t lib : {0, 1}) b->Args({lib, s[0], s[1], s[2], s[3]});
+}
+BENCHMARK(BM_SgemmOneThread)->Apply(one_thread_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

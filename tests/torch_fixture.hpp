@@ -54,11 +54,11 @@ void randomize64(nn::Module& m, uint64_t seed, double scale = 0.5);
 // x and then every parameter of m: the inputs of a module's gradcheck.
 std::vector<Tensor> with_params(const Tensor& x, const nn::Module& m);
 
-// Restores the process's float32 gemm backend when a test that switches it is done, also
-// when an assertion returns early.
+// Restores the process's float32 gemm choice (backend and small-product routing) when a test
+// that switches it is done, also when an assertion returns early.
 struct GemmBackendGuard {
-  GemmBackend saved = gemm_backend();
-  ~GemmBackendGuard() { set_gemm_backend(saved); }
+  GemmChoice saved = gemm_choice();
+  ~GemmBackendGuard() { set_gemm_choice(saved); }
 };
 
 }  // namespace xg::test
