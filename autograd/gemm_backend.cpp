@@ -132,8 +132,10 @@ GemmChoice choose_gemm_backend(const GemmFacts& f) {
   // OpenBLAS's kernels use the CPU's vector units; its small products still go to oneDNN, whose
   // kernels for them are faster (gemm_backend.hpp, rule 3). An OPENBLAS_CORETYPE pins
   // OpenBLAS's kernels only: oneDNN picks its own by the CPU's features.
-  if (!pinned.empty()) return {GemmBackend::OpenBLAS, "OPENBLAS_CORETYPE=" + f.openblas_coretype + " is set", true};
-  return {GemmBackend::OpenBLAS, "OpenBLAS chose its kernels by the CPU's model", true};
+  const bool small_on_onednn = f.cpu_avx2_fma;  // oneDNN's kernels need the CPU's AVX2 too
+  if (!pinned.empty())
+    return {GemmBackend::OpenBLAS, "OPENBLAS_CORETYPE=" + f.openblas_coretype + " is set", small_on_onednn};
+  return {GemmBackend::OpenBLAS, "OpenBLAS chose its kernels by the CPU's model", small_on_onednn};
 }
 
 GemmBackend gemm_backend() { return chosen(); }

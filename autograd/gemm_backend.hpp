@@ -61,6 +61,7 @@ GemmChoice choose_gemm_backend(const GemmFacts& facts);
 // what a test saves and restores.
 GemmChoice gemm_choice();
 void set_gemm_choice(const GemmChoice& choice);
+
 // This process's facts.
 GemmFacts gemm_facts();
 

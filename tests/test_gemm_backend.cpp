@@ -49,6 +49,8 @@ TEST(GemmBackend, OpenBLASKeepsTheCPUsItKnowsAndCPUsWithoutAVX2) {
   EXPECT_EQ(old_cpu.backend, GemmBackend::OpenBLAS);
   EXPECT_EQ(old_cpu.why, "the CPU has no AVX2");
   EXPECT_FALSE(old_cpu.small_on_onednn);  // oneDNN has no AVX2 kernels there either
+  // AVX2 kernels pinned on a CPU the facts say lacks AVX2: oneDNN would have none to run.
+  EXPECT_FALSE(choose_gemm_backend(facts("Haswell", false)).small_on_onednn);
 }
 
 TEST(GemmBackend, AnAVX512CPUWithoutAVX512KernelsGoesToOneDNNPinnedOrNot) {
@@ -139,6 +141,34 @@ TEST(GemmBackend, SmallProductsRunOnOneDNNChosenByTheWholeProductsSize) {
     EXPECT_EQ(product(routed, large_a, large_b), large_openblas);
   }
   omp_set_num_threads(threads);
+}
+
+// Both backends against a float64 product of the same float32 values, on shapes that take
+// every path of matmul (single gemm, split over threads, batched, transposed operands in backward).
+TEST(GemmBackend, BothBackendsMatchAFloat64ProductForwardAndBackward) {
+  test::GemmBackendGuard guard;
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 5}, {5, 2}}, {{64, 48}, {48, 80}}, {{257, 129}, {129, 65}}, {{4, 33, 17}, {4, 17, 9}}};
+  for (const auto& [sa, sb] : cases) {
+    Generator gen(7);
+    const Tensor a32 = randn(sa, kFloat32, &gen), b32 = randn(sb, kFloat32, &gen);
+    const Tensor want = matmul(a32.to(kFloat64), b32.to(kFloat64));
+    for (GemmBackend backend : {GemmBackend::OpenBLAS, GemmBackend::OneDNN}) {
+      SCOPED_TRACE(gemm_backend_name(backend));
+      set_gemm_backend(backend);
+      Tensor a = a32.detach(), b = b32.detach();
+      a.requires_grad_(true);
+      b.requires_grad_(true);
+      const Tensor y = matmul(a, b);
+      EXPECT_TRUE(test::tensors_close(y.to(kFloat64), want, 1e-5, 1e-5));
+      const Tensor g = ones_like(y);
+      y.backward(g);
+      // dA = g B^T, dB = A^T g, in float64 from the same float32 values
+      const Tensor g64 = g.to(kFloat64);
+      EXPECT_TRUE(test::tensors_close(a.grad().to(kFloat64), matmul(g64, transpose(b32.to(kFloat64), -1, -2)), 1e-5, 1e-5));
+      EXPECT_TRUE(test::tensors_close(b.grad().to(kFloat64), matmul(transpose(a32.to(kFloat64), -1, -2), g64), 1e-5, 1e-5));
+    }
+  }
 }
 
 // What xgrad does not allocate itself comes from glibc's malloc; oneDNN's sgemm mallocs its
