@@ -19,7 +19,9 @@ FUZZERS=()
 for target in fuzz/corpus/*/; do FUZZERS+=("fuzz_$(basename "$target")"); done
 # The test binary (and the executables its CLI tests run), the experiments and the fuzzers;
 # not the benchmarks, the example program or the install check (both run in scripts/test.sh).
+start=$SECONDS
 cmake --build "$BUILD" -j "$(nproc)" --target xgrad_tests prenorm_vs_postnorm seed_demos "${FUZZERS[@]}"
+echo "sanitize: the build took $((SECONDS - start)) s"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The whole GoogleTest suite, as two shards of one process each, side by side: under ASan a
