@@ -5,7 +5,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/reduce.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 

@@ -11,7 +11,7 @@
 #include "autograd/reduce.hpp"
 #include "autograd/shape.hpp"
 #include "losses/masked.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 

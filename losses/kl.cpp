@@ -10,7 +10,7 @@
 #include "autograd/detail/kernels.hpp"
 #include "autograd/reduce.hpp"
 #include "autograd/softmax.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 

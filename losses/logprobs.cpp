@@ -14,7 +14,7 @@
 #include "autograd/detail/row_kernels.hpp"
 #include "autograd/reduce.hpp"
 #include "losses/cross_entropy.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 

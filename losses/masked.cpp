@@ -4,7 +4,7 @@
 
 #include "autograd/elementwise.hpp"
 #include "autograd/reduce.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 

@@ -7,7 +7,7 @@
 #include "autograd/reduce.hpp"
 #include "losses/logprobs.hpp"
 #include "losses/masked.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 

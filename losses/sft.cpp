@@ -4,7 +4,7 @@
 
 #include "autograd/elementwise.hpp"
 #include "losses/cross_entropy.hpp"
-#include "losses/util.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 
