@@ -1,9 +1,10 @@
 // Matrix products: xg::matmul on square sizes, xg::linear on every projection shape of the
 // three reference configs (forward, backward alone, forward + backward), raw cblas_sgemm
 // as the machine's peak, and raw cblas_sgemm against dnnl_sgemm on one thread from small
-// shapes to large (where gemm_backend.hpp's rule 3 draws its 2^23 line). All float32; GFLOP/s
-// counts 2*M*N*K per product.
+// shapes to large (where gemm_backend.hpp's rule 3 draws its 2^23 line), and the cores' float32
+// FMA peak that every sgemm rate is a fraction of. All float32; GFLOP/s counts 2*M*N*K per product.
 #include <cblas.h>
+#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
@@ -159,5 +160,38 @@ void one_thread_shapes(benchmark::internal::Benchmark* b) {
     for (int64_t lib : {0, 1}) b->Args({lib, s[0], s[1], s[2], s[3]});
 }
 BENCHMARK(BM_SgemmOneThread)->Apply(one_thread_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The float32 FMA peak of one and of two cores (Threads), with the widest vectors this build
+// targets (-march=native): 12 independent chains of vector FMAs per thread, more than 2 FMA
+// units x 4 cycles of latency keep in flight, and nothing else. No gemm kernel can pass it;
+// bench/README.md quotes OpenBLAS's 2048^3 sgemm on 2 threads against the 2-thread figure.
+void BM_FmaPeak(benchmark::State& state) {
+#if defined(__AVX512F__)
+  using V = __m512;
+  constexpr int kLanes = 16;
+  auto fma = [](V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); };
+  auto set = [](float x) { return _mm512_set1_ps(x); };
+#elif defined(__FMA__)
+  using V = __m256;
+  constexpr int kLanes = 8;
+  auto fma = [](V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); };
+  auto set = [](float x) { return _mm256_set1_ps(x); };
+#endif
+#if defined(__AVX512F__) || defined(__FMA__)
+  constexpr int kChains = 12, kRounds = 100000;
+  V acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = set(1.0f + 1e-7f * static_cast<float>(i));
+  const V b = set(0.9999999f), c = set(1e-7f);  // stays near 1: no denormals, no overflow
+  for (auto _ : state) {
+    for (int r = 0; r < kRounds; ++r)
+      for (int i = 0; i < kChains; ++i) acc[i] = fma(acc[i], b, c);
+    benchmark::DoNotOptimize(acc);
+  }
+  set_gflops(state, 2.0 * kLanes * kChains * kRounds);
+#else
+  state.SkipWithError("this build targets no FMA instructions");
+#endif
+}
+BENCHMARK(BM_FmaPeak)->Threads(1)->Threads(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
