@@ -31,21 +31,27 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # 80-155 s each) sat together in one; 16 shards taken as cores free up even that out.
 # At a fixed thread count with a passive wait, as ctest runs them (tests/CMakeLists.txt).
 SHARDS=16
+# Each shard's exit status goes to a file: LeakSanitizer reports at exit, after gtest has
+# printed PASSED, so the log alone does not tell.
 run_shard() {
+  local rc=0
   OMP_NUM_THREADS=$(nproc) OMP_WAIT_POLICY=passive GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$1 \
-    "$BUILD/tests/xgrad_tests" --gtest_brief=1 > "$BUILD/tests_shard$1.log" 2>&1
+    "$BUILD/tests/xgrad_tests" --gtest_brief=1 > "$BUILD/tests_shard$1.log" 2>&1 || rc=$?
+  echo "$rc" > "$BUILD/tests_shard$1.rc"
 }
 export -f run_shard
 export BUILD SHARDS
 start=$SECONDS
+rm -f "$BUILD"/tests_shard*.rc
+seq 0 $((SHARDS - 1)) | xargs -P "$(nproc)" -I{} bash -c 'run_shard {}'
 failed=0
-seq 0 $((SHARDS - 1)) | xargs -P "$(nproc)" -I{} bash -c 'run_shard {}' || failed=1
 passed=0
 for ((i = 0; i < SHARDS; ++i)); do
   log="$BUILD/tests_shard$i.log"
-  if ! grep -q '^\[  PASSED  \]' "$log" || grep -q '^\[  FAILED  \]' "$log"; then
+  rc=$(cat "$BUILD/tests_shard$i.rc" 2> /dev/null || echo "none")
+  if [[ "$rc" != 0 ]] || ! grep -q '^\[  PASSED  \]' "$log"; then
     tail -60 "$log"
-    echo "sanitize: test shard $i failed (log: $log)"
+    echo "sanitize: test shard $i failed, exit status $rc (log: $log)"
     failed=1
   else
     passed=$((passed + $(grep -o '^\[  PASSED  \] [0-9]*' "$log" | grep -o '[0-9]*$')))
