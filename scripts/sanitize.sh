@@ -31,16 +31,22 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 # 80-155 s each) sat together in one; 16 shards taken as cores free up even that out.
 # At a fixed thread count with a passive wait, as ctest runs them (tests/CMakeLists.txt).
 SHARDS=16
+# Two end-to-end tests are left to the Release suite (scripts/test.sh), where they take 3-5 s:
+# they train for hundreds of steps to check that training helps, and under ASan -O0 they took
+# 212 s and 155 s of the suite's 21 CPU-minutes. Each code path they run is run here by the
+# smaller tests: xg-train, xg-finetune's SFT/DPO/GRPO and merge (XgFinetune.*), HF folders
+# (XgFinetune.LoraSftOnAnHfFolder...), chat templates (FinetuneDataset.ChatTemplate...).
+SKIP_UNDER_ASAN="Walkthrough.EveryStageImprovesOnHeldOutData:XgFinetune.DpoAndGrpoRunOnAnHfFolderWithItsChatTemplate"
 # Each shard's exit status goes to a file: LeakSanitizer reports at exit, after gtest has
 # printed PASSED, so the log alone does not tell.
 run_shard() {
   local rc=0
   OMP_NUM_THREADS=$(nproc) OMP_WAIT_POLICY=passive GTEST_TOTAL_SHARDS=$SHARDS GTEST_SHARD_INDEX=$1 \
-    "$BUILD/tests/xgrad_tests" --gtest_brief=1 > "$BUILD/tests_shard$1.log" 2>&1 || rc=$?
+    "$BUILD/tests/xgrad_tests" --gtest_brief=1 --gtest_filter="-$SKIP_UNDER_ASAN" > "$BUILD/tests_shard$1.log" 2>&1 || rc=$?
   echo "$rc" > "$BUILD/tests_shard$1.rc"
 }
 export -f run_shard
-export BUILD SHARDS
+export BUILD SHARDS SKIP_UNDER_ASAN
 start=$SECONDS
 rm -f "$BUILD"/tests_shard*.rc
 seq 0 $((SHARDS - 1)) | xargs -P "$(nproc)" -I{} bash -c 'run_shard {}'
