@@ -4,7 +4,7 @@
 #include "autograd/reduce.hpp"
 #include "autograd/shape.hpp"
 #include "finetune/lora.hpp"
-#include "finetune/objective_util.hpp"
+#include "finetune/detail/objective_util.hpp"
 #include "finetune/objectives.hpp"
 #include "losses/losses.hpp"
 

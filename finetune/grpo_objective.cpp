@@ -7,7 +7,7 @@
 #include "autograd/graph.hpp"
 #include "autograd/reduce.hpp"
 #include "finetune/lora.hpp"
-#include "finetune/objective_util.hpp"
+#include "finetune/detail/objective_util.hpp"
 #include "finetune/objectives.hpp"
 #include "losses/losses.hpp"
 

@@ -1,7 +1,7 @@
 // attach_sft / sft_eval: supervised finetuning on prompt/response rows.
 #include "autograd/error.hpp"
 #include "autograd/graph.hpp"
-#include "finetune/objective_util.hpp"
+#include "finetune/detail/objective_util.hpp"
 #include "finetune/objectives.hpp"
 #include "losses/losses.hpp"
 

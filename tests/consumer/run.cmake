@@ -12,6 +12,16 @@ foreach(step
     message(FATAL_ERROR "consumer test: step failed (${rc}): ${step}")
   endif()
 endforeach()
+# No header the sources call internal is installed (install() leaves out detail/ folders; an
+# internal header outside one would be installed and become part of the package's surface).
+file(GLOB_RECURSE installed_headers ${prefix}/include/xgrad/*.hpp)
+foreach(h ${installed_headers})
+  file(STRINGS ${h} head LIMIT_COUNT 3)
+  string(TOLOWER "${head}" head)
+  if(head MATCHES "internal to")
+    message(FATAL_ERROR "consumer test: ${h} is installed but says it is internal (move it under a detail/ folder)")
+  endif()
+endforeach()
 # The installed package links libxgrad_wait_policy.so so that libgomp reads xgrad's default
 # wait policy (a short spin: a spin count of 10000, which libgomp's verbose report shows).
 execute_process(
