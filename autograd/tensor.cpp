@@ -14,6 +14,7 @@
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/threads.hpp"
 
 namespace xg {
 
@@ -245,6 +246,7 @@ std::size_t cached_bytes() { return buffer_cache().held(); }
 std::size_t allocated_bytes() { return buffer_cache().live(); }
 
 Storage::Storage(std::size_t n) : nbytes(n) {
+  apply_thread_count();  // every op makes its result here, before its loops (threads.hpp)
   if (n >= BufferCache::kMin) {
     padded = size_class(n);
     data = buffer_cache().allocate(padded);

@@ -31,6 +31,11 @@ std::atomic<int64_t> g_next_check_ns{0};
 std::mutex g_load_mutex;
 std::atomic<int> g_full{0};  // the threads on free cores (libgomp's count before any change)
 LoadSample g_last;    // the previous sample (wall_s == 0: none yet)
+// set_num_threads' count (0: never called) and how many times it was called; each thread
+// remembers the call it applied last.
+std::atomic<int> g_set_count{0};
+std::atomic<unsigned> g_set_calls{0};
+thread_local unsigned t_applied_calls = 0;
 
 constexpr int64_t kWindowNs = 100'000'000;  // 0.1 s between looks at the load
 
@@ -83,7 +88,16 @@ double others_load(const LoadSample& a, const LoadSample& b) {
   return std::max(0.0, ((b.busy_s - a.busy_s) - (b.own_s - a.own_s)) / wall);
 }
 
+void apply_thread_count() {
+  const unsigned calls = g_set_calls.load(std::memory_order_acquire);
+  if (calls == t_applied_calls) return;
+  if (omp_in_parallel()) return;  // a team's thread: its count is the team's
+  t_applied_calls = calls;
+  omp_set_num_threads(g_set_count.load(std::memory_order_relaxed));
+}
+
 void follow_load() {
+  apply_thread_count();
   if (g_chosen.load(std::memory_order_relaxed) || omp_in_parallel()) return;
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
@@ -106,9 +120,14 @@ void set_num_threads(int n) {
   check(n >= 1, "set_num_threads: expected at least 1 thread, got ", n);
   g_chosen = true;
   omp_set_num_threads(n);
+  g_set_count.store(n, std::memory_order_relaxed);
+  t_applied_calls = g_set_calls.fetch_add(1, std::memory_order_acq_rel) + 1;
 }
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() {
+  apply_thread_count();
+  return omp_get_max_threads();
+}
 
 std::string threads_description() {
   const bool follows = !g_chosen.load();

@@ -21,10 +21,16 @@
 
 namespace xg {
 
-// torch.set_num_threads: the threads of every later parallel loop and product (n >= 1).
+// torch.set_num_threads: the threads of every later parallel loop and product (n >= 1), in
+// every thread of the process (see apply_thread_count).
 void set_num_threads(int n);
 // torch.get_num_threads.
 int num_threads();
+// OpenMP keeps the thread count per thread: a thread the user starts begins with
+// OMP_NUM_THREADS or the core count, whatever set_num_threads said. So each thread applies the
+// count last set when it makes a tensor, runs a product or asks num_threads(), as PyTorch's
+// parallel_for does (lazy_init_num_threads). One relaxed atomic load when nothing changed.
+void apply_thread_count();
 // One line for logs and --help: the count and the wait policy in force, e.g.
 // "2 threads (fewer while other programs keep these cores busy), short spin wait (xgrad's
 // default, GOMP_SPINCOUNT=10000; ...)" or "2 threads, OMP_WAIT_POLICY=active" when the user chose.

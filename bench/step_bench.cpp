@@ -211,15 +211,15 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   // dropped after each call (a step's parameter gradients start from none).
   auto pass = [&](bool timed) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      Operands& o = ops[k];
+    for (std::size_t kind = 0; kind < ops.size(); ++kind) {
+      Operands& o = ops[kind];
       const auto tk = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < o.count; ++i) {
         xg::linear(o.x, o.w).backward(o.g);
         o.x.zero_grad();
         o.w.zero_grad();
       }
-      if (timed) kind_secs[k].push_back(seconds_since(tk));
+      if (timed) kind_secs[kind].push_back(seconds_since(tk));
     }
     const auto ta = std::chrono::steady_clock::now();
     for (int64_t l = 0; l < c.layers; ++l) {
@@ -246,12 +246,12 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   // Per kind: forward + both gradients at 6 M in out per product (the attention at the formula's
   // 12 T d per token and layer, over the full T x T though the causal half is skipped).
   json kinds = json::array();
-  for (std::size_t k = 0; k <= projs.size(); ++k) {
-    const bool attn = k == projs.size();
+  for (std::size_t kind = 0; kind <= projs.size(); ++kind) {
+    const bool attn = kind == projs.size();
     const double flop = attn ? 12.0 * static_cast<double>(c.layers * c.seq * c.d * M)
-                             : 6.0 * static_cast<double>(M * projs[k].in * projs[k].out * projs[k].count);
-    const double t = median(kind_secs[k]);
-    kinds.push_back({{"kind", attn ? "causal attention (QK^T, PV)" : projs[k].name},
+                             : 6.0 * static_cast<double>(M * projs[kind].in * projs[kind].out * projs[kind].count);
+    const double t = median(kind_secs[kind]);
+    kinds.push_back({{"kind", attn ? "causal attention (QK^T, PV)" : projs[kind].name},
                      {"ms", t * 1e3},
                      {"share_of_flop", flop / flop_per_step(c)},
                      {"gflops", flop / t / 1e9}});

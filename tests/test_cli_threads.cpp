@@ -4,15 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "autograd/ops.hpp"
 #include "autograd/threads.hpp"
 #include "cli/flags.hpp"
 #include "tests/cli_run.hpp"
@@ -207,4 +212,38 @@ TEST(Threads, ASpinningChildCountsAsOthersLoad) {
   waitpid(child, nullptr, 0);
   ASSERT_GE(a.busy_s, 0) << "/proc/stat unreadable";
   EXPECT_GT(xg::others_load(a, b), 0.7);
+}
+
+// torch.set_num_threads is process-wide; OpenMP's thread count is per thread (a new thread
+// starts from OMP_NUM_THREADS or the core count). A thread of the user's, started before or
+// after set_num_threads, runs xgrad's loops and products on the count that was set, from its
+// first op on.
+TEST(Threads, SetNumThreadsReachesTheUsersOtherThreads) {
+  ThreadCountGuard guard;
+  const int want = omp_get_max_threads() + 1;  // differs from what a new thread starts with
+  std::mutex m;
+  std::condition_variable cv;
+  bool set = false;
+  int early_seen = 0, late_seen = 0, late_api = 0;
+  std::thread early([&] {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return set; });
+    const xg::Tensor t = xg::ones({4}) * 2.0;  // an op, as the thread's first since the change
+    early_seen = omp_get_max_threads();
+  });
+  xg::set_num_threads(want);
+  {
+    std::lock_guard<std::mutex> lock(m);
+    set = true;
+  }
+  cv.notify_one();
+  early.join();
+  std::thread late([&] {
+    late_api = xg::num_threads();
+    late_seen = omp_get_max_threads();
+  });
+  late.join();
+  EXPECT_EQ(early_seen, want);
+  EXPECT_EQ(late_api, want);
+  EXPECT_EQ(late_seen, want);
 }
