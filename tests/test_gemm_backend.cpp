@@ -116,7 +116,6 @@ TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
 // taken at the same thread count: oneDNN's rounding depends on the rows a call gets.
 TEST(GemmBackend, SmallProductsRunOnOneDNNChosenByTheWholeProductsSize) {
   test::GemmBackendGuard guard;
-  const int threads = omp_get_max_threads();
   Generator gen(11);
   const Tensor small_a = randn({64, 1024}, kFloat32, &gen), small_b = randn({1024, 64}, kFloat32, &gen);  // 4.2 M
   const Tensor large_a = randn({96, 1024}, kFloat32, &gen), large_b = randn({1024, 96}, kFloat32, &gen);  // 9.4 M
@@ -130,7 +129,7 @@ TEST(GemmBackend, SmallProductsRunOnOneDNNChosenByTheWholeProductsSize) {
   };
   for (int t : {1, 2}) {
     SCOPED_TRACE(std::to_string(t) + " thread(s)");
-    omp_set_num_threads(t);
+    const test::OmpThreadsScope scope(t);
     const GemmChoice openblas{GemmBackend::OpenBLAS, "", false}, onednn{GemmBackend::OneDNN, "", false};
     const std::vector<double> small_onednn = product(onednn, small_a, small_b),
                               large_openblas = product(openblas, large_a, large_b);
@@ -140,7 +139,6 @@ TEST(GemmBackend, SmallProductsRunOnOneDNNChosenByTheWholeProductsSize) {
     EXPECT_EQ(product(routed, small_a, small_b), small_onednn);
     EXPECT_EQ(product(routed, large_a, large_b), large_openblas);
   }
-  omp_set_num_threads(threads);
 }
 
 // Both backends against a float64 product of the same float32 values, on shapes that take

@@ -113,13 +113,14 @@ TEST(Matmul, SplitAcrossThreadsMatchesNaiveProducts) {
     const std::vector<double> dw_ref = naive_mm(transposed(gv, n, m), xv, m, n, k);  // g^T x
     for (int threads : {1, 2, 3}) {
       SCOPED_TRACE(::testing::Message() << threads << " threads");
-      const int prev = omp_get_max_threads();
-      omp_set_num_threads(threads);
       Tensor x = xg::from_vector(xv, {n, k}, xg::kFloat64).requires_grad_(true), w = xg::from_vector(wv, {m, k}, xg::kFloat64).requires_grad_(true);
-      Tensor y = xg::linear(x, w, Tensor());
-      y.backward(xg::from_vector(gv, {n, m}, xg::kFloat64));
-      Tensor y2 = xg::matmul(x.detach(), xg::transpose(w.detach(), 0, 1));  // the plain a @ b path
-      omp_set_num_threads(prev);
+      Tensor y, y2;
+      {
+        const xg::test::OmpThreadsScope scope(threads);
+        y = xg::linear(x, w, Tensor());
+        y.backward(xg::from_vector(gv, {n, m}, xg::kFloat64));
+        y2 = xg::matmul(x.detach(), xg::transpose(w.detach(), 0, 1));  // the plain a @ b path
+      }
       expect_near_all(y.to_vector(), y_ref, "linear");
       expect_near_all(x.grad().to_vector(), dx_ref, "dx");
       expect_near_all(w.grad().to_vector(), dw_ref, "dw");

@@ -179,14 +179,12 @@ TEST(Norm, ParallelBackwardIsTheSameOnAnyThreadCount) {
     Tensor x = randn(s, kFloat32, &gen);
     Tensor up = randn(s, kFloat32, &gen);
     auto grads = [&](int threads) {
-      const int prev = omp_get_max_threads();
-      omp_set_num_threads(threads);
+      const test::OmpThreadsScope scope(threads);
       Tensor w = ones({s[1]}).requires_grad_(true), b = zeros({s[1]}).requires_grad_(true);
       Tensor xl = x.clone().requires_grad_(true);
       layer_norm(xl, w, b).backward(up);
       Tensor w2 = ones({s[1]}).requires_grad_(true);
       rms_norm(x, w2).backward(up);
-      omp_set_num_threads(prev);
       return V{xl.grad(), w.grad(), b.grad(), w2.grad()};
     };
     V one = grads(1), two = grads(2);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <functional>
 #include <string>
@@ -59,6 +60,17 @@ std::vector<Tensor> with_params(const Tensor& x, const nn::Module& m);
 struct GemmBackendGuard {
   GemmChoice saved = gemm_choice();
   ~GemmBackendGuard() { set_gemm_choice(saved); }
+};
+
+// Sets the calling thread's OpenMP thread count for a scope and restores it, also when an
+// assertion returns early or an op throws (omp_set_num_threads, not set_num_threads: the
+// count stays this thread's and does not mark the count as chosen).
+struct OmpThreadsScope {
+  explicit OmpThreadsScope(int n) { omp_set_num_threads(n); }
+  ~OmpThreadsScope() { omp_set_num_threads(saved); }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+  int saved = omp_get_max_threads();
 };
 
 }  // namespace xg::test
