@@ -29,7 +29,7 @@ int num_threads();
 // OpenMP keeps the thread count per thread: a thread the user starts begins with
 // OMP_NUM_THREADS or the core count, whatever set_num_threads said. So each thread applies the
 // count last set when it makes a tensor, runs a product or asks num_threads(), as PyTorch's
-// parallel_for does (lazy_init_num_threads). One relaxed atomic load when nothing changed.
+// parallel_for does (lazy_init_num_threads). One atomic load when nothing changed.
 void apply_thread_count();
 // One line for logs and --help: the count and the wait policy in force, e.g.
 // "2 threads (fewer while other programs keep these cores busy), short spin wait (xgrad's
