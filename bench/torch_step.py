@@ -211,6 +211,7 @@ def main(argv):
         "ms_per_step": sec * 1e3,
         "ms_per_step_min": min(secs) * 1e3,
         "ms_per_step_max": max(secs) * 1e3,
+        "ms_per_step_mean": statistics.mean(secs) * 1e3,
         "tokens_per_s": B * T / sec,
         "gflop_per_step": flop / 1e9,
         "gflops": flop / sec / 1e9,
