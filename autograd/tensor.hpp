@@ -34,8 +34,8 @@ struct Storage {
 };
 
 // Freed buffers of 128 KB and more are cached for reuse, by size class, within the most that
-// was ever live at once (see tensor.cpp). empty_cache() frees them, returns how many bytes it
-// released and restarts that high-water mark; cached_bytes() says how many bytes are held,
+// was live at once in the recent steps (see tensor.cpp). empty_cache() frees them, returns how
+// many bytes it released and restarts that bound; cached_bytes() says how many bytes are held,
 // allocated_bytes() how many the live tensors' buffers of 128 KB and more take.
 std::size_t empty_cache();
 std::size_t cached_bytes();
