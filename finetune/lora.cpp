@@ -84,15 +84,17 @@ std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRACon
   return a;
 }
 
-// delta = s (h A^T) B^T, h = dropout(x), as PEFT's lora_B(lora_A(dropout(x))) * scaling
-// (x: [..., in], A: [r, in], B: [out, r] -> [..., out]; s: scaling). With h = x * m (m: 0 or
-// 1 / (1 - p), drawn as xg::dropout draws it), u = h A^T and gs = s g:
-//   dB = gs^T u,   du = gs B,   dA = du^T h,   dx = (du A) * m
-// NOTE: one op rather than dropout, two linears and a mul, so that the graph keeps only the
-// keep-mask (bool) and u ([N, r]); the four ops kept h, a float mask, u B^T and its scaled
-// copy, 3.75-13 MB per adapted module of the README's model at 16 x 128 tokens: 174 of the
-// 350 MB a LoRA DPO step held.
-Tensor LoRAAdapter::delta(const Tensor& x) const {
+// y = x W^T + b + s (h A^T) B^T, h = dropout(x), as PEFT's
+// base_layer(x) + lora_B(lora_A(dropout(x))) * scaling (x: [..., in], W: [out, in], b: [out],
+// A: [r, in], B: [out, r] -> [..., out]; s: scaling). With h = x * m (m: 0 or 1 / (1 - p),
+// drawn as xg::dropout draws it) and u = h A^T:
+//   du = s g B,   dB = s g^T u,   dA = du^T h,   dx = g W + (du A) * m,   dW = g^T x,   db = sum g
+// NOTE: one op rather than a linear, dropout, two linears, a mul and an add, so that the graph
+// keeps y, the keep-mask (bool) and u ([N, r]) only. The separate ops kept h, a float mask,
+// u B^T and its scaled copy (174 of the 350 MB a LoRA DPO step of the README's model held);
+// a linear and a delta op beside their sum still kept two more [N, out] tensors per adapted
+// module: 44 of the 103 MB live at a LoRA SFT step's backward.
+Tensor LoRAAdapter::forward(const Tensor& x, const Tensor& W, const Tensor& bias) const {
   const Tensor A = A_->weight(), B = B_->weight();
   const int64_t r = A.shape()[0], C = A.shape()[1], OC = B.shape()[0];
   check(x.dim() >= 1 && x.shape().back() == C, "LoRA: input must be [..., ", C, "], got ", shape_str(x.shape()));
@@ -121,26 +123,34 @@ Tensor LoRAAdapter::delta(const Tensor& x) const {
   Tensor u, y;
   {
     NoGradGuard no_grad;
+    y = linear(x, W, bias);
     u = linear(h, A);
-    y = linear(u, B) * s;
+    y.add_(linear(u, B), s);  // the [N, out] product is freed here
   }
-  if (!needs_grad({x, A, B})) return y;
-  return record(y, {x, A, B}, "lora",
+  std::vector<Tensor> inputs = {x, A, B, W};
+  if (bias.defined()) inputs.push_back(bias);
+  if (!needs_grad(inputs)) return y;
+  return record(y, std::move(inputs), "lora_linear",
                 [keep, u, s, r, C, OC, apply_mask](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
-                  std::vector<Tensor> grads(3);
-                  const Tensor gs = g.reshape({-1, OC}) * s;  // [N, out]
-                  const Tensor u2 = u.reshape({-1, r});        // [N, r]
-                  if (wants(in, 2)) grads[2] = matmul(u2.t(), gs).t();  // [out, r]
-                  if (!wants(in, 0) && !wants(in, 1)) return grads;
-                  const Tensor du = matmul(gs, in[2]);  // [N, r]
-                  if (wants(in, 1)) {
-                    const Tensor h = keep.defined() ? apply_mask(in[0], keep) : in[0];
-                    grads[1] = matmul(du.t(), h.reshape({-1, C}));  // [r, in]
+                  std::vector<Tensor> grads(in.size());
+                  const Tensor g2 = g.reshape({-1, OC});  // [N, out]
+                  const Tensor u2 = u.reshape({-1, r});   // [N, r]
+                  if (wants(in, 2)) grads[2] = matmul(u2.t(), g2).t() * s;  // [out, r]
+                  if (wants(in, 0) || wants(in, 1)) {
+                    const Tensor du = matmul(g2, in[2]) * s;  // [N, r]
+                    if (wants(in, 1)) {
+                      const Tensor h = keep.defined() ? apply_mask(in[0], keep) : in[0];
+                      grads[1] = matmul(du.t(), h.reshape({-1, C}));  // [r, in]
+                    }
+                    if (wants(in, 0)) {
+                      Tensor dh = matmul(du, in[1]).reshape(in[0].shape());  // [..., in]
+                      if (keep.defined()) dh = apply_mask(dh, keep);
+                      grads[0] = matmul(g2, in[3]).reshape(in[0].shape());  // through W
+                      grads[0].add_(dh);
+                    }
                   }
-                  if (wants(in, 0)) {
-                    const Tensor dh = matmul(du, in[1]).reshape(in[0].shape());  // [..., in]
-                    grads[0] = keep.defined() ? apply_mask(dh, keep) : dh;
-                  }
+                  if (wants(in, 3)) grads[3] = matmul(g2.t(), in[0].reshape({-1, C}));  // [out, in]
+                  if (in.size() > 4 && wants(in, 4)) grads[4] = g2.sum(0);  // [out]
                   return grads;
                 });
 }

@@ -57,7 +57,8 @@ class LoRAAdapter : public nn::LinearAdapter {
   static std::shared_ptr<LoRAAdapter> attach(nn::Linear& base, const LoRAConfig& config, Generator& gen);
 
   bool active() const override { return enabled_ && !merged_; }
-  Tensor delta(const Tensor& x) const override;
+  // x W^T + b + scaling (dropout(x) A^T) B^T, one op.
+  Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const override;
 
   Tensor A() const { return A_->weight(); }  // [r, in]
   Tensor B() const { return B_->weight(); }  // [out, r]

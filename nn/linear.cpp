@@ -29,9 +29,8 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias, Dtype dtype
 Tensor Linear::forward(const Tensor& x) const {
   check(x.dim() >= 1 && x.size(-1) == in_, "Linear(in_features=", in_, "): expected input [..., ", in_, "], got ",
         shape_str(x.shape()));
-  Tensor y = linear(x, weight_, bias_);
-  if (adapter_ && adapter_->active()) y = y + adapter_->delta(x);
-  return y;
+  if (adapter_ && adapter_->active()) return adapter_->forward(x, weight_, bias_);
+  return linear(x, weight_, bias_);
 }
 
 std::string Linear::extra_repr() const {

@@ -6,14 +6,16 @@
 
 namespace xg::nn {
 
-// A term added to a Linear's output: y = x W^T + b + adapter.delta(x). LoRA
-// (finetune/lora.hpp) implements it; an adapter registers its own parameters as children of
-// the Linear it is attached to, so they appear under the Linear's dotted name.
+// A term added to a Linear's output: y = x W^T + b + delta(x). LoRA (finetune/lora.hpp)
+// implements it; an adapter registers its own parameters as children of the Linear it is
+// attached to, so they appear under the Linear's dotted name. It computes the whole output,
+// so that it can be one op whose graph keeps y alone, not x W^T + b and delta beside it.
 class LinearAdapter {
  public:
   virtual ~LinearAdapter() = default;
-  virtual bool active() const = 0;                   // false: forward skips delta (disabled, merged)
-  virtual Tensor delta(const Tensor& x) const = 0;  // x: [..., in] -> [..., out]
+  virtual bool active() const = 0;  // false: the Linear's forward is x W^T + b (disabled, merged)
+  // x: [..., in], weight: [out, in], bias: [out] or undefined -> x W^T + b + delta(x), [..., out]
+  virtual Tensor forward(const Tensor& x, const Tensor& weight, const Tensor& bias) const = 0;
 };
 
 // y = x W^T + b, weight [out, in]. Init as nn.Linear: kaiming_uniform(a = sqrt 5) for the

@@ -339,21 +339,49 @@ TEST(FinetuneLora, GradcheckWithDropoutInTraining) {
   EXPECT_TRUE(test::tensors_close(y, want, 1e-12, 1e-12));
 }
 
-// Beside the base output and the sum, an adapted Linear's graph keeps only the keep-mask
-// (1 byte per input) and the rank-r product: not the dropped-out input, a float mask, the
-// full-width product and its scaled copy.
-TEST(FinetuneLora, GraphKeepsOnlyTheMaskAndTheRankRProduct) {
+// An adapted Linear is one op: its graph keeps its output, the keep-mask (1 byte per input)
+// and the rank-r product, not the base output and the delta beside their sum (nor the
+// dropped-out input, a float mask, the full-width product and its scaled copy).
+TEST(FinetuneLora, GraphKeepsOnlyTheOutputTheMaskAndTheRankRProduct) {
   Generator gen(13);
   LoRALinear lin(64, 64, lora_cfg(4, 8.0, "q", false, 0.1), gen);
   const Tensor x = randn({4096, 64}).requires_grad_();  // 1 MB
   const std::size_t before = allocated_bytes();
   const Tensor y = lin(x);
-  // y, the base output and the delta: 3 MB; the bool mask 256 KB; u [4096, 4] is below the
-  // 128 KB that allocated_bytes() counts.
-  EXPECT_LE(allocated_bytes() - before, std::size_t{3328} << 10);
+  // y: 1 MB; the bool mask 256 KB; u [4096, 4] is below the 128 KB that allocated_bytes()
+  // counts.
+  EXPECT_LE(allocated_bytes() - before, std::size_t{1280} << 10);
   y.sum().backward();
   EXPECT_TRUE(lin.lora().A().grad().defined());
   EXPECT_TRUE(x.grad().defined());
+}
+
+// The fused op's gradients of a base weight and bias that train too (a LoRALinear whose base
+// is unfrozen), with and without dropout; the value equals the separate ops'.
+TEST(FinetuneLora, GradcheckWithATrainableBase) {
+  for (double p : {0.0, 0.3}) {
+    Generator gen(21);
+    LoRALinear lin(5, 4, lora_cfg(2, 4.0, "q", false, p), gen, /*bias=*/true, kFloat64);
+    {
+      NoGradGuard ng;
+      Tensor B = lin.lora().B();
+      B.copy_(test::randn64({4, 2}, 22).detach());
+    }
+    lin.weight().requires_grad_(true);
+    lin.bias().requires_grad_(true);
+    auto fn = [&](const V& v) {
+      manual_seed(23);
+      return lin(v[0]);
+    };
+    const Tensor x = test::randn64({3, 2, 5}, 24);
+    EXPECT_GRADCHECK(fn, {x, lin.weight(), lin.bias(), lin.lora().A(), lin.lora().B()});
+    manual_seed(23);
+    const Tensor y = lin(x);
+    manual_seed(23);
+    const Tensor h = p > 0 ? dropout(x, p, true) : x;
+    const Tensor want = linear(x, lin.weight(), lin.bias()) + linear(linear(h, lin.lora().A()), lin.lora().B()) * 2.0;
+    EXPECT_TRUE(test::tensors_close(y, want, 1e-12, 1e-12)) << "p " << p;
+  }
 }
 
 TEST(FinetuneLora, BaseStateDictLoadsIntoInjectedModel) {
