@@ -1,6 +1,7 @@
 // Fixture loading and tensor comparison for the tests.
 #include "tests/torch_fixture.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -57,6 +58,14 @@ const TensorMap& fixture(const std::string& file) {
 
 namespace {
 
+double max_abs(const Tensor& t) {
+  const Tensor d = t.to(kFloat64);
+  const double* p = d.data<double>();
+  double m = 0;
+  for (int64_t i = 0; i < d.numel(); ++i) m = std::max(m, std::abs(p[i]));
+  return m;
+}
+
 // One dtype of one case: loads the inputs (and, with a module, its parameters), runs fn,
 // and checks the output, input gradients and parameter gradients against the fixture.
 void check_case(const TensorMap& fx, const std::string& key, bool f32, const Fn& fn, nn::Module* module) {
@@ -86,18 +95,31 @@ void check_case(const TensorMap& fx, const std::string& key, bool f32, const Fn&
   if (up == fx.end()) return;
   ASSERT_TRUE(out.requires_grad()) << "PyTorch differentiated this case but the output has no grad_fn";
   out.backward(up->second);
+  // A gradient that is zero in exact arithmetic (the float64 case reads under 1e-12 everywhere;
+  // a key bias's, say: it adds q . b to a whole row of scores, which softmax ignores) is only
+  // rounding noise in float32, in PyTorch and here alike, and its size depends on the order of
+  // the sums (the kernels): in float32 it is checked to be that small, not equal to PyTorch's
+  // noise. Its float64 case still checks it against PyTorch's.
+  const std::string key64 = key.substr(0, key.size() - 4) + "f64.";
+  auto check_grad = [&](const Tensor& actual, const std::string& name, const std::string& what) {
+    const Tensor& want = fx.at(key + name);
+    auto ref64 = fx.find(key64 + name);
+    if (f32 && ref64 != fx.end() && max_abs(ref64->second) < 1e-12) {
+      EXPECT_TRUE(tensors_close(actual, zeros_like(want), 0, 1e-5)) << what << " (zero in exact arithmetic)";
+      return;
+    }
+    EXPECT_TRUE(tensors_close(actual, want, rtol, atol)) << what;
+  };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    auto g = fx.find(key + "grad" + std::to_string(i));
-    if (g == fx.end()) continue;
-    Tensor actual = inputs[i].grad().defined() ? inputs[i].grad() : zeros_like(inputs[i]);
-    EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of input " << i;
+    const std::string name = "grad" + std::to_string(i);
+    if (!fx.count(key + name)) continue;
+    check_grad(inputs[i].grad().defined() ? inputs[i].grad() : zeros_like(inputs[i]), name,
+               "gradient of input " + std::to_string(i));
   }
   if (!module) return;
   for (const auto& [name, p] : module->named_parameters()) {
-    auto g = fx.find(key + "pgrad." + name);
-    if (g == fx.end()) continue;
-    Tensor actual = p.grad().defined() ? p.grad() : zeros_like(p);
-    EXPECT_TRUE(tensors_close(actual, g->second, rtol, atol)) << "gradient of parameter " << name;
+    if (!fx.count(key + "pgrad." + name)) continue;
+    check_grad(p.grad().defined() ? p.grad() : zeros_like(p), "pgrad." + name, "gradient of parameter " + name);
   }
 }
 
