@@ -1,7 +1,6 @@
 // Fixture loading and tensor comparison for the tests.
 #include "tests/torch_fixture.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -58,14 +57,6 @@ const TensorMap& fixture(const std::string& file) {
 
 namespace {
 
-double max_abs(const Tensor& t) {
-  const Tensor d = t.to(kFloat64);
-  const double* p = d.data<double>();
-  double m = 0;
-  for (int64_t i = 0; i < d.numel(); ++i) m = std::max(m, std::abs(p[i]));
-  return m;
-}
-
 // One dtype of one case: loads the inputs (and, with a module, its parameters), runs fn,
 // and checks the output, input gradients and parameter gradients against the fixture.
 void check_case(const TensorMap& fx, const std::string& key, bool f32, const Fn& fn, nn::Module* module) {
@@ -104,7 +95,7 @@ void check_case(const TensorMap& fx, const std::string& key, bool f32, const Fn&
   auto check_grad = [&](const Tensor& actual, const std::string& name, const std::string& what) {
     const Tensor& want = fx.at(key + name);
     auto ref64 = fx.find(key64 + name);
-    if (f32 && ref64 != fx.end() && max_abs(ref64->second) < 1e-12) {
+    if (f32 && ref64 != fx.end() && max(abs(ref64->second)).item() < 1e-12) {
       EXPECT_TRUE(tensors_close(actual, zeros_like(want), 0, 1e-5)) << what << " (zero in exact arithmetic)";
       return;
     }
