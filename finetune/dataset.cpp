@@ -2,6 +2,7 @@
 // (nlohmann-json, errors "path:line: ..."), the row formats (plain or chat template) and SFT/DPO
 // collation.
 #include "finetune/dataset.hpp"
+#include "finetune/detail/seq.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -72,23 +73,6 @@ std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines
 
 Tensor int_tensor(const std::vector<int64_t>& v, const Shape& shape) { return from_vector(v, shape); }
 
-// One row of a collated batch before padding.
-struct Seq {
-  std::vector<int64_t> ids;
-  int64_t prompt_len = 0;
-};
-
-Seq make_seq(const RowFormat& format, const std::string& prompt, const std::string& response, int64_t max_len) {
-  Seq s;
-  std::vector<int64_t> resp;
-  std::tie(s.ids, resp) = format.row_ids(prompt, response);
-  s.prompt_len = std::min<int64_t>(static_cast<int64_t>(s.ids.size()), max_len - 1);
-  s.ids.resize(static_cast<std::size_t>(s.prompt_len));
-  const int64_t keep = std::min<int64_t>(static_cast<int64_t>(resp.size()), max_len - s.prompt_len);
-  s.ids.insert(s.ids.end(), resp.begin(), resp.begin() + keep);
-  return s;
-}
-
 SftBatch pad(const RowFormat& format, const std::vector<Seq>& seqs) {
   const int64_t B = static_cast<int64_t>(seqs.size());
   int64_t T = 0;
@@ -122,6 +106,18 @@ void check_collate(const char* fn, std::size_t rows, int64_t max_len) {
 }
 
 }  // namespace
+
+Seq make_seq(const RowFormat& format, const std::string& prompt, const std::string& response, int64_t max_len) {
+  Seq s;
+  std::vector<int64_t> resp;
+  std::tie(s.ids, resp) = format.row_ids(prompt, response);
+  s.prompt_len = std::min<int64_t>(static_cast<int64_t>(s.ids.size()), max_len - 1);
+  s.ids.resize(static_cast<std::size_t>(s.prompt_len));
+  const int64_t keep = std::min<int64_t>(static_cast<int64_t>(resp.size()), max_len - s.prompt_len);
+  s.ids.insert(s.ids.end(), resp.begin(), resp.begin() + keep);
+  return s;
+}
+
 
 // ---- TextDataset -------------------------------------------------------------------------
 

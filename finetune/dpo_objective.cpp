@@ -1,4 +1,5 @@
 // attach_dpo / dpo_eval: Direct Preference Optimization against the adapter-disabled model.
+#include <memory>
 #include "autograd/error.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/reduce.hpp"
@@ -6,6 +7,7 @@
 #include "finetune/lora.hpp"
 #include "finetune/detail/objective_util.hpp"
 #include "finetune/objectives.hpp"
+#include "finetune/packing.hpp"
 #include "losses/losses.hpp"
 
 namespace xg::finetune {
@@ -21,6 +23,25 @@ Tensor ref_response_logps(const nn::DecoderLM& model, const SftBatch& b) {
   NoGradGuard no_grad;
   DisableAdapters reference(model);
   return response_logps(model, b);
+}
+
+// Summed response log-probs of each sequence of a packed batch: [2P] (pair i's chosen at 2i,
+// rejected at 2i + 1).
+Tensor packed_logps(const nn::DecoderLM& model, const PackedBatch& b) {
+  const Tensor logits = model.forward_packed(b.input_ids, b.position_ids);
+  return span_logprob_sums(losses::token_logprobs(logits, losses::shift_labels(b.labels)), b);
+}
+
+Tensor ref_packed_logps(const nn::DecoderLM& model, const PackedBatch& b) {
+  NoGradGuard no_grad;
+  DisableAdapters reference(model);
+  return packed_logps(model, b);
+}
+
+// [2P] -> [P]: the chosen (part 0) or rejected (part 1) log-probs of each pair.
+Tensor pairs_part(const Tensor& t, int64_t part) {
+  const int64_t P = t.size(0) / 2;
+  return reshape(narrow(reshape(t, {P, 2}), 1, part, 1), {P});
 }
 
 Tensor first_half(const Tensor& t) { return narrow(t, 0, 0, t.shape()[0] / 2); }
@@ -67,19 +88,31 @@ void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task) {
   check(task.train && !task.train->empty(), "DPO: no training rows");
   check(task.batch > 0 && task.max_len >= 2 && task.beta > 0, "DPO: batch must be positive, max_len >= 2, beta > 0");
   check(!lora_adapters(model).empty(), "DPO: the model has no LoRA adapters (the reference is the model without them)");
-  loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
-    const SftBatch b = collate_dpo(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
-    const Tensor ref = ref_response_logps(model, b);
-    const Tensor pol = response_logps(model, b);
-    losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
-                                           task.beta, task.label_smoothing);
+  auto result = [task](const Tensor& chosen, const Tensor& rejected, const Tensor& ref_chosen,
+                       const Tensor& ref_rejected, int64_t tokens) {
+    losses::DpoOutput o = losses::dpo_loss(chosen, rejected, ref_chosen, ref_rejected, task.beta, task.label_smoothing);
     Metrics m = {{"rewards/chosen", mean(o.chosen_rewards).item()},
                  {"rewards/rejected", mean(o.rejected_rewards).item()},
                  {"rewards/margins", o.reward_margin.item()},
                  {"rewards/accuracies", o.reward_accuracy.item()}};
-    int64_t tokens = b.attention_mask.to(kFloat64).sum().item<int64_t>();
     return MicroResult{o.loss, tokens, m};
   };
+  if (task.packing) {
+    auto packed = std::make_shared<const std::vector<PackedRow>>(pack_dpo(task.format, *task.train, task.max_len));
+    loop.micro_step = [&model, packed, result, task](int64_t, int64_t, Generator& rng) {
+      const PackedBatch b = collate_packed(draw_rows(*packed, task.batch, rng));
+      const Tensor ref = ref_packed_logps(model, b), pol = packed_logps(model, b);
+      return result(pairs_part(pol, 0), pairs_part(pol, 1), pairs_part(ref, 0), pairs_part(ref, 1), b.real_tokens);
+    };
+  } else {
+    loop.micro_step = [&model, result, task](int64_t, int64_t, Generator& rng) {
+      const SftBatch b = collate_dpo(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
+      const Tensor ref = ref_response_logps(model, b);
+      const Tensor pol = response_logps(model, b);
+      return result(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
+                    b.attention_mask.to(kFloat64).sum().item<int64_t>());
+    };
+  }
   if (task.heldout && !task.heldout->empty())
     loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) {
       return dpo_eval(model, rows, task);

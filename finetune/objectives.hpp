@@ -22,6 +22,10 @@ struct SftTask {
   const std::vector<SftExample>* heldout = nullptr;  // optional
   int64_t batch = 8, max_len = 128, eval_rows = 256;
   RowFormat format;
+  // Packing (finetune/packing.hpp): the training rows are packed once into rows of max_len
+  // tokens, and a step draws `batch` of those packed rows, not `batch` examples. Evaluation
+  // stays on padded batches of examples.
+  bool packing = false;
 };
 void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task);
 // Mean per-token loss of `rows` (in batches of `batch`), as attach_sft's evaluation reports it.
@@ -40,6 +44,7 @@ struct DpoTask {
   int64_t batch = 8, max_len = 128, eval_rows = 256;
   double beta = 0.1, label_smoothing = 0.0;
   RowFormat format;
+  bool packing = false;  // as SftTask's: pairs packed into rows of max_len tokens (each sequence cut to max_len / 2)
 };
 void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task);
 Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task);

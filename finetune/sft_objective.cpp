@@ -1,21 +1,28 @@
 // attach_sft / sft_eval: supervised finetuning on prompt/response rows.
+#include <memory>
+
 #include "autograd/error.hpp"
 #include "autograd/graph.hpp"
 #include "finetune/detail/objective_util.hpp"
 #include "finetune/objectives.hpp"
+#include "finetune/packing.hpp"
 #include "losses/losses.hpp"
 
 namespace xg::finetune {
 
 namespace {
 
+// Targets that are not -100.
+int64_t target_count(const Tensor& targets) {
+  const int64_t* p = targets.data<int64_t>();
+  int64_t n = 0;
+  for (int64_t i = 0; i < targets.numel(); ++i) n += p[i] != -100;
+  return n;
+}
+
 // Tokens the loss trains on: the shifted, masked labels that are not -100.
 int64_t target_count(const SftBatch& b) {
-  Tensor t = losses::sft_labels(b.input_ids, b.prompt_lengths, b.attention_mask);
-  const int64_t* p = t.data<int64_t>();
-  int64_t n = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) n += p[i] != -100;
-  return n;
+  return target_count(losses::sft_labels(b.input_ids, b.prompt_lengths, b.attention_mask));
 }
 
 }  // namespace
@@ -42,11 +49,21 @@ Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows
 void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task) {
   check(task.train && !task.train->empty(), "SFT: no training rows");
   check(task.batch > 0 && task.max_len >= 2, "SFT: batch must be positive and max_len >= 2");
-  loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
-    SftBatch b = collate_sft(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
-    Tensor loss = losses::sft_loss(model(b.input_ids), b.input_ids, b.prompt_lengths, b.attention_mask);
-    return MicroResult{loss, target_count(b), {}};
-  };
+  if (task.packing) {
+    auto packed = std::make_shared<const std::vector<PackedRow>>(pack_sft(task.format, *task.train, task.max_len));
+    loop.micro_step = [&model, packed, task](int64_t, int64_t, Generator& rng) {
+      const PackedBatch b = collate_packed(draw_rows(*packed, task.batch, rng));
+      const Tensor no_prompt = zeros({b.labels.size(0)}, kInt64);  // the labels mask prompts already
+      Tensor loss = losses::sft_loss(model.forward_packed(b.input_ids, b.position_ids), b.labels, no_prompt);
+      return MicroResult{loss, target_count(losses::shift_labels(b.labels)), {}};
+    };
+  } else {
+    loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
+      SftBatch b = collate_sft(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
+      Tensor loss = losses::sft_loss(model(b.input_ids), b.input_ids, b.prompt_lengths, b.attention_mask);
+      return MicroResult{loss, target_count(b), {}};
+    };
+  }
   if (task.heldout && !task.heldout->empty()) {
     loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) { return sft_eval(model, rows, task.batch, task.max_len, task.format); };
   }

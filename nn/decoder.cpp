@@ -409,9 +409,48 @@ Tensor DecoderLM::forward(const Tensor& tokens, int64_t start_pos, std::vector<K
   return forward_with_aux(tokens, start_pos, caches).logits;
 }
 
+LMOutput DecoderLM::forward_with_aux(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches) const {
+  return run(tokens, start_pos, caches, Tensor());
+}
+
+Tensor DecoderLM::forward_packed(const Tensor& tokens, const Tensor& position_ids) const {
+  return run(tokens, 0, nullptr, position_ids).logits;
+}
+
+namespace {
+
+// position_ids [B, T] of packed rows -> keep [B, 1, T, T] bool: query i may see key j when
+// both are in the same sequence (the causal part is AttnMask's). A sequence starts at each 0;
+// every other position must be the one before it + 1.
+Tensor same_sequence_mask(const Tensor& position_ids, const Shape& tokens_shape, const std::string& who) {
+  check(position_ids.defined() && position_ids.dtype() == kInt64 && position_ids.shape() == tokens_shape, who,
+        ": expected position_ids int64 ", shape_str(tokens_shape), " (the tokens' shape), got ",
+        position_ids.defined() ? str_cat(dtype_name(position_ids.dtype()), " ", shape_str(position_ids.shape()))
+                               : std::string("an undefined tensor"));
+  const int64_t B = tokens_shape[0], T = tokens_shape[1];
+  const int64_t* p = position_ids.data<int64_t>();
+  std::vector<int64_t> seq(static_cast<std::size_t>(T));
+  Tensor keep = zeros({B, 1, T, T}, kBool);
+  bool* k = keep.data<bool>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t* row = p + b * T;
+    check(row[0] == 0, who, ": position_ids[", b, ", 0] is ", row[0], ", but a row starts a sequence at 0");
+    for (int64_t t = 1; t < T; ++t)
+      check(row[t] == 0 || row[t] == row[t - 1] + 1, who, ": position_ids[", b, ", ", t, "] is ", row[t],
+            " after ", row[t - 1], " (a sequence counts up by one; 0 starts the next)");
+    for (int64_t t = 0, s = -1; t < T; ++t) seq[t] = s += row[t] == 0;
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j <= i; ++j) k[(b * T + i) * T + j] = seq[i] == seq[j];
+  }
+  return keep;
+}
+
+}  // namespace
+
 // tokens [B, T] -> h = tok_embeddings(tokens) (+ pos) -> blocks (causal) -> norm -> logits [B, T, V],
 // logits = output(h), or h @ tok_embeddings.weight^T when tied.
-LMOutput DecoderLM::forward_with_aux(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches) const {
+LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches,
+                        const Tensor& position_ids) const {
   const int64_t V = config_.vocab_size;
   if (!tokens.defined() || tokens.dtype() != kInt64 || tokens.dim() != 2)
     throw Error(str_cat(who(), ": expected tokens int64 [B, T], got ",
@@ -438,11 +477,13 @@ LMOutput DecoderLM::forward_with_aux(const Tensor& tokens, int64_t start_pos, st
     fail(": positions ", pos0, "..", pos0 + T - 1, " of tokens ", shape_str(tokens.shape()), " (start_pos ", pos0,
          ") exceed max_seq_len ", L);
 
+  const bool packed = position_ids.defined();
+  const AttnMask mask = packed ? AttnMask(same_sequence_mask(position_ids, tokens.shape(), who() + "::forward_packed"), true)
+                               : AttnMask::causal_mask();
   Tensor h = tok_embeddings_->forward(tokens);  // [B, T, C]
-  if (sinusoidal_) h = sinusoidal_->forward(h, pos0);
-  if (learned_) h = learned_->forward(h, pos0);
+  if (sinusoidal_) h = packed ? sinusoidal_->forward_at(h, position_ids) : sinusoidal_->forward(h, pos0);
+  if (learned_) h = packed ? learned_->forward_at(h, position_ids) : learned_->forward(h, pos0);
   if (config_.block.dropout > 0 && is_training()) h = dropout(h, config_.block.dropout, true);
-  const AttnMask mask = AttnMask::causal_mask();
   const bool recompute = gradient_checkpointing_ && !caches && is_training() && is_grad_enabled();
   Tensor aux;
   for (std::size_t i = 0; i < layers_->size(); ++i) {

@@ -94,6 +94,17 @@ class DecoderLM : public Module {
   LMOutput forward_with_aux(const Tensor& tokens, int64_t start_pos = 0,
                             std::vector<KVCache>* caches = nullptr) const;
 
+  // Packed rows (padding-free training, as Hugging Face's DataCollatorWithFlattening and TRL's
+  // packing): each row of tokens [B, T] holds several sequences back to back, and
+  // position_ids [B, T] (int64) count 0, 1, 2, ... from each sequence's first token, so a 0
+  // starts a new sequence. A token attends to the earlier tokens of its own sequence only, and
+  // sits at position position_ids[b, t]: the logits of a sequence are those it gets alone in
+  // a row. Sinusoidal and learned positions read their table at position_ids; RoPE's scores
+  // depend on positions only through their differences, so a sequence's positions continue
+  // from its offset in the row (equal in exact arithmetic, and T must fit max_seq_len).
+  // Training only: no KV caches.
+  Tensor forward_packed(const Tensor& tokens, const Tensor& position_ids) const;
+
   // prompt: int64 [B, T0] -> [B, T0 + n], n <= max_new_tokens (fewer only when every row hit
   // eos_id). Prefills the prompt through per-layer KV caches once, then feeds one token at a
   // time (MLA caches its latent). Runs without recording a graph and with dropout off; the
@@ -126,6 +137,8 @@ class DecoderLM : public Module {
 
  private:
   std::string who() const;
+  // forward_with_aux, and forward_packed when position_ids is defined.
+  LMOutput run(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches, const Tensor& position_ids) const;
 
   LMConfig config_;
   std::shared_ptr<Embedding> tok_embeddings_;

@@ -9,6 +9,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/index.hpp"
 #include "autograd/shape.hpp"
 #include "nn/init.hpp"
 
@@ -58,6 +59,19 @@ void check_positions(const Tensor& x, int64_t offset, int64_t rows, const std::s
         " (input ", shape_str(x.shape()), ")");
 }
 
+// x [B, T, C] and positions int64 [B, T] with every position in [0, rows) -> table[positions] [B, T, C].
+Tensor table_rows_at(const Tensor& table, const Tensor& x, const Tensor& positions, const std::string& who) {
+  check(x.dim() == 3 && positions.defined() && positions.dtype() == kInt64 && positions.dim() == 2 &&
+            positions.size(0) == x.size(0) && positions.size(1) == x.size(1),
+        who, ": expected input [B, T, C] and positions int64 [B, T], got input ", shape_str(x.shape()), " and positions ",
+        positions.defined() ? str_cat(dtype_name(positions.dtype()), " ", shape_str(positions.shape())) : "undefined");
+  const int64_t rows = table.size(0), *p = positions.data<int64_t>();
+  for (int64_t i = 0; i < positions.numel(); ++i)
+    check(p[i] >= 0 && p[i] < rows, who, ": position ", p[i], " at [", i / positions.size(1), ",",
+          i % positions.size(1), "] is outside the table's ", rows, " rows");
+  return embedding(table, positions);
+}
+
 // pe [max_len, d_model] in `dtype`, computed in float64 and rounded once:
 //   div_i = exp(2i * (-log(10000) / d)),  pe[t, 2i] = sin(t div_i),  pe[t, 2i+1] = cos(t div_i)
 // NOTE: the usual PyTorch module (the Annotated Transformer, the nn.Transformer tutorial)
@@ -105,6 +119,12 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) co
   return (*dropout_)(add(x, narrow(pe_, 0, offset, x.size(-2))));
 }
 
+Tensor SinusoidalPositionalEncoding::forward_at(const Tensor& x, const Tensor& positions) const {
+  check(x.dtype() == pe_.dtype(), "SinusoidalPositionalEncoding: input is ", dtype_name(x.dtype()), " but pe is ",
+        dtype_name(pe_.dtype()), " (convert the module with .to())");
+  return (*dropout_)(add(x, table_rows_at(pe_, x, positions, str_cat("SinusoidalPositionalEncoding(max_len=", max_len_, ")"))));
+}
+
 // The table is a function of (d_model, max_len): recomputed in the new dtype, not widened.
 void SinusoidalPositionalEncoding::rebuild_buffers(Dtype dtype) {
   NoGradGuard no_grad;
@@ -135,6 +155,13 @@ Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t offset) cons
         " but weight is ", dtype_name(weight_.dtype()), " (convert the module with .to())");
   check_positions(x, offset, max_len_, str_cat("LearnedPositionalEmbedding(max_len=", max_len_, ")"), "max_len");
   return add(x, narrow(weight_, 0, offset, x.size(-2)));
+}
+
+// out = x + weight[positions]   =>   dx = g,   dweight[p] = sum of g over the tokens at position p
+Tensor LearnedPositionalEmbedding::forward_at(const Tensor& x, const Tensor& positions) const {
+  check(x.dtype() == weight_.dtype(), "LearnedPositionalEmbedding: input is ", dtype_name(x.dtype()),
+        " but weight is ", dtype_name(weight_.dtype()), " (convert the module with .to())");
+  return add(x, table_rows_at(weight_, x, positions, str_cat("LearnedPositionalEmbedding(max_len=", max_len_, ")")));
 }
 
 std::string LearnedPositionalEmbedding::extra_repr() const { return str_cat(max_len_, ", ", d_model_); }

@@ -18,6 +18,9 @@ class SinusoidalPositionalEncoding : public Module {
   // x: [..., T, d_model] -> [..., T, d_model]; positions offset .. offset + T - 1.
   Tensor forward(const Tensor& x, int64_t offset = 0) const;
   Tensor operator()(const Tensor& x, int64_t offset = 0) const { return forward(x, offset); }
+  // x: [B, T, d_model], positions: int64 [B, T] -> x + pe[positions] (packed rows, whose
+  // positions restart where each sequence starts), then dropout.
+  Tensor forward_at(const Tensor& x, const Tensor& positions) const;
   Tensor pe() const { return pe_; }
   int64_t d_model() const { return d_model_; }
   int64_t max_len() const { return max_len_; }
@@ -41,6 +44,8 @@ class LearnedPositionalEmbedding : public Module {
   // x: [..., T, d_model] -> [..., T, d_model]
   Tensor forward(const Tensor& x, int64_t offset = 0) const;
   Tensor operator()(const Tensor& x, int64_t offset = 0) const { return forward(x, offset); }
+  // x: [B, T, d_model], positions: int64 [B, T] -> x + weight[positions] (packed rows).
+  Tensor forward_at(const Tensor& x, const Tensor& positions) const;
   Tensor weight() const { return weight_; }
   int64_t d_model() const { return d_model_; }
   int64_t max_len() const { return max_len_; }

@@ -67,6 +67,14 @@ void write_yes_no_pairs(const fs::path& path) {
   write_lines(path, rows);
 }
 
+// SFT rows over kWords: "Is <w> a word?" answered "yes"; returns the rows written.
+std::vector<json> write_yes_rows(const fs::path& path) {
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
+  write_lines(path, rows);
+  return rows;
+}
+
 // A Hugging Face folder as a user downloads one: the random-weight Qwen3 of
 // tests/fixtures/hf/qwen3_vocab (Qwen3's real vocabulary size) beside the Qwen3 tokenizer files
 // (tokenizer.json, tokenizer_config.json with its chat template).
@@ -104,9 +112,7 @@ std::string joined_ids(const std::vector<int64_t>& ids) {
 TEST(XgFinetune, SftTeachesAnAnswerThatGenerateAndMergePrint) {
   const fs::path d = xg::test::fresh_test_dir("sft");
   const fs::path base = tiny_base(d);
-  std::vector<json> rows;
-  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
-  write_lines(d / "train.jsonl", rows);
+  const std::vector<json> rows = write_yes_rows(d / "train.jsonl");
   write_lines(d / "eval.jsonl", {{{"prompt", "Is lemon a word?"}, {"response", "yes"}}});
   CliRun r = run("xg-finetune",
                  "--base " + base.string() + " --data " + (d / "train.jsonl").string() + " --eval-data " +
@@ -194,6 +200,39 @@ TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
   EXPECT_NE(r.out.find("rewards/margins"), std::string::npos) << r.out;
 }
 
+// --packing: SFT's rows packed two to a row of 64 tokens teach the answer as padded batches
+// do (and --epochs counts passes over the packed rows); DPO's pairs, one to a row, raise the
+// preference for the chosen answer.
+TEST(XgFinetune, PackedSftAndDpoTeachWhatPaddedBatchesTeach) {
+  const fs::path d = xg::test::fresh_test_dir("packed");
+  const fs::path base = tiny_base(d);
+  write_yes_rows(d / "train.jsonl");
+  CliRun r = run("xg-finetune", "--base " + base.string() + " --data " + (d / "train.jsonl").string() + " --out " +
+                                    (d / "sft").string() +
+                                    " --packing --max-len 64 --batch 2 --epochs 30 --warmup 5 --lr 1e-2 --lora-r 4 "
+                                    "--lora-dropout 0");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  // Each row is BOS + "Is <5 letters> a word?" + newline + "yes" + EOS = 22 byte tokens.
+  EXPECT_NE(r.out.find("--packing: 8 rows packed into 4 rows of 64 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sft on 8 rows, 60 steps"), std::string::npos) << r.out;  // 30 passes over 4 rows, 2 a step
+  CliRun g = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "sft").string() +
+                                    " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 8");
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_EQ(g.out, "yes\n");
+
+  write_yes_no_pairs(d / "pairs.jsonl");
+  r = run("xg-finetune", "--objective dpo --base " + base.string() + " --data " + (d / "pairs.jsonl").string() +
+                             " --eval-data " + (d / "pairs.jsonl").string() + " --out " + (d / "dpo").string() +
+                             " --packing --max-len 64 --steps 30 --warmup 3 --lr 1e-2 --batch 4 --eval-every 30 "
+                             "--lora-dropout 0");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("--packing: 8 rows packed into 8 rows of 64 tokens"), std::string::npos) << r.out;
+  const std::vector<json> acc = eval_records(d / "dpo" / "log.jsonl", "reward_accuracy");
+  ASSERT_EQ(acc.size(), 2u);
+  EXPECT_EQ(acc.front().get<double>(), 0.0);
+  EXPECT_EQ(acc.back().get<double>(), 1.0);
+}
+
 TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
   const fs::path d = xg::test::fresh_test_dir("grpo");
   const fs::path base = tiny_base(d);
@@ -226,9 +265,7 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
 TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
   const fs::path d = xg::test::fresh_test_dir("resume");
   const fs::path base = tiny_base(d);
-  std::vector<json> rows;
-  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
-  write_lines(d / "train.jsonl", rows);
+  write_yes_rows(d / "train.jsonl");
   // Adapter dropout draws from the global generator: the checkpoint must restore it too.
   const std::string flags = "--base " + base.string() + " --data " + (d / "train.jsonl").string() +
                             " --steps 80 --warmup 2 --batch 4 --checkpoint-every 4 --lora-dropout 0.1 --seed 9";
@@ -287,6 +324,13 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   r = run("xg-finetune", "--base x --data y --out z --objective dpo --beta -1.5");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--beta must be > 0 (>= 0 for grpo), got -1.5 "), std::string::npos) << r.err;  // not -1.500000
+  r = run("xg-finetune", "--base x --data y --out z --objective grpo --packing");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--packing is for sft and dpo"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective dpo --packing --max-len 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--packing with dpo needs --max-len of at least 4 (two sequences a row), got 3"), std::string::npos)
+      << r.err;
   r = run("xg-finetune", "--base x --data y --out z --lora-r 0");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("r"), std::string::npos) << r.err;
@@ -346,9 +390,7 @@ TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {
   namespace nn = xg::nn;
   const fs::path d = xg::test::fresh_test_dir("hf_sft");
   const fs::path folder = hf_qwen3_folder(d), out = d / "out", merged = d / "out" / "merged";
-  std::vector<json> rows;
-  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "yes"}});
-  write_lines(d / "train.jsonl", rows);
+  write_yes_rows(d / "train.jsonl");
   CliRun r = run("xg-finetune", "--base " + folder.string() + " --data " + (d / "train.jsonl").string() + " --out " +
                                     out.string() +
                                     " --steps 4 --warmup 1 --lr 5e-2 --batch 2 --lora-r 2 --lora-alpha 4 --lora-dropout 0"

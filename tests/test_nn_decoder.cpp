@@ -739,3 +739,71 @@ TEST(NnDecoderGenerate, SlidingWindowConditionsOnTheLastMaxSeqLenTokens) {
     }
   }
 }
+
+// --- packed rows: each sequence gets the logits it gets alone ------------------------------
+
+namespace {
+
+// Row 0 packs sequences of 3, 4 and 2 tokens (the last one padding-like), row 1 one of 5 and
+// one of 4; each sequence's logits from forward_packed must equal its own forward's.
+void expect_packed_matches_alone(const LMConfig& c, uint64_t seed) {
+  DecoderLM lm(c);
+  randomize64(lm, seed);
+  const int64_t Vn = c.vocab_size, T = 9;
+  const std::vector<std::vector<int64_t>> lengths = {{3, 4, 2}, {5, 4}};
+  const Tensor tokens = random_tokens(2, T, Vn, seed + 1);
+  std::vector<int64_t> pos;
+  for (const auto& row : lengths)
+    for (int64_t n : row)
+      for (int64_t t = 0; t < n; ++t) pos.push_back(t);
+  const Tensor packed = lm.forward_packed(tokens, from_vector(pos, {2, T}));
+  for (int64_t b = 0; b < 2; ++b) {
+    int64_t start = 0;
+    for (int64_t n : lengths[static_cast<std::size_t>(b)]) {
+      const Tensor seq = narrow(narrow(tokens, 0, b, 1), 1, start, n);
+      const Tensor got = narrow(narrow(packed, 0, b, 1), 1, start, n);
+      EXPECT_TRUE(test::tensors_close(got, lm(seq), 1e-10, 1e-12)) << "row " << b << ", tokens " << start << ".."
+                                                                   << start + n - 1;
+      start += n;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(NnDecoderPacked, RopeGQAEachSequenceAsAlone) { expect_packed_matches_alone(small_lm(AttentionKind::GQA), 21); }
+TEST(NnDecoderPacked, LearnedPositionsEachSequenceAsAlone) { expect_packed_matches_alone(small_lm(AttentionKind::MHA), 22); }
+TEST(NnDecoderPacked, MLAEachSequenceAsAlone) { expect_packed_matches_alone(small_lm(AttentionKind::MLA, true), 23); }
+TEST(NnDecoderPacked, SinusoidalEachSequenceAsAlone) { expect_packed_matches_alone(teaching_tied_lm(), 24); }
+
+TEST(NnDecoderPacked, NoPositionsEachSequenceAsAlone) {
+  LMConfig c = small_lm(AttentionKind::GQA);
+  c.block.position = PositionKind::None;
+  expect_packed_matches_alone(c, 25);
+}
+
+TEST(NnDecoderPacked, GradcheckLearnedPositions) {
+  LMConfig c = small_lm(AttentionKind::MHA);
+  c.block.d_model = 8;
+  std::get<MHASpec>(c.block.attention).n_heads = 2;
+  std::get<MLPSpec>(c.block.ffn).d_ff = 12;
+  DecoderLM lm(c);
+  randomize64(lm, 26);
+  const Tensor tokens = random_tokens(1, 5, c.vocab_size, 27);
+  const Tensor pos = test::ids(std::vector<int64_t>{0, 1, 2, 0, 1}, {1, 5});
+  auto* attn = dynamic_cast<MultiHeadAttention*>((*lm.layers())[0]->attention().get());
+  EXPECT_GRADCHECK([&](const V&) { return lm.forward_packed(tokens, pos); },
+                   {lm.tok_embeddings()->weight(), dynamic_cast<LearnedPositionalEmbedding*>(lm.pos().get())->weight(),
+                    attn->w_q()->weight(), attn->w_k()->weight(), attn->w_v()->weight()});
+}
+
+TEST(NnDecoderPacked, BadPositionIdsAreRefused) {
+  DecoderLM lm(small_lm(AttentionKind::GQA));
+  const Tensor tokens = random_tokens(1, 4, 13, 28);
+  EXPECT_XG_ERROR(lm.forward_packed(tokens, test::ids(std::vector<int64_t>{0, 1, 2}, {1, 3})),
+                  "expected position_ids int64 [1,4] (the tokens' shape), got int64 [1,3]");
+  EXPECT_XG_ERROR(lm.forward_packed(tokens, test::ids(std::vector<int64_t>{1, 2, 3, 4}, {1, 4})),
+                  "position_ids[0, 0] is 1, but a row starts a sequence at 0");
+  EXPECT_XG_ERROR(lm.forward_packed(tokens, test::ids(std::vector<int64_t>{0, 1, 3, 0}, {1, 4})),
+                  "position_ids[0, 2] is 3 after 1");
+}

@@ -22,6 +22,7 @@
 #include "finetune/gguf_export.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/objectives.hpp"
+#include "finetune/packing.hpp"
 #include "finetune/peft.hpp"
 #include "nn/hf.hpp"
 #include "text/chat_template.hpp"
@@ -57,7 +58,7 @@ struct Flags {
   double epochs = 0, beta = -1, label_smoothing = 0;
   int64_t batch = 8, max_len = 128, eval_rows = 256;
   ft::GrpoTask grpo;
-  bool merge = false;
+  bool merge = false, packing = false;
   ft::LoopOptions loop;
   cli::RunDirOptions run_dir;
 };
@@ -161,6 +162,10 @@ int main(int argc, char** argv) {
     ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
     ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
     ("max-len", po::value(&f.max_len)->default_value(f.max_len), "tokens per row (prompt + response), longer rows truncated")
+    ("packing", po::bool_switch(&f.packing),
+     "sft, dpo: the training rows are packed once into rows of exactly --max-len tokens, each sequence attending "
+     "to itself only (TRL's packing, padding-free), and --batch counts packed rows: every step has one shape, so "
+     "its memory is the same at every step. DPO: a pair shares a row, each sequence cut to --max-len / 2")
     ("beta", po::value(&f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
     ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
     ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
@@ -221,7 +226,10 @@ int main(int argc, char** argv) {
           cli::require(f.grpo.temperature >= nn::kMinTemperature,
                        str_cat("--temperature must be at least ", nn::kMinTemperature, " (GRPO samples), got ", f.grpo.temperature));
           cli::require(f.grpo.clip_eps > 0, "--clip-eps must be > 0");
+          cli::require(!f.packing, "--packing is for sft and dpo (GRPO's completions are sampled, not packed)");
         }
+        cli::require(!f.packing || f.objective != "dpo" || f.max_len >= 4,
+                     str_cat("--packing with dpo needs --max-len of at least 4 (two sequences a row), got ", f.max_len));
         try {
           f.lora.validate(kProg);
         } catch (const Error& e) {
@@ -250,7 +258,7 @@ int main(int argc, char** argv) {
           if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines);
           rows = static_cast<int64_t>(grpo_train.size());
         }
-        if (f.epochs > 0) {
+        if (f.epochs > 0 && !f.packing) {
           const double per_step =
               static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum * ft::Distributed::size());
           const double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
@@ -322,8 +330,23 @@ int main(int argc, char** argv) {
                                       f.grpo.max_new_tokens));
         }
         else
-          cli::require_memory(nn::activation_bytes(lm, (f.objective == "dpo" ? 3 : 1) * f.batch, f.max_len),
-                              str_cat("--batch ", f.batch, " rows of --max-len ", f.max_len));
+          cli::require_memory(nn::activation_bytes(lm, (f.objective == "dpo" ? (f.packing ? 2 : 3) : 1) * f.batch, f.max_len),
+                              str_cat("--batch ", f.batch, f.packing ? " packed" : "", " rows of --max-len ", f.max_len));
+        // Packed, a step draws --batch packed rows: --epochs counts passes over those.
+        if (f.packing) {
+          const int64_t packed = static_cast<int64_t>(f.objective == "sft" ? ft::pack_sft(format, sft_train, f.max_len).size()
+                                                                            : ft::pack_dpo(format, dpo_train, f.max_len).size());
+          if (ft::Distributed::is_main())
+            std::printf("%s: --packing: %lld rows packed into %lld rows of %lld tokens\n", kProg,
+                        static_cast<long long>(rows), static_cast<long long>(packed), static_cast<long long>(f.max_len));
+          if (f.epochs > 0) {
+            const double steps = std::ceil(f.epochs * static_cast<double>(packed) /
+                                           static_cast<double>(f.batch * o.grad_accum * ft::Distributed::size()));
+            cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", packed, " packed rows is ", steps, " steps"));
+            o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+            cli::validate_loop(o, kProg);
+          }
+        }
         Generator lora_gen(o.seed);
         const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
 
@@ -361,11 +384,11 @@ int main(int argc, char** argv) {
                                             " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
         if (f.objective == "sft") {
           ft::attach_sft(loop, *model,
-                         {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows, format});
+                         {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows, format, f.packing});
         } else if (f.objective == "dpo") {
           ft::attach_dpo(loop, *model,
                          {&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
-                          f.label_smoothing, format});
+                          f.label_smoothing, format, f.packing});
         } else {
           f.grpo.format = format;
           f.grpo.train = &grpo_train;
