@@ -128,9 +128,11 @@ TEST(Walkthrough, EveryStageImprovesOnHeldOutData) {
   // showed EOS, so only the output layer can make it likely): the held-out loss per response
   // token falls to a fraction of the base's, and every held-out prompt is answered in the
   // trained format: a colour, then EOS, no loop. (Which colour is right on unseen words is
-  // near chance after 100 steps at this size.)
+  // near chance after 100 steps at this size.) SFT and DPO pack their rows as README's
+  // walk-through does (--packing: about four rows of ~28 tokens to a row of 128, four pairs to
+  // a row of 256, so --batch 2 draws about 8 of them).
   r = run("xg-finetune", "--base " + p + "base --data " + p + "sft.jsonl --eval-data " + p + "sft_held.jsonl --out " + p +
-                             "sft --steps 100 --warmup 5 --lr 1e-2 --batch 8 --eval-every 100 --lora-r 8 --lora-dropout 0 --merge "
+                             "sft --steps 100 --warmup 5 --lr 1e-2 --packing --batch 2 --eval-every 100 --lora-r 8 --lora-dropout 0 --merge "
                              "--lora-targets q,k,v,o,gate,up,down,output");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   const std::vector<double> sft_loss = records(d / "sft" / "log.jsonl", "eval", "loss");
@@ -146,7 +148,7 @@ TEST(Walkthrough, EveryStageImprovesOnHeldOutData) {
   // DPO from the SFT model: the held-out preference accuracy rises from the rejected side to
   // the chosen side and the held-out DPO loss falls below log 2 (its value at step 0).
   r = run("xg-finetune", "--objective dpo --base " + p + "sft/merged --data " + p + "dpo.jsonl --eval-data " + p +
-                             "dpo_held.jsonl --out " + p + "dpo --steps 40 --warmup 4 --lr 1e-2 --batch 8 --eval-every 40 "
+                             "dpo_held.jsonl --out " + p + "dpo --steps 40 --warmup 4 --lr 1e-2 --packing --max-len 256 --batch 2 --eval-every 40 "
                              "--lora-r 8 --lora-dropout 0");
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   const std::vector<double> acc = records(d / "dpo" / "log.jsonl", "eval", "pref_accuracy");
