@@ -2,7 +2,6 @@
 // (nlohmann-json, errors "path:line: ..."), the row formats (plain or chat template) and SFT/DPO
 // collation.
 #include "finetune/dataset.hpp"
-#include "finetune/detail/seq.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +13,7 @@
 
 #include "autograd/error.hpp"
 #include "autograd/gguf.hpp"
+#include "finetune/detail/seq.hpp"
 #include "text/chat_template.hpp"
 
 namespace xg::finetune {
@@ -117,7 +117,6 @@ Seq make_seq(const RowFormat& format, const std::string& prompt, const std::stri
   s.ids.insert(s.ids.end(), resp.begin(), resp.begin() + keep);
   return s;
 }
-
 
 // ---- TextDataset -------------------------------------------------------------------------
 
