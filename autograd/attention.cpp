@@ -8,6 +8,11 @@
 // a segment stays within one head and only multiplies the keys its last row can see (the
 // upper triangle is never computed).
 //
+// Products. Short heads and key runs (kTiledMaxHead, kTiledMaxKeys) multiply on the
+// register-tiled kernels of detail/tiled_gemm.hpp, in segments of kTiledRows: no cost per call,
+// so short segments skip more of a causal triangle; longer ones go to BLAS (gemm_backend.hpp),
+// whose packed panels win once a unit's keys outgrow the caches.
+//
 // Memory. The weights live in per-thread scratch rows; forward saves only each row's
 // max and 1/sum ([B, H, Tq, 2]) and backward recomputes P = exp(scale q k^T + mask - max) / sum,
 // as FlashAttention does: O(T) saved state instead of O(T^2), and no fresh T^2 buffers to
@@ -23,10 +28,12 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "autograd/broadcast.hpp"
 #include "autograd/detail/blas.hpp"
@@ -35,6 +42,7 @@
 #include "autograd/detail/op_util.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/detail/row_kernels.hpp"
+#include "autograd/detail/tiled_gemm.hpp"
 
 namespace xg {
 
@@ -49,6 +57,16 @@ constexpr int64_t kRows = 64;           // query rows per forward segment
 // so shorter segments skip more of the masked triangle); 16 was no better, and forward
 // segments of 32 or 128 rows no better than 64.
 constexpr int64_t kBackwardRows = 32;  // query rows per backward segment
+// Query rows per segment on the register-tiled kernels, forward and backward: with no cost per
+// call, shorter causal segments skip more of the masked triangle.
+constexpr int64_t kTiledRows = 16;
+// The tiled kernels by default while a unit's k^T (or v^T) holds at most this many elements
+// (64 KB in float32), heads of at most 64. Measured on an AMD EPYC (Zen 4), causal forward +
+// backward on 2 threads, BLAS against tiled: T 64, hs 32: 253 -> 184 us; T 128, hs 64:
+// 2274 -> 2063 us; T 256, hs 64: 7479 -> 7871 us (even, within noise); T 512, hs 64:
+// 38.2 -> 42.0 ms (BLAS's packed panels win once k^T outgrows the L1 and L2 caches).
+constexpr int64_t kTiledMaxHead = 64;
+constexpr int64_t kTiledMaxKeys = 16384;
 constexpr double kBoolMasked = -1e9;  // hand-written attention's usual masked_fill value
 
 enum class MaskKind { None, Keep, Additive };
@@ -61,6 +79,7 @@ struct Plan {
   MaskKind mask = MaskKind::None;
   std::array<int64_t, 4> ms{};  // mask strides read as [B, H, Tq, Tk] (0 on broadcast axes)
   bool dropout = false;
+  bool tiled = false;  // the products on tiled_gemm.hpp's kernels, not BLAS
 
   int64_t units() const { return B * Hkv; }
   int64_t unit_rows() const { return rep * Tq; }  // M: query rows of a unit
@@ -90,13 +109,24 @@ std::vector<Segment> make_segments(const Plan& p, int64_t block) {
   return segs;
 }
 
+// Sets row[L, Lp) to -inf, Lp being L rounded up to whole vectors (at most Tk), and returns
+// Lp: the exponentials of a row then run as whole vectors (exp(-inf) = 0 adds nothing to the
+// sum) instead of ending in scalar libm calls, a sixth of a short-head attention's time.
+template <class T>
+int64_t pad_row(T* row, int64_t L, int64_t Tk) {
+  constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
+  const int64_t Lp = std::min(Tk, (L + W - 1) / W * W);
+  std::fill(row + L, row + Lp, -std::numeric_limits<T>::infinity());
+  return Lp;
+}
+
 // row[0, L) <- softmax(row[0, L)) (max subtracted, sums in double), row[L, Tk) <- 0.
 // Writes the row's max and 1/sum to stats[0], stats[1], from which backward recomputes the
 // very same weights. An all -inf row becomes NaN, as PyTorch's softmax.
 template <class T>
 void softmax_row(T* row, int64_t L, int64_t Tk, T* stats) {
   const T m = row_max(row, L);
-  const double total = exp_shifted(row, m, row, L);
+  const double total = exp_shifted(row, m, row, pad_row(row, L, Tk));
   const T inv = static_cast<T>(1 / total);
 #pragma omp simd
   for (int64_t j = 0; j < L; ++j) row[j] *= inv;
@@ -106,7 +136,8 @@ void softmax_row(T* row, int64_t L, int64_t Tk, T* stats) {
 }
 
 // row[0, L) <- exp(row[0, L) - max) / sum with the forward's saved max and 1/sum: the same
-// operations in the same order, so the same weights. row[L, Tk) <- 0.
+// operations in the same order (exp_shifted's blocks, the same padding), so the same
+// weights. row[L, Tk) <- 0.
 // NOTE: not exp(s - lse): in float32 a fully masked row (-1e9 everywhere) loses log(L) in
 // -1e9 + log(L), and its weights would come back as 1 instead of 1/L.
 template <class T>
@@ -114,8 +145,9 @@ void exp_row(T* row, int64_t L, int64_t Tk, const T* stats) {
   constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
   const T m = stats[0], inv = stats[1];
   const Batch<T> vm(m);
-  for (int64_t b0 = 0; b0 < L; b0 += 256) {
-    const int64_t b1 = std::min(L, b0 + 256);
+  const int64_t Lp = pad_row(row, L, Tk);
+  for (int64_t b0 = 0; b0 < Lp; b0 += kSumBlock) {
+    const int64_t b1 = std::min(Lp, b0 + kSumBlock);
     int64_t j = b0;
     for (; j + W <= b1; j += W) vexp(Batch<T>::load_unaligned(row + j) - vm).store_unaligned(row + j);
     for (; j < b1; ++j) row[j] = std::exp(row[j] - m);
@@ -123,6 +155,25 @@ void exp_row(T* row, int64_t L, int64_t Tk, const T* stats) {
 #pragma omp simd
   for (int64_t j = 0; j < L; ++j) row[j] *= inv;
   std::fill(row + L, row + Tk, T(0));
+}
+
+// sum_j a[j] b[j] over [0, n): float partial sums in a vector, flushed into a double every
+// kSumBlock elements as exp_shifted sums (a double per product, reduced across 8 or 16 lanes
+// at the end of every short row, was a tenth of the backward's time).
+template <class T>
+double row_dot(const T* a, const T* b, int64_t n) {
+  constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
+  double total = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += kSumBlock) {
+    const int64_t b1 = std::min(n, b0 + kSumBlock);
+    Batch<T> acc(T(0));
+    int64_t j = b0;
+    for (; j + W <= b1; j += W) acc = xsimd::fma(Batch<T>::load_unaligned(a + j), Batch<T>::load_unaligned(b + j), acc);
+    T part = xsimd::hadd(acc);
+    for (; j < b1; ++j) part += a[j] * b[j];
+    total += part;
+  }
+  return total;
 }
 
 // The unit's pointers: unit u = (b, g) starts at query row (b H + g rep) Tq.
@@ -134,14 +185,76 @@ UnitOffsets unit_offsets(const Plan& p, int64_t u) {
   return {b, g, (b * p.H + g * p.rep) * p.Tq};
 }
 
+// The products of one unit (b, g), on BLAS or on the register-tiled kernels (plan.tiled).
+// BLAS reads k_g and v_g transposed through its flag; the tiled kernels multiply by k_g^T and
+// v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk].
+template <class T>
+class UnitProducts {
+ public:
+  UnitProducts(const Plan& p, const T* k, const T* v, bool need_vT)
+      : p_(p), k_(k), v_(v),
+        kT_(p.tiled ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
+        vT_(p.tiled && need_vT ? static_cast<std::size_t>(p.hv * p.Tk) : 0) {}
+
+  // Points the products at unit u's k_g and v_g (transposing them on the tiled path).
+  void set_unit(const UnitOffsets& uo) {
+    const int64_t kv0 = (uo.b * p_.Hkv + uo.g) * p_.Tk;  // first row of k_g / v_g
+    if (kv0 == kv0_) return;
+    kv0_ = kv0;
+    k_g_ = k_ + kv0 * p_.hs;
+    v_g_ = v_ + kv0 * p_.hv;
+    if (!p_.tiled) return;
+    tiled::transpose(k_g_, p_.Tk, p_.hs, p_.hs, kT_.data(), p_.Tk);
+    if (!vT_.empty()) tiled::transpose(v_g_, p_.Tk, p_.hv, p_.hv, vT_.data(), p_.Tk);
+  }
+  const T* k_g() const { return k_g_; }
+  const T* v_g() const { return v_g_; }
+
+  // S[n, kmax] = alpha x k_g^T for x [n, hs] (scores: x = q; S leading dim Tk)
+  void by_kT(int64_t n, int64_t kmax, T alpha, const T* x, T* S) const {
+    if (p_.tiled)
+      tiled::gemm(n, kmax, p_.hs, alpha, x, p_.hs, int64_t{1}, kT_.data(), p_.Tk, S, p_.Tk, false);
+    else
+      blas::gemm(false, true, n, kmax, p_.hs, alpha, x, p_.hs, k_g_, p_.hs, T(0), S, p_.Tk);
+  }
+  // dW[n, kmax] = g v_g^T for g [n, hv]
+  void by_vT(int64_t n, int64_t kmax, const T* g, T* dW) const {
+    if (p_.tiled)
+      tiled::gemm(n, kmax, p_.hv, T(1), g, p_.hv, int64_t{1}, vT_.data(), p_.Tk, dW, p_.Tk, false);
+    else
+      blas::gemm(false, true, n, kmax, p_.hv, T(1), g, p_.hv, v_g_, p_.hv, T(0), dW, p_.Tk);
+  }
+  // C[n, cols] = alpha W[n, 0:kmax] X[0:kmax, cols] (out = W v, dQ = scale dS k; W leading dim Tk)
+  void weights_by(int64_t n, int64_t cols, int64_t kmax, T alpha, const T* W, const T* X, T* C) const {
+    if (p_.tiled)
+      tiled::gemm(n, cols, kmax, alpha, W, p_.Tk, int64_t{1}, X, cols, C, cols, false);
+    else
+      blas::gemm(false, false, n, cols, kmax, alpha, W, p_.Tk, X, cols, T(0), C, cols);
+  }
+  // C[0:kmax, cols] += alpha W[n, 0:kmax]^T X[n, cols] (dV += W^T g, dK += scale dS^T q)
+  void weights_t_by(int64_t n, int64_t cols, int64_t kmax, T alpha, const T* W, const T* X, T* C) const {
+    if (p_.tiled)
+      tiled::gemm(kmax, cols, n, alpha, W, int64_t{1}, p_.Tk, X, cols, C, cols, true);
+    else
+      blas::gemm(true, false, kmax, cols, n, alpha, W, p_.Tk, X, cols, T(1), C, cols);
+  }
+
+ private:
+  const Plan& p_;
+  const T* k_;
+  const T* v_;
+  std::vector<T> kT_, vT_;
+  int64_t kv0_ = -1;
+  const T* k_g_ = nullptr;
+  const T* v_g_ = nullptr;
+};
+
 // The masked scores of one segment into S (leading dim Tk): S = scale q k^T, then a bool
 // mask's dropped entries set to -1e9 or an additive mask added, on each row's visible keys.
 template <class T>
-void segment_scores(const Plan& p, const UnitOffsets& uo, const Segment& s, const T* q, const T* k, const void* mask,
-                    T* S) {
-  const T* k_g = k + (uo.b * p.Hkv + uo.g) * p.Tk * p.hs;
-  blas::gemm(false, true, s.n, s.kmax, p.hs, static_cast<T>(p.scale), q + (uo.row0 + s.r0) * p.hs, p.hs, k_g, p.hs,
-             T(0), S, p.Tk);
+void segment_scores(const Plan& p, const UnitOffsets& uo, const Segment& s, const T* q, const UnitProducts<T>& mm,
+                    const void* mask, T* S) {
+  mm.by_kT(s.n, s.kmax, static_cast<T>(p.scale), q + (uo.row0 + s.r0) * p.hs, S);
   if (p.mask == MaskKind::None) return;
   for (int64_t rr = 0; rr < s.n; ++rr) {
     const int64_t r = s.r0 + rr, h = uo.g * p.rep + r / p.Tq, i = r % p.Tq;
@@ -171,24 +284,26 @@ void apply_dropout(const T* P, const T* drop, T* dst, int64_t n, int64_t kmax, i
 }
 
 // Forward over all segments of all units, in parallel; each thread's weights live in a
-// kRows x Tk scratch. stats (when not null): [B, H, Tq, 2], each row's max and 1/sum.
+// rows x Tk scratch. stats (when not null): [B, H, Tq, 2], each row's max and 1/sum.
 template <class T>
 void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const void* mask, const T* drop, T* stats,
                     T* out, bool parallel) {
-  const std::vector<Segment> segs = make_segments(p, kRows);
+  const int64_t rows = p.tiled ? kTiledRows : kRows;
+  const std::vector<Segment> segs = make_segments(p, rows);
   const int64_t ns = static_cast<int64_t>(segs.size()), total = p.units() * ns;
 #pragma omp parallel if (parallel && total > 1)
   {
-    std::vector<T> P(static_cast<std::size_t>(kRows * p.Tk));
-    std::vector<T> dropped(p.dropout ? static_cast<std::size_t>(kRows * p.Tk) : 0);
+    std::vector<T> P(static_cast<std::size_t>(rows * p.Tk));
+    std::vector<T> dropped(p.dropout ? static_cast<std::size_t>(rows * p.Tk) : 0);
+    UnitProducts<T> mm(p, k, v, false);
     T unused[2];
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < total; ++t) {
-      const int64_t u = t / ns;
       const Segment& s = segs[static_cast<std::size_t>(t % ns)];
-      const UnitOffsets uo = unit_offsets(p, u);
+      const UnitOffsets uo = unit_offsets(p, t / ns);
+      mm.set_unit(uo);  // a thread's segments are contiguous: mostly one transpose per unit
       const int64_t row = uo.row0 + s.r0;
-      segment_scores(p, uo, s, q, k, mask, P.data());
+      segment_scores(p, uo, s, q, mm, mask, P.data());
       for (int64_t rr = 0; rr < s.n; ++rr)
         softmax_row(P.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats ? stats + 2 * (row + rr) : unused);
       const T* W = P.data();
@@ -196,8 +311,7 @@ void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const voi
         apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
         W = dropped.data();
       }
-      const T* v_g = v + (uo.b * p.Hkv + uo.g) * p.Tk * p.hv;
-      blas::gemm(false, false, s.n, p.hv, s.kmax, T(1), W, p.Tk, v_g, p.hv, T(0), out + row * p.hv, p.hv);
+      mm.weights_by(s.n, p.hv, s.kmax, T(1), W, mm.v_g(), out + row * p.hv);
     }
   }
 }
@@ -212,8 +326,8 @@ void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const voi
 template <class T>
 void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T* v, const void* mask, const T* stats,
                      const T* drop, T* dS_full, T* dq, T* dk, T* dv, bool parallel) {
-  const std::vector<Segment> segs = make_segments(p, kBackwardRows);
-  const int64_t U = p.units(), rows = std::min(kBackwardRows, std::max<int64_t>(p.unit_rows(), 1));
+  const std::vector<Segment> segs = make_segments(p, p.tiled ? kTiledRows : kBackwardRows);
+  const int64_t U = p.units(), rows = std::min(p.tiled ? kTiledRows : kBackwardRows, std::max<int64_t>(p.unit_rows(), 1));
   const bool need_dS = dq || dk || dS_full;
   const bool* keep = p.mask == MaskKind::Keep ? static_cast<const bool*>(mask) : nullptr;
 #pragma omp parallel if (parallel && U > 1)
@@ -221,16 +335,18 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
     std::vector<T> P(static_cast<std::size_t>(rows * p.Tk));
     std::vector<T> dS_buf(need_dS && !dS_full ? static_cast<std::size_t>(rows * p.Tk) : 0);
     std::vector<T> dropped(p.dropout && dv ? static_cast<std::size_t>(rows * p.Tk) : 0);
+    UnitProducts<T> mm(p, k, v, need_dS);
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < U; ++u) {
       const UnitOffsets uo = unit_offsets(p, u);
+      mm.set_unit(uo);
       const int64_t kv0 = (uo.b * p.Hkv + uo.g) * p.Tk;  // first row of k_g / v_g
       if (dk) std::fill(dk + kv0 * p.hs, dk + (kv0 + p.Tk) * p.hs, T(0));
       if (dv) std::fill(dv + kv0 * p.hv, dv + (kv0 + p.Tk) * p.hv, T(0));
       for (const Segment& s : segs) {
         const int64_t row = uo.row0 + s.r0;
         const T* g_seg = g + row * p.hv;
-        segment_scores(p, uo, s, q, k, mask, P.data());
+        segment_scores(p, uo, s, q, mm, mask, P.data());
         for (int64_t rr = 0; rr < s.n; ++rr)
           exp_row(P.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats + 2 * (row + rr));
         if (dv) {  // dV_g += W^T g
@@ -239,11 +355,11 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
             apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
             W = dropped.data();
           }
-          blas::gemm(true, false, s.kmax, p.hv, s.n, T(1), W, p.Tk, g_seg, p.hv, T(1), dv + kv0 * p.hv, p.hv);
+          mm.weights_t_by(s.n, p.hv, s.kmax, T(1), W, g_seg, dv + kv0 * p.hv);
         }
         if (!need_dS) continue;
         T* dS = dS_full ? dS_full + row * p.Tk : dS_buf.data();
-        blas::gemm(false, true, s.n, s.kmax, p.hv, T(1), g_seg, p.hv, v + kv0 * p.hv, p.hv, T(0), dS, p.Tk);  // dW
+        mm.by_vT(s.n, s.kmax, g_seg, dS);  // dW
         for (int64_t rr = 0; rr < s.n; ++rr) {
           const int64_t i = (s.r0 + rr) % p.Tq, L = p.visible(i);
           T* d = dS + rr * p.Tk;
@@ -253,10 +369,10 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
 #pragma omp simd
             for (int64_t j = 0; j < L; ++j) d[j] *= dr[j];
           }
-          double dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < L; ++j) dot += static_cast<double>(d[j]) * pr[j];
-          const T c = static_cast<T>(dot);
+          // rowsum(dP * P) over whole vectors where the segment's keys allow: past L, P is 0
+          // and dP a finite product (g v^T), so the padding adds nothing.
+          constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
+          const T c = static_cast<T>(row_dot(d, pr, std::min(s.kmax, (L + W - 1) / W * W)));
 #pragma omp simd
           for (int64_t j = 0; j < L; ++j) d[j] = pr[j] * (d[j] - c);
           std::fill(d + L, d + p.Tk, T(0));
@@ -268,11 +384,24 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
           }
         }
         const T sc = static_cast<T>(p.scale);
-        if (dq)
-          blas::gemm(false, false, s.n, p.hs, s.kmax, sc, dS, p.Tk, k + kv0 * p.hs, p.hs, T(0), dq + row * p.hs, p.hs);
-        if (dk)
-          blas::gemm(true, false, s.kmax, p.hs, s.n, sc, dS, p.Tk, q + row * p.hs, p.hs, T(1), dk + kv0 * p.hs, p.hs);
+        if (dq) mm.weights_by(s.n, p.hs, s.kmax, sc, dS, mm.k_g(), dq + row * p.hs);
+        if (dk) mm.weights_t_by(s.n, p.hs, s.kmax, sc, dS, q + row * p.hs, dk + kv0 * p.hs);
       }
+    }
+  }
+}
+
+std::atomic<int> g_products{static_cast<int>(AttentionProducts::Auto)};
+
+// The register-tiled kernels for short heads and keys (kTiledMaxHead, kTiledMaxKeys), BLAS for
+// the rest, unless set_attention_products forces one.
+bool use_tiled(int64_t hs, int64_t hv, int64_t keys) {
+  switch (static_cast<AttentionProducts>(g_products.load(std::memory_order_relaxed))) {
+    case AttentionProducts::Blas: return false;
+    case AttentionProducts::Tiled: return true;
+    default: {
+      const int64_t head = std::max(hs, hv);
+      return head <= kTiledMaxHead && keys * head <= kTiledMaxKeys;
     }
   }
 }
@@ -336,11 +465,18 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   }
   check(dropout_p >= 0 && dropout_p < 1, op, ": dropout_p must be in [0, 1), got ", dropout_p);
   p.dropout = training && dropout_p > 0;
+  p.tiled = use_tiled(p.hs, p.hv, p.Tk);
   return p;
 }
 
 
 }  // namespace
+
+void set_attention_products(AttentionProducts which) { g_products.store(static_cast<int>(which)); }
+AttentionProducts attention_products() { return static_cast<AttentionProducts>(g_products.load()); }
+AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys) {
+  return use_tiled(hs, hv, keys) ? AttentionProducts::Tiled : AttentionProducts::Blas;
+}
 
 // q: [B, H, Tq, hs], k: [B, Hkv, Tk, hs], v: [B, Hkv, Tk, hv] -> [B, H, Tq, hv]
 // out = W v,  W = dropout(P),  P = softmax(scale q k^T + mask)

@@ -44,4 +44,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p = 0, bool training = false, double scale = 0,
                                     Generator* gen = nullptr);
 
+// Which kernels run attention's per-head products. Auto (the default) takes register-tiled
+// kernels for short heads, BLAS otherwise; Blas and Tiled force one (tests, benchmarks).
+// Process-wide; set it between calls, not during one.
+enum class AttentionProducts { Auto, Blas, Tiled };
+void set_attention_products(AttentionProducts which);
+AttentionProducts attention_products();
+// The products a call with these head sizes (hs of q and k, hv of v) and keys would run on
+// (Blas or Tiled), under the current setting.
+AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys);
+
 }  // namespace xg

@@ -23,6 +23,27 @@ using V = std::vector<Tensor>;
 namespace {
 
 
+// Forces one kind of attention products for a scope (AttentionProducts::Auto after it).
+struct ProductsScope {
+  explicit ProductsScope(AttentionProducts which) { set_attention_products(which); }
+  ~ProductsScope() { set_attention_products(AttentionProducts::Auto); }
+};
+
+// Random q [B, H, Tq, hs], k [B, Hkv, Tk, hs], v [B, Hkv, Tk, hv] that require grad, and an
+// upstream gradient [B, H, Tq, hv], drawn from gen in that order.
+struct Operands {
+  Tensor q, k, v, g;
+};
+Operands random_operands(int64_t B, int64_t H, int64_t Hkv, int64_t Tq, int64_t Tk, int64_t hs, int64_t hv,
+                         Dtype dtype, Generator& gen) {
+  Operands o;
+  o.q = randn({B, H, Tq, hs}, dtype, &gen).requires_grad_();
+  o.k = randn({B, Hkv, Tk, hs}, dtype, &gen).requires_grad_();
+  o.v = randn({B, Hkv, Tk, hv}, dtype, &gen).requires_grad_();
+  o.g = randn({B, H, Tq, hv}, dtype, &gen);
+  return o;
+}
+
 Tensor sdpa(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }
 Tensor sdpa_mask(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask(x[3])); }
 Tensor sdpa_causal(const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], AttnMask::causal_mask()); }
@@ -110,20 +131,24 @@ TEST(Attention, CausalFirstQueryOfAFullSquareSeesOnlyKeyZero) {
 }
 
 // Sizes that take the multithreaded forward and backward, against the primitive ops in
-// float64: values and all three gradients, with GQA, a bool mask and causal blocks.
+// float64: values and all three gradients, with GQA, a bool mask and causal blocks, on both
+// kinds of products.
 TEST(Attention, LargeMatchesComposite) {
   struct Case {
     int64_t B, H, Hkv, T, hs;
     bool causal, mask;
   };
-  for (const Case& c : {Case{4, 8, 8, 130, 32, true, false}, Case{3, 8, 2, 100, 16, false, true},
-                        Case{1, 4, 1, 150, 8, true, true}}) {
-    SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " T=", c.T, " causal=", c.causal, " mask=", c.mask));
+  for (const auto& [c, products] :
+       {std::pair{Case{4, 8, 8, 130, 32, true, false}, AttentionProducts::Tiled},
+        std::pair{Case{4, 8, 8, 130, 32, true, false}, AttentionProducts::Blas},
+        std::pair{Case{3, 8, 2, 100, 16, false, true}, AttentionProducts::Tiled},
+        std::pair{Case{3, 8, 2, 100, 16, false, true}, AttentionProducts::Blas},
+        std::pair{Case{1, 4, 1, 150, 8, true, true}, AttentionProducts::Tiled}}) {
+    SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " T=", c.T, " causal=", c.causal, " mask=", c.mask,
+                         " tiled=", products == AttentionProducts::Tiled));
+    ProductsScope scope(products);
     Generator gen(5);
-    Tensor q = randn({c.B, c.H, c.T, c.hs}, kFloat32, &gen).requires_grad_();
-    Tensor k = randn({c.B, c.Hkv, c.T, c.hs}, kFloat32, &gen).requires_grad_();
-    Tensor v = randn({c.B, c.Hkv, c.T, c.hs}, kFloat32, &gen).requires_grad_();
-    Tensor g = randn({c.B, c.H, c.T, c.hs}, kFloat32, &gen);
+    auto [q, k, v, g] = random_operands(c.B, c.H, c.Hkv, c.T, c.T, c.hs, c.hs, kFloat32, gen);
     Tensor keep = c.mask ? gt(rand({c.B, 1, c.T, c.T}, kFloat32, &gen), scalar_tensor(0.2)) : Tensor();
     Tensor out = scaled_dot_product_attention(q, k, v, AttnMask(keep, c.causal));
     backward({out}, {g});
@@ -136,6 +161,74 @@ TEST(Attention, LargeMatchesComposite) {
     EXPECT_TRUE(test::tensors_close(k.grad(), k64.grad().to(kFloat32), 1e-4, 1e-5));
     EXPECT_TRUE(test::tensors_close(v.grad(), v64.grad().to(kFloat32), 1e-4, 1e-5));
   }
+}
+
+namespace {
+
+struct AttnCase {
+  int64_t B, H, Hkv, Tq, Tk, hs, hv;
+  bool causal, keep, additive;
+  double dropout;
+};
+
+// Output and gradients of q, k, v (and an additive mask) on the given products, float64.
+std::vector<Tensor> attention_and_grads(const AttnCase& c, AttentionProducts which) {
+  ProductsScope scope(which);
+  Generator gen(11);
+  auto [q, k, v, g] = random_operands(c.B, c.H, c.Hkv, c.Tq, c.Tk, c.hs, c.hv, kFloat64, gen);
+  Tensor mask;
+  if (c.keep) mask = gt(rand({c.B, 1, c.Tq, c.Tk}, kFloat64, &gen), scalar_tensor(0.3, kFloat64));
+  if (c.additive) mask = randn({1, c.H, c.Tq, c.Tk}, kFloat64, &gen).requires_grad_();
+  Generator drops(3);
+  Tensor out = scaled_dot_product_attention(q, k, v, AttnMask(mask, c.causal), c.dropout, true, 0, &drops);
+  backward({out}, {g});
+  std::vector<Tensor> r = {out, q.grad(), k.grad(), v.grad()};
+  if (c.additive) r.push_back(mask.grad());
+  return r;
+}
+
+}  // namespace
+
+// The register-tiled products and BLAS's give the same attention and gradients (float64), on
+// shapes with vector tails (head sizes and key counts that are not whole vectors), grouped
+// heads, both mask kinds, causal segments, a decoding step's Tq < Tk and dropout.
+TEST(Attention, TiledProductsEqualBlas) {
+  const std::vector<AttnCase> cases = {
+      {2, 2, 2, 64, 64, 32, 32, true, false, false, 0},   // the tiny config's shape
+      {2, 4, 2, 37, 37, 17, 5, true, true, false, 0},     // tails everywhere, GQA, bool mask
+      {1, 6, 3, 5, 70, 8, 24, false, false, true, 0},     // additive mask with a gradient
+      {1, 2, 1, 3, 40, 16, 16, true, false, false, 0},    // Tq < Tk: new queries against a cache
+      {2, 2, 2, 33, 33, 16, 16, true, false, false, 0.2}, // dropout on the weights
+      {1, 1, 1, 1, 1, 1, 1, false, false, false, 0},      // one key
+  };
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " Tq=", c.Tq, " Tk=", c.Tk, " hs=", c.hs,
+                         " hv=", c.hv, " dropout=", c.dropout));
+    const std::vector<Tensor> blas = attention_and_grads(c, AttentionProducts::Blas);
+    const std::vector<Tensor> tiled = attention_and_grads(c, AttentionProducts::Tiled);
+    ASSERT_EQ(blas.size(), tiled.size());
+    for (std::size_t i = 0; i < blas.size(); ++i) {
+      SCOPED_TRACE(str_cat("tensor ", i, " (out, dq, dk, dv, dmask)"));
+      EXPECT_TRUE(test::tensors_close(tiled[i], blas[i], 1e-12, 1e-12));
+    }
+  }
+  EXPECT_EQ(attention_products(), AttentionProducts::Auto);
+}
+
+// By default short heads and key runs take the tiled products, long ones BLAS; a forced
+// choice holds for every shape.
+TEST(Attention, ProductsChosenByHeadAndKeys) {
+  EXPECT_EQ(attention_products_for(32, 32, 64), AttentionProducts::Tiled);    // tiny
+  EXPECT_EQ(attention_products_for(64, 64, 256), AttentionProducts::Tiled);   // medium
+  EXPECT_EQ(attention_products_for(64, 64, 512), AttentionProducts::Blas);    // GPT-2 small
+  EXPECT_EQ(attention_products_for(128, 128, 16), AttentionProducts::Blas);   // a long head
+  EXPECT_EQ(attention_products_for(16, 80, 64), AttentionProducts::Blas);     // a long value head
+  {
+    ProductsScope blas(AttentionProducts::Blas);
+    EXPECT_EQ(attention_products_for(32, 32, 64), AttentionProducts::Blas);
+  }
+  ProductsScope tiled(AttentionProducts::Tiled);
+  EXPECT_EQ(attention_products_for(64, 64, 512), AttentionProducts::Tiled);
 }
 
 // Dropout draws the same numbers as xg::dropout on the weights with the same generator.
