@@ -67,13 +67,30 @@ constexpr int64_t kTiledRows = 16;
 // 38.2 -> 42.0 ms (BLAS's packed panels win once k^T outgrows the L1 and L2 caches).
 constexpr int64_t kTiledMaxHead = 64;
 constexpr int64_t kTiledMaxKeys = 16384;
+// By default backward keeps the weights P instead of recomputing them while they have at most
+// this many elements (2 MB in float32). Measured on an AMD EPYC (Zen 4), tiny's training step
+// (B 8, H 2, T 64: 65,536 weights a layer): 2.77 -> 2.68 ms.
+constexpr int64_t kKeptWeightsMax = int64_t{1} << 19;
 constexpr double kBoolMasked = -1e9;  // hand-written attention's usual masked_fill value
 
 enum class MaskKind { None, Keep, Additive };
 
+// Where an operand's rows are: row t of head h of batch b starts at element
+// off + b sb + h sh + t st. Separate tensors [B, heads, T, width] are contiguous
+// (sb = heads T width, sh = T width, st = width); in a packed projection [B, T, C] the heads
+// sit side by side in each token's row (sb = T C, sh = width, st = C, off = the first column).
+struct RowLayout {
+  int64_t off = 0, sb = 0, sh = 0, st = 0;
+  int64_t at(int64_t b, int64_t h, int64_t t) const { return off + b * sb + h * sh + t * st; }
+  static RowLayout contiguous(int64_t heads, int64_t T, int64_t width) {
+    return {0, heads * T * width, T * width, width};
+  }
+};
+
 // Everything the kernels need; shapes and flags only (captured by the backward closure).
 struct Plan {
   int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, hs = 0, hv = 0, rep = 1;
+  RowLayout lq, lk, lv, lo;  // q, k, v, out (and their gradients, and g for out)
   double scale = 1;
   bool causal = false;
   MaskKind mask = MaskKind::None;
@@ -82,7 +99,6 @@ struct Plan {
   bool tiled = false;  // the products on tiled_gemm.hpp's kernels, not BLAS
 
   int64_t units() const { return B * Hkv; }
-  int64_t unit_rows() const { return rep * Tq; }  // M: query rows of a unit
   // Keys query i may see (all of them unless causal).
   int64_t visible(int64_t i) const { return causal ? std::min(Tk, i + (Tk - Tq) + 1) : Tk; }
 };
@@ -92,20 +108,16 @@ struct Segment {
   int64_t r0, n, kmax;
 };
 
-// The segments of a unit (the same for every unit). Causal segments stay within a head and
-// stop at the last key their last row sees; otherwise blocks of `block` rows over all M rows.
+// The segments of a unit (the same for every unit): blocks of `block` rows within one head
+// (a head's rows are evenly spaced in every layout), each stopping at the last key its last
+// row sees (the upper triangle of a causal mask is never computed).
 std::vector<Segment> make_segments(const Plan& p, int64_t block) {
   std::vector<Segment> segs;
-  if (p.causal) {
-    for (int64_t h = 0; h < p.rep; ++h)
-      for (int64_t i0 = 0; i0 < p.Tq; i0 += block) {
-        const int64_t n = std::min(block, p.Tq - i0);
-        segs.push_back({h * p.Tq + i0, n, p.visible(i0 + n - 1)});
-      }
-  } else {
-    const int64_t M = p.unit_rows();
-    for (int64_t r0 = 0; r0 < M; r0 += block) segs.push_back({r0, std::min(block, M - r0), p.Tk});
-  }
+  for (int64_t h = 0; h < p.rep; ++h)
+    for (int64_t i0 = 0; i0 < p.Tq; i0 += block) {
+      const int64_t n = std::min(block, p.Tq - i0);
+      segs.push_back({h * p.Tq + i0, n, p.visible(i0 + n - 1)});
+    }
   return segs;
 }
 
@@ -176,67 +188,75 @@ double row_dot(const T* a, const T* b, int64_t n) {
   return total;
 }
 
-// The unit's pointers: unit u = (b, g) starts at query row (b H + g rep) Tq.
+// Unit u = (b, g): batch b, kv head g, query heads g rep .. (g + 1) rep - 1. row0 is the
+// unit's first row in [B, H, Tq] order, which indexes the row statistics and the dropout draws.
 struct UnitOffsets {
-  int64_t b, g, row0;  // row0: first [B, H, Tq] row of the unit
+  int64_t b, g, row0;
 };
 UnitOffsets unit_offsets(const Plan& p, int64_t u) {
   const int64_t b = u / p.Hkv, g = u % p.Hkv;
   return {b, g, (b * p.H + g * p.rep) * p.Tq};
 }
 
+// Where segment s of unit uo starts in an operand of query rows (q, out, their gradients).
+int64_t seg_at(const RowLayout& l, const Plan& p, const UnitOffsets& uo, const Segment& s) {
+  return l.at(uo.b, uo.g * p.rep + s.r0 / p.Tq, s.r0 % p.Tq);
+}
+
 // The products of one unit (b, g), on BLAS or on the register-tiled kernels (plan.tiled).
 // BLAS reads k_g and v_g transposed through its flag; the tiled kernels multiply by k_g^T and
-// v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk].
+// v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk]. Score-shaped
+// operands (S, W, dS) have leading dim Tk; the others their layout's row stride.
 template <class T>
 class UnitProducts {
  public:
-  UnitProducts(const Plan& p, const T* k, const T* v, bool need_vT)
+  UnitProducts(const Plan& p, const T* k, const T* v, bool need_kT, bool need_vT)
       : p_(p), k_(k), v_(v),
-        kT_(p.tiled ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
+        kT_(p.tiled && need_kT ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
         vT_(p.tiled && need_vT ? static_cast<std::size_t>(p.hv * p.Tk) : 0) {}
 
-  // Points the products at unit u's k_g and v_g (transposing them on the tiled path).
+  // Points the products at unit uo's k_g and v_g (transposing them on the tiled path).
   void set_unit(const UnitOffsets& uo) {
-    const int64_t kv0 = (uo.b * p_.Hkv + uo.g) * p_.Tk;  // first row of k_g / v_g
-    if (kv0 == kv0_) return;
-    kv0_ = kv0;
-    k_g_ = k_ + kv0 * p_.hs;
-    v_g_ = v_ + kv0 * p_.hv;
-    if (!p_.tiled) return;
-    tiled::transpose(k_g_, p_.Tk, p_.hs, p_.hs, kT_.data(), p_.Tk);
-    if (!vT_.empty()) tiled::transpose(v_g_, p_.Tk, p_.hv, p_.hv, vT_.data(), p_.Tk);
+    const int64_t unit = uo.b * p_.Hkv + uo.g;
+    if (unit == unit_) return;
+    unit_ = unit;
+    k_g_ = k_ + p_.lk.at(uo.b, uo.g, 0);
+    v_g_ = v_ + p_.lv.at(uo.b, uo.g, 0);
+    if (!kT_.empty()) tiled::transpose(k_g_, p_.Tk, p_.hs, p_.lk.st, kT_.data(), p_.Tk);
+    if (!vT_.empty()) tiled::transpose(v_g_, p_.Tk, p_.hv, p_.lv.st, vT_.data(), p_.Tk);
   }
   const T* k_g() const { return k_g_; }
   const T* v_g() const { return v_g_; }
 
-  // S[n, kmax] = alpha x k_g^T for x [n, hs] (scores: x = q; S leading dim Tk)
-  void by_kT(int64_t n, int64_t kmax, T alpha, const T* x, T* S) const {
+  // S[n, kmax] = alpha x k_g^T for x [n, hs] (row stride ldx)
+  void by_kT(int64_t n, int64_t kmax, T alpha, const T* x, int64_t ldx, T* S) const {
     if (p_.tiled)
-      tiled::gemm(n, kmax, p_.hs, alpha, x, p_.hs, int64_t{1}, kT_.data(), p_.Tk, S, p_.Tk, false);
+      tiled::gemm(n, kmax, p_.hs, alpha, x, ldx, int64_t{1}, kT_.data(), p_.Tk, S, p_.Tk, false);
     else
-      blas::gemm(false, true, n, kmax, p_.hs, alpha, x, p_.hs, k_g_, p_.hs, T(0), S, p_.Tk);
+      blas::gemm(false, true, n, kmax, p_.hs, alpha, x, ldx, k_g_, p_.lk.st, T(0), S, p_.Tk);
   }
-  // dW[n, kmax] = g v_g^T for g [n, hv]
-  void by_vT(int64_t n, int64_t kmax, const T* g, T* dW) const {
+  // dW[n, kmax] = g v_g^T for g [n, hv] (row stride ldg)
+  void by_vT(int64_t n, int64_t kmax, const T* g, int64_t ldg, T* dW) const {
     if (p_.tiled)
-      tiled::gemm(n, kmax, p_.hv, T(1), g, p_.hv, int64_t{1}, vT_.data(), p_.Tk, dW, p_.Tk, false);
+      tiled::gemm(n, kmax, p_.hv, T(1), g, ldg, int64_t{1}, vT_.data(), p_.Tk, dW, p_.Tk, false);
     else
-      blas::gemm(false, true, n, kmax, p_.hv, T(1), g, p_.hv, v_g_, p_.hv, T(0), dW, p_.Tk);
+      blas::gemm(false, true, n, kmax, p_.hv, T(1), g, ldg, v_g_, p_.lv.st, T(0), dW, p_.Tk);
   }
-  // C[n, cols] = alpha W[n, 0:kmax] X[0:kmax, cols] (out = W v, dQ = scale dS k; W leading dim Tk)
-  void weights_by(int64_t n, int64_t cols, int64_t kmax, T alpha, const T* W, const T* X, T* C) const {
+  // C[n, cols] = alpha W[n, 0:kmax] X[0:kmax, cols] (out = W v, dQ = scale dS k)
+  void weights_by(int64_t n, int64_t cols, int64_t kmax, T alpha, const T* W, const T* X, int64_t ldx, T* C,
+                  int64_t ldc) const {
     if (p_.tiled)
-      tiled::gemm(n, cols, kmax, alpha, W, p_.Tk, int64_t{1}, X, cols, C, cols, false);
+      tiled::gemm(n, cols, kmax, alpha, W, p_.Tk, int64_t{1}, X, ldx, C, ldc, false);
     else
-      blas::gemm(false, false, n, cols, kmax, alpha, W, p_.Tk, X, cols, T(0), C, cols);
+      blas::gemm(false, false, n, cols, kmax, alpha, W, p_.Tk, X, ldx, T(0), C, ldc);
   }
   // C[0:kmax, cols] += alpha W[n, 0:kmax]^T X[n, cols] (dV += W^T g, dK += scale dS^T q)
-  void weights_t_by(int64_t n, int64_t cols, int64_t kmax, T alpha, const T* W, const T* X, T* C) const {
+  void weights_t_by(int64_t n, int64_t cols, int64_t kmax, T alpha, const T* W, const T* X, int64_t ldx, T* C,
+                    int64_t ldc) const {
     if (p_.tiled)
-      tiled::gemm(kmax, cols, n, alpha, W, int64_t{1}, p_.Tk, X, cols, C, cols, true);
+      tiled::gemm(kmax, cols, n, alpha, W, int64_t{1}, p_.Tk, X, ldx, C, ldc, true);
     else
-      blas::gemm(true, false, kmax, cols, n, alpha, W, p_.Tk, X, cols, T(1), C, cols);
+      blas::gemm(true, false, kmax, cols, n, alpha, W, p_.Tk, X, ldx, T(1), C, ldc);
   }
 
  private:
@@ -244,7 +264,7 @@ class UnitProducts {
   const T* k_;
   const T* v_;
   std::vector<T> kT_, vT_;
-  int64_t kv0_ = -1;
+  int64_t unit_ = -1;
   const T* k_g_ = nullptr;
   const T* v_g_ = nullptr;
 };
@@ -254,7 +274,7 @@ class UnitProducts {
 template <class T>
 void segment_scores(const Plan& p, const UnitOffsets& uo, const Segment& s, const T* q, const UnitProducts<T>& mm,
                     const void* mask, T* S) {
-  mm.by_kT(s.n, s.kmax, static_cast<T>(p.scale), q + (uo.row0 + s.r0) * p.hs, S);
+  mm.by_kT(s.n, s.kmax, static_cast<T>(p.scale), q + seg_at(p.lq, p, uo, s), p.lq.st, S);
   if (p.mask == MaskKind::None) return;
   for (int64_t rr = 0; rr < s.n; ++rr) {
     const int64_t r = s.r0 + rr, h = uo.g * p.rep + r / p.Tq, i = r % p.Tq;
@@ -284,18 +304,19 @@ void apply_dropout(const T* P, const T* drop, T* dst, int64_t n, int64_t kmax, i
 }
 
 // Forward over all segments of all units, in parallel; each thread's weights live in a
-// rows x Tk scratch. stats (when not null): [B, H, Tq, 2], each row's max and 1/sum.
+// rows x Tk scratch, or in `weights` [B, H, Tq, Tk] when backward keeps them. stats (when not
+// null): [B, H, Tq, 2], each row's max and 1/sum.
 template <class T>
 void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const void* mask, const T* drop, T* stats,
-                    T* out, bool parallel) {
+                    T* weights, T* out, bool parallel) {
   const int64_t rows = p.tiled ? kTiledRows : kRows;
   const std::vector<Segment> segs = make_segments(p, rows);
   const int64_t ns = static_cast<int64_t>(segs.size()), total = p.units() * ns;
 #pragma omp parallel if (parallel && total > 1)
   {
-    std::vector<T> P(static_cast<std::size_t>(rows * p.Tk));
+    std::vector<T> scratch(weights ? 0 : static_cast<std::size_t>(rows * p.Tk));
     std::vector<T> dropped(p.dropout ? static_cast<std::size_t>(rows * p.Tk) : 0);
-    UnitProducts<T> mm(p, k, v, false);
+    UnitProducts<T> mm(p, k, v, true, false);
     T unused[2];
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < total; ++t) {
@@ -303,21 +324,23 @@ void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const voi
       const UnitOffsets uo = unit_offsets(p, t / ns);
       mm.set_unit(uo);  // a thread's segments are contiguous: mostly one transpose per unit
       const int64_t row = uo.row0 + s.r0;
-      segment_scores(p, uo, s, q, mm, mask, P.data());
+      T* P = weights ? weights + row * p.Tk : scratch.data();
+      segment_scores(p, uo, s, q, mm, mask, P);
       for (int64_t rr = 0; rr < s.n; ++rr)
-        softmax_row(P.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats ? stats + 2 * (row + rr) : unused);
-      const T* W = P.data();
+        softmax_row(P + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats ? stats + 2 * (row + rr) : unused);
+      const T* W = P;
       if (p.dropout) {
-        apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
+        apply_dropout(P, drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
         W = dropped.data();
       }
-      mm.weights_by(s.n, p.hv, s.kmax, T(1), W, mm.v_g(), out + row * p.hv);
+      mm.weights_by(s.n, p.hv, s.kmax, T(1), W, mm.v_g(), p.lv.st, out + seg_at(p.lo, p, uo, s), p.lo.st);
     }
   }
 }
 
-// Backward per unit (units run in parallel; a unit's segments accumulate its dK_g, dV_g),
-// the weights recomputed from the saved row max and 1/sum (P = exp(S - max) / sum):
+// Backward per unit (units run in parallel; a unit's segments accumulate its dK_g, dV_g), on
+// the weights forward kept, or recomputed from the saved row max and 1/sum
+// (P = exp(S - max) / sum):
 //   dW = g v^T,  dV = W^T g,  dP = dW * drop,  dS = P * (dP - rowsum(dP * P)),
 //   dQ = scale dS k,  dK = scale dS^T q   (W = P * drop, the weights the values saw)
 // dS (unscaled) is the gradient of an additive mask: written to dS_full [B, H, Tq, Tk] when
@@ -325,45 +348,51 @@ void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const voi
 // (masked_fill): their dS is 0, which matters in a fully masked row, where P is uniform.
 template <class T>
 void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T* v, const void* mask, const T* stats,
-                     const T* drop, T* dS_full, T* dq, T* dk, T* dv, bool parallel) {
+                     const T* weights, const T* drop, T* dS_full, T* dq, T* dk, T* dv, bool parallel) {
   const std::vector<Segment> segs = make_segments(p, p.tiled ? kTiledRows : kBackwardRows);
-  const int64_t U = p.units(), rows = std::min(p.tiled ? kTiledRows : kBackwardRows, std::max<int64_t>(p.unit_rows(), 1));
+  const int64_t U = p.units(), rows = std::min(p.tiled ? kTiledRows : kBackwardRows, std::max<int64_t>(p.Tq, 1));
   const bool need_dS = dq || dk || dS_full;
   const bool* keep = p.mask == MaskKind::Keep ? static_cast<const bool*>(mask) : nullptr;
 #pragma omp parallel if (parallel && U > 1)
   {
-    std::vector<T> P(static_cast<std::size_t>(rows * p.Tk));
+    std::vector<T> scratch(weights ? 0 : static_cast<std::size_t>(rows * p.Tk));
     std::vector<T> dS_buf(need_dS && !dS_full ? static_cast<std::size_t>(rows * p.Tk) : 0);
     std::vector<T> dropped(p.dropout && dv ? static_cast<std::size_t>(rows * p.Tk) : 0);
-    UnitProducts<T> mm(p, k, v, need_dS);
+    UnitProducts<T> mm(p, k, v, !weights, need_dS);
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < U; ++u) {
       const UnitOffsets uo = unit_offsets(p, u);
       mm.set_unit(uo);
-      const int64_t kv0 = (uo.b * p.Hkv + uo.g) * p.Tk;  // first row of k_g / v_g
-      if (dk) std::fill(dk + kv0 * p.hs, dk + (kv0 + p.Tk) * p.hs, T(0));
-      if (dv) std::fill(dv + kv0 * p.hv, dv + (kv0 + p.Tk) * p.hv, T(0));
+      T* dk_g = dk ? dk + p.lk.at(uo.b, uo.g, 0) : nullptr;
+      T* dv_g = dv ? dv + p.lv.at(uo.b, uo.g, 0) : nullptr;
+      for (int64_t t = 0; t < p.Tk; ++t) {
+        if (dk_g) std::fill(dk_g + t * p.lk.st, dk_g + t * p.lk.st + p.hs, T(0));
+        if (dv_g) std::fill(dv_g + t * p.lv.st, dv_g + t * p.lv.st + p.hv, T(0));
+      }
       for (const Segment& s : segs) {
         const int64_t row = uo.row0 + s.r0;
-        const T* g_seg = g + row * p.hv;
-        segment_scores(p, uo, s, q, mm, mask, P.data());
-        for (int64_t rr = 0; rr < s.n; ++rr)
-          exp_row(P.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats + 2 * (row + rr));
+        const T* g_seg = g + seg_at(p.lo, p, uo, s);
+        const T* P = weights ? weights + row * p.Tk : scratch.data();
+        if (!weights) {
+          segment_scores(p, uo, s, q, mm, mask, scratch.data());
+          for (int64_t rr = 0; rr < s.n; ++rr)
+            exp_row(scratch.data() + rr * p.Tk, p.visible((s.r0 + rr) % p.Tq), p.Tk, stats + 2 * (row + rr));
+        }
         if (dv) {  // dV_g += W^T g
-          const T* W = P.data();
+          const T* W = P;
           if (p.dropout) {
-            apply_dropout(P.data(), drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
+            apply_dropout(P, drop + row * p.Tk, dropped.data(), s.n, s.kmax, p.Tk);
             W = dropped.data();
           }
-          mm.weights_t_by(s.n, p.hv, s.kmax, T(1), W, g_seg, dv + kv0 * p.hv);
+          mm.weights_t_by(s.n, p.hv, s.kmax, T(1), W, g_seg, p.lo.st, dv_g, p.lv.st);
         }
         if (!need_dS) continue;
         T* dS = dS_full ? dS_full + row * p.Tk : dS_buf.data();
-        mm.by_vT(s.n, s.kmax, g_seg, dS);  // dW
+        mm.by_vT(s.n, s.kmax, g_seg, p.lo.st, dS);  // dW
         for (int64_t rr = 0; rr < s.n; ++rr) {
           const int64_t i = (s.r0 + rr) % p.Tq, L = p.visible(i);
           T* d = dS + rr * p.Tk;
-          const T* pr = P.data() + rr * p.Tk;
+          const T* pr = P + rr * p.Tk;
           if (p.dropout) {
             const T* dr = drop + (row + rr) * p.Tk;
 #pragma omp simd
@@ -384,14 +413,15 @@ void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T*
           }
         }
         const T sc = static_cast<T>(p.scale);
-        if (dq) mm.weights_by(s.n, p.hs, s.kmax, sc, dS, mm.k_g(), dq + row * p.hs);
-        if (dk) mm.weights_t_by(s.n, p.hs, s.kmax, sc, dS, q + row * p.hs, dk + kv0 * p.hs);
+        if (dq) mm.weights_by(s.n, p.hs, s.kmax, sc, dS, mm.k_g(), p.lk.st, dq + seg_at(p.lq, p, uo, s), p.lq.st);
+        if (dk) mm.weights_t_by(s.n, p.hs, s.kmax, sc, dS, q + seg_at(p.lq, p, uo, s), p.lq.st, dk_g, p.lk.st);
       }
     }
   }
 }
 
 std::atomic<int> g_products{static_cast<int>(AttentionProducts::Auto)};
+std::atomic<int64_t> g_kept_weights_max{kKeptWeightsMax};
 
 // The register-tiled kernels for short heads and keys (kTiledMaxHead, kTiledMaxKeys), BLAS for
 // the rest, unless set_attention_products forces one.
@@ -409,6 +439,39 @@ bool use_tiled(int64_t hs, int64_t hv, int64_t keys) {
 // Enough work to split over threads: a few hundred thousand multiply-adds.
 bool worth_parallel(const Plan& p) {
   return p.B * p.H * p.Tq * p.Tk * (p.hs + p.hv) >= 8 * kParallelMin;
+}
+
+// The settings every entry point shares, checked against the plan's shapes: the scale, the
+// causal flag, the mask (its kind and broadcast strides), dropout, and the kind of products.
+void plan_settings(Plan& p, const AttnMask& am, Dtype dt, double dropout_p, bool training, double scale,
+                   const char* op) {
+  p.rep = p.H / p.Hkv;
+  p.scale = scale == 0 ? 1.0 / std::sqrt(static_cast<double>(p.hs)) : scale;
+  p.causal = am.causal;
+  check(!p.causal || p.Tk >= p.Tq, op, ": a causal mask needs at least as many keys as queries (aligned to the end), ",
+        "got Tq = ", p.Tq, " and Tk = ", p.Tk);
+  if (am.mask.defined()) {
+    const Tensor& m = am.mask;
+    const Shape full = {p.B, p.H, p.Tq, p.Tk};
+    bool ok = m.dim() <= 4;
+    for (int64_t d = 0; ok && d < m.dim(); ++d) {
+      const int64_t n = m.size(-1 - d);
+      ok = n == 1 || n == full[static_cast<std::size_t>(3 - d)];
+    }
+    check(ok, op, ": mask ", shape_str(m.shape()), " does not broadcast to [B, H, Tq, Tk] = ", shape_str(full));
+    if (m.dtype() == kBool) {
+      p.mask = MaskKind::Keep;
+    } else {
+      check(m.dtype() == dt, op, ": mask must be bool (true = keep) or additive of q's dtype ", dtype_name(dt),
+            ", got ", dtype_name(m.dtype()));
+      p.mask = MaskKind::Additive;
+    }
+    const Shape st = broadcast_strides(m.shape(), full);
+    for (std::size_t d = 0; d < 4; ++d) p.ms[d] = st[d];
+  }
+  check(dropout_p >= 0 && dropout_p < 1, op, ": dropout_p must be in [0, 1), got ", dropout_p);
+  p.dropout = training && dropout_p > 0;
+  p.tiled = use_tiled(p.hs, p.hv, p.Tk);
 }
 
 Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& am, double dropout_p,
@@ -437,38 +500,110 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
         shapes);
   check(p.Tk > 0, op, ": no keys (Tk = 0): ", shapes);
   check(p.hs > 0, op, ": head size is 0: ", shapes);
-  p.rep = p.H / p.Hkv;
   check(std::max({p.B * p.H * p.Tq * p.Tk, p.Tq * p.hs, p.Tk * p.hs, p.Tk * p.hv}) < INT_MAX, op,
         ": sizes exceed BLAS's 32-bit indexing: ", shapes);
-  p.scale = scale == 0 ? 1.0 / std::sqrt(static_cast<double>(p.hs)) : scale;
-  p.causal = am.causal;
-  check(!p.causal || p.Tk >= p.Tq, op, ": a causal mask needs at least as many keys as queries (aligned to the end), ",
-        "got Tq = ", p.Tq, " and Tk = ", p.Tk);
-  if (am.mask.defined()) {
-    const Tensor& m = am.mask;
-    const Shape full = {p.B, p.H, p.Tq, p.Tk};
-    bool ok = m.dim() <= 4;
-    for (int64_t d = 0; ok && d < m.dim(); ++d) {
-      const int64_t n = m.size(-1 - d);
-      ok = n == 1 || n == full[static_cast<std::size_t>(3 - d)];
-    }
-    check(ok, op, ": mask ", shape_str(m.shape()), " does not broadcast to [B, H, Tq, Tk] = ", shape_str(full));
-    if (m.dtype() == kBool) {
-      p.mask = MaskKind::Keep;
-    } else {
-      check(m.dtype() == q.dtype(), op, ": mask must be bool (true = keep) or additive of q's dtype ",
-            dtype_name(q.dtype()), ", got ", dtype_name(m.dtype()));
-      p.mask = MaskKind::Additive;
-    }
-    const Shape st = broadcast_strides(m.shape(), full);
-    for (std::size_t d = 0; d < 4; ++d) p.ms[d] = st[d];
-  }
-  check(dropout_p >= 0 && dropout_p < 1, op, ": dropout_p must be in [0, 1), got ", dropout_p);
-  p.dropout = training && dropout_p > 0;
-  p.tiled = use_tiled(p.hs, p.hv, p.Tk);
+  p.lq = RowLayout::contiguous(p.H, p.Tq, p.hs);
+  p.lk = RowLayout::contiguous(p.Hkv, p.Tk, p.hs);
+  p.lv = RowLayout::contiguous(p.Hkv, p.Tk, p.hv);
+  p.lo = RowLayout::contiguous(p.H, p.Tq, p.hv);
+  plan_settings(p, am, q.dtype(), dropout_p, training, scale, op);
   return p;
 }
 
+Plan make_packed_plan(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, const AttnMask& am, double dropout_p,
+                      bool training, double scale) {
+  constexpr const char* op = "scaled_dot_product_attention_packed";
+  check(qkv.defined(), op, ": undefined qkv");
+  check(n_heads > 0 && n_kv_heads > 0 && n_heads % n_kv_heads == 0, op, ": n_heads ", n_heads,
+        " must be a positive multiple of n_kv_heads ", n_kv_heads);
+  const int64_t heads = n_heads + 2 * n_kv_heads;
+  check(qkv.dim() == 4 && qkv.size(2) == heads, op, ": expected qkv [B, T, n_heads + 2 n_kv_heads = ", heads,
+        ", hs], got ", shape_str(qkv.shape()));
+  check(is_floating(qkv.dtype()), op, ": expected a float32 or float64 qkv, got ", dtype_name(qkv.dtype()));
+  Plan p;
+  p.B = qkv.size(0);
+  p.Tq = p.Tk = qkv.size(1);
+  p.H = n_heads;
+  p.Hkv = n_kv_heads;
+  p.hs = p.hv = qkv.size(3);
+  check(p.Tk > 0, op, ": no keys (T = 0): qkv ", shape_str(qkv.shape()));
+  check(p.hs > 0, op, ": head size is 0: qkv ", shape_str(qkv.shape()));
+  const int64_t C = heads * p.hs, T = p.Tq;
+  check(std::max({p.B * p.H * p.Tq * p.Tk, T * C}) < INT_MAX, op, ": sizes exceed BLAS's 32-bit indexing: qkv ",
+        shape_str(qkv.shape()));
+  // q, k, v: heads [0, H), [H, H + Hkv), [H + Hkv, H + 2 Hkv) of each token's row; out [B, T, H hs].
+  p.lq = {0, T * C, p.hs, C};
+  p.lk = {p.H * p.hs, T * C, p.hs, C};
+  p.lv = {(p.H + p.Hkv) * p.hs, T * C, p.hs, C};
+  p.lo = {0, T * p.H * p.hv, p.hv, p.H * p.hv};
+  plan_settings(p, am, qkv.dtype(), dropout_p, training, scale, op);
+  return p;
+}
+
+// Both entry points: runs the forward on plan p and records its backward. q, k and v live in
+// `operands` (three tensors, or one packed qkv for all three: operand[i] says which holds q, k
+// and v), read through the plan's layouts; the output has out_shape and the plan's layout lo.
+// The backward gives each operand one gradient of its shape, dq, dk and dv written into it at
+// their layouts (a packed gradient is covered whole by the three).
+Tensor attend(std::shared_ptr<const Plan> p, std::vector<Tensor> inputs, std::array<std::size_t, 3> operand,
+              const Shape& out_shape, const AttnMask& mask, double dropout_p, Generator* gen, const char* op) {
+  const std::size_t n_operands = inputs.size();
+  const bool mask_grad = p->mask == MaskKind::Additive && mask.mask.requires_grad();
+  if (mask_grad) inputs.push_back(mask.mask);
+  const bool save = needs_grad(inputs);
+  const Dtype dt = inputs[0].dtype();
+  Tensor out = empty(out_shape, dt);
+  // What backward keeps of the weights: each row's max and 1/sum, O(T) instead of O(T^2), or
+  // for a small problem the weights themselves (no scores to recompute).
+  const bool keep_weights = save && p->B * p->H * p->Tq * p->Tk <= g_kept_weights_max.load(std::memory_order_relaxed);
+  Tensor weights = keep_weights ? empty({p->B, p->H, p->Tq, p->Tk}, dt) : Tensor();
+  Tensor stats = save && !keep_weights ? empty({p->B, p->H, p->Tq, 2}, dt) : Tensor();
+  Tensor drop;  // 0 or 1/(1-p) per weight, drawn serially in row-major order (as xg::dropout)
+  if (p->dropout) {
+    drop = empty({p->B, p->H, p->Tq, p->Tk}, dt);
+    Generator& rng = gen ? *gen : default_generator();
+    dispatch_float(dt, op, [&](auto tag) {
+      using T = decltype(tag);
+      T* d = drop.data<T>();
+      const T keep = static_cast<T>(1.0 / (1.0 - dropout_p));
+      for (int64_t i = 0, n = drop.numel(); i < n; ++i) d[i] = rng.uniform() < dropout_p ? T(0) : keep;
+    });
+  }
+  const bool parallel = worth_parallel(*p);
+  dispatch_float(dt, op, [&](auto tag) {
+    using T = decltype(tag);
+    const void* m = p->mask == MaskKind::None ? nullptr : mask.mask.raw_data();
+    auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    forward_kernel<T>(*p, inputs[operand[0]].data<T>(), inputs[operand[1]].data<T>(), inputs[operand[2]].data<T>(), m,
+                      ptr(drop), ptr(stats), ptr(weights), out.data<T>(), parallel);
+  });
+  if (!save) return out;
+  // Saved for backward: the row statistics, the dropout draws and a mask that is not an
+  // input (a bool mask, or an additive one that needs no gradient).
+  Tensor saved_mask = p->mask != MaskKind::None && !mask_grad ? mask.mask : Tensor();
+  return record(out, std::move(inputs), op,
+                [p, stats, weights, drop, saved_mask, parallel, operand, n_operands](const Tensor& g, const Tensor&,
+                                                                                      const Grads& in) {
+                  Grads grads(in.size());
+                  const Dtype dt = g.dtype();
+                  for (std::size_t i = 0; i < n_operands; ++i)
+                    if (wants(in, i)) grads[i] = empty(in[i].shape(), dt);
+                  const bool mask_grad = in.size() > n_operands && wants(in, n_operands);
+                  if (mask_grad) grads[n_operands] = empty({p->B, p->H, p->Tq, p->Tk}, dt);  // summed to the mask's shape
+                  const Tensor& m = in.size() > n_operands ? in[n_operands] : saved_mask;
+                  dispatch_float(dt, "scaled_dot_product_attention backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    auto ptr = [&](std::size_t i) { return grads[i].defined() ? grads[i].data<T>() : nullptr; };
+                    auto saved = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+                    backward_kernel<T>(*p, g.data<T>(), in[operand[0]].data<T>(), in[operand[1]].data<T>(),
+                                       in[operand[2]].data<T>(), m.defined() ? m.raw_data() : nullptr, saved(stats),
+                                       saved(weights), saved(drop),
+                                       mask_grad ? grads[n_operands].data<T>() : nullptr, ptr(operand[0]),
+                                       ptr(operand[1]), ptr(operand[2]), parallel);
+                  });
+                  return grads;
+                });
+}
 
 }  // namespace
 
@@ -477,6 +612,11 @@ AttentionProducts attention_products() { return static_cast<AttentionProducts>(g
 AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys) {
   return use_tiled(hs, hv, keys) ? AttentionProducts::Tiled : AttentionProducts::Blas;
 }
+void set_attention_kept_weights_max(int64_t elements) {
+  check(elements >= 0, "set_attention_kept_weights_max: expected a count >= 0, got ", elements);
+  g_kept_weights_max.store(elements);
+}
+int64_t attention_kept_weights_max() { return g_kept_weights_max.load(); }
 
 // q: [B, H, Tq, hs], k: [B, Hkv, Tk, hs], v: [B, Hkv, Tk, hv] -> [B, H, Tq, hv]
 // out = W v,  W = dropout(P),  P = softmax(scale q k^T + mask)
@@ -485,60 +625,19 @@ AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys) {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& mask,
                                     double dropout_p, bool training, double scale, Generator* gen) {
   auto p = std::make_shared<const Plan>(make_plan(q, k, v, mask, dropout_p, training, scale));
-  const bool mask_grad = p->mask == MaskKind::Additive && mask.mask.requires_grad();
-  std::vector<Tensor> inputs = {q, k, v};
-  if (mask_grad) inputs.push_back(mask.mask);
-  const bool save = needs_grad(inputs);
-  const Dtype dt = q.dtype();
-  Tensor out = empty({p->B, p->H, p->Tq, p->hv}, dt);
-  // What backward keeps of the weights: each row's max and 1/sum, O(T) instead of O(T^2).
-  Tensor stats = save ? empty({p->B, p->H, p->Tq, 2}, dt) : Tensor();
-  Tensor drop;  // 0 or 1/(1-p) per weight, drawn serially in row-major order (as xg::dropout)
-  if (p->dropout) {
-    drop = empty({p->B, p->H, p->Tq, p->Tk}, dt);
-    Generator& rng = gen ? *gen : default_generator();
-    dispatch_float(dt, "scaled_dot_product_attention", [&](auto tag) {
-      using T = decltype(tag);
-      T* d = drop.data<T>();
-      const T keep = static_cast<T>(1.0 / (1.0 - dropout_p));
-      for (int64_t i = 0, n = drop.numel(); i < n; ++i) d[i] = rng.uniform() < dropout_p ? T(0) : keep;
-    });
-  }
-  const bool parallel = worth_parallel(*p);
-  dispatch_float(dt, "scaled_dot_product_attention", [&](auto tag) {
-    using T = decltype(tag);
-    const void* m = p->mask == MaskKind::None ? nullptr : mask.mask.raw_data();
-    forward_kernel<T>(*p, q.data<T>(), k.data<T>(), v.data<T>(), m, drop.defined() ? drop.data<T>() : nullptr,
-                      save ? stats.data<T>() : nullptr, out.data<T>(), parallel);
-  });
-  if (!save) return out;
-  // Saved for backward: the row statistics, the dropout draws and a mask that is not an
-  // input (a bool mask, or an additive one that needs no gradient).
-  Tensor saved_mask = p->mask != MaskKind::None && !mask_grad ? mask.mask : Tensor();
-  return record(out, std::move(inputs), "scaled_dot_product_attention",
-                [p, stats, drop, saved_mask, parallel](const Tensor& g, const Tensor&, const Grads& in) {
-                  Grads grads(in.size());
-                  const Dtype dt = g.dtype();
-                  Tensor dq = wants(in, 0) ? empty(in[0].shape(), dt) : Tensor();
-                  Tensor dk = wants(in, 1) ? empty(in[1].shape(), dt) : Tensor();
-                  Tensor dv = wants(in, 2) ? empty(in[2].shape(), dt) : Tensor();
-                  const bool mask_grad = wants(in, 3);
-                  Tensor dS = mask_grad ? empty({p->B, p->H, p->Tq, p->Tk}, dt) : Tensor();
-                  const Tensor& m = in.size() > 3 ? in[3] : saved_mask;
-                  dispatch_float(dt, "scaled_dot_product_attention backward", [&](auto tag) {
-                    using T = decltype(tag);
-                    auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-                    backward_kernel<T>(*p, g.data<T>(), in[0].data<T>(), in[1].data<T>(), in[2].data<T>(),
-                                       m.defined() ? m.raw_data() : nullptr, stats.data<T>(),
-                                       drop.defined() ? drop.data<T>() : nullptr, ptr(dS), ptr(dq), ptr(dk), ptr(dv),
-                                       parallel);
-                  });
-                  grads[0] = dq;
-                  grads[1] = dk;
-                  grads[2] = dv;
-                  if (mask_grad) grads[3] = dS;  // [B, H, Tq, Tk]; the engine sums it to the mask's shape
-                  return grads;
-                });
+  return attend(p, {q, k, v}, {0, 1, 2}, {p->B, p->H, p->Tq, p->hv}, mask, dropout_p, gen,
+                "scaled_dot_product_attention");
+}
+
+// qkv: [B, T, H + 2 Hkv, hs] -> [B, T, H hs]: the attention above on q = qkv[:, :, :H],
+// k = qkv[:, :, H:H + Hkv], v = qkv[:, :, H + Hkv:] (each transposed to heads first), read in
+// place; its gradient is one tensor of qkv's shape holding dQ, dK and dV.
+Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads,
+                                           const AttnMask& mask, double dropout_p, bool training, double scale,
+                                           Generator* gen) {
+  auto p = std::make_shared<const Plan>(make_packed_plan(qkv, n_heads, n_kv_heads, mask, dropout_p, training, scale));
+  return attend(p, {qkv}, {0, 0, 0}, {p->B, p->Tq, p->H * p->hv}, mask, dropout_p, gen,
+                "scaled_dot_product_attention_packed");
 }
 
 }  // namespace xg

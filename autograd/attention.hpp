@@ -44,6 +44,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p = 0, bool training = false, double scale = 0,
                                     Generator* gen = nullptr);
 
+// The same attention on the output of one projection by [W_q; W_k; W_v], without splitting
+// it into heads first: qkv [B, T, n_heads + 2 n_kv_heads, hs] holds each token's query heads,
+// then its key heads, then its value heads -> [B, T, n_heads * hs], the heads side by side
+// (the input of the output projection). Equal to
+//   scaled_dot_product_attention(q, k, v, ...) with q = qkv[:, :, :H].transpose(1, 2),
+//   k = qkv[:, :, H:H + Hkv].transpose(1, 2), v = qkv[:, :, H + Hkv:].transpose(1, 2),
+// then out.transpose(1, 2).reshape(B, T, H * hs); its gradient is one tensor of qkv's shape.
+// The mask broadcasts to [B, H, T, T] as above.
+Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads,
+                                           const AttnMask& mask = {}, double dropout_p = 0, bool training = false,
+                                           double scale = 0, Generator* gen = nullptr);
+
 // Which kernels run attention's per-head products. Auto (the default) takes register-tiled
 // kernels for short heads, BLAS otherwise; Blas and Tiled force one (tests, benchmarks).
 // Process-wide; set it between calls, not during one.
@@ -53,5 +65,11 @@ AttentionProducts attention_products();
 // The products a call with these head sizes (hs of q and k, hv of v) and keys would run on
 // (Blas or Tiled), under the current setting.
 AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys);
+
+// Backward keeps softmax's weights P [B, H, Tq, Tk] from the forward while they have at most
+// this many elements (default 2^19: 2 MB in float32), and otherwise recomputes them from each
+// row's max and sum (FlashAttention's O(T) memory). 0: always recompute. Process-wide.
+void set_attention_kept_weights_max(int64_t elements);
+int64_t attention_kept_weights_max();
 
 }  // namespace xg

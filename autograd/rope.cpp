@@ -3,6 +3,7 @@
 // same kernel with the angle negated, and needs only the tables (kept as the op's inputs).
 #include "autograd/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -24,21 +25,31 @@ inline int64_t second_of(RopeLayout layout, int64_t i, int64_t half) {
   return layout == RopeLayout::Interleaved ? 2 * i + 1 : i + half;
 }
 
-// x: [rows, hs] (row r at table row offset + r % T), cos/sin: [max_T, hs/2] -> out: [rows, hs]
+// Which rows a position's rotation applies to: H consecutive rows (heads) per position, the
+// first `rotated` of them rotated and the rest copied. [..., T, hs]: H = rotated = 1.
+struct RopeRows {
+  int64_t H = 1, rotated = 1;
+};
+
+// x: [rows, hs] (row r at table row offset + (r / H) % T), cos/sin: [max_T, hs/2] -> out: [rows, hs]
 //   forward:  (a, b) -> (a c - b s, b c + a s)     (rotation by +theta)
 //   Inverse:  (a, b) -> (a c + b s, b c - a s)     (rotation by -theta: the backward)
 template <bool Inverse, class T>
 void rope_kernel(const T* x, const T* cos, const T* sin, T* out, int64_t rows, int64_t T_, int64_t hs,
-                 int64_t offset, RopeLayout layout) {
+                 int64_t offset, RopeLayout layout, RopeRows rr) {
   const int64_t half = hs / 2;
   const bool interleaved = layout == RopeLayout::Interleaved;
 #pragma omp parallel for schedule(static) if (rows * hs >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t pos = offset + r % T_;
-    const T* c = cos + pos * half;
-    const T* s = sin + pos * half;
     const T* xr = x + r * hs;
     T* o = out + r * hs;
+    if (r % rr.H >= rr.rotated) {
+      std::copy(xr, xr + hs, o);
+      continue;
+    }
+    const int64_t pos = offset + (r / rr.H) % T_;
+    const T* c = cos + pos * half;
+    const T* s = sin + pos * half;
     if (interleaved) {
 #pragma omp simd
       for (int64_t i = 0; i < half; ++i) {
@@ -66,15 +77,16 @@ void rope_kernel(const T* x, const T* cos, const T* sin, T* out, int64_t rows, i
 // Rows of the tables outside offset .. offset + T - 1 get zero.
 template <class T>
 void rope_table_grads(const T* x, const T* g, T* dcos, T* dsin, int64_t rows, int64_t T_, int64_t hs,
-                      int64_t offset, RopeLayout layout) {
+                      int64_t offset, RopeLayout layout, RopeRows rr) {
   const int64_t half = hs / 2;
-  const int64_t N = rows / T_;  // rows per position
+  const int64_t N = rows / (T_ * rr.H);  // leading rows of every position (the batch)
 #pragma omp parallel for schedule(static) if (rows * hs >= kParallelMin)
   for (int64_t t = 0; t < T_; ++t) {
     std::vector<double> ac(static_cast<std::size_t>(half), 0.0), as(static_cast<std::size_t>(half), 0.0);
-    for (int64_t n = 0; n < N; ++n) {
-      const T* xr = x + (n * T_ + t) * hs;
-      const T* gr = g + (n * T_ + t) * hs;
+    for (int64_t row = 0; row < N * rr.rotated; ++row) {
+      const int64_t r = ((row / rr.rotated) * T_ + t) * rr.H + row % rr.rotated;
+      const T* xr = x + r * hs;
+      const T* gr = g + r * hs;
       for (int64_t i = 0; i < half; ++i) {
         const int64_t ia = first_of(layout, i), ib = second_of(layout, i, half);
         ac[static_cast<std::size_t>(i)] += static_cast<double>(gr[ia]) * xr[ia] + static_cast<double>(gr[ib]) * xr[ib];
@@ -90,21 +102,65 @@ void rope_table_grads(const T* x, const T* g, T* dcos, T* dsin, int64_t rows, in
   }
 }
 
-// Runs the (inverse) rotation of `src` ([..., T, hs]) with the tables into a new tensor.
+// Runs the (inverse) rotation of `src` ([..., T, hs], or [..., T, H, hs] with rr.H = H) with the
+// tables into a new tensor.
 Tensor rotate(const Tensor& src, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout,
-              bool inverse) {
+              bool inverse, RopeRows rr) {
   Tensor out = empty(src.shape(), src.dtype());
-  const int64_t hs = src.size(-1), T_ = src.size(-2);
+  const int64_t hs = src.size(-1), T_ = src.size(rr.H > 1 ? -3 : -2);
   const int64_t rows = hs == 0 ? 0 : src.numel() / hs;
   if (rows == 0) return out;
   dispatch_float(src.dtype(), "apply_rope", [&](auto tag) {
     using T = decltype(tag);
     if (inverse)
-      rope_kernel<true>(src.data<T>(), cos.data<T>(), sin.data<T>(), out.data<T>(), rows, T_, hs, offset, layout);
+      rope_kernel<true>(src.data<T>(), cos.data<T>(), sin.data<T>(), out.data<T>(), rows, T_, hs, offset, layout, rr);
     else
-      rope_kernel<false>(src.data<T>(), cos.data<T>(), sin.data<T>(), out.data<T>(), rows, T_, hs, offset, layout);
+      rope_kernel<false>(src.data<T>(), cos.data<T>(), sin.data<T>(), out.data<T>(), rows, T_, hs, offset, layout, rr);
   });
   return out;
+}
+
+// Checks x ([..., T, hs] with T at dim t_dim), the tables and the offset for `op`.
+void check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, int64_t t_dim, const char* op) {
+  check(is_floating(x.dtype()), op, ": expected a float32 or float64 x, got ", dtype_name(x.dtype()));
+  const int64_t hs = x.size(-1), T_ = x.size(t_dim);
+  check(hs > 0 && hs % 2 == 0, op, ": head size hs=", hs, " must be a positive even number (x is ", shape_str(x.shape()),
+        ", features are rotated in pairs)");
+  const int64_t half = hs / 2;
+  check(cos.dim() == 2 && cos.size(1) == half && sin.shape() == cos.shape(), op,
+        ": cos and sin must both be [max_T, hs/2] = [max_T, ", half, "] tables for x ", shape_str(x.shape()),
+        ", got cos ", shape_str(cos.shape()), " and sin ", shape_str(sin.shape()));
+  check(cos.dtype() == x.dtype() && sin.dtype() == x.dtype(), op, ": dtype mismatch: x is ", dtype_name(x.dtype()),
+        ", cos is ", dtype_name(cos.dtype()), ", sin is ", dtype_name(sin.dtype()), " (convert the tables with .to())");
+  check(offset >= 0, op, ": offset must be non-negative, got ", offset);
+  const int64_t max_T = cos.size(0);
+  check(offset + T_ <= max_T, op, ": positions 0..", T_ - 1, " with offset ", offset, " exceed the table's ", max_T,
+        " rows (need ", offset + T_, "; build the tables with a larger max_seq_len)");
+}
+
+// The rotation and its record, for both entry points.
+Tensor rope_op(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout, RopeRows rr,
+               const char* op) {
+  Tensor out = rotate(x, cos, sin, offset, layout, false, rr);
+  return record(out, {x, cos, sin}, op, [offset, layout, rr](const Tensor& g, const Tensor&, const Grads& in) {
+    Tensor dx, dcos, dsin;
+    if (wants(in, 0)) dx = rotate(g, in[1], in[2], offset, layout, true, rr);
+    if (wants(in, 1) || wants(in, 2)) {
+      dcos = zeros(in[1].shape(), g.dtype());
+      dsin = zeros(in[2].shape(), g.dtype());
+      const int64_t hs_ = g.size(-1), T2 = g.size(rr.H > 1 ? -3 : -2);
+      const int64_t rows = g.numel() / hs_;
+      if (rows > 0)
+        dispatch_float(g.dtype(), "apply_rope", [&](auto tag) {
+          using T = decltype(tag);
+          rope_table_grads(in[0].data<T>(), g.data<T>(), dcos.data<T>(), dsin.data<T>(), rows, T2, hs_, offset,
+                           layout, rr);
+        });
+      if (!wants(in, 1)) dcos = Tensor();
+      if (!wants(in, 2)) dsin = Tensor();
+    }
+    return Grads{dx, dcos, dsin};
+  });
 }
 
 }  // namespace
@@ -119,42 +175,22 @@ const char* rope_layout_name(RopeLayout layout) {
 Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout) {
   check(x.defined() && cos.defined() && sin.defined(), "apply_rope: undefined tensor argument");
   check(x.dim() >= 2, "apply_rope: expected x of shape [..., T, hs] (at least 2 dims), got ", shape_str(x.shape()));
-  check(is_floating(x.dtype()), "apply_rope: expected a float32 or float64 x, got ", dtype_name(x.dtype()));
-  const int64_t hs = x.size(-1), T_ = x.size(-2);
-  check(hs > 0 && hs % 2 == 0, "apply_rope: head size hs=", hs, " must be a positive even number (x is ",
-        shape_str(x.shape()), ", features are rotated in pairs)");
-  const int64_t half = hs / 2;
-  check(cos.dim() == 2 && cos.size(1) == half && sin.shape() == cos.shape(),
-        "apply_rope: cos and sin must both be [max_T, hs/2] = [max_T, ", half, "] tables for x ",
-        shape_str(x.shape()), ", got cos ", shape_str(cos.shape()), " and sin ", shape_str(sin.shape()));
-  check(cos.dtype() == x.dtype() && sin.dtype() == x.dtype(), "apply_rope: dtype mismatch: x is ",
-        dtype_name(x.dtype()), ", cos is ", dtype_name(cos.dtype()), ", sin is ", dtype_name(sin.dtype()),
-        " (convert the tables with .to())");
-  check(offset >= 0, "apply_rope: offset must be non-negative, got ", offset);
-  const int64_t max_T = cos.size(0);
-  check(offset + T_ <= max_T, "apply_rope: positions 0..", T_ - 1, " with offset ", offset,
-        " exceed the table's ", max_T, " rows (need ", offset + T_, "; build the tables with a larger max_seq_len)");
+  check_rope(x, cos, sin, offset, -2, "apply_rope");
+  return rope_op(x, cos, sin, offset, layout, RopeRows{}, "apply_rope");
+}
 
-  Tensor out = rotate(x, cos, sin, offset, layout, false);
-  return record(out, {x, cos, sin}, "apply_rope", [offset, layout](const Tensor& g, const Tensor&, const Grads& in) {
-    Tensor dx, dcos, dsin;
-    if (wants(in, 0)) dx = rotate(g, in[1], in[2], offset, layout, true);
-    if (wants(in, 1) || wants(in, 2)) {
-      dcos = zeros(in[1].shape(), g.dtype());
-      dsin = zeros(in[2].shape(), g.dtype());
-      const int64_t hs_ = g.size(-1), T2 = g.size(-2);
-      const int64_t rows = g.numel() / hs_;
-      if (rows > 0)
-        dispatch_float(g.dtype(), "apply_rope", [&](auto tag) {
-          using T = decltype(tag);
-          rope_table_grads(in[0].data<T>(), g.data<T>(), dcos.data<T>(), dsin.data<T>(), rows, T2, hs_, offset,
-                           layout);
-        });
-      if (!wants(in, 1)) dcos = Tensor();
-      if (!wants(in, 2)) dsin = Tensor();
-    }
-    return Grads{dx, dcos, dsin};
-  });
+// out[b, t, h] = R((offset + t) theta) x[b, t, h] for h < rotated_heads, x[b, t, h] otherwise
+//   =>   dx = R(-(offset + t) theta) g on the rotated heads, g on the others; the tables'
+//        gradients as apply_rope's, over the rotated heads
+Tensor apply_rope_packed(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout,
+                         int64_t rotated_heads) {
+  constexpr const char* op = "apply_rope_packed";
+  check(x.defined() && cos.defined() && sin.defined(), op, ": undefined tensor argument");
+  check(x.dim() == 4, op, ": expected x of shape [B, T, H, hs], got ", shape_str(x.shape()));
+  check(rotated_heads >= 0 && rotated_heads <= x.size(2), op, ": rotated_heads must be in [0, H = ", x.size(2),
+        "], got ", rotated_heads);
+  check_rope(x, cos, sin, offset, -3, op);
+  return rope_op(x, cos, sin, offset, layout, RopeRows{x.size(2), rotated_heads}, op);
 }
 
 void RopeScaling::validate(const std::string& who) const {

@@ -22,6 +22,13 @@ enum class RopeLayout { Interleaved, RotateHalf };
 //        (only when the tables require grad, which rope_tables' do not)
 Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout);
 
+// x: [B, T, H, hs], heads at each position (a packed q/k/v projection reshaped, positions at
+// dim 1) -> the same shape: heads 0 .. rotated_heads - 1 of position t rotated as apply_rope
+// rotates them (table row offset + t), the others copied (the values packed beside queries
+// and keys; see scaled_dot_product_attention_packed).
+Tensor apply_rope_packed(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout,
+                         int64_t rotated_heads);
+
 // A rescaling of RoPE's frequencies for a longer context than the model was trained on.
 //   None:   freqs[i] = 1 / base^(2i / head_dim)
 //   Llama3: Llama 3.1's scaling (transformers' _compute_llama3_parameters): with wavelen =

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "autograd/matmul.hpp"
 #include "autograd/shape.hpp"
 
 namespace xg::nn {
@@ -46,6 +47,29 @@ int64_t start_position(KVCache* cache, int64_t start_pos, const std::string& who
     }
   }
   return start_pos;
+}
+
+// A Linear whose forward is the plain x W^T + b (no active adapter: LoRA computes its
+// Linear's whole output, so an adapted projection cannot join a packed one).
+bool plain(const Linear& l) { return !l.adapter() || !l.adapter()->active(); }
+
+// Whether self-attention's q, k and v projections can run as one: all three plain, with
+// biases alike, and no KV cache (which keeps k and v as separate [B, Hkv, T, hs] tensors).
+bool can_pack(const Linear& q, const Linear& k, const Linear& v, const KVCache* cache) {
+  const bool bias = q.bias().defined();
+  return !cache && plain(q) && plain(k) && plain(v) && k.bias().defined() == bias && v.bias().defined() == bias;
+}
+
+// x [B, T, d] -> [B, T, heads, hs]: q, k and v as one product x [W_q; W_k; W_v]^T + [b_q; b_k; b_v]
+// (each token's query heads, then key heads, then value heads), the input of
+// scaled_dot_product_attention_packed.
+// NOTE: one gemm reads x once and sums dx inside the product, where three would read it three
+// times and add their dx; the stacked weight is a copy made per call (3 d^2 elements against
+// the B T d of activations each projection reads and writes).
+Tensor packed_qkv(const Tensor& x, const Linear& q, const Linear& k, const Linear& v, int64_t heads, int64_t hs) {
+  Tensor w = cat({q.weight(), k.weight(), v.weight()}, 0);
+  Tensor b = q.bias().defined() ? cat({q.bias(), k.bias(), v.bias()}, 0) : Tensor();
+  return reshape(linear(x, w, b), {x.size(0), x.size(1), heads, hs});
 }
 
 // cached ++ fresh along `dim` (checking that the other dims agree), or fresh on an empty cache.
@@ -156,6 +180,14 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
   check_input(x, o.d_model, who);
   const int64_t B = x.size(0), T = x.size(1);
   const int64_t pos = start_position(cache, start_pos, who);
+  if (!q_norm_ && can_pack(*w_q_, *w_k_, *w_v_, cache)) {
+    // One projection [B, T, Hq + 2 Hkv, hs], RoPE on its query and key heads, attention read in
+    // place and written as [B, T, Hq hs]: no head splits, merges or dx sums.
+    Tensor qkv = packed_qkv(x, *w_q_, *w_k_, *w_v_, o.n_heads + 2 * o.n_kv_heads, head_dim_);
+    if (rope_) qkv = rope_->forward_packed(qkv, pos, o.n_heads + o.n_kv_heads);
+    return w_o_->forward(
+        scaled_dot_product_attention_packed(qkv, o.n_heads, o.n_kv_heads, mask, o.dropout, is_training()));
+  }
   // [B, T, heads * hs] -> [B, T, heads, hs] (QK-Norm over hs) -> [B, heads, T, hs] (RoPE)
   Tensor q = reshape(w_q_->forward(x), {B, T, o.n_heads, head_dim_});
   Tensor k = reshape(w_k_->forward(x), {B, T, o.n_kv_heads, head_dim_});

@@ -51,9 +51,11 @@ std::pair<Tensor, Tensor> shared_rope_tables(int64_t head_dim, int64_t max_seq_l
   return {c, s};
 }
 
-// Positions offset .. offset + T - 1 of x ([..., T, C]) must fit a table of `rows` rows.
-void check_positions(const Tensor& x, int64_t offset, int64_t rows, const std::string& who, const char* what) {
-  const int64_t T = x.size(-2);
+// Positions offset .. offset + T - 1 of x ([..., T, C], T at dim t_dim) must fit a table of
+// `rows` rows.
+void check_positions(const Tensor& x, int64_t offset, int64_t rows, const std::string& who, const char* what,
+                     int64_t t_dim = -2) {
+  const int64_t T = x.size(t_dim);
   check(offset >= 0, who, ": offset must be non-negative, got ", offset);
   check(offset + T <= rows, who, ": positions 0..", T - 1, " with offset ", offset, " exceed ", what, " ", rows,
         " (input ", shape_str(x.shape()), ")");
@@ -192,6 +194,16 @@ Tensor RotaryEmbedding::forward(const Tensor& x, int64_t offset) const {
   check_positions(x, offset, max_seq_len_, str_cat("RotaryEmbedding(head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ")"),
                   "max_seq_len");
   return apply_rope(x, cos_, sin_, offset, layout_);
+}
+
+Tensor RotaryEmbedding::forward_packed(const Tensor& x, int64_t offset, int64_t rotated_heads) const {
+  check(x.dim() == 4 && x.size(-1) == head_dim_, "RotaryEmbedding(head_dim=", head_dim_,
+        "): expected packed heads [B, T, H, ", head_dim_, "], got ", shape_str(x.shape()));
+  check(x.dtype() == cos_.dtype(), "RotaryEmbedding: input is ", dtype_name(x.dtype()), " but the cos/sin tables are ",
+        dtype_name(cos_.dtype()), " (convert the module with .to())");
+  check_positions(x, offset, max_seq_len_, str_cat("RotaryEmbedding(head_dim=", head_dim_, ", max_seq_len=", max_seq_len_, ")"),
+                  "max_seq_len", 1);
+  return apply_rope_packed(x, cos_, sin_, offset, layout_, rotated_heads);
 }
 
 // cos/sin are recomputed in the new dtype: float32 tables widened to float64 would carry

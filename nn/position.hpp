@@ -68,6 +68,9 @@ class RotaryEmbedding : public Module {
   // x: [..., T, head_dim] (e.g. [B, H, T, hs]) -> same shape; positions offset .. offset + T - 1.
   Tensor forward(const Tensor& x, int64_t offset = 0) const;
   Tensor operator()(const Tensor& x, int64_t offset = 0) const { return forward(x, offset); }
+  // x: [B, T, H, head_dim], heads at each position (a packed q/k/v projection) -> same shape,
+  // heads 0 .. rotated_heads - 1 rotated at positions offset .. offset + T - 1, the rest copied.
+  Tensor forward_packed(const Tensor& x, int64_t offset, int64_t rotated_heads) const;
   Tensor cos() const { return cos_; }
   Tensor sin() const { return sin_; }
   int64_t head_dim() const { return head_dim_; }

@@ -29,6 +29,13 @@ struct ProductsScope {
   ~ProductsScope() { set_attention_products(AttentionProducts::Auto); }
 };
 
+// Makes backward recompute the weights (or keep them) for a scope.
+struct KeptWeightsScope {
+  explicit KeptWeightsScope(int64_t max) : saved(attention_kept_weights_max()) { set_attention_kept_weights_max(max); }
+  ~KeptWeightsScope() { set_attention_kept_weights_max(saved); }
+  int64_t saved;
+};
+
 // Random q [B, H, Tq, hs], k [B, Hkv, Tk, hs], v [B, Hkv, Tk, hv] that require grad, and an
 // upstream gradient [B, H, Tq, hv], drawn from gen in that order.
 struct Operands {
@@ -171,9 +178,11 @@ struct AttnCase {
   double dropout;
 };
 
-// Output and gradients of q, k, v (and an additive mask) on the given products, float64.
-std::vector<Tensor> attention_and_grads(const AttnCase& c, AttentionProducts which) {
+// Output and gradients of q, k, v (and an additive mask) on the given products, float64, with
+// the weights kept for backward or recomputed.
+std::vector<Tensor> attention_and_grads(const AttnCase& c, AttentionProducts which, bool keep_weights) {
   ProductsScope scope(which);
+  KeptWeightsScope weights(keep_weights ? INT64_MAX : 0);
   Generator gen(11);
   auto [q, k, v, g] = random_operands(c.B, c.H, c.Hkv, c.Tq, c.Tk, c.hs, c.hv, kFloat64, gen);
   Tensor mask;
@@ -189,9 +198,10 @@ std::vector<Tensor> attention_and_grads(const AttnCase& c, AttentionProducts whi
 
 }  // namespace
 
-// The register-tiled products and BLAS's give the same attention and gradients (float64), on
-// shapes with vector tails (head sizes and key counts that are not whole vectors), grouped
-// heads, both mask kinds, causal segments, a decoding step's Tq < Tk and dropout.
+// The register-tiled products and BLAS's, with the weights kept for backward or recomputed,
+// give the same attention and gradients (float64), on shapes with vector tails (head sizes
+// and key counts that are not whole vectors), grouped heads, both mask kinds, causal segments,
+// a decoding step's Tq < Tk and dropout.
 TEST(Attention, TiledProductsEqualBlas) {
   const std::vector<AttnCase> cases = {
       {2, 2, 2, 64, 64, 32, 32, true, false, false, 0},   // the tiny config's shape
@@ -204,15 +214,21 @@ TEST(Attention, TiledProductsEqualBlas) {
   for (const AttnCase& c : cases) {
     SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " Tq=", c.Tq, " Tk=", c.Tk, " hs=", c.hs,
                          " hv=", c.hv, " dropout=", c.dropout));
-    const std::vector<Tensor> blas = attention_and_grads(c, AttentionProducts::Blas);
-    const std::vector<Tensor> tiled = attention_and_grads(c, AttentionProducts::Tiled);
-    ASSERT_EQ(blas.size(), tiled.size());
-    for (std::size_t i = 0; i < blas.size(); ++i) {
-      SCOPED_TRACE(str_cat("tensor ", i, " (out, dq, dk, dv, dmask)"));
-      EXPECT_TRUE(test::tensors_close(tiled[i], blas[i], 1e-12, 1e-12));
+    const std::vector<Tensor> blas = attention_and_grads(c, AttentionProducts::Blas, false);
+    for (const auto& [products, keep] : {std::pair{AttentionProducts::Tiled, false},
+                                         std::pair{AttentionProducts::Tiled, true},
+                                         std::pair{AttentionProducts::Blas, true}}) {
+      SCOPED_TRACE(str_cat("tiled=", products == AttentionProducts::Tiled, " keep_weights=", keep));
+      const std::vector<Tensor> other = attention_and_grads(c, products, keep);
+      ASSERT_EQ(blas.size(), other.size());
+      for (std::size_t i = 0; i < blas.size(); ++i) {
+        SCOPED_TRACE(str_cat("tensor ", i, " (out, dq, dk, dv, dmask)"));
+        EXPECT_TRUE(test::tensors_close(other[i], blas[i], 1e-12, 1e-12));
+      }
     }
   }
   EXPECT_EQ(attention_products(), AttentionProducts::Auto);
+  EXPECT_EQ(attention_kept_weights_max(), int64_t{1} << 19);
 }
 
 // By default short heads and key runs take the tiled products, long ones BLAS; a forced
@@ -229,6 +245,69 @@ TEST(Attention, ProductsChosenByHeadAndKeys) {
   }
   ProductsScope tiled(AttentionProducts::Tiled);
   EXPECT_EQ(attention_products_for(64, 64, 512), AttentionProducts::Tiled);
+}
+
+// The packed attention reads q, k and v from one projection's output [B, T, H + 2 Hkv, hs] and
+// writes [B, T, H hs]: the same values and gradient (float64) as splitting it into heads,
+// attending and merging the heads, on both kinds of products, with GQA, both mask kinds,
+// causal, dropout and tails.
+TEST(Attention, PackedEqualsSplitHeads) {
+  struct Case {
+    int64_t B, T, H, Hkv, hs;
+    bool causal, keep, additive;
+    double dropout;
+  };
+  for (const Case& c : {Case{2, 64, 2, 2, 32, true, false, false, 0}, Case{2, 37, 4, 2, 17, true, true, false, 0},
+                        Case{1, 20, 6, 3, 8, false, false, true, 0}, Case{2, 33, 2, 1, 16, true, false, false, 0.2},
+                        Case{1, 130, 8, 8, 64, true, false, false, 0}}) {
+    for (AttentionProducts products : {AttentionProducts::Tiled, AttentionProducts::Blas}) {
+      SCOPED_TRACE(str_cat("B=", c.B, " T=", c.T, " H=", c.H, " Hkv=", c.Hkv, " hs=", c.hs, " dropout=", c.dropout,
+                           " tiled=", products == AttentionProducts::Tiled));
+      ProductsScope scope(products);
+      Generator gen(21);
+      const int64_t heads = c.H + 2 * c.Hkv;
+      Tensor qkv = randn({c.B, c.T, heads, c.hs}, kFloat64, &gen).requires_grad_();
+      Tensor g = randn({c.B, c.T, c.H * c.hs}, kFloat64, &gen);
+      Tensor mask;
+      if (c.keep) mask = gt(rand({c.B, 1, c.T, c.T}, kFloat64, &gen), scalar_tensor(0.3, kFloat64));
+      if (c.additive) mask = randn({1, c.H, c.T, c.T}, kFloat64, &gen).requires_grad_();
+      Generator d1(5), d2(5);
+      Tensor packed = scaled_dot_product_attention_packed(qkv, c.H, c.Hkv, AttnMask(mask, c.causal), c.dropout, true,
+                                                          0, &d1);
+      backward({packed}, {g});
+      const Tensor dqkv = qkv.grad(), dmask = c.additive ? mask.grad() : Tensor();
+      qkv.zero_grad();
+      if (c.additive) mask.zero_grad();
+      auto heads_of = [&](int64_t h0, int64_t n) { return transpose(narrow(qkv, 2, h0, n), 1, 2); };
+      Tensor split = scaled_dot_product_attention(heads_of(0, c.H), heads_of(c.H, c.Hkv), heads_of(c.H + c.Hkv, c.Hkv),
+                                                  AttnMask(mask, c.causal), c.dropout, true, 0, &d2);
+      split = reshape(transpose(split, 1, 2), {c.B, c.T, c.H * c.hs});
+      backward({split}, {g});
+      EXPECT_TRUE(test::tensors_close(packed, split, 1e-12, 1e-12));
+      EXPECT_TRUE(test::tensors_close(dqkv, qkv.grad(), 1e-12, 1e-12));
+      if (c.additive) {
+        EXPECT_TRUE(test::tensors_close(dmask, mask.grad(), 1e-12, 1e-12));
+      }
+    }
+  }
+}
+
+TEST(AttentionGrad, Packed) {
+  EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention_packed(x[0], 4, 2); },
+                   {randn64({2, 3, 8, 4}, 31)});
+  EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention_packed(x[0], 2, 1, AttnMask(x[1], true)); },
+                   {randn64({1, 4, 4, 3}, 32), randn64({2, 4, 4}, 33)});
+}
+
+TEST(Attention, PackedErrors) {
+  EXPECT_XG_ERROR(scaled_dot_product_attention_packed(zeros({2, 3, 7, 4}), 4, 2),
+                  "scaled_dot_product_attention_packed: expected qkv [B, T, n_heads + 2 n_kv_heads = 8, hs], got [2,3,7,4]");
+  EXPECT_XG_ERROR(scaled_dot_product_attention_packed(zeros({2, 3, 7, 4}), 3, 2),
+                  "n_heads 3 must be a positive multiple of n_kv_heads 2");
+  EXPECT_XG_ERROR(scaled_dot_product_attention_packed(zeros({2, 3, 8, 4}, kInt64), 4, 2),
+                  "expected a float32 or float64 qkv, got int64");
+  EXPECT_XG_ERROR(scaled_dot_product_attention_packed(zeros({2, 3, 8, 4}), 4, 2, AttnMask(zeros({3, 4}, kBool))),
+                  "mask [3,4] does not broadcast to [B, H, Tq, Tk] = [2,4,3,3]");
 }
 
 // Dropout draws the same numbers as xg::dropout on the weights with the same generator.
@@ -270,6 +349,20 @@ TEST(AttentionGrad, AdditiveMaskGetsAGradient) {
 TEST(AttentionGrad, GroupedHeads) {
   EXPECT_GRADCHECK(sdpa, {randn64({2, 6, 3, 4}, 20), randn64({2, 2, 4, 4}, 21), randn64({2, 2, 4, 3}, 22)});
   EXPECT_GRADCHECK(sdpa_causal, {randn64({1, 4, 3, 2}, 23), randn64({1, 1, 3, 2}, 24), randn64({1, 1, 3, 2}, 25)});
+}
+
+// The gradient checks above keep the weights (small problems); these recompute them.
+TEST(AttentionGrad, RecomputedWeights) {
+  KeptWeightsScope recompute(0);
+  Tensor keep = from_vector(std::vector<double>{1, 0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1}, {1, 1, 4, 4}, kBool);
+  EXPECT_GRADCHECK(sdpa_mask_causal,
+                   {randn64({2, 2, 4, 3}, 7), randn64({2, 2, 4, 3}, 8), randn64({2, 2, 4, 3}, 9), keep});
+  EXPECT_GRADCHECK(sdpa_mask, {randn64({2, 2, 3, 4}, 14), randn64({2, 2, 4, 4}, 15), randn64({2, 2, 4, 2}, 16),
+                               randn64({1, 2, 3, 4}, 13)});
+  EXPECT_GRADCHECK(sdpa, {randn64({2, 6, 3, 4}, 20), randn64({2, 2, 4, 4}, 21), randn64({2, 2, 4, 3}, 22)});
+  EXPECT_GRADCHECK([](const V& x) { return scaled_dot_product_attention_packed(x[0], 4, 2); },
+                   {randn64({2, 3, 8, 4}, 31)});
+  EXPECT_XG_ERROR(set_attention_kept_weights_max(-1), "set_attention_kept_weights_max: expected a count >= 0, got -1");
 }
 
 TEST(AttentionGrad, Dropout) {

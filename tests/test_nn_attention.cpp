@@ -213,6 +213,42 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
   EXPECT_XG_ERROR(GroupedQueryAttention{o}, "GroupedQueryAttention: RoPE needs an even head_dim, got 3");
 }
 
+// Without QK-Norm, adapters or a KV cache, q, k and v run as one projection and the attention
+// reads it in place (scaled_dot_product_attention_packed): float64 gradient checks, and the
+// same output and gradients as the separate projections a KV cache takes.
+TEST(NNAttentionGrad, GroupedQueryAttentionPackedProjection) {
+  for (bool bias : {false, true}) {
+    for (bool rope : {false, true}) {
+      SCOPED_TRACE(str_cat("bias=", bias, " rope=", rope));
+      GroupedQueryAttentionOptions o = gqa_options(8, 4, 2);
+      o.bias = bias;
+      o.rope = rope;
+      GroupedQueryAttention gqa(o);
+      randomize64(gqa, 25);
+      EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
+                       with_params(randn64({2, 3, 8}, 26), gqa));
+      // packed (no cache) against separate projections (a fresh cache), with a start position
+      Tensor x = randn64({2, 5, 8}, 27).requires_grad_(), g = randn64({2, 5, 8}, 28);
+      std::vector<Tensor> params = gqa.parameters();
+      auto run = [&](bool with_cache) {
+        KVCache cache;
+        Tensor y = gqa.forward(x, AttnMask::causal_mask(), with_cache ? &cache : nullptr, 0);
+        backward({y}, {g});
+        std::vector<Tensor> r = {y.detach(), x.grad()};
+        for (const Tensor& p : params) r.push_back(p.grad());
+        x.zero_grad();
+        for (Tensor& p : params) p.zero_grad();
+        return r;
+      };
+      const std::vector<Tensor> packed = run(false), split = run(true);
+      for (std::size_t i = 0; i < packed.size(); ++i) {
+        SCOPED_TRACE(str_cat("tensor ", i, " (out, dx, then the parameters' gradients)"));
+        EXPECT_TRUE(test::tensors_close(packed[i], split[i], 1e-12, 1e-12));
+      }
+    }
+  }
+}
+
 TEST(NNAttentionGrad, MultiLatentAttention) {
   for (bool decoupled : {false, true}) {
     SCOPED_TRACE(decoupled ? "decoupled rope key" : "rope key from the latent");

@@ -96,6 +96,37 @@ TEST(Rope, Gradcheck) {
   }
 }
 
+// apply_rope_packed on [B, T, H, hs] rotates the first heads of each position as apply_rope
+// rotates [B, H, T, hs] and copies the rest; its gradient (and the tables') likewise, float64.
+TEST(Rope, PackedRotatesTheLeadingHeadsAndCopiesTheRest) {
+  for (RopeLayout layout : kLayouts) {
+    SCOPED_TRACE(rope_layout_name(layout));
+    Tensor c = randn64({9, 3}, 7).requires_grad_(), s = randn64({9, 3}, 8).requires_grad_();
+    Tensor x = randn64({2, 4, 5, 6}, 9).requires_grad_();  // [B, T, H, hs], heads 0..2 rotated
+    Tensor g = randn64({2, 4, 5, 6}, 10);
+    Tensor packed = apply_rope_packed(x, c, s, 3, layout, 3);
+    backward({packed}, {g});
+    const Tensor dx = x.grad(), dc = c.grad(), ds = s.grad();
+    for (Tensor* t : {&x, &c, &s}) t->zero_grad();
+    Tensor rotated = transpose(apply_rope(transpose(narrow(x, 2, 0, 3), 1, 2), c, s, 3, layout), 1, 2);
+    Tensor expected = cat({rotated, narrow(x, 2, 3, 2)}, 2);
+    backward({expected}, {g});
+    EXPECT_TRUE(test::tensors_close(packed, expected, 1e-12, 1e-12));
+    EXPECT_TRUE(test::tensors_close(dx, x.grad(), 1e-12, 1e-12));
+    EXPECT_TRUE(test::tensors_close(dc, c.grad(), 1e-12, 1e-12));
+    EXPECT_TRUE(test::tensors_close(ds, s.grad(), 1e-12, 1e-12));
+    auto fn = [layout](const V& in) { return apply_rope_packed(in[0], in[1], in[2], 1, layout, 2); };
+    EXPECT_GRADCHECK(fn, {randn64({2, 3, 4, 6}, 11), randn64({5, 3}, 12), randn64({5, 3}, 13)});
+  }
+  auto [c, s] = rope_tables(8, 12);
+  EXPECT_XG_ERROR(apply_rope_packed(ones({2, 3, 8}), c, s, 0, RopeLayout::RotateHalf, 1),
+                  "apply_rope_packed: expected x of shape [B, T, H, hs], got [2,3,8]");
+  EXPECT_XG_ERROR(apply_rope_packed(ones({2, 3, 4, 8}), c, s, 0, RopeLayout::RotateHalf, 5),
+                  "apply_rope_packed: rotated_heads must be in [0, H = 4], got 5");
+  EXPECT_XG_ERROR(apply_rope_packed(ones({2, 13, 4, 8}), c, s, 0, RopeLayout::RotateHalf, 4),
+                  "apply_rope_packed: positions 0..12 with offset 0 exceed the table's 12 rows");
+}
+
 TEST(Rope, NoGraphWhenNothingRequiresGrad) {
   auto [c, s] = rope_tables(8, 4);
   Tensor x = ones({1, 4, 8});
