@@ -67,7 +67,7 @@ AttentionProducts attention_products();
 AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys);
 
 // Backward keeps softmax's weights P [B, H, Tq, Tk] from the forward while they have at most
-// this many elements (default 2^19: 2 MB in float32), and otherwise recomputes them from each
+// this many elements (default 2^17: 512 KB in float32), and otherwise recomputes them from each
 // row's max and sum (FlashAttention's O(T) memory). 0: always recompute. Process-wide.
 void set_attention_kept_weights_max(int64_t elements);
 int64_t attention_kept_weights_max();

@@ -228,7 +228,7 @@ TEST(Attention, TiledProductsEqualBlas) {
     }
   }
   EXPECT_EQ(attention_products(), AttentionProducts::Auto);
-  EXPECT_EQ(attention_kept_weights_max(), int64_t{1} << 19);
+  EXPECT_EQ(attention_kept_weights_max(), int64_t{1} << 17);
 }
 
 // By default short heads and key runs take the tiled products, long ones BLAS; a forced
