@@ -2,7 +2,6 @@
 #include "autograd/anomaly.hpp"
 
 #include <cmath>
-#include <deque>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -34,24 +33,47 @@ bool non_finite(const Tensor& t) {
   return t.defined() && (t.dtype() == kFloat32 || t.dtype() == kFloat64) && !isfinite_all(t);
 }
 
-// The named leaf closest upstream of `node` (breadth-first through the recorded inputs),
-// as " in module 'a.b' (parameter a.b.weight)", or "" when none is reachable.
+// The named leaves closest upstream of `node` (breadth-first through the recorded inputs), as
+// " in module 'a.b' (nearest parameter upstream: a.b.weight)", or "" when none is reachable.
+// Where some of a node's inputs hold Inf or NaN, the search follows those only: the bad values
+// came from there. Of the leaves at the least distance, the trainable ones (requires_grad) are
+// named when there are any (a frozen weight does not change between steps, so it is seldom
+// what went wrong); several are listed, their module being their common dotted prefix.
 std::string nearest_named(const Node* node) {
   if (!g_anomaly || g_anomaly->names.empty()) return "";
-  std::deque<const Node*> queue{node};
+  std::vector<const Node*> level{node};
   std::unordered_set<const Node*> seen{node};
-  while (!queue.empty()) {
-    const Node* n = queue.front();
-    queue.pop_front();
-    auto it = g_anomaly->names.find(n);
-    if (it != g_anomaly->names.end()) {
-      const std::string& p = it->second;
-      const std::size_t dot = p.rfind('.');
-      return str_cat(" in module '", dot == std::string::npos ? p : p.substr(0, dot), "' (nearest parameter upstream: ", p,
-                     ")");
+  while (!level.empty()) {
+    std::vector<std::string> found, trainable;
+    std::vector<const Node*> next;
+    for (const Node* n : level) {
+      auto it = g_anomaly->names.find(n);
+      if (it != g_anomaly->names.end()) {
+        found.push_back(it->second);
+        if (n->requires_grad) trainable.push_back(it->second);
+        continue;
+      }
+      bool any_bad = false;
+      for (const Tensor& in : n->inputs) any_bad = any_bad || non_finite(in);
+      for (const Tensor& in : n->inputs)
+        if (in.defined() && (!any_bad || non_finite(in)) && seen.insert(in.node()).second) next.push_back(in.node());
     }
-    for (const Tensor& in : n->inputs)
-      if (in.defined() && seen.insert(in.node()).second) queue.push_back(in.node());
+    if (!found.empty()) {
+      const std::vector<std::string>& names = trainable.empty() ? found : trainable;
+      std::string module = names[0].substr(0, std::min(names[0].size(), names[0].rfind('.')));
+      for (const std::string& p : names)  // the common dotted prefix
+        while (!module.empty() && p.compare(0, module.size() + 1, module + ".") != 0) {
+          const std::size_t dot = module.rfind('.');
+          module = dot == std::string::npos ? "" : module.substr(0, dot);
+        }
+      constexpr std::size_t kListed = 4;
+      std::string list = names[0];
+      for (std::size_t i = 1; i < std::min(names.size(), kListed); ++i) list += ", " + names[i];
+      if (names.size() > kListed) list += str_cat(" and ", names.size() - kListed, " more");
+      return str_cat(" in module '", module.empty() ? std::string("(the model)") : module, "' (nearest parameter",
+                     names.size() > 1 ? "s" : "", " upstream: ", list, ")");
+    }
+    level = std::move(next);
   }
   return "";
 }

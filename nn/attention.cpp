@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-#include "autograd/matmul.hpp"
 #include "autograd/shape.hpp"
 
 namespace xg::nn {
@@ -49,27 +48,10 @@ int64_t start_position(KVCache* cache, int64_t start_pos, const std::string& who
   return start_pos;
 }
 
-// A Linear whose forward is the plain x W^T + b (no active adapter: LoRA computes its
-// Linear's whole output, so an adapted projection cannot join a packed one).
-bool plain(const Linear& l) { return !l.adapter() || !l.adapter()->active(); }
-
-// Whether self-attention's q, k and v projections can run as one: all three plain, with
-// biases alike, and no KV cache (which keeps k and v as separate [B, Hkv, T, hs] tensors).
+// Whether self-attention's q, k and v projections can run as one (linear_stacked): no KV cache,
+// which keeps k and v as separate [B, Hkv, T, hs] tensors.
 bool can_pack(const Linear& q, const Linear& k, const Linear& v, const KVCache* cache) {
-  const bool bias = q.bias().defined();
-  return !cache && plain(q) && plain(k) && plain(v) && k.bias().defined() == bias && v.bias().defined() == bias;
-}
-
-// x [B, T, d] -> [B, T, heads, hs]: q, k and v as one product x [W_q; W_k; W_v]^T + [b_q; b_k; b_v]
-// (each token's query heads, then key heads, then value heads), the input of
-// scaled_dot_product_attention_packed.
-// NOTE: one gemm reads x once and sums dx inside the product, where three would read it three
-// times and add their dx; the stacked weight is a copy made per call (3 d^2 elements against
-// the B T d of activations each projection reads and writes).
-Tensor packed_qkv(const Tensor& x, const Linear& q, const Linear& k, const Linear& v, int64_t heads, int64_t hs) {
-  Tensor w = cat({q.weight(), k.weight(), v.weight()}, 0);
-  Tensor b = q.bias().defined() ? cat({q.bias(), k.bias(), v.bias()}, 0) : Tensor();
-  return reshape(linear(x, w, b), {x.size(0), x.size(1), heads, hs});
+  return !cache && stackable({&q, &k, &v});
 }
 
 // cached ++ fresh along `dim` (checking that the other dims agree), or fresh on an empty cache.
@@ -120,6 +102,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x_query, const Tensor& x_contex
           shape_str(x_context.shape()), " have different batch sizes");
   }
   check(self || !cache, who, ": a KV cache is for self-attention (x_context must be undefined)");
+  if (self && can_pack(*w_q_, *w_k_, *w_v_, cache)) {  // one projection, read in place (as GQA's)
+    const int64_t B = x_query.size(0), T = x_query.size(1);
+    Tensor qkv = reshape(linear_stacked(x_query, {w_q_.get(), w_k_.get(), w_v_.get()}), {B, T, 3 * head_num_, head_dim_});
+    return w_o_->forward(scaled_dot_product_attention_packed(qkv, head_num_, head_num_, mask, dropout_p_, is_training()));
+  }
   const Tensor& ctx = self ? x_query : x_context;
   Tensor q = split_heads(w_q_->forward(x_query), head_num_);
   Tensor k = split_heads(w_k_->forward(ctx), head_num_);
@@ -183,7 +170,8 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
   if (!q_norm_ && can_pack(*w_q_, *w_k_, *w_v_, cache)) {
     // One projection [B, T, Hq + 2 Hkv, hs], RoPE on its query and key heads, attention read in
     // place and written as [B, T, Hq hs]: no head splits, merges or dx sums.
-    Tensor qkv = packed_qkv(x, *w_q_, *w_k_, *w_v_, o.n_heads + 2 * o.n_kv_heads, head_dim_);
+    Tensor qkv = reshape(linear_stacked(x, {w_q_.get(), w_k_.get(), w_v_.get()}),
+                         {B, T, o.n_heads + 2 * o.n_kv_heads, head_dim_});
     if (rope_) qkv = rope_->forward_packed(qkv, pos, o.n_heads + o.n_kv_heads);
     return w_o_->forward(
         scaled_dot_product_attention_packed(qkv, o.n_heads, o.n_kv_heads, mask, o.dropout, is_training()));

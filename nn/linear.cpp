@@ -7,6 +7,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/index.hpp"
 #include "autograd/matmul.hpp"
+#include "autograd/shape.hpp"
 #include "nn/init.hpp"
 
 namespace xg::nn {
@@ -31,6 +32,30 @@ Tensor Linear::forward(const Tensor& x) const {
         shape_str(x.shape()));
   if (adapter_ && adapter_->active()) return adapter_->forward(x, weight_, bias_);
   return linear(x, weight_, bias_);
+}
+
+bool stackable(const std::vector<const Linear*>& layers) {
+  if (layers.empty()) return false;
+  const Linear& first = *layers.front();
+  for (const Linear* l : layers)
+    if (!l->plain() || l->in_features() != first.in_features() || l->bias().defined() != first.bias().defined() ||
+        l->weight().dtype() != first.weight().dtype())
+      return false;
+  return true;
+}
+
+Tensor linear_stacked(const Tensor& x, const std::vector<const Linear*>& layers) {
+  check(stackable(layers), "linear_stacked: the layers must be plain Linears (no active adapter) with the same ",
+        "in_features, all with a bias or none");
+  const int64_t in = layers.front()->in_features();
+  check(x.dim() >= 1 && x.size(-1) == in, "Linear(in_features=", in, "): expected input [..., ", in, "], got ",
+        shape_str(x.shape()));
+  std::vector<Tensor> weights, biases;
+  for (const Linear* l : layers) {
+    weights.push_back(l->weight());
+    if (l->bias().defined()) biases.push_back(l->bias());
+  }
+  return linear(x, cat(weights, 0), biases.empty() ? Tensor() : cat(biases, 0));
 }
 
 std::string Linear::extra_repr() const {

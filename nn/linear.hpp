@@ -34,12 +34,25 @@ class Linear : public UnaryModule {
   // The adapter added to forward's output (null: none, forward is the plain x W^T + b).
   const std::shared_ptr<LinearAdapter>& adapter() const { return adapter_; }
   void set_adapter(std::shared_ptr<LinearAdapter> adapter) { adapter_ = std::move(adapter); }
+  // forward is the plain x W^T + b: no adapter, or one that is not active.
+  bool plain() const { return !adapter_ || !adapter_->active(); }
 
  private:
   int64_t in_, out_;
   Tensor weight_, bias_;
   std::shared_ptr<LinearAdapter> adapter_;
 };
+
+// Whether `layers` (plain Linears with the same in_features, all with a bias or none) can run
+// as one product by their stacked weights (linear_stacked).
+bool stackable(const std::vector<const Linear*>& layers);
+
+// x [..., in] -> [..., sum of out_features]: x [W_1; W_2; ...]^T + [b_1; b_2; ...], the
+// outputs of `layers` side by side from one product (x read once, dx summed inside the
+// product). The stacked weight is a copy made per call, whose backward splits the gradient
+// back to each layer's weight. Needs stackable(layers).
+// NOTE: a LoRA adapter computes its Linear's whole output, so an adapted layer is not stackable.
+Tensor linear_stacked(const Tensor& x, const std::vector<const Linear*>& layers);
 
 // Rows of a [num_embeddings, dim] table, init N(0, 1) as nn.Embedding.
 class Embedding : public UnaryModule {

@@ -64,3 +64,14 @@ TEST(Anomaly, AnInfWeightIsTracedToItsModule) {
                   "op 'linear' produced NaN in its output of shape [2,5,16] from inputs without NaN in module "
                   "'layers.1.ffn.W_up' (nearest parameter upstream: layers.1.ffn.W_up.weight)");
 }
+
+// At equal distance the trainable parameters are named (a frozen one does not change between
+// steps), all of them, in their common module.
+TEST(Anomaly, TiesNameTheTrainableParametersInTheirCommonModule) {
+  Tensor frozen = tensor({1.0, 1.0}), a = tensor({2.0, 2.0}).requires_grad_(), b = tensor({2.0, 2.0}).requires_grad_();
+  DetectAnomalyGuard guard({{"embed.weight", frozen}, {"block.ffn.a.weight", a}, {"block.ffn.b.weight", b}});
+  // all three two ops up from log: (1 - 2) * (2 - 1) = -1
+  EXPECT_XG_ERROR(log((frozen - a) * (b - frozen)),
+                  "op 'log' produced NaN in its output of shape [2] from inputs without NaN in module 'block.ffn' "
+                  "(nearest parameters upstream: block.ffn.a.weight, block.ffn.b.weight)");
+}

@@ -213,6 +213,34 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
   EXPECT_XG_ERROR(GroupedQueryAttention{o}, "GroupedQueryAttention: RoPE needs an even head_dim, got 3");
 }
 
+namespace {
+
+// The module's output, dx and its parameters' gradients for x and upstream g, with a fresh KV
+// cache (separate q, k, v projections) or without one (one packed projection).
+template <class Attn>
+std::vector<Tensor> output_and_grads(Attn& attn, Tensor x, const Tensor& g, bool with_cache) {
+  KVCache cache;
+  Tensor y = attn.forward(x, AttnMask::causal_mask(), with_cache ? &cache : nullptr, 0);
+  backward({y}, {g});
+  std::vector<Tensor> r = {y.detach(), x.grad()};
+  x.zero_grad();
+  for (Tensor& p : attn.parameters()) {
+    r.push_back(p.grad());
+    p.zero_grad();
+  }
+  return r;
+}
+
+void expect_packed_equals_split(const std::vector<Tensor>& packed, const std::vector<Tensor>& split) {
+  ASSERT_EQ(packed.size(), split.size());
+  for (std::size_t i = 0; i < packed.size(); ++i) {
+    SCOPED_TRACE(str_cat("tensor ", i, " (out, dx, then the parameters' gradients)"));
+    EXPECT_TRUE(test::tensors_close(packed[i], split[i], 1e-12, 1e-12));
+  }
+}
+
+}  // namespace
+
 // Without QK-Norm, adapters or a KV cache, q, k and v run as one projection and the attention
 // reads it in place (scaled_dot_product_attention_packed): float64 gradient checks, and the
 // same output and gradients as the separate projections a KV cache takes.
@@ -227,26 +255,18 @@ TEST(NNAttentionGrad, GroupedQueryAttentionPackedProjection) {
       randomize64(gqa, 25);
       EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
                        with_params(randn64({2, 3, 8}, 26), gqa));
-      // packed (no cache) against separate projections (a fresh cache), with a start position
       Tensor x = randn64({2, 5, 8}, 27).requires_grad_(), g = randn64({2, 5, 8}, 28);
-      std::vector<Tensor> params = gqa.parameters();
-      auto run = [&](bool with_cache) {
-        KVCache cache;
-        Tensor y = gqa.forward(x, AttnMask::causal_mask(), with_cache ? &cache : nullptr, 0);
-        backward({y}, {g});
-        std::vector<Tensor> r = {y.detach(), x.grad()};
-        for (const Tensor& p : params) r.push_back(p.grad());
-        x.zero_grad();
-        for (Tensor& p : params) p.zero_grad();
-        return r;
-      };
-      const std::vector<Tensor> packed = run(false), split = run(true);
-      for (std::size_t i = 0; i < packed.size(); ++i) {
-        SCOPED_TRACE(str_cat("tensor ", i, " (out, dx, then the parameters' gradients)"));
-        EXPECT_TRUE(test::tensors_close(packed[i], split[i], 1e-12, 1e-12));
-      }
+      expect_packed_equals_split(output_and_grads(gqa, x, g, false), output_and_grads(gqa, x, g, true));
     }
   }
+}
+
+// The teaching MultiHeadAttention packs its self-attention the same way (not cross-attention).
+TEST(NNAttentionGrad, MultiHeadAttentionPackedProjection) {
+  MultiHeadAttention mha(8, 2, 0.0, true);
+  randomize64(mha, 29);
+  Tensor x = randn64({2, 5, 8}, 30).requires_grad_(), g = randn64({2, 5, 8}, 31);
+  expect_packed_equals_split(output_and_grads(mha, x, g, false), output_and_grads(mha, x, g, true));
 }
 
 TEST(NNAttentionGrad, MultiLatentAttention) {

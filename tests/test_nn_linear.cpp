@@ -3,6 +3,10 @@
 
 #include <cmath>
 
+#include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/matmul.hpp"
+#include "autograd/shape.hpp"
 #include "tests/torch_fixture.hpp"
 
 using namespace xg;
@@ -31,6 +35,60 @@ TEST(NnLinearGradcheck, LinearAndEmbedding) {
   emb.to(kFloat64);
   Tensor ids = from_vector(std::vector<int64_t>{1, 3, 3, 0}, {2, 2});
   EXPECT_GRADCHECK([&](const V&) { return emb(ids); }, {emb.weight()});
+}
+
+// linear_stacked runs plain Linears with one input as one product by their stacked weights:
+// the same outputs side by side and the same gradients (float64) as the layers one by one.
+TEST(NnLinear, StackedEqualsTheLayersOneByOne) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "bias" : "no bias");
+    Linear a(5, 4, bias), b(5, 3, bias), c(5, 4, bias);
+    for (Linear* l : {&a, &b, &c}) l->to(kFloat64);
+    Tensor x = test::randn64({2, 3, 5}, 1).requires_grad_(), g = test::randn64({2, 3, 11}, 2);
+    std::vector<Tensor> params;
+    for (Linear* l : {&a, &b, &c})
+      for (const Tensor& p : l->parameters()) params.push_back(p);
+    auto grads = [&](const Tensor& y) {
+      backward({y}, {g});
+      std::vector<Tensor> r = {y.detach(), x.grad()};
+      for (Tensor& p : params) {
+        r.push_back(p.grad());
+        p.zero_grad();
+      }
+      x.zero_grad();
+      return r;
+    };
+    const std::vector<Tensor> stacked = grads(linear_stacked(x, {&a, &b, &c}));
+    const std::vector<Tensor> one_by_one = grads(cat({a(x), b(x), c(x)}, -1));
+    for (std::size_t i = 0; i < stacked.size(); ++i)
+      EXPECT_TRUE(test::tensors_close(stacked[i], one_by_one[i], 1e-14, 1e-14)) << "tensor " << i;
+    EXPECT_GRADCHECK([&](const V& v) { return linear_stacked(v[0], {&a, &b}); }, {test::randn64({2, 5}, 3), a.weight(),
+                                                                                  b.weight()});
+  }
+}
+
+// An adapted Linear (its adapter computes the whole output), other inputs or a bias on one
+// only cannot stack.
+TEST(NnLinear, WhatCannotStack) {
+  struct Delta : LinearAdapter {
+    bool on = true;
+    bool active() const override { return on; }
+    Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b) const override { return linear(x, w, b) * 2.0; }
+  };
+  Linear a(5, 4), b(5, 3), other_in(6, 3), no_bias(5, 3, false);
+  EXPECT_TRUE(stackable({&a, &b}));
+  EXPECT_FALSE(stackable({&a, &other_in}));
+  EXPECT_FALSE(stackable({&a, &no_bias}));
+  EXPECT_FALSE(stackable({}));
+  auto delta = std::make_shared<Delta>();
+  b.set_adapter(delta);
+  EXPECT_FALSE(b.plain());
+  EXPECT_FALSE(stackable({&a, &b}));
+  delta->on = false;  // an inactive (disabled or merged) adapter leaves the plain product
+  EXPECT_TRUE(stackable({&a, &b}));
+  delta->on = true;
+  EXPECT_XG_ERROR(linear_stacked(ones({2, 5}), {&a, &b}), "linear_stacked: the layers must be plain Linears");
+  EXPECT_XG_ERROR(linear_stacked(ones({2, 6}), {&a}), "Linear(in_features=5): expected input [..., 5], got [2,6]");
 }
 
 TEST(NnLinear, InitFollowsPyTorchBounds) {
