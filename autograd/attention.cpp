@@ -61,12 +61,13 @@ constexpr int64_t kBackwardRows = 32;  // query rows per backward segment
 // call, shorter causal segments skip more of the masked triangle.
 constexpr int64_t kTiledRows = 16;
 // The tiled kernels by default while a unit's k^T (or v^T) holds at most this many elements
-// (64 KB in float32), heads of at most 64. Measured on an AMD EPYC (Zen 4), causal forward +
-// backward on 2 threads, BLAS against tiled: T 64, hs 32: 253 -> 184 us; T 128, hs 64:
-// 2274 -> 2063 us; T 256, hs 64: 7479 -> 7871 us (even, within noise); T 512, hs 64:
-// 38.2 -> 42.0 ms (BLAS's packed panels win once k^T outgrows the L1 and L2 caches).
+// (32 KB in float32), heads of at most 64. Measured on an AMD EPYC (Zen 4), causal forward +
+// backward on 2 threads (bench_attention's AttentionProductsForwardBackward, medians of 3),
+// BLAS against tiled: B 8, H 2, T 64, hs 32: 184 -> 145 us; B 8, H 4, T 128, hs 64:
+// 2142 -> 2056 us; B 4, H 8, T 256, hs 64: 6889 -> 7911 us; B 4, H 12, T 512, hs 64:
+// 36.4 -> 48.7 ms (BLAS's packed panels win once k^T outgrows the L1 cache).
 constexpr int64_t kTiledMaxHead = 64;
-constexpr int64_t kTiledMaxKeys = 16384;
+constexpr int64_t kTiledMaxKeys = 8192;
 // By default backward keeps the weights P instead of recomputing them while they have at most
 // this many elements (512 KB in float32: they stay in the L2 cache). Measured on an AMD EPYC
 // (Zen 4): tiny's training step (B 8, H 2, T 64: 65,536 weights a layer) 2.77 -> 2.68 ms;

@@ -7,10 +7,17 @@ namespace {
 using xg::Tensor;
 using xg::bench::randn32;
 
-// q, k, v: [B, H, T, hs], one shape per reference config (hs = d / H) and GPT-2 small's
-// (bench/step_bench.cpp's gpt2s), each on both kinds of products: tiled 0 = BLAS, 1 = the
-// register-tiled kernels (xg::AttentionProducts).
+// q, k, v: [B, H, T, hs], one shape per reference config (hs = d / H), on the products
+// xgrad chooses (xg::attention_products_for).
 void attention_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"B", "H", "T", "hs"});
+  for (const auto& c : xg::bench::kRefConfigs) b->Args({c.B, c.H, c.T, c.hs()});
+}
+
+// The same shapes and GPT-2 small's (bench/step_bench.cpp's gpt2s), each on both kinds of
+// products: tiled 0 = BLAS, 1 = the register-tiled kernels (xg::AttentionProducts), from which
+// attention.cpp's rule was drawn.
+void products_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "H", "T", "hs", "tiled"});
   for (int64_t tiled : {0, 1}) {
     for (const auto& c : xg::bench::kRefConfigs) b->Args({c.B, c.H, c.T, c.hs(), tiled});
@@ -18,10 +25,10 @@ void attention_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
-// Forces the products the benchmark's last argument names, for one benchmark's run.
+// Forces the products a benchmark's fifth argument names for its run.
 struct ProductsScope {
-  explicit ProductsScope(int64_t tiled) {
-    xg::set_attention_products(tiled ? xg::AttentionProducts::Tiled : xg::AttentionProducts::Blas);
+  explicit ProductsScope(const benchmark::State& state) {
+    xg::set_attention_products(state.range(4) ? xg::AttentionProducts::Tiled : xg::AttentionProducts::Blas);
   }
   ~ProductsScope() { xg::set_attention_products(xg::AttentionProducts::Auto); }
 };
@@ -39,7 +46,6 @@ double attention_flops(int64_t B, int64_t H, int64_t T, int64_t hs) {
 // out = softmax(q k^T / sqrt(hs) + causal mask) v
 void BM_AttentionForward(benchmark::State& state) {
   const int64_t B = state.range(0), H = state.range(1), T = state.range(2), hs = state.range(3);
-  const ProductsScope products(state.range(4));
   Tensor q = randn32({B, H, T, hs}, 1), k = randn32({B, H, T, hs}, 2), v = randn32({B, H, T, hs}, 3);
   for (auto _ : state) {
     Tensor y = xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask());
@@ -52,7 +58,6 @@ BENCHMARK(BM_AttentionForward)->Apply(attention_shapes)->UseRealTime()->Unit(ben
 // The same forward, then the fused backward for dq, dk, dv (softmax backward inside).
 void BM_AttentionForwardBackward(benchmark::State& state) {
   const int64_t B = state.range(0), H = state.range(1), T = state.range(2), hs = state.range(3);
-  const ProductsScope products(state.range(4));
   Tensor q = randn32({B, H, T, hs}, 1).requires_grad_(), k = randn32({B, H, T, hs}, 2).requires_grad_();
   Tensor v = randn32({B, H, T, hs}, 3).requires_grad_();
   Tensor g = randn32({B, H, T, hs}, 4);
@@ -67,5 +72,12 @@ void BM_AttentionForwardBackward(benchmark::State& state) {
   xg::bench::set_gflops(state, 3 * attention_flops(B, H, T, hs));  // forward 4, backward 8 (x B H T^2 hs)
 }
 BENCHMARK(BM_AttentionForwardBackward)->Apply(attention_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The same on the products the fifth argument forces.
+void BM_AttentionProductsForwardBackward(benchmark::State& state) {
+  const ProductsScope products(state);
+  BM_AttentionForwardBackward(state);
+}
+BENCHMARK(BM_AttentionProductsForwardBackward)->Apply(products_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -181,9 +181,11 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
 }
 
 // The step's matrix products alone, through xgrad's ops, forward and backward (input and
-// weight gradients): per layer the four d -> d projections, gate and up (d -> d_ff) and down
-// (d_ff -> d) as xg::linear, and the fused causal attention (scaled_dot_product_attention,
-// whose products are QK^T and PV, with its softmax inside); the LM head (d -> 256) once.
+// weight gradients), as the step runs them: per layer q, k and v as one d -> 3d product (the
+// stacked projection of nn::linear_stacked), o (d -> d), gate and up (d -> d_ff) and down
+// (d_ff -> d) as xg::linear, and the fused causal attention reading the packed projection
+// (scaled_dot_product_attention_packed, whose products are QK^T and PV, with its softmax
+// inside); the LM head (d -> 256) once.
 // Nothing else of the step (norms, RoPE, SwiGLU, residuals, cross-entropy, AdamW) runs, so
 // flop_per_step / this time is the most the whole step could reach with these products: the
 // ceiling against which "xgrad of the sgemm peak" is read. Median of `reps` passes.
@@ -195,7 +197,8 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
     const char* name;
     int64_t in, out, count;  // count: how many of this shape a step runs
   };
-  const std::vector<Proj> projs = {{"q, k, v, o (d -> d)", d, d, 4 * c.layers},
+  const std::vector<Proj> projs = {{"q, k, v (one d -> 3d product)", d, 3 * d, c.layers},
+                                   {"o (d -> d)", d, d, c.layers},
                                    {"gate, up (d -> d_ff)", d, F, 2 * c.layers},
                                    {"down (d_ff -> d)", F, d, c.layers},
                                    {"LM head (d -> vocab)", d, kVocab, 1}};
@@ -208,9 +211,8 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
     ops.push_back({param({M, p.in}), param({p.out, p.in}), xg::randn({M, p.out}, xg::kFloat32, &gen), p.count});
   // Each kind's time within a pass, to show which shapes hold the products below the peak.
   std::vector<std::vector<double>> kind_secs(projs.size() + 1);
-  xg::Tensor q = param({c.batch, c.heads, c.seq, hs}), k = param({c.batch, c.heads, c.seq, hs}),
-             v = param({c.batch, c.heads, c.seq, hs});
-  const xg::Tensor go = xg::randn({c.batch, c.heads, c.seq, hs}, xg::kFloat32, &gen);
+  xg::Tensor qkv = param({c.batch, c.seq, 3 * c.heads, hs});
+  const xg::Tensor go = xg::randn({c.batch, c.seq, c.heads * hs}, xg::kFloat32, &gen);
   // One pass runs every product of a step back to back, as the step does; the gradients are
   // dropped after each call (a step's parameter gradients start from none).
   auto pass = [&](bool timed) {
@@ -227,8 +229,8 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
     }
     const auto ta = std::chrono::steady_clock::now();
     for (int64_t l = 0; l < c.layers; ++l) {
-      xg::scaled_dot_product_attention(q, k, v, xg::AttnMask::causal_mask()).backward(go);
-      for (xg::Tensor* t : {&q, &k, &v}) t->zero_grad();
+      xg::scaled_dot_product_attention_packed(qkv, c.heads, c.heads, xg::AttnMask::causal_mask()).backward(go);
+      qkv.zero_grad();
     }
     if (timed) kind_secs.back().push_back(seconds_since(ta));
     return seconds_since(t0);

@@ -235,7 +235,8 @@ TEST(Attention, TiledProductsEqualBlas) {
 // choice holds for every shape.
 TEST(Attention, ProductsChosenByHeadAndKeys) {
   EXPECT_EQ(attention_products_for(32, 32, 64), AttentionProducts::Tiled);    // tiny
-  EXPECT_EQ(attention_products_for(64, 64, 256), AttentionProducts::Tiled);   // medium
+  EXPECT_EQ(attention_products_for(64, 64, 128), AttentionProducts::Tiled);   // small
+  EXPECT_EQ(attention_products_for(64, 64, 256), AttentionProducts::Blas);    // medium
   EXPECT_EQ(attention_products_for(64, 64, 512), AttentionProducts::Blas);    // GPT-2 small
   EXPECT_EQ(attention_products_for(128, 128, 16), AttentionProducts::Blas);   // a long head
   EXPECT_EQ(attention_products_for(16, 80, 64), AttentionProducts::Blas);     // a long value head
