@@ -1,12 +1,11 @@
 // scaled_dot_product_attention: scores by gemm, mask, fused stable softmax, dropout and the
 // value product per (batch, kv head) "unit"; one fused backward.
 //
-// Layout. A unit is (b, g) for kv head g: the rep = H / Hkv query heads that share k_g and
-// v_g are contiguous in q ([rep * Tq, hs] rows), so a segment of a unit's rows is one gemm
-// against k_g, and dK_g, dV_g sum over the group inside gemm's reduction (GQA without
-// repeat_kv). Segments have at most kRows (forward) or kBackwardRows rows; with a causal mask
-// a segment stays within one head and only multiplies the keys its last row can see (the
-// upper triangle is never computed).
+// Units. A unit is (b, g) for kv head g and the rep = H / Hkv query heads that share k_g and
+// v_g; its segments (runs of at most kRows rows forward, kBackwardRows backward, within one
+// head) multiply against k_g, and dK_g, dV_g sum over the group's segments (GQA without
+// repeat_kv). A causal segment only multiplies the keys its last row can see (the upper
+// triangle is never computed).
 //
 // Products. Short heads and key runs (kTiledMaxHead, kTiledMaxKeys) multiply on the
 // register-tiled kernels of detail/tiled_gemm.hpp, in segments of kTiledRows: no cost per call,
@@ -16,7 +15,12 @@
 // Memory. The weights live in per-thread scratch rows; forward saves only each row's
 // max and 1/sum ([B, H, Tq, 2]) and backward recomputes P = exp(scale q k^T + mask - max) / sum,
 // as FlashAttention does: O(T) saved state instead of O(T^2), and no fresh T^2 buffers to
-// page-fault in (which cost a quarter of the backward's time when P was saved).
+// page-fault in (which cost a quarter of the backward's time when P was saved). Small problems
+// (kKeptWeightsMax) keep P instead, which then stays in the L2 cache until backward.
+//
+// Layout. Every operand is read through a RowLayout, so q, k and v may be separate
+// [B, heads, T, hs] tensors or the heads of one packed projection [B, T, heads, hs]
+// (scaled_dot_product_attention_packed), and the output [B, H, Tq, hv] or [B, Tq, H hv].
 //
 // Threads. OpenMP over segments (forward) and units (backward), OpenBLAS called inside the
 // parallel region, where the OpenMP build of OpenBLAS runs single-threaded by itself (it

@@ -26,9 +26,10 @@ inline int64_t second_of(RopeLayout layout, int64_t i, int64_t half) {
 }
 
 // Which rows a position's rotation applies to: H consecutive rows (heads) per position, the
-// first `rotated` of them rotated and the rest copied. [..., T, hs]: H = rotated = 1.
+// first `rotated` of them rotated and the rest copied; positions at dim t_dim of the tensor.
+// [..., T, hs]: H = rotated = 1, t_dim -2; [B, T, H, hs]: t_dim -3.
 struct RopeRows {
-  int64_t H = 1, rotated = 1;
+  int64_t H = 1, rotated = 1, t_dim = -2;
 };
 
 // x: [rows, hs] (row r at table row offset + (r / H) % T), cos/sin: [max_T, hs/2] -> out: [rows, hs]
@@ -102,12 +103,12 @@ void rope_table_grads(const T* x, const T* g, T* dcos, T* dsin, int64_t rows, in
   }
 }
 
-// Runs the (inverse) rotation of `src` ([..., T, hs], or [..., T, H, hs] with rr.H = H) with the
-// tables into a new tensor.
+// Runs the (inverse) rotation of `src` ([..., T, hs], or [B, T, H, hs]: rr) with the tables
+// into a new tensor.
 Tensor rotate(const Tensor& src, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout,
               bool inverse, RopeRows rr) {
   Tensor out = empty(src.shape(), src.dtype());
-  const int64_t hs = src.size(-1), T_ = src.size(rr.H > 1 ? -3 : -2);
+  const int64_t hs = src.size(-1), T_ = src.size(rr.t_dim);
   const int64_t rows = hs == 0 ? 0 : src.numel() / hs;
   if (rows == 0) return out;
   dispatch_float(src.dtype(), "apply_rope", [&](auto tag) {
@@ -148,7 +149,7 @@ Tensor rope_op(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t of
     if (wants(in, 1) || wants(in, 2)) {
       dcos = zeros(in[1].shape(), g.dtype());
       dsin = zeros(in[2].shape(), g.dtype());
-      const int64_t hs_ = g.size(-1), T2 = g.size(rr.H > 1 ? -3 : -2);
+      const int64_t hs_ = g.size(-1), T2 = g.size(rr.t_dim);
       const int64_t rows = g.numel() / hs_;
       if (rows > 0)
         dispatch_float(g.dtype(), "apply_rope", [&](auto tag) {
@@ -190,7 +191,7 @@ Tensor apply_rope_packed(const Tensor& x, const Tensor& cos, const Tensor& sin, 
   check(rotated_heads >= 0 && rotated_heads <= x.size(2), op, ": rotated_heads must be in [0, H = ", x.size(2),
         "], got ", rotated_heads);
   check_rope(x, cos, sin, offset, -3, op);
-  return rope_op(x, cos, sin, offset, layout, RopeRows{x.size(2), rotated_heads}, op);
+  return rope_op(x, cos, sin, offset, layout, RopeRows{x.size(2), rotated_heads, -3}, op);
 }
 
 void RopeScaling::validate(const std::string& who) const {

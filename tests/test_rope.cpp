@@ -117,6 +117,10 @@ TEST(Rope, PackedRotatesTheLeadingHeadsAndCopiesTheRest) {
     EXPECT_TRUE(test::tensors_close(ds, s.grad(), 1e-12, 1e-12));
     auto fn = [layout](const V& in) { return apply_rope_packed(in[0], in[1], in[2], 1, layout, 2); };
     EXPECT_GRADCHECK(fn, {randn64({2, 3, 4, 6}, 11), randn64({5, 3}, 12), randn64({5, 3}, 13)});
+    // one head: positions are still dim 1
+    Tensor one = randn64({2, 4, 1, 6}, 14);
+    EXPECT_TRUE(test::tensors_close(apply_rope_packed(one, c, s, 2, layout, 1),
+                                    transpose(apply_rope(transpose(one, 1, 2), c, s, 2, layout), 1, 2), 1e-14, 1e-14));
   }
   auto [c, s] = rope_tables(8, 12);
   EXPECT_XG_ERROR(apply_rope_packed(ones({2, 3, 8}), c, s, 0, RopeLayout::RotateHalf, 1),
