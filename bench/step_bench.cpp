@@ -173,6 +173,9 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["peak_rss_mb"] = peak_rss_mb();
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();  // the library and kernels of the products
+  // attention's per-head products (autograd/attention.hpp): register-tiled or BLAS's
+  j["attention_products"] =
+      xg::attention_products_for(c.d / c.heads, c.d / c.heads, c.seq) == xg::AttentionProducts::Tiled ? "tiled" : "blas";
   j["thread_policy"] = xg::threads_description();
   j["loss_first"] = first_loss;
   j["loss_last"] = last_loss;
