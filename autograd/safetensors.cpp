@@ -199,9 +199,17 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path), f_(
         const auto parsed = nlohmann::json::parse(sums->second, nullptr, false);
         if (!parsed.is_object()) fail(path, str_cat("__metadata__ '", kChecksumKey, "' is not a JSON object"));
         for (const auto& [k, v] : parsed.items()) {
-          if (!v.is_string() || v.get<std::string>().size() != 8)
-            fail(path, str_cat("__metadata__ '", kChecksumKey, "': the checksum of '", k, "' is not 8 hex digits"));
-          checksums_[k] = static_cast<uint32_t>(std::stoul(v.get<std::string>(), nullptr, 16));
+          uint32_t sum = 0;
+          bool hex = v.is_string() && v.get<std::string>().size() == 8;
+          for (std::size_t i = 0; hex && i < 8; ++i) {  // exactly 8 hex digits: no sign, space or prefix
+            const char c = v.get<std::string>()[i];
+            const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            hex = digit >= 0;
+            sum = sum << 4 | static_cast<uint32_t>(digit < 0 ? 0 : digit);
+          }
+          if (!hex) fail(path, str_cat("__metadata__ '", kChecksumKey, "': the checksum of '", k, "' is not 8 hex digits"));
+          checksums_[k] = sum;
         }
         metadata_.erase(sums);
       }

@@ -171,3 +171,29 @@ TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
   save_safetensors(path, in, {}, StoredFloat::BFloat16);
   EXPECT_EQ(load_safetensors(path).at("h").numel(), 6);
 }
+
+// A checksum that is eight characters but not eight hex digits is refused with the file's
+// name, as every other header fault (the fuzzer found "8 characters" let std::stoul throw
+// std::invalid_argument, and accept a sign, spaces or a trailing non-digit).
+TEST(Safetensors, ChecksumsThatAreNotHexDigitsAreRefused) {
+  const std::string path = tmp_path("bad_checksum.safetensors");
+  save_safetensors(path, {{"a", ones({2})}});
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  for (const char* sum : {"zzzzzzzz", "-1234567", " 1234567", "12g45678", "0x123456"}) {
+    SCOPED_TRACE(sum);
+    auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+    header["__metadata__"]["xgrad_crc32"] = nlohmann::json{{"a", sum}}.dump();
+    const std::string text = header.dump();
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << file << text << bytes.substr(8 + header_len);
+    EXPECT_XG_ERROR(load_safetensors(path), "safetensors: " + path +
+                                                ": __metadata__ 'xgrad_crc32': the checksum of 'a' is not 8 hex digits");
+  }
+}
