@@ -7,10 +7,9 @@
 // repeat_kv). A causal segment only multiplies the keys its last row can see (the upper
 // triangle is never computed).
 //
-// Products. Short heads and key runs (kTiledMaxHead, kTiledMaxKeys) multiply on the
+// Products. Heads of at most 64 (kTiledMaxHead, and keys up to kTiledMaxKeys) multiply on the
 // register-tiled kernels of detail/tiled_gemm.hpp, in segments of kTiledRows: no cost per call,
-// so short segments skip more of a causal triangle; longer ones go to BLAS (gemm_backend.hpp),
-// whose packed panels win once a unit's keys outgrow the caches.
+// so short segments skip more of a causal triangle; the rest go to BLAS (gemm_backend.hpp).
 //
 // Memory. The weights live in per-thread scratch rows; forward saves only each row's
 // max and 1/sum ([B, H, Tq, 2]) and backward recomputes P = exp(scale q k^T + mask - max) / sum,
@@ -64,14 +63,22 @@ constexpr int64_t kBackwardRows = 32;  // query rows per backward segment
 // Query rows per segment on the register-tiled kernels, forward and backward: with no cost per
 // call, shorter causal segments skip more of the masked triangle.
 constexpr int64_t kTiledRows = 16;
-// The tiled kernels by default while a unit's k^T (or v^T) holds at most this many elements
-// (32 KB in float32), heads of at most 64. Measured on an AMD EPYC (Zen 4), causal forward +
-// backward on 2 threads (bench_attention's AttentionProductsForwardBackward, medians of 3),
-// BLAS against tiled: B 8, H 2, T 64, hs 32: 184 -> 145 us; B 8, H 4, T 128, hs 64:
-// 2142 -> 2056 us; B 4, H 8, T 256, hs 64: 6889 -> 7911 us; B 4, H 12, T 512, hs 64:
-// 36.4 -> 48.7 ms (BLAS's packed panels win once k^T outgrows the L1 cache).
+// The tiled kernels by default for heads of at most 64 while a unit's k^T (or v^T) holds at
+// most kTiledMaxKeys elements. Measured on an AMD EPYC (Zen 4, AVX-512), causal forward +
+// backward on 2 threads (bench_attention's AttentionProductsForwardBackward, medians of 5),
+// BLAS (oneDNN) against tiled, once the tile kept its rows of B in registers: B 8, H 2, T 64,
+// hs 32: 212 -> 135 us; B 8, H 4, T 128, hs 64: 2171 -> 1678; B 4, H 8, T 256, hs 64: 6851
+// -> 6242; B 4, H 12, T 512, hs 64: 37.5 -> 34.9 ms; B 1, H 12, T 1024, hs 64: 35.8 -> 32.9;
+// B 1, H 8, T 2048, hs 64: 100.9 -> 85.5; a head of 128 (B 2, H 8, T 512) ties, 22.5 ms.
+// Past T 2048 untested, so BLAS there. Without AVX-512 the tile has half the accumulators:
+// built for AVX2 (-march=znver3) on the same machine, tiled lost from T 256 on (7.2 against
+// 7.0 ms; T 1024: 49.0 against 35.7), so 8,192 elements (T 128 at hs 64) there.
 constexpr int64_t kTiledMaxHead = 64;
+#if defined(__AVX512F__)
+constexpr int64_t kTiledMaxKeys = 2048 * 64;
+#else
 constexpr int64_t kTiledMaxKeys = 8192;
+#endif
 // By default backward keeps the weights P instead of recomputing them while they have at most
 // this many elements (512 KB in float32: they stay in the L2 cache). Measured on an AMD EPYC
 // (Zen 4): tiny's training step (B 8, H 2, T 64: 65,536 weights a layer) 2.77 -> 2.68 ms;
@@ -618,6 +625,7 @@ AttentionProducts attention_products() { return static_cast<AttentionProducts>(g
 AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys) {
   return use_tiled(hs, hv, keys) ? AttentionProducts::Tiled : AttentionProducts::Blas;
 }
+int64_t attention_tiled_max_keys() { return kTiledMaxKeys; }
 void set_attention_kept_weights_max(int64_t elements) {
   check(elements >= 0, "set_attention_kept_weights_max: expected a count >= 0, got ", elements);
   g_kept_weights_max.store(elements);

@@ -57,7 +57,8 @@ Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, i
                                            double scale = 0, Generator* gen = nullptr);
 
 // Which kernels run attention's per-head products. Auto (the default) takes register-tiled
-// kernels for short heads, BLAS otherwise; Blas and Tiled force one (tests, benchmarks).
+// kernels for heads of at most 64 while keys x head <= attention_tiled_max_keys(), BLAS
+// otherwise; Blas and Tiled force one (tests, benchmarks).
 // Process-wide; set it between calls, not during one.
 enum class AttentionProducts { Auto, Blas, Tiled };
 void set_attention_products(AttentionProducts which);
@@ -65,6 +66,9 @@ AttentionProducts attention_products();
 // The products a call with these head sizes (hs of q and k, hv of v) and keys would run on
 // (Blas or Tiled), under the current setting.
 AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys);
+// Auto's bound on keys x head: 2048 x 64 when the library was built for AVX-512, 128 x 64
+// otherwise (the tile then has half the registers; autograd/attention.cpp has the figures).
+int64_t attention_tiled_max_keys();
 
 // Backward keeps softmax's weights P [B, H, Tq, Tk] from the forward while they have at most
 // this many elements (default 2^17: 512 KB in float32), and otherwise recomputes them from each

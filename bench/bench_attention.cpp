@@ -21,7 +21,10 @@ void products_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "H", "T", "hs", "tiled"});
   for (int64_t tiled : {0, 1}) {
     for (const auto& c : xg::bench::kRefConfigs) b->Args({c.B, c.H, c.T, c.hs(), tiled});
-    b->Args({4, 12, 512, 64, tiled});
+    b->Args({4, 12, 512, 64, tiled});   // GPT-2 small's shape (step_bench --config gpt2s)
+    b->Args({1, 12, 1024, 64, tiled});  // longer keys, for the rule's bound
+    b->Args({1, 8, 2048, 64, tiled});
+    b->Args({2, 8, 512, 128, tiled});   // a head of 128 (LLaMA's)
   }
 }
 

@@ -19,6 +19,17 @@ constexpr int kAccumulators = 16;
 constexpr int kAccumulators = 8;
 #endif
 
+// Keeps x in a vector register: without it GCC folds each use of a row of B into its FMA as a
+// memory operand, R loads of every vector instead of one, and the tile then waits on loads.
+template <class T>
+inline Batch<T> in_register(Batch<T> x) {
+  auto r = x.data;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+v"(r));
+#endif
+  return Batch<T>(r);
+}
+
 // C[0:R, 0:NV W] (+)= alpha sum_r a(i, r) B[r, :] for one R x (NV vectors) tile of C, with
 // a(i, r) = A[i ai + r ar]. The sums run over r in order, whatever the thread count.
 template <class T, int R, int NV>
@@ -30,7 +41,9 @@ inline void tile(int64_t K, T alpha, const T* A, int64_t ai, int64_t ar, const T
     for (int v = 0; v < NV; ++v) c[r][v] = Batch<T>(T(0));
   for (int64_t k = 0; k < K; ++k) {
     Batch<T> b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = Batch<T>::load_unaligned(B + k * ldb + v * W);
+    for (int v = 0; v < NV; ++v) {
+      b[v] = in_register(Batch<T>::load_unaligned(B + k * ldb + v * W));
+    }
     for (int r = 0; r < R; ++r) {
       const Batch<T> a(A[r * ai + k * ar]);
       for (int v = 0; v < NV; ++v) c[r][v] = xsimd::fma(a, b[v], c[r][v]);
