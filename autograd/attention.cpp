@@ -70,14 +70,15 @@ constexpr int64_t kTiledRows = 16;
 // hs 32: 212 -> 135 us; B 8, H 4, T 128, hs 64: 2171 -> 1678; B 4, H 8, T 256, hs 64: 6851
 // -> 6242; B 4, H 12, T 512, hs 64: 37.5 -> 34.9 ms; B 1, H 12, T 1024, hs 64: 35.8 -> 32.9;
 // B 1, H 8, T 2048, hs 64: 100.9 -> 85.5; a head of 128 (B 2, H 8, T 512) ties, 22.5 ms.
-// Past T 2048 untested, so BLAS there. Without AVX-512 the tile has half the accumulators:
-// built for AVX2 (-march=znver3) on the same machine, tiled lost from T 256 on (7.2 against
-// 7.0 ms; T 1024: 49.0 against 35.7), so 8,192 elements (T 128 at hs 64) there.
+// Past T 2048 untested, so BLAS there. Without AVX-512 the tile has fewer accumulators:
+// built for AVX2 (-march=znver3) on the same machine (BLAS still on oneDNN's AVX-512
+// kernels), tiled won at T 256 (6.7 against 7.0 ms), tied at T 512 (37.1 against 37.3) and
+// lost from T 1024 (44.9 against 35.7 ms), so up to T 256 at hs 64 there.
 constexpr int64_t kTiledMaxHead = 64;
 #if defined(__AVX512F__)
 constexpr int64_t kTiledMaxKeys = 2048 * 64;
 #else
-constexpr int64_t kTiledMaxKeys = 8192;
+constexpr int64_t kTiledMaxKeys = 256 * 64;
 #endif
 // By default backward keeps the weights P instead of recomputing them while they have at most
 // this many elements (512 KB in float32: they stay in the L2 cache). Measured on an AMD EPYC

@@ -66,8 +66,8 @@ AttentionProducts attention_products();
 // The products a call with these head sizes (hs of q and k, hv of v) and keys would run on
 // (Blas or Tiled), under the current setting.
 AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys);
-// Auto's bound on keys x head: 2048 x 64 when the library was built for AVX-512, 128 x 64
-// otherwise (the tile then has half the registers; autograd/attention.cpp has the figures).
+// Auto's bound on keys x head: 2048 x 64 when the library was built for AVX-512, 256 x 64
+// otherwise (the tile then has fewer registers; autograd/attention.cpp has the figures).
 int64_t attention_tiled_max_keys();
 
 // Backward keeps softmax's weights P [B, H, Tq, Tk] from the forward while they have at most
