@@ -4,6 +4,7 @@
 #include "autograd/atomic_file.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -199,15 +200,12 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path), f_(
         const auto parsed = nlohmann::json::parse(sums->second, nullptr, false);
         if (!parsed.is_object()) fail(path, str_cat("__metadata__ '", kChecksumKey, "' is not a JSON object"));
         for (const auto& [k, v] : parsed.items()) {
+          // Exactly 8 hex digits: from_chars takes no space, no 0x prefix and, into an unsigned
+          // type, no sign (std::stoul took all three, and threw on the rest).
           uint32_t sum = 0;
-          bool hex = v.is_string() && v.get<std::string>().size() == 8;
-          for (std::size_t i = 0; hex && i < 8; ++i) {  // exactly 8 hex digits: no sign, space or prefix
-            const char c = v.get<std::string>()[i];
-            const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                              : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-            hex = digit >= 0;
-            sum = sum << 4 | static_cast<uint32_t>(digit < 0 ? 0 : digit);
-          }
+          const std::string text = v.is_string() ? v.get<std::string>() : std::string();
+          const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), sum, 16);
+          const bool hex = text.size() == 8 && err == std::errc() && end == text.data() + text.size();
           if (!hex) fail(path, str_cat("__metadata__ '", kChecksumKey, "': the checksum of '", k, "' is not 8 hex digits"));
           checksums_[k] = sum;
         }

@@ -44,9 +44,7 @@ inline void tile(int64_t K, T alpha, const T* A, int64_t ai, int64_t ar, const T
     for (int v = 0; v < NV; ++v) c[r][v] = Batch<T>(T(0));
   for (int64_t k = 0; k < K; ++k) {
     Batch<T> b[NV];
-    for (int v = 0; v < NV; ++v) {
-      b[v] = in_register(Batch<T>::load_unaligned(B + k * ldb + v * W));
-    }
+    for (int v = 0; v < NV; ++v) b[v] = in_register(Batch<T>::load_unaligned(B + k * ldb + v * W));
     for (int r = 0; r < R; ++r) {
       const Batch<T> a(A[r * ai + k * ar]);
       for (int v = 0; v < NV; ++v) c[r][v] = xsimd::fma(a, b[v], c[r][v]);
