@@ -35,8 +35,8 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
 // threshold for threading, 4 * 65536).
 constexpr double kGemmSplitMin = 262144.0;
 
-// Contiguous operands: lda/ldb/ldc follow from the stored shapes. Handles empty sizes,
-// which BLAS rejects (it wants leading dims >= 1).
+// C = op(A) op(B) + beta C, row-major. Handles empty sizes, which BLAS rejects (it wants
+// leading dims >= 1).
 //
 // Outside a parallel region the product is split into one independent gemm per OpenMP thread,
 // over C's longer side in multiples of 16 rows or columns; inside one, OpenBLAS's OpenMP build
@@ -45,22 +45,26 @@ constexpr double kGemmSplitMin = 262144.0;
 // the small and tiny ones' (backward [1024, 256] x [256, 704]: 4.3 -> 3.8 ms): OpenBLAS's
 // threads share packed panels and wait for each other with sched_yield, which is a system call
 // on this VM. K is never split: each thread computes whole sums for its part of C.
+//
+// lda, ldb, ldc: the row strides of A, B and C as stored, for operands that are column slices
+// of wider matrices (linear_cat); the overload below takes them from the shapes.
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T beta, T* C) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+          T beta, T* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: C = beta C
-    if (beta == T(0)) std::fill(C, C + M * N, T(0));
+    if (beta == T(0))
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
     return;
   }
   check(M < INT_MAX && N < INT_MAX && K < INT_MAX && M * N < INT_MAX && M * K < INT_MAX && K * N < INT_MAX,
         "matmul: sizes M=", M, " N=", N, " K=", K, " exceed BLAS's 32-bit int indexing");
   follow_load();  // the thread count for the cores other programs leave free (threads.hpp)
-  const int64_t lda = ta ? M : K, ldb = tb ? K : N;
   const bool by_rows = M >= N;
   const int64_t blocks = ((by_rows ? M : N) + 15) / 16;  // the split side, in blocks of 16
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
   if (threads < 2 || static_cast<double>(M) * N * K < kGemmSplitMin) {
-    blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, N);
+    blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -70,10 +74,16 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
     const int64_t lo = std::min(len, blocks * t / nt * 16), hi = std::min(len, blocks * (t + 1) / nt * 16);
     const double whole = static_cast<double>(M) * N * K;  // the library is chosen by the whole product's size
     if (hi > lo && by_rows)  // rows lo..hi of C need rows lo..hi of op(A)
-      blas::gemm(ta, tb, hi - lo, N, K, T(1), ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * N, N, whole);
+      blas::gemm(ta, tb, hi - lo, N, K, T(1), ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc, whole);
     else if (hi > lo)  // columns lo..hi of C need columns lo..hi of op(B)
-      blas::gemm(ta, tb, M, hi - lo, K, T(1), A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, N, whole);
+      blas::gemm(ta, tb, M, hi - lo, K, T(1), A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc, whole);
   }
+}
+
+// Contiguous operands: the strides follow from the stored shapes.
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T beta, T* C) {
+  gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
 // How a (batched) product lays out: a [a_batch..., n, k] @ b [b_batch..., k, m] ->
@@ -213,9 +223,10 @@ Tensor batched_product(const Tensor& a, const Tensor& b, Plan plan, const char* 
   });
 }
 
-// db[j] = sum over rows i of g[i, j], g: [M, N]; double accumulators, parallel over columns.
+// db[j] = sum over rows i of g[i, j], g: [M, N] with row stride ldg; double accumulators,
+// parallel over columns.
 template <class T>
-void sum_rows(const T* g, int64_t M, int64_t N, T* db) {
+void sum_rows(const T* g, int64_t M, int64_t N, int64_t ldg, T* db) {
   constexpr int64_t kBlock = 256;
   const int64_t blocks = (N + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (blocks > 1 && M * N >= kParallelMin)
@@ -223,11 +234,27 @@ void sum_rows(const T* g, int64_t M, int64_t N, T* db) {
     const int64_t j0 = jb * kBlock, len = std::min(kBlock, N - j0);
     double acc[kBlock] = {};
     for (int64_t i = 0; i < M; ++i) {
-      const T* row = g + i * N + j0;
+      const T* row = g + i * ldg + j0;
       for (int64_t j = 0; j < len; ++j) acc[j] += row[j];
     }
     for (int64_t j = 0; j < len; ++j) db[j0 + j] = static_cast<T>(acc[j]);
   }
+}
+
+// Validates x @ w^T + b for `op` and returns w's out features.
+int64_t check_linear(const Tensor& x, const Tensor& w, const Tensor& b, const char* op) {
+  check_operands(x, w, op);
+  check(x.dim() >= 1, op, ": input needs at least 1 dimension, got ", shape_str(x.shape()));
+  const int64_t C = x.shape().back();
+  check(w.dim() == 2 && w.shape()[1] == C, op, ": weight must be [out, in] with in = ", C, " (the last dim of input ",
+        shape_str(x.shape()), "), got ", shape_str(w.shape()));
+  const int64_t OC = w.shape()[0];
+  if (b.defined()) {
+    check_operands(x, b, op);
+    check(b.dim() == 1 && b.shape()[0] == OC, op, ": bias must be [out] = [", OC, "] for weight ",
+          shape_str(w.shape()), ", got ", shape_str(b.shape()));
+  }
+  return OC;
 }
 
 }  // namespace
@@ -251,18 +278,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // out = x @ w^T + b   =>   dx = g @ w,   dw = g^T @ x,   db = sum of g over all rows
 // (the leading dims of x are folded into one M = B*T, so each product is one gemm)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  check_operands(x, w, "linear");
-  check(x.dim() >= 1, "linear: input needs at least 1 dimension, got ", shape_str(x.shape()));
+  const int64_t OC = check_linear(x, w, b, "linear");
   const int64_t C = x.shape().back();
-  check(w.dim() == 2 && w.shape()[1] == C, "linear: weight must be [out, in] with in = ", C,
-        " (the last dim of input ", shape_str(x.shape()), "), got ", shape_str(w.shape()));
-  const int64_t OC = w.shape()[0];
   const bool has_bias = b.defined();
-  if (has_bias) {
-    check_operands(x, b, "linear");
-    check(b.dim() == 1 && b.shape()[0] == OC, "linear: bias must be [out] = [", OC, "] for weight ",
-          shape_str(w.shape()), ", got ", shape_str(b.shape()));
-  }
   Shape out_shape = x.shape();
   out_shape.back() = OC;
   const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));  // B*T
@@ -293,11 +311,78 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       }
       if (in.size() > 2 && wants(in, 2)) {
         grads[2] = empty(in[2].shape(), g.dtype());
-        sum_rows(pg, rows, OC, grads[2].data<T>());
+        sum_rows(pg, rows, OC, OC, grads[2].data<T>());
       }
     });
     return grads;
   });
+}
+
+
+// x: [..., in], ws[i]: [out_i, in], bs[i]: [out_i] -> [..., sum out_i]
+// out = cat_i (x @ ws[i]^T + bs[i]) along the last dim, with no stacked weight: product i
+// writes its column slice of out in place (C's row stride is sum out_i), as
+// torch.cat([F.linear(x, w, b) for ...], -1) computes it.
+//   =>   dx = sum_i g_i @ ws[i],   dws[i] = g_i^T @ x,   dbs[i] = sum of g_i over all rows
+// (g_i: columns of g that product i wrote, read in place with g's row stride)
+// Self-attention's q, k and v (nn::linear_stacked) share one input this way: the three
+// weights are neither copied into one before the product nor their gradient split after it.
+Tensor linear_cat(const Tensor& x, const std::vector<Tensor>& ws, const std::vector<Tensor>& bs) {
+  check(!ws.empty(), "linear_cat: needs at least one weight");
+  check(bs.empty() || bs.size() == ws.size(), "linear_cat: ", ws.size(), " weights take ", ws.size(),
+        " biases or none, got ", bs.size());
+  std::vector<int64_t> offs = {0};  // where product i's columns start; offs.back() = sum out_i
+  for (std::size_t i = 0; i < ws.size(); ++i)
+    offs.push_back(offs.back() + check_linear(x, ws[i], bs.empty() ? Tensor() : bs[i], "linear_cat"));
+  const int64_t C = x.shape().back(), width = offs.back();
+  Shape out_shape = x.shape();
+  out_shape.back() = width;
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const int64_t n = static_cast<int64_t>(ws.size());
+  Tensor out = empty(out_shape, x.dtype());
+  dispatch_float(x.dtype(), "linear_cat", [&](auto tag) {
+    using T = decltype(tag);
+    T* po = out.data<T>();
+    if (!bs.empty())  // rows start as the biases; the products accumulate onto them
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(po + r * width + offs[i], bs[i].data<T>(), sizeof(T) * (offs[i + 1] - offs[i]));
+    for (int64_t i = 0; i < n; ++i)  // [rows, C] @ [out_i, C]^T into columns offs[i]..offs[i+1]
+      gemm(false, true, rows, offs[i + 1] - offs[i], C, x.data<T>(), C, ws[i].data<T>(), C, bs.empty() ? T(0) : T(1),
+           po + offs[i], width);
+  });
+  std::vector<Tensor> inputs = {x};
+  inputs.insert(inputs.end(), ws.begin(), ws.end());
+  inputs.insert(inputs.end(), bs.begin(), bs.end());
+  const bool has_bias = !bs.empty();
+  return record(out, std::move(inputs), "linear_cat",
+                [rows, C, n, has_bias, offs](const Tensor& g, const Tensor&, const Grads& in) {
+                  Grads grads(in.size());
+                  dispatch_float(g.dtype(), "linear_cat backward", [&](auto tag) {
+                    using T = decltype(tag);
+                    const int64_t width = offs.back();
+                    const T* pg = g.data<T>();
+                    if (wants(in, 0)) {
+                      grads[0] = empty(in[0].shape(), g.dtype());
+                      for (int64_t i = 0; i < n; ++i)  // [rows, out_i] @ [out_i, C], summed over i
+                        gemm(false, false, rows, C, offs[i + 1] - offs[i], pg + offs[i], width,
+                             in[1 + i].data<T>(), C, i == 0 ? T(0) : T(1), grads[0].data<T>(), C);
+                    }
+                    for (int64_t i = 0; i < n; ++i) {
+                      const int64_t oc = offs[i + 1] - offs[i];
+                      if (wants(in, 1 + i)) {  // [rows, out_i]^T @ [rows, C]
+                        grads[1 + i] = empty(in[1 + i].shape(), g.dtype());
+                        gemm(true, false, oc, C, rows, pg + offs[i], width, in[0].data<T>(), C, T(0),
+                             grads[1 + i].data<T>(), C);
+                      }
+                      if (has_bias && wants(in, 1 + n + i)) {
+                        grads[1 + n + i] = empty(in[1 + n + i].shape(), g.dtype());
+                        sum_rows(pg + offs[i], rows, oc, width, grads[1 + n + i].data<T>());
+                      }
+                    }
+                  });
+                  return grads;
+                });
 }
 
 }  // namespace xg

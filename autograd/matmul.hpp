@@ -3,6 +3,8 @@
 // linear (x @ w^T + b, no materialised transpose) and bmm.
 #pragma once
 
+#include <vector>
+
 #include "autograd/tensor.hpp"
 
 namespace xg {
@@ -13,6 +15,10 @@ namespace xg {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x: [..., in], w: [out, in], b: [out] or undefined -> [..., out]
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+// x: [..., in], ws[i]: [out_i, in], bs[i]: [out_i] (one for each weight, or none) ->
+// [..., sum out_i]: torch.cat([linear(x, w, b) for w, b in ...], -1) without stacking the
+// weights, each product writing its columns of the result.
+Tensor linear_cat(const Tensor& x, const std::vector<Tensor>& ws, const std::vector<Tensor>& bs = {});
 // a: [B, n, k], b: [B, k, m] -> [B, n, m]
 Tensor bmm(const Tensor& a, const Tensor& b);
 

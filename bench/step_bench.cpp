@@ -184,8 +184,8 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
 }
 
 // The step's matrix products alone, through xgrad's ops, forward and backward (input and
-// weight gradients), as the step runs them: per layer q, k and v as one d -> 3d product (the
-// stacked projection of nn::linear_stacked), o (d -> d), gate and up (d -> d_ff) and down
+// weight gradients), as the step runs them: per layer q, k and v side by side in one d -> 3d
+// output (xg::linear_cat, as nn::linear_stacked runs them), o (d -> d), gate and up (d -> d_ff) and down
 // (d_ff -> d) as xg::linear, and the fused causal attention reading the packed projection
 // (scaled_dot_product_attention_packed, whose products are QK^T and PV, with its softmax
 // inside); the LM head (d -> 256) once.
@@ -200,18 +200,25 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
     const char* name;
     int64_t in, out, count;  // count: how many of this shape a step runs
   };
-  const std::vector<Proj> projs = {{"q, k, v (one d -> 3d product)", d, 3 * d, c.layers},
+  const std::vector<Proj> projs = {{"q, k, v (three d -> d products into one d -> 3d output)", d, 3 * d, c.layers},
                                    {"o (d -> d)", d, d, c.layers},
                                    {"gate, up (d -> d_ff)", d, F, 2 * c.layers},
                                    {"down (d_ff -> d)", F, d, c.layers},
                                    {"LM head (d -> vocab)", d, kVocab, 1}};
   struct Operands {
-    xg::Tensor x, w, g;
+    xg::Tensor x;
+    std::vector<xg::Tensor> ws;  // q, k and v's three weights; one for the other kinds
+    xg::Tensor g;
     int64_t count;
   };
   std::vector<Operands> ops;
-  for (const Proj& p : projs)
-    ops.push_back({param({M, p.in}), param({p.out, p.in}), xg::randn({M, p.out}, xg::kFloat32, &gen), p.count});
+  for (std::size_t kind = 0; kind < projs.size(); ++kind) {
+    const Proj& p = projs[kind];
+    const int64_t n = kind == 0 ? 3 : 1;
+    std::vector<xg::Tensor> ws;
+    for (int64_t i = 0; i < n; ++i) ws.push_back(param({p.out / n, p.in}));
+    ops.push_back({param({M, p.in}), ws, xg::randn({M, p.out}, xg::kFloat32, &gen), p.count});
+  }
   // Each kind's time within a pass, to show which shapes hold the products below the peak.
   std::vector<std::vector<double>> kind_secs(projs.size() + 1);
   xg::Tensor qkv = param({c.batch, c.seq, 3 * c.heads, hs});
@@ -224,9 +231,9 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
       Operands& o = ops[kind];
       const auto tk = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < o.count; ++i) {
-        xg::linear(o.x, o.w).backward(o.g);
+        (o.ws.size() == 1 ? xg::linear(o.x, o.ws[0]) : xg::linear_cat(o.x, o.ws)).backward(o.g);
         o.x.zero_grad();
-        o.w.zero_grad();
+        for (xg::Tensor& w : o.ws) w.zero_grad();
       }
       if (timed) kind_secs[kind].push_back(seconds_since(tk));
     }

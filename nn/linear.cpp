@@ -55,7 +55,7 @@ Tensor linear_stacked(const Tensor& x, const std::vector<const Linear*>& layers)
     weights.push_back(l->weight());
     if (l->bias().defined()) biases.push_back(l->bias());
   }
-  return linear(x, cat(weights, 0), biases.empty() ? Tensor() : cat(biases, 0));
+  return linear_cat(x, weights, biases);
 }
 
 std::string Linear::extra_repr() const {

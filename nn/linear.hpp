@@ -44,13 +44,13 @@ class Linear : public UnaryModule {
 };
 
 // Whether `layers` (plain Linears with the same in_features, all with a bias or none) can run
-// as one product by their stacked weights (linear_stacked).
+// side by side into one output (linear_stacked).
 bool stackable(const std::vector<const Linear*>& layers);
 
 // x [..., in] -> [..., sum of out_features]: x [W_1; W_2; ...]^T + [b_1; b_2; ...], the
-// outputs of `layers` side by side from one product (x read once, dx summed inside the
-// product). The stacked weight is a copy made per call, whose backward splits the gradient
-// back to each layer's weight. Needs stackable(layers).
+// outputs of `layers` side by side in one tensor (xg::linear_cat: each layer's product writes
+// its columns, and backward reads them in place, so no weight or gradient is copied).
+// Needs stackable(layers).
 // NOTE: a LoRA adapter computes its Linear's whole output, so an adapted layer is not stackable.
 Tensor linear_stacked(const Tensor& x, const std::vector<const Linear*>& layers);
 

@@ -129,6 +129,63 @@ TEST(Matmul, SplitAcrossThreadsMatchesNaiveProducts) {
   }
 }
 
+// linear_cat writes each product into its columns of one result (C's row stride the whole
+// width) and reads g's columns in place in backward: sizes above the split threshold, split by
+// rows (out 33 < 135 rows) and by columns (out 150), on 1-3 threads, against naive products.
+TEST(Matmul, LinearCatWritesEachProductIntoItsColumns) {
+  const int64_t n = 135, k = 70;
+  const std::array<int64_t, 3> outs = {33, 150, 20};
+  const int64_t width = 33 + 150 + 20;
+  const std::vector<double> xv = randn64({n, k}, 61).to_vector(), gv = randn64({n, width}, 62).to_vector();
+  std::vector<std::vector<double>> wv, bv;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    wv.push_back(randn64({outs[i], k}, 63 + i).to_vector());
+    bv.push_back(randn64({outs[i]}, 66 + i).to_vector());
+  }
+  // References: y = [x w_0^T + b_0, ...], dx = sum_i g_i w_i, dw_i = g_i^T x, db_i = column sums of g_i.
+  std::vector<double> y_ref(n * width), dx_ref(n * k, 0.0);
+  std::vector<std::vector<double>> dw_ref, db_ref;
+  int64_t off = 0;
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    const int64_t m = outs[i];
+    std::vector<double> g_i(n * m), db(m, 0.0);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < m; ++c) {
+        g_i[r * m + c] = gv[r * width + off + c];
+        db[c] += g_i[r * m + c];
+      }
+    const std::vector<double> y_i = naive_mm(xv, transposed(wv[i], m, k), n, k, m), dx_i = naive_mm(g_i, wv[i], n, m, k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < m; ++c) y_ref[r * width + off + c] = y_i[r * m + c] + bv[i][c];
+    for (int64_t j = 0; j < n * k; ++j) dx_ref[j] += dx_i[j];
+    dw_ref.push_back(naive_mm(transposed(g_i, n, m), xv, m, n, k));
+    db_ref.push_back(db);
+    off += m;
+  }
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    Tensor x = xg::from_vector(xv, {n, k}, xg::kFloat64).requires_grad_(true);
+    std::vector<Tensor> ws, bs;
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      ws.push_back(xg::from_vector(wv[i], {outs[i], k}, xg::kFloat64).requires_grad_(true));
+      bs.push_back(xg::from_vector(bv[i], {outs[i]}, xg::kFloat64).requires_grad_(true));
+    }
+    Tensor y;
+    {
+      const xg::test::OmpThreadsScope scope(threads);
+      y = xg::linear_cat(x, ws, bs);
+      y.backward(xg::from_vector(gv, {n, width}, xg::kFloat64));
+    }
+    ASSERT_EQ(y.shape(), (xg::Shape{n, width}));
+    expect_near_all(y.to_vector(), y_ref, "y");
+    expect_near_all(x.grad().to_vector(), dx_ref, "dx");
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      expect_near_all(ws[i].grad().to_vector(), dw_ref[i], "dw");
+      expect_near_all(bs[i].grad().to_vector(), db_ref[i], "db");
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // gradient checks (float64, random upstream gradient)
 
@@ -157,6 +214,14 @@ TEST(MatmulGrad, Linear) {
   EXPECT_GRADCHECK(lin, {randn64({2, 3, 4}, 31), randn64({5, 4}, 32), randn64({5}, 33)});
   EXPECT_GRADCHECK(lin, {randn64({2, 3, 4}, 34), randn64({5, 4}, 35)});
   EXPECT_GRADCHECK(lin, {randn64({4}, 36), randn64({5, 4}, 37), randn64({5}, 38)});
+}
+
+TEST(MatmulGrad, LinearCat) {
+  EXPECT_GRADCHECK([](const Ins& in) { return xg::linear_cat(in[0], {in[1], in[2]}, {in[3], in[4]}); },
+                   {randn64({2, 3, 4}, 71), randn64({5, 4}, 72), randn64({2, 4}, 73), randn64({5}, 74),
+                    randn64({2}, 75)});
+  EXPECT_GRADCHECK([](const Ins& in) { return xg::linear_cat(in[0], {in[1], in[2], in[3]}); },
+                   {randn64({3, 4}, 76), randn64({1, 4}, 77), randn64({3, 4}, 78), randn64({2, 4}, 79)});
 }
 
 TEST(MatmulGrad, Bmm) { EXPECT_GRADCHECK(bm, {randn64({3, 2, 4}, 41), randn64({3, 4, 5}, 42)}); }
@@ -300,6 +365,16 @@ TEST(MatmulErrors, Linear) {
   EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({4, 3}), xg::zeros({1, 4})), "linear: bias must be [out]");
   EXPECT_XG_ERROR(xg::linear(xg::zeros({2, 3}), xg::zeros({4, 3}, xg::kFloat64)), "linear: dtype mismatch");
   EXPECT_XG_ERROR(xg::linear(xg::scalar_tensor(1), xg::zeros({4, 3})), "linear: input needs at least 1 dimension");
+}
+
+TEST(MatmulErrors, LinearCat) {
+  EXPECT_XG_ERROR(xg::linear_cat(xg::zeros({2, 3}), {}), "linear_cat: needs at least one weight");
+  EXPECT_XG_ERROR(xg::linear_cat(xg::zeros({2, 3}), {xg::zeros({4, 3}), xg::zeros({2, 3})}, {xg::zeros({4})}),
+                  "linear_cat: 2 weights take 2 biases or none, got 1");
+  EXPECT_XG_ERROR(xg::linear_cat(xg::zeros({2, 3}), {xg::zeros({4, 3}), xg::zeros({2, 5})}),
+                  "linear_cat: weight must be [out, in] with in = 3 (the last dim of input [2,3]), got [2,5]");
+  EXPECT_XG_ERROR(xg::linear_cat(xg::zeros({2, 3}), {xg::zeros({4, 3})}, {xg::zeros({3})}),
+                  "linear_cat: bias must be [out] = [4] for weight [4,3], got [3]");
 }
 
 TEST(MatmulErrors, Bmm) {

@@ -37,7 +37,7 @@ TEST(NnLinearGradcheck, LinearAndEmbedding) {
   EXPECT_GRADCHECK([&](const V&) { return emb(ids); }, {emb.weight()});
 }
 
-// linear_stacked runs plain Linears with one input as one product by their stacked weights:
+// linear_stacked runs plain Linears with one input side by side into one output (linear_cat):
 // the same outputs side by side and the same gradients (float64) as the layers one by one.
 TEST(NnLinear, StackedEqualsTheLayersOneByOne) {
   for (bool bias : {true, false}) {
