@@ -183,7 +183,7 @@ std::string gemm_backend_description() {
   const GemmChoice c = gemm_choice();
   std::string d = gemm_kernels(c.backend) + " (" + c.why + ")";
   if (c.small_on_onednn) d += "; below 2^23 multiply-adds " + gemm_kernels(GemmBackend::OneDNN);
-  return d;
+  return d + "; " + kOneRowProducts;
 }
 
 namespace blas {

@@ -74,10 +74,16 @@ GemmFacts gemm_facts();
 // sgemm, avx512_core_amx kernels" or "OpenBLAS 0.3.21 sgemm, Prescott kernels".
 std::string gemm_kernels(GemmBackend backend);
 
+// float32 products of one row by a transposed matrix (x @ w^T of a decoded token) run on xgrad's
+// own matrix-vector kernel whatever the backend (matmul.cpp; it reads w from memory at 1.5-2x
+// dnnl_sgemm's rate); gemm_backend_description() ends with this.
+constexpr const char* kOneRowProducts = "one-row products (decoding) on xgrad's matrix-vector kernel";
+
 // One line for logs, --help and benchmark JSON: the library, its version, the kernels that run
 // and why, e.g. "oneDNN 2.6.3 sgemm, avx512_core_amx kernels (OpenBLAS 0.3.21 runs its
-// Prescott kernels, without this CPU's AVX2)" or "OpenBLAS 0.3.21 sgemm, Zen kernels (OpenBLAS
-// chose its kernels by the CPU's model); below 2^23 multiply-adds oneDNN 2.6.3 sgemm, avx2 kernels".
+// Prescott kernels, without this CPU's AVX2); one-row products ..." or "OpenBLAS 0.3.21 sgemm,
+// Zen kernels (OpenBLAS chose its kernels by the CPU's model); below 2^23 multiply-adds oneDNN
+// 2.6.3 sgemm, avx2 kernels; one-row products ...".
 std::string gemm_backend_description();
 
 }  // namespace xg

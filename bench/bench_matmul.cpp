@@ -1,13 +1,15 @@
 // Matrix products: xg::matmul on square sizes, xg::linear on every projection shape of the
 // three reference configs (forward, backward alone, forward + backward), raw cblas_sgemm
 // as the machine's peak, and raw cblas_sgemm against dnnl_sgemm on one thread from small
-// shapes to large (where gemm_backend.hpp's rule 3 draws its 2^23 line), and the cores' float32
-// FMA peak that every sgemm rate is a fraction of. All float32; GFLOP/s counts 2*M*N*K per product.
+// shapes to large (where gemm_backend.hpp's rule 3 draws its 2^23 line), one-row products
+// (a decoded token) on xgrad's kernel against dnnl_sgemm, and the cores' float32 FMA peak
+// that every sgemm rate is a fraction of. All float32; GFLOP/s counts 2*M*N*K per product.
 #include <cblas.h>
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "bench/bench_util.hpp"
@@ -160,6 +162,47 @@ void one_thread_shapes(benchmark::internal::Benchmark* b) {
     for (int64_t lib : {0, 1}) b->Args({lib, s[0], s[1], s[2], s[3]});
 }
 BENCHMARK(BM_SgemmOneThread)->Apply(one_thread_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One row x [1, K] times w^T, w [N, K], on one thread (a decoded token's projections): lib 0
+// is xg::linear (xgrad's matrix-vector kernel, detail/gemv.hpp), 1 dnnl_sgemm called directly
+// (which xg::linear ran before). from_memory 1 cycles through copies of w totalling 256 MB,
+// beyond the caches, as a model too large for them reads its weights per token; 0 reuses one
+// copy (from the cache). Counter GB/s: w's bytes per second.
+void BM_LinearOneRow(benchmark::State& state) {
+  const bool onednn = state.range(0) == 1, from_memory = state.range(3) == 1;
+  const int64_t N = state.range(1), K = state.range(2);
+  const int64_t copies = from_memory ? std::max<int64_t>(1, (int64_t(256) << 20) / (N * K * 4)) : 1;
+  std::vector<Tensor> ws;
+  for (int64_t i = 0; i < copies; ++i) ws.push_back(randn32({N, K}, 2 + static_cast<uint64_t>(i)));
+  const Tensor x = randn32({1, K}, 1);
+  std::vector<float> c(static_cast<std::size_t>(N));
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  xg::NoGradGuard no_grad;
+  int64_t i = 0;
+  for (auto _ : state) {
+    const Tensor& w = ws[static_cast<std::size_t>(i++ % copies)];
+    if (onednn) {
+      dnnl_sgemm('N', 'T', 1, N, K, 1.0f, x.data<float>(), K, w.data<float>(), K, 0.0f, c.data(), N);
+      benchmark::DoNotOptimize(c.data());
+    } else {
+      Tensor y = xg::linear(x, w);
+      benchmark::DoNotOptimize(y.raw_data());
+    }
+  }
+  omp_set_num_threads(threads);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(N * K * 4) * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+void one_row_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"lib", "N", "K", "from_memory"});
+  // A 135M-parameter model's q/o (576 x 576), k/v (192 x 576), gate/up (1536 x 576), down (576 x 1536)
+  for (const auto& s : std::vector<std::vector<int64_t>>{{576, 576}, {192, 576}, {1536, 576}, {576, 1536}})
+    for (int64_t mem : {0, 1})
+      for (int64_t lib : {0, 1}) b->Args({lib, s[0], s[1], mem});
+}
+BENCHMARK(BM_LinearOneRow)->Apply(one_row_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The float32 FMA peak of one and of two cores (Threads), with the widest vectors this build
 // targets (-march=native): 12 independent chains of vector FMAs per thread, more than 2 FMA

@@ -129,6 +129,43 @@ TEST(Matmul, SplitAcrossThreadsMatchesNaiveProducts) {
   }
 }
 
+// A float32 linear of one row (a decoded token) runs on xgrad's matrix-vector kernel
+// (detail/gemv.hpp): against float64 sums of the same float32 inputs, for every K around the
+// kernel's vector steps (tails of 1 to 2 vectors), with and without a bias, 1-D and [1, K]
+// inputs, on 1 and 2 threads (300 x 1000 splits the rows of w over them).
+TEST(Matmul, OneRowFloat32LinearMatchesFloat64Sums) {
+  for (int64_t k : {1, 5, 15, 16, 17, 31, 32, 33, 47, 64, 100, 1000})
+    for (int64_t n : {1, 7, 300}) {
+      SCOPED_TRACE(::testing::Message() << "k=" << k << " n=" << n);
+      const Tensor x = randn64({k}, 81).to(xg::kFloat32), w = randn64({n, k}, 82).to(xg::kFloat32),
+                   b = randn64({n}, 83).to(xg::kFloat32);
+      const std::vector<double> xv = x.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+      std::vector<double> want(n), want_bias(n);
+      double scale = 0;  // sum of |x_j w_ij|: float32's rounding is relative to it
+      for (int64_t i = 0; i < n; ++i) {
+        double s = 0, a = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          s += xv[j] * wv[i * k + j];
+          a += std::abs(xv[j] * wv[i * k + j]);
+        }
+        want[i] = s;
+        want_bias[i] = s + bv[i];
+        scale = std::max(scale, a + std::abs(bv[i]));
+      }
+      for (int threads : {1, 2}) {
+        const xg::test::OmpThreadsScope scope(threads);
+        for (const Tensor& in : {x, xg::reshape(x, {1, k})}) {
+          const std::vector<double> got = xg::linear(in, w).to_vector(), got_bias = xg::linear(in, w, b).to_vector();
+          ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_NEAR(got[i], want[i], 2e-6 * scale) << "row " << i << ", " << threads << " threads";
+            ASSERT_NEAR(got_bias[i], want_bias[i], 2e-6 * scale) << "row " << i << " with bias";
+          }
+        }
+      }
+    }
+}
+
 // linear_cat writes each product into its columns of one result (C's row stride the whole
 // width) and reads g's columns in place in backward: sizes above the split threshold, split by
 // rows (out 33 < 135 rows) and by columns (out 150), on 1-3 threads, against naive products.
