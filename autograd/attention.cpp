@@ -488,9 +488,10 @@ void plan_settings(Plan& p, const AttnMask& am, Dtype dt, double dropout_p, bool
   p.tiled = use_tiled(p.hs, p.hv, p.Tk);
 }
 
+// keys: how many of k's and v's positions to read (-1: all of them); their row strides stay
+// those of the whole tensors.
 Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& am, double dropout_p,
-               bool training, double scale) {
-  constexpr const char* op = "scaled_dot_product_attention";
+               bool training, double scale, int64_t keys = -1, const char* op = "scaled_dot_product_attention") {
   check(q.defined() && k.defined() && v.defined(), op, ": undefined q, k or v");
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, H, Tq, hs], k [B, Hkv, Tk, hs], ",
         "v [B, Hkv, Tk, hv], got q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
@@ -504,12 +505,15 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   p.Tq = q.size(2);
   p.hs = q.size(3);
   p.Hkv = k.size(1);
-  p.Tk = k.size(2);
+  const int64_t capacity = k.size(2);
+  p.Tk = keys < 0 ? capacity : keys;
   p.hv = v.size(3);
   const std::string shapes = str_cat("q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
   check(k.size(0) == p.B && v.size(0) == p.B, op, ": batch sizes differ: ", shapes);
   check(k.size(3) == p.hs, op, ": q and k head sizes differ (", p.hs, " vs ", k.size(3), "): ", shapes);
-  check(v.size(1) == p.Hkv && v.size(2) == p.Tk, op, ": k and v must have the same heads and length, got ", shapes);
+  check(v.size(1) == p.Hkv && v.size(2) == capacity, op, ": k and v must have the same heads and length, got ",
+        shapes);
+  check(p.Tk <= capacity, op, ": ", p.Tk, " keys asked of k and v holding ", capacity, ": ", shapes);
   check(p.Hkv > 0 && p.H % p.Hkv == 0, op, ": query heads ", p.H, " are not a multiple of kv heads ", p.Hkv, ": ",
         shapes);
   check(p.Tk > 0, op, ": no keys (Tk = 0): ", shapes);
@@ -517,8 +521,8 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   check(std::max({p.B * p.H * p.Tq * p.Tk, p.Tq * p.hs, p.Tk * p.hs, p.Tk * p.hv}) < INT_MAX, op,
         ": sizes exceed BLAS's 32-bit indexing: ", shapes);
   p.lq = RowLayout::contiguous(p.H, p.Tq, p.hs);
-  p.lk = RowLayout::contiguous(p.Hkv, p.Tk, p.hs);
-  p.lv = RowLayout::contiguous(p.Hkv, p.Tk, p.hv);
+  p.lk = RowLayout::contiguous(p.Hkv, capacity, p.hs);
+  p.lv = RowLayout::contiguous(p.Hkv, capacity, p.hv);
   p.lo = RowLayout::contiguous(p.H, p.Tq, p.hv);
   plan_settings(p, am, q.dtype(), dropout_p, training, scale, op);
   return p;
@@ -642,6 +646,19 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   auto p = std::make_shared<const Plan>(make_plan(q, k, v, mask, dropout_p, training, scale));
   return attend(p, {q, k, v}, {0, 1, 2}, {p->B, p->H, p->Tq, p->hv}, mask, dropout_p, gen,
                 "scaled_dot_product_attention");
+}
+
+// The attention above on the first `keys` positions of k and v, read in place (a KV cache's
+// buffers: row strides of the whole capacity).
+Tensor scaled_dot_product_attention_prefix(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys,
+                                           const AttnMask& mask, double dropout_p, bool training, double scale,
+                                           Generator* gen) {
+  constexpr const char* op = "scaled_dot_product_attention_prefix";
+  check(keys >= 0, op, ": keys must be >= 0, got ", keys);
+  auto p = std::make_shared<const Plan>(make_plan(q, k, v, mask, dropout_p, training, scale, keys, op));
+  check(keys == k.size(2) || !needs_grad({q, k, v}), op, ": no gradient through part of k and v (", keys, " of ",
+        k.size(2), " positions); narrow them first");
+  return attend(p, {q, k, v}, {0, 1, 2}, {p->B, p->H, p->Tq, p->hv}, mask, dropout_p, gen, op);
 }
 
 // qkv: [B, T, H + 2 Hkv, hs] -> [B, T, H hs]: the attention above on q = qkv[:, :, :H],

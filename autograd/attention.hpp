@@ -56,6 +56,16 @@ Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, i
                                            const AttnMask& mask = {}, double dropout_p = 0, bool training = false,
                                            double scale = 0, Generator* gen = nullptr);
 
+// The same attention over the first `keys` positions of k [B, Hkv, capacity, hs] and
+// v [B, Hkv, capacity, hv], read in place: a KV cache's buffers, filled up to `keys`
+// (nn::KVCache), so that decoding appends a token without copying the cache. Equal to
+// scaled_dot_product_attention(q, narrow(k, 2, 0, keys), narrow(v, 2, 0, keys), ...). No
+// gradient reaches k or v past what a narrow would give: with keys < capacity, inputs that
+// require grad are refused.
+Tensor scaled_dot_product_attention_prefix(const Tensor& q, const Tensor& k, const Tensor& v, int64_t keys,
+                                           const AttnMask& mask = {}, double dropout_p = 0, bool training = false,
+                                           double scale = 0, Generator* gen = nullptr);
+
 // Which kernels run attention's per-head products. Auto (the default) takes register-tiled
 // kernels for heads of at most 64 while keys x head <= attention_tiled_max_keys(), BLAS
 // otherwise; Blas and Tiled force one (tests, benchmarks).

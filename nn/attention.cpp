@@ -2,7 +2,9 @@
 #include "nn/attention.hpp"
 
 #include <algorithm>
+#include <cstring>
 
+#include "autograd/graph.hpp"
 #include "autograd/shape.hpp"
 
 namespace xg::nn {
@@ -38,8 +40,7 @@ int64_t start_position(KVCache* cache, int64_t start_pos, const std::string& who
     if (start_pos == 0) {
       cache->reset();
     } else {
-      if (cache->k.defined()) cache->k = narrow(cache->k, 2, 0, start_pos);
-      if (cache->v.defined()) cache->v = narrow(cache->v, 2, 0, start_pos);
+      // k and v keep their buffers: the next store() writes from start_pos on.
       if (cache->latent.defined()) cache->latent = narrow(cache->latent, 1, 0, start_pos);
       if (cache->k_rope.defined()) cache->k_rope = narrow(cache->k_rope, 2, 0, start_pos);
       cache->length = start_pos;
@@ -65,11 +66,47 @@ Tensor append(const Tensor& cached, const Tensor& fresh, int64_t dim, const std:
   return cat({cached, fresh}, dim);
 }
 
+// Stores fresh keys or values [B, Hkv, T, w] at positions [pos, pos + T) of a cache buffer
+// [B, Hkv, capacity, w] whose first pos positions hold the earlier tokens, and returns the
+// buffer. Outside grad mode it keeps room to spare, doubling when full, so that a decoded token
+// copies only itself (a cat copied the whole cache for every token: at 960 tokens of a
+// 30-layer model, 44 MB a token). Under grad mode the cache carries the graph of every step,
+// so it stays exactly the cached tokens, joined by cat.
+Tensor store(const Tensor& buf, const Tensor& fresh, int64_t pos, const std::string& who, const char* what) {
+  if (is_grad_enabled())
+    return append(buf.defined() && pos < buf.size(2) ? narrow(buf, 2, 0, pos) : buf, fresh, 2, who, what);
+  const int64_t T = fresh.size(2), need = pos + T;
+  if (buf.defined()) {  // the checks of append(), and that nothing past pos is read
+    bool same = buf.dim() == 4 && buf.dtype() == fresh.dtype();
+    for (int64_t d : {0, 1, 3}) same = same && buf.size(d) == fresh.size(d);
+    check(same, who, ": the cache holds ", what, " ", shape_str(buf.shape()), " (", dtype_name(buf.dtype()),
+          ") but this step makes ", shape_str(fresh.shape()), " (", dtype_name(fresh.dtype()),
+          "); reset the cache for a new batch");
+  }
+  const int64_t rows = fresh.size(0) * fresh.size(1), width = fresh.size(3);
+  const std::size_t row_bytes = static_cast<std::size_t>(width) * itemsize(fresh.dtype());
+  Tensor out = buf;
+  if (!buf.defined() || need > buf.size(2)) {
+    const int64_t capacity = buf.defined() ? std::max(need, 2 * buf.size(2)) : need;
+    out = empty({fresh.size(0), fresh.size(1), capacity, width}, fresh.dtype());
+    for (int64_t r = 0; buf.defined() && r < rows; ++r)
+      std::memcpy(static_cast<char*>(out.raw_data()) + r * capacity * row_bytes,
+                  static_cast<const char*>(buf.raw_data()) + r * buf.size(2) * row_bytes, pos * row_bytes);
+  }
+  const int64_t capacity = out.size(2);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(out.raw_data()) + (r * capacity + pos) * row_bytes,
+                static_cast<const char*>(fresh.raw_data()) + r * T * row_bytes, T * row_bytes);
+  return out;
+}
+
 }  // namespace
 
 int64_t KVCache::bytes() const {
   int64_t n = 0;
-  for (const Tensor* t : {&k, &v, &latent, &k_rope})
+  for (const Tensor* t : {&k, &v})  // the cached positions of buffers that may have room to spare
+    if (t->defined()) n += t->numel() / t->size(2) * length * static_cast<int64_t>(itemsize(t->dtype()));
+  for (const Tensor* t : {&latent, &k_rope})
     if (t->defined()) n += t->numel() * static_cast<int64_t>(itemsize(t->dtype()));
   return n;
 }
@@ -113,9 +150,11 @@ Tensor MultiHeadAttention::forward(const Tensor& x_query, const Tensor& x_contex
   Tensor v = split_heads(w_v_->forward(ctx), head_num_);
   if (cache) {
     const int64_t pos = start_position(cache, start_pos, who);
-    cache->k = k = append(cache->k, k, 2, who, "keys");
-    cache->v = v = append(cache->v, v, 2, who, "values");
+    cache->k = store(cache->k, k, pos, who, "keys");
+    cache->v = store(cache->v, v, pos, who, "values");
     cache->length = pos + x_query.size(1);
+    return w_o_->forward(merge_heads(scaled_dot_product_attention_prefix(q, cache->k, cache->v, cache->length, mask,
+                                                                         dropout_p_, is_training())));
   }
   Tensor out = scaled_dot_product_attention(q, k, v, mask, dropout_p_, is_training());
   return w_o_->forward(merge_heads(out));
@@ -191,9 +230,11 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
     k = rope_->forward(k, pos);
   }
   if (cache) {
-    cache->k = k = append(cache->k, k, 2, who, "keys");
-    cache->v = v = append(cache->v, v, 2, who, "values");
+    cache->k = store(cache->k, k, pos, who, "keys");
+    cache->v = store(cache->v, v, pos, who, "values");
     cache->length = pos + T;
+    return w_o_->forward(merge_heads(
+        scaled_dot_product_attention_prefix(q, cache->k, cache->v, cache->length, mask, o.dropout, is_training())));
   }
   Tensor out = scaled_dot_product_attention(q, k, v, mask, o.dropout, is_training());
   return w_o_->forward(merge_heads(out));

@@ -28,13 +28,18 @@ namespace xg::nn {
 // latent (plus the RoPE key when that has its own projection). forward(x, mask, &cache)
 // appends the new tokens and attends over everything cached. Decode under a NoGradGuard:
 // with grad mode on, the cache holds the graph of every step (as a PyTorch cache would).
+//
+// k and v are buffers whose first L positions are the cached tokens: outside grad mode they
+// keep room to spare (up to twice the tokens, doubling when full) and a step writes its tokens
+// in place, so decoding a token copies only that token; under grad mode they are exactly L.
+// A start_pos inside the cache is overwritten from there on by the next step.
 struct KVCache {
-  Tensor k, v;         // [B, Hkv, L, hs]                       (MHA, GQA)
+  Tensor k, v;         // [B, Hkv, capacity >= L, hs]           (MHA, GQA)
   Tensor latent;       // [B, L, latent_dim]                    (MLA)
   Tensor k_rope;       // [B, 1, L, rope_dim], after RoPE       (MLA with decoupled_rope_key)
   int64_t length = 0;  // L: tokens cached
   void reset() { *this = KVCache(); }
-  int64_t bytes() const;  // memory the cached tensors hold
+  int64_t bytes() const;  // memory the cached tokens take (k and v's buffers may hold up to twice)
 };
 
 // --- multi-head attention (Vaswani et al. 2017) -----------------------------------------------

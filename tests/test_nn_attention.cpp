@@ -346,6 +346,45 @@ TEST(NNAttentionCache, BytesHeldMatchBytesPerToken) {
   EXPECT_EQ(c4.bytes(), 2 * 5 * (8 + 4) * 4);       // latent + shared rope key
 }
 
+// Decoding writes each token into the cache's buffers in place: they double when full
+// (prefill 4 -> 4, then 8 at the 5th token, 16 at the 9th) and keep their storage in between,
+// so a token copies only itself. Under grad mode the cache stays exactly the cached tokens
+// and carries the graph: a later step's output has a gradient in an earlier step's input.
+TEST(NNAttentionCache, DecodingWritesTheBuffersInPlace) {
+  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
+  o.rope = true;
+  GroupedQueryAttention gqa(o);
+  Generator gen(4);
+  const Tensor x = randn({2, 10, 16}, kFloat32, &gen);
+  Tensor full_out;
+  {
+    NoGradGuard no_grad;
+    full_out = gqa(x, AttnMask::causal_mask());
+    KVCache cache;
+    std::vector<Tensor> parts = {gqa(narrow(x, 1, 0, 4), AttnMask::causal_mask(), &cache)};
+    EXPECT_EQ(cache.k.size(2), 4);
+    const void* storage = nullptr;
+    for (int64_t t = 4; t < 10; ++t) {
+      parts.push_back(gqa(narrow(x, 1, t, 1), AttnMask::causal_mask(), &cache));
+      EXPECT_EQ(cache.length, t + 1);
+      EXPECT_EQ(cache.k.size(2), t < 8 ? 8 : 16) << "token " << t;
+      EXPECT_EQ(cache.v.size(2), cache.k.size(2));
+      if (t == 5 || t == 9) storage = cache.k.raw_data();
+      if (t == 6 || t == 7) EXPECT_EQ(cache.k.raw_data(), storage) << "token " << t << " moved the buffer";
+    }
+    EXPECT_EQ(cache.bytes(), 2 * 2 * 2 * 10 * 4 * 4);  // k and v, batch 2, 2 kv heads, 10 tokens, hs 4, float32
+    EXPECT_TRUE(test::tensors_close(cat(parts, 1), full_out, 1e-5, 1e-6));
+  }
+  KVCache cache;  // grad mode
+  Tensor xg = x.detach().requires_grad_();
+  gqa(narrow(xg, 1, 0, 4), AttnMask::causal_mask(), &cache);
+  const Tensor last = gqa(narrow(xg, 1, 4, 1), AttnMask::causal_mask(), &cache);
+  EXPECT_EQ(cache.k.size(2), 5);
+  EXPECT_TRUE(test::tensors_close(last, narrow(full_out, 1, 4, 1), 1e-5, 1e-6));
+  sum(last).backward();
+  EXPECT_GT(sum(abs(narrow(xg.grad(), 1, 0, 4))).item<float>(), 0.0f) << "no gradient reached the prefill's tokens";
+}
+
 // A start_pos inside the cache rolls it back: re-decoding the last tokens gives the same result.
 TEST(NNAttentionCache, RollBackWithStartPos) {
   NoGradGuard no_grad;

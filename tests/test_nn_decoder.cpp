@@ -215,8 +215,9 @@ void expect_cached_decode_matches(AttentionKind kind, bool decoupled = false) {
     EXPECT_FALSE(caches[0].k.defined());
     EXPECT_EQ(caches[0].latent.shape(), (Shape{2, 9, 6}));
     EXPECT_EQ(caches[0].k_rope.defined(), decoupled);
-  } else {
-    EXPECT_EQ(caches[0].k.size(2), 9);
+  } else {  // buffers doubled from the 4-token prefill (4 -> 8 -> 16), 9 positions filled
+    EXPECT_EQ(caches[0].k.size(2), 16);
+    EXPECT_EQ(caches[0].bytes(), 2 * caches[0].k.numel() / 16 * 9 * 8);  // k and v, float64
   }
   EXPECT_TRUE(test::tensors_close(cat(parts, int64_t{1}), full, 1e-10, 1e-12));
   // Rolling back: re-decoding the last 3 tokens from position 6 gives their logits again.
