@@ -40,6 +40,7 @@
 
 #include "autograd/broadcast.hpp"
 #include "autograd/detail/blas.hpp"
+#include "autograd/detail/gemv.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/detail/op_util.hpp"
@@ -221,12 +222,18 @@ int64_t seg_at(const RowLayout& l, const Plan& p, const UnitOffsets& uo, const S
 // BLAS reads k_g and v_g transposed through its flag; the tiled kernels multiply by k_g^T and
 // v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk]. Score-shaped
 // operands (S, W, dS) have leading dim Tk; the others their layout's row stride.
+// Query rows per unit (b, kv head) up to which the tiled path takes the scores as dot products
+// of each query row with k's rows (detail/gemv.hpp) instead of transposing k first: a decoded
+// token's rows, for which the transpose (scalar gathers of the whole cached k) cost as much as
+// the product.
+constexpr int64_t kScoresByRowsOfK = 4;
+
 template <class T>
 class UnitProducts {
  public:
   UnitProducts(const Plan& p, const T* k, const T* v, bool need_kT, bool need_vT)
-      : p_(p), k_(k), v_(v),
-        kT_(p.tiled && need_kT ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
+      : p_(p), k_(k), v_(v), by_rows_of_k_(p.tiled && p.Tq * p.rep <= kScoresByRowsOfK),
+        kT_(p.tiled && need_kT && !by_rows_of_k_ ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
         vT_(p.tiled && need_vT ? static_cast<std::size_t>(p.hv * p.Tk) : 0) {}
 
   // Points the products at unit uo's k_g and v_g (transposing them on the tiled path).
@@ -244,7 +251,14 @@ class UnitProducts {
 
   // S[n, kmax] = alpha x k_g^T for x [n, hs] (row stride ldx)
   void by_kT(int64_t n, int64_t kmax, T alpha, const T* x, int64_t ldx, T* S) const {
-    if (p_.tiled)
+    if (by_rows_of_k_) {
+      for (int64_t r = 0; r < n; ++r) {
+        T* row = S + r * p_.Tk;
+        gemv::row_by_transposed(0, kmax, p_.hs, x + r * ldx, k_g_, p_.lk.st, T(0), row);
+#pragma omp simd
+        for (int64_t j = 0; j < kmax; ++j) row[j] *= alpha;
+      }
+    } else if (p_.tiled)
       tiled::gemm(n, kmax, p_.hs, alpha, x, ldx, int64_t{1}, kT_.data(), p_.Tk, S, p_.Tk, false);
     else
       blas::gemm(false, true, n, kmax, p_.hs, alpha, x, ldx, k_g_, p_.lk.st, T(0), S, p_.Tk);
@@ -277,6 +291,7 @@ class UnitProducts {
   const Plan& p_;
   const T* k_;
   const T* v_;
+  const bool by_rows_of_k_;  // scores as dot products with k's rows, no k^T (few query rows)
   std::vector<T> kT_, vT_;
   int64_t unit_ = -1;
   const T* k_g_ = nullptr;

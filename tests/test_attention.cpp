@@ -212,6 +212,10 @@ TEST(Attention, TiledProductsEqualBlas) {
       {1, 2, 1, 3, 40, 16, 16, true, false, false, 0},    // Tq < Tk: new queries against a cache
       {2, 2, 2, 33, 33, 16, 16, true, false, false, 0.2}, // dropout on the weights
       {1, 1, 1, 1, 1, 1, 1, false, false, false, 0},      // one key
+      // decoding: up to 4 query rows per kv head take the scores as dot products with k's rows
+      {2, 6, 2, 1, 77, 24, 24, true, false, false, 0},    // GQA, one token, a head of 1.5 vectors
+      {1, 4, 4, 4, 50, 64, 64, true, true, false, 0},     // MHA, four tokens, bool mask
+      {1, 4, 1, 1, 33, 40, 40, false, false, true, 0},    // MQA, additive mask with a gradient
   };
   for (const AttnCase& c : cases) {
     SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " Tq=", c.Tq, " Tk=", c.Tk, " hs=", c.hs,
