@@ -105,7 +105,8 @@ Tensor store(const Tensor& buf, const Tensor& fresh, int64_t pos, const std::str
 int64_t KVCache::bytes() const {
   int64_t n = 0;
   for (const Tensor* t : {&k, &v})  // the cached positions of buffers that may have room to spare
-    if (t->defined()) n += t->numel() / t->size(2) * length * static_cast<int64_t>(itemsize(t->dtype()));
+    if (t->defined() && t->size(2) > 0)
+      n += t->numel() / t->size(2) * length * static_cast<int64_t>(itemsize(t->dtype()));
   for (const Tensor* t : {&latent, &k_rope})
     if (t->defined()) n += t->numel() * static_cast<int64_t>(itemsize(t->dtype()));
   return n;

@@ -385,6 +385,17 @@ TEST(NNAttentionCache, DecodingWritesTheBuffersInPlace) {
   EXPECT_GT(sum(abs(narrow(xg.grad(), 1, 0, 4))).item<float>(), 0.0f) << "no gradient reached the prefill's tokens";
 }
 
+// A step of no tokens into an empty cache is refused (no keys to attend to) and leaves a cache
+// whose size reads 0 bytes (an empty buffer once divided bytes() by its zero capacity).
+TEST(NNAttentionCache, NoTokensIntoAnEmptyCache) {
+  NoGradGuard no_grad;
+  GroupedQueryAttention gqa(gqa_options(8, 2, 1));
+  KVCache cache;
+  EXPECT_XG_ERROR(gqa(zeros({1, 0, 8}), AttnMask::causal_mask(), &cache), "no keys");
+  EXPECT_EQ(cache.length, 0);
+  EXPECT_EQ(cache.bytes(), 0);
+}
+
 // A start_pos inside the cache rolls it back: re-decoding the last tokens gives the same result.
 TEST(NNAttentionCache, RollBackWithStartPos) {
   NoGradGuard no_grad;
