@@ -102,6 +102,14 @@ Tensor store(const Tensor& buf, const Tensor& fresh, int64_t pos, const std::str
 
 }  // namespace
 
+KVCache KVCache::clone() const {
+  KVCache c;
+  for (auto [from, to] : {std::pair{&k, &c.k}, {&v, &c.v}, {&latent, &c.latent}, {&k_rope, &c.k_rope}})
+    if (from->defined()) *to = from->clone();
+  c.length = length;
+  return c;
+}
+
 int64_t KVCache::bytes() const {
   int64_t n = 0;
   for (const Tensor* t : {&k, &v})  // the cached positions of buffers that may have room to spare

@@ -39,6 +39,10 @@ struct KVCache {
   Tensor k_rope;       // [B, 1, L, rope_dim], after RoPE       (MLA with decoupled_rope_key)
   int64_t length = 0;  // L: tokens cached
   void reset() { *this = KVCache(); }
+  // A cache that decodes on its own. Copying a KVCache shares its buffers (a Tensor is a
+  // handle), and a step on either copy writes into them: branch a cache (beam search, several
+  // samples from one prompt) with clone().
+  KVCache clone() const;
   int64_t bytes() const;  // memory the cached tokens take (k and v's buffers may hold up to twice)
 };
 

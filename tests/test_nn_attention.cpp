@@ -385,6 +385,34 @@ TEST(NNAttentionCache, DecodingWritesTheBuffersInPlace) {
   EXPECT_GT(sum(abs(narrow(xg.grad(), 1, 0, 4))).item<float>(), 0.0f) << "no gradient reached the prefill's tokens";
 }
 
+// clone() branches a cache: after a prefill and one decoded token (6 cached, room for 10),
+// one copy decodes a then c and the clone decodes b, both writing at position 6 of their
+// buffers; each branch equals its full forward. A plain copy would share the buffer, and b
+// would overwrite a's key there before c reads it.
+TEST(NNAttentionCache, CloneBranchesACache) {
+  NoGradGuard no_grad;
+  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
+  o.rope = true;
+  GroupedQueryAttention gqa(o);
+  Generator gen(8);
+  const Tensor prefix = randn({1, 6, 16}, kFloat32, &gen), a = randn({1, 1, 16}, kFloat32, &gen),
+               b = randn({1, 1, 16}, kFloat32, &gen), c = randn({1, 1, 16}, kFloat32, &gen);
+  KVCache cache;
+  gqa(narrow(prefix, 1, 0, 5), AttnMask::causal_mask(), &cache);
+  gqa(narrow(prefix, 1, 5, 1), AttnMask::causal_mask(), &cache);
+  ASSERT_EQ(cache.k.size(2), 10);
+  KVCache branch = cache.clone();
+  EXPECT_EQ(branch.length, 6);
+  EXPECT_NE(branch.k.raw_data(), cache.k.raw_data());
+  gqa(a, AttnMask::causal_mask(), &cache);
+  const Tensor b1 = gqa(b, AttnMask::causal_mask(), &branch);
+  const Tensor c1 = gqa(c, AttnMask::causal_mask(), &cache);
+  const Tensor full_b = narrow(gqa(cat({prefix, b}, 1), AttnMask::causal_mask()), 1, 6, 1);
+  const Tensor full_c = narrow(gqa(cat({prefix, a, c}, 1), AttnMask::causal_mask()), 1, 7, 1);
+  EXPECT_TRUE(test::tensors_close(b1, full_b, 1e-5, 1e-6));
+  EXPECT_TRUE(test::tensors_close(c1, full_c, 1e-5, 1e-6));
+}
+
 // A step of no tokens into an empty cache is refused (no keys to attend to) and leaves a cache
 // whose size reads 0 bytes (an empty buffer once divided bytes() by its zero capacity).
 TEST(NNAttentionCache, NoTokensIntoAnEmptyCache) {
