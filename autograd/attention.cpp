@@ -218,16 +218,16 @@ int64_t seg_at(const RowLayout& l, const Plan& p, const UnitOffsets& uo, const S
   return l.at(uo.b, uo.g * p.rep + s.r0 / p.Tq, s.r0 % p.Tq);
 }
 
-// The products of one unit (b, g), on BLAS or on the register-tiled kernels (plan.tiled).
-// BLAS reads k_g and v_g transposed through its flag; the tiled kernels multiply by k_g^T and
-// v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk]. Score-shaped
-// operands (S, W, dS) have leading dim Tk; the others their layout's row stride.
 // Query rows per unit (b, kv head) up to which the tiled path takes the scores as dot products
 // of each query row with k's rows (detail/gemv.hpp) instead of transposing k first: a decoded
 // token's rows, for which the transpose (scalar gathers of the whole cached k) cost as much as
 // the product.
 constexpr int64_t kScoresByRowsOfK = 4;
 
+// The products of one unit (b, g), on BLAS or on the register-tiled kernels (plan.tiled).
+// BLAS reads k_g and v_g transposed through its flag; the tiled kernels multiply by k_g^T and
+// v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk]. Score-shaped
+// operands (S, W, dS) have leading dim Tk; the others their layout's row stride.
 template <class T>
 class UnitProducts {
  public:

@@ -43,7 +43,8 @@ constexpr double kGemmSplitMin = 262144.0;
 void row_by_transposed(int64_t N, int64_t K, const float* a, const float* B, int64_t ldb, float beta, float* c) {
   const int64_t blocks = (N + 15) / 16;
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
-  if (threads < 2 || static_cast<double>(N) * K < kGemmSplitMin) return gemv::row_by_transposed(0, N, K, a, B, ldb, beta, c);
+  if (threads < 2 || static_cast<double>(N) * K < kGemmSplitMin)
+    return gemv::row_by_transposed(0, N, K, a, B, ldb, beta, c);
 #pragma omp parallel num_threads(threads)
   {
     const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -336,7 +337,6 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     return grads;
   });
 }
-
 
 // x: [..., in], ws[i]: [out_i, in], bs[i]: [out_i] -> [..., sum out_i]
 // out = cat_i (x @ ws[i]^T + bs[i]) along the last dim, with no stacked weight: product i

@@ -185,8 +185,8 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
 
 // The step's matrix products alone, through xgrad's ops, forward and backward (input and
 // weight gradients), as the step runs them: per layer q, k and v side by side in one d -> 3d
-// output (xg::linear_cat, as nn::linear_stacked runs them), o (d -> d), gate and up (d -> d_ff) and down
-// (d_ff -> d) as xg::linear, and the fused causal attention reading the packed projection
+// output (xg::linear_cat, as nn::linear_stacked runs them), o (d -> d), gate and up
+// (d -> d_ff) and down (d_ff -> d) as xg::linear, and the fused causal attention reading the packed projection
 // (scaled_dot_product_attention_packed, whose products are QK^T and PV, with its softmax
 // inside); the LM head (d -> 256) once.
 // Nothing else of the step (norms, RoPE, SwiGLU, residuals, cross-entropy, AdamW) runs, so

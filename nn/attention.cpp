@@ -55,14 +55,20 @@ bool can_pack(const Linear& q, const Linear& k, const Linear& v, const KVCache* 
   return !cache && stackable({&q, &k, &v});
 }
 
-// cached ++ fresh along `dim` (checking that the other dims agree), or fresh on an empty cache.
-Tensor append(const Tensor& cached, const Tensor& fresh, int64_t dim, const std::string& who, const char* what) {
-  if (!cached.defined()) return fresh;
+// Checks that fresh tokens fit what the cache holds: every dim but `dim` (the tokens') and the
+// dtype agree.
+void check_fits(const Tensor& cached, const Tensor& fresh, int64_t dim, const std::string& who, const char* what) {
   bool same = cached.dim() == fresh.dim() && cached.dtype() == fresh.dtype();
   for (int64_t d = 0; same && d < fresh.dim(); ++d) same = d == dim || cached.size(d) == fresh.size(d);
   check(same, who, ": the cache holds ", what, " ", shape_str(cached.shape()), " (", dtype_name(cached.dtype()),
         ") but this step makes ", shape_str(fresh.shape()), " (", dtype_name(fresh.dtype()),
         "); reset the cache for a new batch");
+}
+
+// cached ++ fresh along `dim`, or fresh on an empty cache.
+Tensor append(const Tensor& cached, const Tensor& fresh, int64_t dim, const std::string& who, const char* what) {
+  if (!cached.defined()) return fresh;
+  check_fits(cached, fresh, dim, who, what);
   return cat({cached, fresh}, dim);
 }
 
@@ -76,13 +82,7 @@ Tensor store(const Tensor& buf, const Tensor& fresh, int64_t pos, const std::str
   if (is_grad_enabled())
     return append(buf.defined() && pos < buf.size(2) ? narrow(buf, 2, 0, pos) : buf, fresh, 2, who, what);
   const int64_t T = fresh.size(2), need = pos + T;
-  if (buf.defined()) {  // the checks of append(), and that nothing past pos is read
-    bool same = buf.dim() == 4 && buf.dtype() == fresh.dtype();
-    for (int64_t d : {0, 1, 3}) same = same && buf.size(d) == fresh.size(d);
-    check(same, who, ": the cache holds ", what, " ", shape_str(buf.shape()), " (", dtype_name(buf.dtype()),
-          ") but this step makes ", shape_str(fresh.shape()), " (", dtype_name(fresh.dtype()),
-          "); reset the cache for a new batch");
-  }
+  if (buf.defined()) check_fits(buf, fresh, 2, who, what);
   const int64_t rows = fresh.size(0) * fresh.size(1), width = fresh.size(3);
   const std::size_t row_bytes = static_cast<std::size_t>(width) * itemsize(fresh.dtype());
   Tensor out = buf;
@@ -98,6 +98,16 @@ Tensor store(const Tensor& buf, const Tensor& fresh, int64_t pos, const std::str
     std::memcpy(static_cast<char*>(out.raw_data()) + (r * capacity + pos) * row_bytes,
                 static_cast<const char*>(fresh.raw_data()) + r * T * row_bytes, T * row_bytes);
   return out;
+}
+
+// Self-attention of q [B, H, T, hs] over the cache after storing this step's k and v
+// [B, Hkv, T, hs] at position pos: the cache's filled prefix, read in place.
+Tensor attend_cached(KVCache& cache, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos,
+                     const AttnMask& mask, double dropout_p, bool training, const std::string& who) {
+  cache.k = store(cache.k, k, pos, who, "keys");
+  cache.v = store(cache.v, v, pos, who, "values");
+  cache.length = pos + q.size(2);
+  return scaled_dot_product_attention_prefix(q, cache.k, cache.v, cache.length, mask, dropout_p, training);
 }
 
 }  // namespace
@@ -159,11 +169,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x_query, const Tensor& x_contex
   Tensor v = split_heads(w_v_->forward(ctx), head_num_);
   if (cache) {
     const int64_t pos = start_position(cache, start_pos, who);
-    cache->k = store(cache->k, k, pos, who, "keys");
-    cache->v = store(cache->v, v, pos, who, "values");
-    cache->length = pos + x_query.size(1);
-    return w_o_->forward(merge_heads(scaled_dot_product_attention_prefix(q, cache->k, cache->v, cache->length, mask,
-                                                                         dropout_p_, is_training())));
+    return w_o_->forward(merge_heads(attend_cached(*cache, q, k, v, pos, mask, dropout_p_, is_training(), who)));
   }
   Tensor out = scaled_dot_product_attention(q, k, v, mask, dropout_p_, is_training());
   return w_o_->forward(merge_heads(out));
@@ -238,13 +244,8 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
     q = rope_->forward(q, pos);
     k = rope_->forward(k, pos);
   }
-  if (cache) {
-    cache->k = store(cache->k, k, pos, who, "keys");
-    cache->v = store(cache->v, v, pos, who, "values");
-    cache->length = pos + T;
-    return w_o_->forward(merge_heads(
-        scaled_dot_product_attention_prefix(q, cache->k, cache->v, cache->length, mask, o.dropout, is_training())));
-  }
+  if (cache)
+    return w_o_->forward(merge_heads(attend_cached(*cache, q, k, v, pos, mask, o.dropout, is_training(), who)));
   Tensor out = scaled_dot_product_attention(q, k, v, mask, o.dropout, is_training());
   return w_o_->forward(merge_heads(out));
 }

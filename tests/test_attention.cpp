@@ -277,11 +277,14 @@ TEST(Attention, PrefixReadsTheFirstKeysInPlace) {
     Generator gen(31);
     const int64_t B = 2, H = 4, Hkv = 2, Tq = 3, keys = 21, capacity = 32, hs = 16, hv = 8;
     Tensor q = randn({B, H, Tq, hs}, kFloat64, &gen);
-    Tensor k = full({B, Hkv, capacity, hs}, std::nan(""), kFloat64), v = full({B, Hkv, capacity, hv}, std::nan(""), kFloat64);
+    Tensor k = full({B, Hkv, capacity, hs}, std::nan(""), kFloat64);
+    Tensor v = full({B, Hkv, capacity, hv}, std::nan(""), kFloat64);
     const Tensor k_in = randn({B, Hkv, keys, hs}, kFloat64, &gen), v_in = randn({B, Hkv, keys, hv}, kFloat64, &gen);
     for (int64_t r = 0; r < B * Hkv; ++r) {  // the first `keys` positions of each (b, head) row block
-      std::memcpy(k.data<double>() + r * capacity * hs, k_in.data<double>() + r * keys * hs, sizeof(double) * keys * hs);
-      std::memcpy(v.data<double>() + r * capacity * hv, v_in.data<double>() + r * keys * hv, sizeof(double) * keys * hv);
+      std::memcpy(k.data<double>() + r * capacity * hs, k_in.data<double>() + r * keys * hs,
+                  sizeof(double) * keys * hs);
+      std::memcpy(v.data<double>() + r * capacity * hv, v_in.data<double>() + r * keys * hv,
+                  sizeof(double) * keys * hv);
     }
     const Tensor keep = gt(rand({B, 1, Tq, keys}, kFloat64, &gen), scalar_tensor(0.2, kFloat64));
     for (const AttnMask& mask : {AttnMask::causal_mask(), AttnMask(keep), AttnMask()}) {
@@ -292,7 +295,8 @@ TEST(Attention, PrefixReadsTheFirstKeysInPlace) {
     }
   }
   const Tensor q = zeros({1, 1, 1, 4}), k = zeros({1, 1, 8, 4}), v = zeros({1, 1, 8, 4});
-  EXPECT_XG_ERROR(scaled_dot_product_attention_prefix(q, k, v, 9), "scaled_dot_product_attention_prefix: 9 keys asked of k and v holding 8");
+  EXPECT_XG_ERROR(scaled_dot_product_attention_prefix(q, k, v, 9),
+                  "scaled_dot_product_attention_prefix: 9 keys asked of k and v holding 8");
   EXPECT_XG_ERROR(scaled_dot_product_attention_prefix(q, k.detach().requires_grad_(), v, 5),
                   "scaled_dot_product_attention_prefix: no gradient through part of k and v (5 of 8 positions)");
   EXPECT_EQ(scaled_dot_product_attention_prefix(q, k.detach().requires_grad_(), v, 8).shape(), (Shape{1, 1, 1, 4}));

@@ -191,7 +191,8 @@ TEST(Matmul, LinearCatWritesEachProductIntoItsColumns) {
         g_i[r * m + c] = gv[r * width + off + c];
         db[c] += g_i[r * m + c];
       }
-    const std::vector<double> y_i = naive_mm(xv, transposed(wv[i], m, k), n, k, m), dx_i = naive_mm(g_i, wv[i], n, m, k);
+    const std::vector<double> y_i = naive_mm(xv, transposed(wv[i], m, k), n, k, m);
+    const std::vector<double> dx_i = naive_mm(g_i, wv[i], n, m, k);
     for (int64_t r = 0; r < n; ++r)
       for (int64_t c = 0; c < m; ++c) y_ref[r * width + off + c] = y_i[r * m + c] + bv[i][c];
     for (int64_t j = 0; j < n * k; ++j) dx_ref[j] += dx_i[j];

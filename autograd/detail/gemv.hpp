@@ -15,10 +15,9 @@ namespace xg::gemv {
 
 // c[n] = dot(a, B[n, :]) (+ beta c[n] when beta != 0) for n0 <= n < n1: a [K], B [N, K] (row
 // stride ldb), c [N]. One row of B at a time, so that B is read as one sequential stream
-// (four rows side by side, four streams a row apart, came from memory at 15 GB/s against 24 in
-// a first test);
-// two vector accumulators hide the FMA's latency; K past the last whole vector is summed in
-// scalars.
+// (four rows side by side, four streams a row apart, came from memory at 15 GB/s against 24
+// in a first test); two vector accumulators hide the FMA's latency; K past the last whole
+// vector is summed in scalars.
 template <class T>
 void row_by_transposed(int64_t n0, int64_t n1, int64_t K, const T* a, const T* B, int64_t ldb, T beta, T* c) {
   constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);
