@@ -1,23 +1,19 @@
-// xgrad: everything in one include.
+// xgrad: everything in one include (xgrad::xgrad). Each layer's headers can be included alone
+// with only that layer's target linked (docs/design.md: the layers).
 #pragma once
 
-#include "autograd/atomic_file.hpp"
+// xgrad::core
+#include "autograd/float16.hpp"
 #include "autograd/gemm_backend.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
-#include "autograd/safetensors.hpp"
 #include "autograd/threads.hpp"
 #include "autograd/xarray.hpp"
-#include "finetune/base_model.hpp"
-#include "finetune/checkpoint.hpp"
-#include "finetune/dataset.hpp"
-#include "finetune/distributed.hpp"
-#include "finetune/lora.hpp"
-#include "finetune/objectives.hpp"
-#include "finetune/peft.hpp"
-#include "finetune/tokenizer.hpp"
-#include "finetune/train_loop.hpp"
-#include "losses/losses.hpp"
+// xgrad::io
+#include "io/atomic_file.hpp"
+#include "io/gguf.hpp"
+#include "io/safetensors.hpp"
+// xgrad::nn
 #include "nn/activation.hpp"
 #include "nn/attention.hpp"
 #include "nn/block.hpp"
@@ -32,8 +28,22 @@
 #include "nn/registry.hpp"
 #include "nn/sampling.hpp"
 #include "nn/sublayer.hpp"
-#include "optim/optim.hpp"
+// xgrad::text
 #include "text/byte_tokenizer.hpp"
 #include "text/chat_template.hpp"
 #include "text/hf_tokenizer.hpp"
 #include "text/tokenizer.hpp"
+// xgrad::train
+#include "finetune/base_model.hpp"
+#include "finetune/checkpoint.hpp"
+#include "finetune/dataset.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/objectives.hpp"
+#include "finetune/peft.hpp"
+#include "finetune/tokenizer.hpp"
+#include "finetune/train_loop.hpp"
+#include "finetune/world.hpp"
+#include "losses/losses.hpp"
+#include "optim/optim.hpp"
+// xgrad::distributed
+#include "distributed/distributed.hpp"

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -222,5 +223,8 @@ template <> const float* Tensor::data<float>() const;
 template <> const double* Tensor::data<double>() const;
 template <> const int64_t* Tensor::data<int64_t>() const;
 template <> const bool* Tensor::data<bool>() const;
+
+// Tensors by name: state dicts, and what the file formats (io/) read and write.
+using TensorMap = std::map<std::string, Tensor>;
 
 }  // namespace xg

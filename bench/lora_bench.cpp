@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/flags.hpp"
-#include "cli/run_main.hpp"
-#include "cli/threads.hpp"
 #include "finetune/lora.hpp"
 #include "nn/hf.hpp"
 #include "step_util.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/run_main.hpp"
+#include "tools/cli/threads.hpp"
 #include "xgrad.hpp"
 
 namespace {

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/flags.hpp"
-#include "cli/output.hpp"
-#include "cli/threads.hpp"
 #include "experiments/encdec.hpp"
 #include "experiments/plot.hpp"
 #include "experiments/study.hpp"
 #include "experiments/training.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/output.hpp"
+#include "tools/cli/threads.hpp"
 
 namespace po = boost::program_options;
 namespace ex = xg::experiments;

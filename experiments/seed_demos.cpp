@@ -14,9 +14,6 @@
 #include <vector>
 
 #include "autograd/error.hpp"
-#include "cli/flags.hpp"
-#include "cli/output.hpp"
-#include "cli/threads.hpp"
 #include "experiments/demos/demo_plot.hpp"
 #include "experiments/demos/kvcache.hpp"
 #include "experiments/demos/norms.hpp"
@@ -25,6 +22,9 @@
 #include "experiments/demos/softmax_overflow.hpp"
 #include "experiments/demos/swiglu.hpp"
 #include "experiments/plot.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/output.hpp"
+#include "tools/cli/threads.hpp"
 
 namespace po = boost::program_options;
 namespace ex = xg::experiments;

@@ -153,7 +153,7 @@ Init make_init(const StudyConfig& config) {
 
 Init load_init(const std::string& path, const StudyConfig& config, const std::string& prefix) {
   config.validate();
-  TensorMap file = load_safetensors(path);
+  TensorMap file = io::load_safetensors(path);
   auto get = [&](const std::string& name) {
     auto it = file.find(prefix + name);
     check(it != file.end(), "--init ", path, ": no tensor '", prefix + name, "'");
@@ -184,7 +184,7 @@ void save_init(const std::string& path, const Init& init) {
   TensorMap out = init.params;
   out["x"] = init.x;
   out["target"] = init.target;
-  save_safetensors(path, out);
+  io::save_safetensors(path, out);
 }
 
 namespace {

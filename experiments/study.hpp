@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/safetensors.hpp"
+#include "io/safetensors.hpp"
 #include "nn/block.hpp"
 
 namespace xg::experiments {

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "autograd/error.hpp"
-#include "autograd/gguf.hpp"
+#include "io/gguf.hpp"
 #include "nn/gguf_model.hpp"
 #include "nn/hf.hpp"
 #include "text/gguf_vocab.hpp"
@@ -13,10 +13,10 @@ namespace xg::finetune {
 
 BaseModel load_base(const std::string& folder, const std::string& who) {
   BaseModel b;
-  b.gguf = is_gguf_file(folder);
+  b.gguf = io::is_gguf_file(folder);
   if (b.gguf) {
     b.naming = "xgrad";
-    GgufReader file(folder);
+    io::GgufReader file(folder);
     b.tokenizer = text::load_gguf_tokenizer(file);
     b.model = nn::load_gguf_model(file);
   } else {

@@ -38,12 +38,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
                                              {"data_rng", p.data_rng},
                                              {"global_rng", p.global_rng}};
   for (const auto& [k, v] : p.extra) meta.emplace("extra." + k, v);
-  save_safetensors(path, all, meta);
+  io::save_safetensors(path, all, meta);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
   std::map<std::string, std::string> meta;
-  TensorMap all = load_safetensors(path, &meta);
+  TensorMap all = io::load_safetensors(path, &meta);
   auto get = [&](const std::string& key) -> const std::string& {
     auto it = meta.find(key);
     if (it == meta.end()) throw Error(str_cat("load_checkpoint: ", path, ": metadata has no '", key, "'"));

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "autograd/safetensors.hpp"
+#include "io/safetensors.hpp"
 
 namespace xg::finetune {
 

@@ -12,8 +12,8 @@
 #include <tuple>
 
 #include "autograd/error.hpp"
-#include "autograd/gguf.hpp"
 #include "finetune/detail/seq.hpp"
+#include "io/gguf.hpp"
 #include "text/chat_template.hpp"
 
 namespace xg::finetune {
@@ -241,10 +241,10 @@ std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder,
   check(mode == "auto" || mode == "none", "--chat-template: expected auto or none, got '", mode, "'");
   namespace fs = std::filesystem;
   if (mode == "none") return nullptr;
-  if (is_gguf_file(folder)) {  // tokenizer.chat_template, with the file's BOS and EOS tokens
-    const GgufReader f(folder);
+  if (io::is_gguf_file(folder)) {  // tokenizer.chat_template, with the file's BOS and EOS tokens
+    const io::GgufReader f(folder);
     if (!f.has("tokenizer.chat_template")) return nullptr;
-    const GgufValue& tokens = f.at("tokenizer.ggml.tokens");
+    const io::GgufValue& tokens = f.at("tokenizer.ggml.tokens");
     const auto token = [&](const char* key) -> std::string {
       if (!f.has(key)) return "";
       const int64_t id = f.get_int(key);

@@ -10,10 +10,10 @@
 
 namespace xg::finetune {
 
-GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab) {
-  if (!is_gguf_file(base)) return text::gguf_tokenizer_metadata(base, n_vocab);
-  const GgufReader f(base);
-  GgufMetadata m;
+io::GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab) {
+  if (!io::is_gguf_file(base)) return text::gguf_tokenizer_metadata(base, n_vocab);
+  const io::GgufReader f(base);
+  io::GgufMetadata m;
   for (const auto& [key, v] : f.metadata())
     if (key.rfind("tokenizer.", 0) == 0) m.emplace_back(key, v);
   check(!m.empty(), "GGUF export: ", base, " has no tokenizer metadata to copy");
@@ -22,12 +22,12 @@ GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab) {
 
 void save_gguf_model(const nn::DecoderLM& model, const std::string& base, const std::string& path,
                      const nn::GgufExportOptions& options) {
-  GgufMetadata meta = nn::gguf_model_metadata(model, options);
+  io::GgufMetadata meta = nn::gguf_model_metadata(model, options);
   for (auto& kv : base_tokenizer_metadata(base, model.config().vocab_size)) meta.push_back(std::move(kv));
-  save_gguf(path, meta, nn::gguf_model_tensors(model, options), "GGUF export");
+  io::save_gguf(path, meta, nn::gguf_model_tensors(model, options), "GGUF export");
 }
 
-void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, GgmlType dtype, const std::string& name) {
+void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype, const std::string& name) {
   const std::string arch = nn::gguf_architecture(model.config());
   const nn::NamingScheme scheme = nn::gguf_naming(arch);
   const auto adapters = lora_adapters(model);
@@ -36,7 +36,7 @@ void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, Ggml
   for (const auto& [p, m] : model.named_modules()) modules[p] = m;
   double alpha = 0;
   int64_t rank = 0;
-  std::vector<GgufTensorData> tensors;
+  std::vector<io::GgufTensorData> tensors;
   for (const auto& [module_path, a] : adapters) {
     const std::optional<std::string> w = nn::rename_tensor(scheme, module_path + ".weight");
     check(w.has_value(), "GGUF adapter export: '", module_path, "' has an adapter but no tensor in llama.cpp's ", arch);
@@ -61,13 +61,13 @@ void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, Ggml
     tensors.push_back({*w + ".lora_a", a->A().detach(), dtype});
     tensors.push_back({*w + ".lora_b", B, dtype});
   }
-  GgufMetadata meta;
-  meta.emplace_back("general.architecture", GgufValue::string(arch));
-  meta.emplace_back("general.type", GgufValue::string("adapter"));
-  meta.emplace_back("general.name", GgufValue::string(name));
-  meta.emplace_back("adapter.type", GgufValue::string("lora"));
-  meta.emplace_back("adapter.lora.alpha", GgufValue::f32(static_cast<float>(alpha)));
-  save_gguf(path, meta, tensors, "GGUF adapter export");
+  io::GgufMetadata meta;
+  meta.emplace_back("general.architecture", io::GgufValue::string(arch));
+  meta.emplace_back("general.type", io::GgufValue::string("adapter"));
+  meta.emplace_back("general.name", io::GgufValue::string(name));
+  meta.emplace_back("adapter.type", io::GgufValue::string("lora"));
+  meta.emplace_back("adapter.lora.alpha", io::GgufValue::f32(static_cast<float>(alpha)));
+  io::save_gguf(path, meta, tensors, "GGUF adapter export");
 }
 
 }  // namespace xg::finetune

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "autograd/gguf.hpp"
+#include "io/gguf.hpp"
 #include "nn/decoder.hpp"
 #include "nn/gguf_model.hpp"
 
@@ -13,7 +13,7 @@ namespace xg::finetune {
 
 // The tokenizer.* metadata of a base: copied from it when it is a GGUF file, else made from the
 // folder's tokenizer (text::gguf_tokenizer_metadata), padded to n_vocab.
-GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab);
+io::GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab);
 
 // Writes `model` (without LoRA adapters: merge them or leave them out first) as a GGUF model
 // with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file).
@@ -27,7 +27,7 @@ void save_gguf_model(const nn::DecoderLM& model, const std::string& base, const 
 // projection are permuted as W's are for the architecture's RoPE layout (convert_lora_to_gguf.py
 // runs the base converter's modify_tensors on B). An adapter on a module llama.cpp has no
 // tensor for is an error naming it.
-void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, GgmlType dtype = GgmlType::F32,
+void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype = io::GgmlType::F32,
                        const std::string& name = "xgrad LoRA adapter");
 
 }  // namespace xg::finetune

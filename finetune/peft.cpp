@@ -14,9 +14,9 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/atomic_file.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/safetensors.hpp"
+#include "io/atomic_file.hpp"
+#include "io/safetensors.hpp"
 
 namespace xg::finetune {
 
@@ -118,8 +118,8 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   const std::string tag = str_cat(".staged.", ::getpid());
   const fs::path w_tmp = d / (std::string(kWeightsFile) + tag), c_tmp = d / (std::string(kConfigFile) + tag);
   try {
-    save_safetensors(w_tmp.string(), tensors, {{"format", "pt"}});
-    write_file_atomic(c_tmp.string(), text, "save_adapter");
+    io::save_safetensors(w_tmp.string(), tensors, {{"format", "pt"}});
+    io::write_file_atomic(c_tmp.string(), text, "save_adapter");
     fs::rename(w_tmp, d / kWeightsFile);
     fs::rename(c_tmp, d / kConfigFile);
   } catch (const std::exception& e) {
@@ -218,7 +218,7 @@ AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::s
   AdapterInfo info = read_adapter_config(dir);
   const std::string cfile = (fs::path(dir) / kConfigFile).string();
   const std::string wfile = (fs::path(dir) / kWeightsFile).string();
-  const TensorMap weights = load_safetensors(wfile);
+  const TensorMap weights = io::load_safetensors(wfile);
   const int64_t r = info.config.r;
 
   std::map<std::string, std::shared_ptr<nn::Linear>> lins;

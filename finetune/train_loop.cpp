@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/anomaly.hpp"
-#include "autograd/atomic_file.hpp"
-#include "autograd/error.hpp"
 #include "autograd/elementwise.hpp"
+#include "autograd/error.hpp"
 #include "autograd/graph.hpp"
-#include "finetune/distributed.hpp"
+#include "finetune/world.hpp"
+#include "io/atomic_file.hpp"
 #include "nn/decoder.hpp"
 
 namespace xg::finetune {
@@ -153,7 +153,7 @@ TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors tr
           " is none and holds none)");
   }
   if (!o_.out_dir.empty()) std::filesystem::create_directories(o_.out_dir);
-  const bool main_rank = Distributed::is_main();
+  const bool main_rank = world().is_main();
   log_ = std::make_unique<RunLog>(program_, o_.out_dir.empty() || !main_rank ? "" : o_.out_dir + "/log.jsonl", o_.steps);
   if (!main_rank) log_->mute();
 }
@@ -163,7 +163,7 @@ std::string TrainLoop::checkpoint_path() const {
 }
 
 void TrainLoop::save(int64_t step) {
-  if (o_.out_dir.empty() || !Distributed::is_main()) return;
+  if (o_.out_dir.empty() || !world().is_main()) return;
   Checkpoint c;
   for (const auto& [name, p] : trainable_) {
     check(isfinite_all(p), program_, ": not writing a checkpoint at step ", step, ": parameter '", name,
@@ -198,8 +198,8 @@ bool TrainLoop::try_resume() {
   // A run killed while writing leaves its temporary file (checkpoint.safetensors.tmp.<pid>);
   // the checkpoint itself is the previous, complete one. A live process's file is its own
   // write in progress and stays. (Rank 0 removes them; every rank reads the checkpoint.)
-  if (Distributed::is_main())
-    for (const std::string& removed : remove_stale_temporaries(o_.out_dir))
+  if (world().is_main())
+    for (const std::string& removed : io::remove_stale_temporaries(o_.out_dir))
       log_->note(str_cat(program_, ": --resume: removed ", removed, ", left by a run killed while writing"));
   Checkpoint c = load_checkpoint(path);
   for (const auto& [k, v] : run_identity) {
@@ -246,7 +246,7 @@ bool TrainLoop::try_resume() {
 }
 
 Metrics TrainLoop::run_eval(int64_t step) {
-  if (!evaluate || !Distributed::is_main()) return {};
+  if (!evaluate || !world().is_main()) return {};
   Metrics m;
   {
     // Each module's own mode comes back, also when evaluate throws.
@@ -261,8 +261,8 @@ Metrics TrainLoop::run_eval(int64_t step) {
 std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tokens) {
   std::unique_ptr<DetectAnomalyGuard> anomaly;
   if (o_.detect_anomaly) anomaly = std::make_unique<DetectAnomalyGuard>(model_.named_parameters());
-  const int64_t total = o_.grad_accum * Distributed::size();  // micro-batches per step, all ranks
-  const int64_t first = o_.grad_accum * Distributed::rank();
+  const int64_t total = o_.grad_accum * world().size();  // micro-batches per step, all ranks
+  const int64_t first = o_.grad_accum * world().rank();
   std::string bad;
   // Every micro-batch runs even after a bad one, so that the ranks stay in step.
   for (int64_t m = first; m < first + o_.grad_accum; ++m) {
@@ -285,24 +285,24 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
     }
   }
   // The ranks agree on a failure (the first failing rank's reason) before summing.
-  const int bad_rank = Distributed::first_rank_with(!bad.empty());
+  const int bad_rank = world().first_rank_with(!bad.empty());
   if (bad_rank >= 0) {
-    bad = Distributed::broadcast(bad, bad_rank);
-    if (Distributed::size() > 1) bad += str_cat(" (on rank ", bad_rank, ")");
+    bad = world().broadcast(bad, bad_rank);
+    if (world().size() > 1) bad += str_cat(" (on rank ", bad_rank, ")");
     std::vector<double> n{static_cast<double>(tokens)};
-    Distributed::allreduce_sum(n);
+    world().allreduce_sum(n);
     tokens = static_cast<int64_t>(n[0]);
   } else {
     std::vector<Tensor> grads;
     for (const auto& [name, p] : trainable_) grads.push_back(p);
-    Distributed::allreduce_grads(grads);
+    world().allreduce_grads(grads);
     // Metrics and tokens summed over the ranks (every rank reports the same names).
     std::vector<double> values;
     for (const auto& [k, v] : sum) values.push_back(v);
     values.push_back(static_cast<double>(tokens));
     values.push_back(static_cast<double>(sum.size()));
-    Distributed::allreduce_sum(values);
-    check(values.back() == static_cast<double>(sum.size() * static_cast<std::size_t>(Distributed::size())), program_,
+    world().allreduce_sum(values);
+    check(values.back() == static_cast<double>(sum.size() * static_cast<std::size_t>(world().size())), program_,
           ": the ranks report different metrics at step ", step + 1);
     std::size_t i = 0;
     for (auto& [k, v] : sum) v = values[i++];
@@ -324,7 +324,7 @@ Metrics TrainLoop::run() {
   manual_seed(o_.seed);
   start_step_ = 0;
   // A checkpoint resumes under any ranks x grad_accum with the same product.
-  run_identity["micro_batches_per_step"] = std::to_string(o_.grad_accum * Distributed::size());
+  run_identity["micro_batches_per_step"] = std::to_string(o_.grad_accum * world().size());
   tokens_seen_ = 0;
   skipped_ = 0;
   try_resume();
@@ -357,7 +357,7 @@ Metrics TrainLoop::run() {
             "; try a lower --lr, a longer --warmup or --clip)");
       sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
     } else {
-      for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * Distributed::size());
+      for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * world().size());
       if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm_(params, o_.clip);
       opt_->step();
       sched_->step();
@@ -370,7 +370,7 @@ Metrics TrainLoop::run() {
       last_eval = run_eval(step + 1);
       evaluated_last = true;
     }
-    if (after_step && Distributed::is_main()) after_step(step + 1);
+    if (after_step && world().is_main()) after_step(step + 1);
     if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) {
       save(step + 1);
       last_saved = step + 1;

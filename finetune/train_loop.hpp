@@ -59,7 +59,7 @@ struct LoopOptions {
   // The warmup the run uses: `warmup`, or for kAutoWarmup min(max_auto_warmup, steps / 10).
   int64_t warmup_steps() const;
   // Throws an xg::Error naming the option (by its field name: "TrainLoop: steps must be
-  // positive, got 0"); the command line maps those names to its flags (cli/loop_flags.hpp).
+  // positive, got 0"); the command line maps those names to its flags (tools/cli/loop_flags.hpp).
   void validate() const;
 };
 

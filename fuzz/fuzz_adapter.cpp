@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (data[0] % 2 == 0) {
       xg::fuzz::scratch_file("adapter_config.json", body);
       // The weights the seed config describes: zeros of PEFT's shapes.
-      xg::save_safetensors((xg::fuzz::scratch_dir() / "adapter_model.safetensors").string(),
+      xg::io::save_safetensors((xg::fuzz::scratch_dir() / "adapter_model.safetensors").string(),
                            {{"base_model.model.layers.0.attention.w_q.lora_A.weight", xg::zeros({4, 8})},
                             {"base_model.model.layers.0.attention.w_q.lora_B.weight", xg::zeros({8, 4})},
                             {"base_model.model.layers.0.attention.w_v.lora_A.weight", xg::zeros({4, 8})},

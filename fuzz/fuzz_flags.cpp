@@ -4,10 +4,10 @@
 // Only usage errors (cli::UsageError, Boost's po::error) or xg::Error may come out.
 #include <vector>
 
-#include "cli/flags.hpp"
-#include "cli/loop_flags.hpp"
-#include "cli/run_dir.hpp"
 #include "fuzz/fuzz_util.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/loop_flags.hpp"
+#include "tools/cli/run_dir.hpp"
 
 namespace cli = xg::cli;
 namespace po = boost::program_options;

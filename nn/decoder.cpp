@@ -1,7 +1,7 @@
 // DecoderLM, its KV-cache generation, and its config as JSON (save_pretrained / load_pretrained).
 #include "nn/decoder.hpp"
 
-#include "autograd/atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "nn/init.hpp"
 
 #include <chrono>
@@ -634,7 +634,7 @@ void save_pretrained(const DecoderLM& model, const std::string& dir) {
   check(!ec, "save_pretrained: cannot create directory ", dir, " (", ec.message(), ")");
   LMConfig config = model.config();
   config.dtype = model.tok_embeddings()->weight().dtype();  // after any Module::to
-  write_file_atomic((fs::path(dir) / "config.json").string(), config.to_json(), "save_pretrained");
+  io::write_file_atomic((fs::path(dir) / "config.json").string(), config.to_json(), "save_pretrained");
   save(model, (fs::path(dir) / "model.safetensors").string());
 }
 

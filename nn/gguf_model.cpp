@@ -17,12 +17,12 @@ namespace xg::nn {
 namespace {
 
 // llama.cpp's general.file_type (llama.h's enum llama_ftype) for the weights' type.
-uint32_t file_type(GgmlType t) {
+uint32_t file_type(io::GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return 0;   // LLAMA_FTYPE_ALL_F32
-    case GgmlType::F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
-    case GgmlType::Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
-    case GgmlType::BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
+    case io::GgmlType::F32: return 0;   // LLAMA_FTYPE_ALL_F32
+    case io::GgmlType::F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
+    case io::GgmlType::Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
+    case io::GgmlType::BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
   }
   return 0;
 }
@@ -93,54 +93,54 @@ NamingScheme gguf_naming(const std::string& arch) {
   return s;
 }
 
-GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOptions& options) {
+io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOptions& options) {
   const std::string arch = gguf_architecture(model.config());
   const HFConfig hf = HFConfig::from_lm(model.config());
   const BlockConfig& b = hf.lm.block;
   const Dims d = dims_of(hf.lm);
   const std::string a = arch + ".";
-  GgufMetadata m;
-  m.emplace_back("general.architecture", GgufValue::string(arch));
-  m.emplace_back("general.type", GgufValue::string("model"));
-  m.emplace_back("general.name", GgufValue::string(options.name));
-  m.emplace_back("general.file_type", GgufValue::u32(file_type(options.dtype)));
-  if (options.dtype == GgmlType::Q8_0) m.emplace_back("general.quantization_version", GgufValue::u32(2));  // GGML_QNT_VERSION
-  m.emplace_back(a + "vocab_size", GgufValue::u32(static_cast<uint32_t>(hf.lm.vocab_size)));
-  m.emplace_back(a + "context_length", GgufValue::u32(static_cast<uint32_t>(b.max_seq_len)));
-  m.emplace_back(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(d.d_model)));
-  m.emplace_back(a + "block_count", GgufValue::u32(static_cast<uint32_t>(hf.lm.n_layers)));
-  m.emplace_back(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(d.d_ff)));
-  m.emplace_back(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(d.heads)));
-  m.emplace_back(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(d.kv_heads)));
+  io::GgufMetadata m;
+  m.emplace_back("general.architecture", io::GgufValue::string(arch));
+  m.emplace_back("general.type", io::GgufValue::string("model"));
+  m.emplace_back("general.name", io::GgufValue::string(options.name));
+  m.emplace_back("general.file_type", io::GgufValue::u32(file_type(options.dtype)));
+  if (options.dtype == io::GgmlType::Q8_0) m.emplace_back("general.quantization_version", io::GgufValue::u32(2));  // GGML_QNT_VERSION
+  m.emplace_back(a + "vocab_size", io::GgufValue::u32(static_cast<uint32_t>(hf.lm.vocab_size)));
+  m.emplace_back(a + "context_length", io::GgufValue::u32(static_cast<uint32_t>(b.max_seq_len)));
+  m.emplace_back(a + "embedding_length", io::GgufValue::u32(static_cast<uint32_t>(d.d_model)));
+  m.emplace_back(a + "block_count", io::GgufValue::u32(static_cast<uint32_t>(hf.lm.n_layers)));
+  m.emplace_back(a + "feed_forward_length", io::GgufValue::u32(static_cast<uint32_t>(d.d_ff)));
+  m.emplace_back(a + "attention.head_count", io::GgufValue::u32(static_cast<uint32_t>(d.heads)));
+  m.emplace_back(a + "attention.head_count_kv", io::GgufValue::u32(static_cast<uint32_t>(d.kv_heads)));
   // llama.cpp takes the head width from key_length (default n_embd / n_head): Qwen3's may differ.
-  m.emplace_back(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
-  m.emplace_back(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
-  m.emplace_back(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
-  m.emplace_back(a + "rope.freq_base", GgufValue::f32(static_cast<float>(b.rope_base)));
-  m.emplace_back(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(static_cast<float>(norm_eps(b.norm))));
+  m.emplace_back(a + "attention.key_length", io::GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
+  m.emplace_back(a + "attention.value_length", io::GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
+  m.emplace_back(a + "rope.dimension_count", io::GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
+  m.emplace_back(a + "rope.freq_base", io::GgufValue::f32(static_cast<float>(b.rope_base)));
+  m.emplace_back(a + "attention.layer_norm_rms_epsilon", io::GgufValue::f32(static_cast<float>(norm_eps(b.norm))));
   if (b.rope_scaling.kind == RopeScalingKind::Llama3) {
     check(arch == "llama", "GGUF export: Llama 3.1's RoPE scaling is read by llama.cpp's llama architecture only, not ", arch);
     const RopeScaling& r = b.rope_scaling;
-    m.emplace_back(kScalingKeys[0], GgufValue::f32(static_cast<float>(r.factor)));
-    m.emplace_back(kScalingKeys[1], GgufValue::f32(static_cast<float>(r.low_freq_factor)));
-    m.emplace_back(kScalingKeys[2], GgufValue::f32(static_cast<float>(r.high_freq_factor)));
-    m.emplace_back(kScalingKeys[3], GgufValue::u32(static_cast<uint32_t>(r.original_max_seq_len)));
+    m.emplace_back(kScalingKeys[0], io::GgufValue::f32(static_cast<float>(r.factor)));
+    m.emplace_back(kScalingKeys[1], io::GgufValue::f32(static_cast<float>(r.low_freq_factor)));
+    m.emplace_back(kScalingKeys[2], io::GgufValue::f32(static_cast<float>(r.high_freq_factor)));
+    m.emplace_back(kScalingKeys[3], io::GgufValue::u32(static_cast<uint32_t>(r.original_max_seq_len)));
   }
   return m;
 }
 
-std::vector<GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options) {
+std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options) {
   const std::string arch = gguf_architecture(model.config());
-  check(options.dtype == GgmlType::F32 || options.dtype == GgmlType::F16 || options.dtype == GgmlType::BF16 ||
-            options.dtype == GgmlType::Q8_0,
-        "GGUF export: tensor type ", ggml_type_name(options.dtype), " is not written");
+  check(options.dtype == io::GgmlType::F32 || options.dtype == io::GgmlType::F16 || options.dtype == io::GgmlType::BF16 ||
+            options.dtype == io::GgmlType::Q8_0,
+        "GGUF export: tensor type ", io::ggml_type_name(options.dtype), " is not written");
   const TensorMap dict = model.state_dict(gguf_naming(arch));
-  std::vector<GgufTensorData> out;
+  std::vector<io::GgufTensorData> out;
   // llama.cpp's order: token_embd, then the blocks, then output_norm and output.
   const auto add = [&](const std::string& name) {
     const Tensor& t = dict.at(name);
-    GgmlType type = t.dim() >= 2 ? options.dtype : GgmlType::F32;
-    if (type == GgmlType::Q8_0 && t.size(-1) % kQ8Block != 0) type = GgmlType::F32;
+    io::GgmlType type = t.dim() >= 2 ? options.dtype : io::GgmlType::F32;
+    if (type == io::GgmlType::Q8_0 && t.size(-1) % io::kQ8Block != 0) type = io::GgmlType::F32;
     out.push_back({name, t, type});
   };
   add("token_embd.weight");
@@ -149,7 +149,7 @@ std::vector<GgufTensorData> gguf_model_tensors(const DecoderLM& model, const Ggu
     const Dims d = dims_of(HFConfig::from_lm(model.config()).lm);
     const std::vector<float> div = rope_divisors(d.head_dim, b.rope_base, b.rope_scaling);
     out.push_back({kRopeFreqs, from_vector(std::vector<double>(div.begin(), div.end()), {static_cast<int64_t>(div.size())}),
-                   GgmlType::F32});
+                   io::GgmlType::F32});
   }
   for (int64_t i = 0; i < model.config().n_layers; ++i) {
     const std::string prefix = str_cat("blk.", i, ".");
@@ -164,7 +164,7 @@ std::vector<GgufTensorData> gguf_model_tensors(const DecoderLM& model, const Ggu
 // ---------------------------------------------------------------------------------------------
 // load_gguf_model
 
-std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& f) {
+std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
   const std::string& path = f.path();
   const std::string arch = f.get_string("general.architecture");
   check(arch == "llama" || arch == "qwen2" || arch == "qwen3", path, ": general.architecture '", arch,
@@ -195,14 +195,14 @@ std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& f) {
   for (const char* key : {"rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "attention.sliding_window",
                           "expert_count", "attention.clamp_kqv", "attention.layer_norm_epsilon"})
     if (f.has(a + key)) {
-      const GgufValue& v = f.at(a + key);
-      const bool neutral = (v.type == GgufType::String && (v.strings[0] == "none" || v.strings[0].empty())) ||
-                           (v.type == GgufType::Float32 && (v.floats[0] == 0 || v.floats[0] == 1)) ||
+      const io::GgufValue& v = f.at(a + key);
+      const bool neutral = (v.type == io::GgufType::String && (v.strings[0] == "none" || v.strings[0].empty())) ||
+                           (v.type == io::GgufType::Float32 && (v.floats[0] == 0 || v.floats[0] == 1)) ||
                            (!v.ints.empty() && v.ints[0] == 0);
       check(neutral, path, ": ", a, key, " is set; xgrad does not compute it");
     }
 
-  const GgufTensorInfo& emb = f.tensor("token_embd.weight");
+  const io::GgufTensorInfo& emb = f.tensor("token_embd.weight");
   check(emb.shape.size() == 2 && emb.shape[1] == d_model, path, ": token_embd.weight has shape ", shape_str(emb.shape),
         ", expected [vocab, ", d_model, "]");
   LMConfig lm;
@@ -284,7 +284,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& f) {
   std::vector<std::string> expected_names;
   for (const auto& [n, e] : expected) expected_names.push_back(n);
   std::set<std::string> loaded;
-  for (const GgufTensorInfo& t : f.tensors()) {
+  for (const io::GgufTensorInfo& t : f.tensors()) {
     if (t.name == kRopeFreqs) continue;
     auto it = expected.find(t.name);
     check(it != expected.end(), path, ": tensor '", t.name, "' is not part of a ", arch,

@@ -1,13 +1,13 @@
 // A DecoderLM as a GGUF model of llama.cpp's `llama`, `qwen2` or `qwen3` architecture: the
 // architecture's metadata ({arch}.embedding_length, ...), llama.cpp's tensor names
 // (token_embd, blk.N.attn_q, ...) and its RoPE layouts, written from a model and read back
-// into one. The tokenizer's metadata is text/gguf_vocab.hpp's; the container autograd/gguf.hpp's.
+// into one. The tokenizer's metadata is text/gguf_vocab.hpp's; the container io/gguf.hpp's.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "autograd/gguf.hpp"
+#include "io/gguf.hpp"
 #include "nn/decoder.hpp"
 #include "nn/naming.hpp"
 
@@ -17,7 +17,7 @@ struct GgufExportOptions {
   // The type of the 2-D weights (F32, F16, BF16 or Q8_0; a Q8_0 weight whose rows are not a
   // multiple of 32 stays F32). Norm weights and biases are F32, as llama.cpp's converter keeps
   // every 1-D tensor.
-  GgmlType dtype = GgmlType::F32;
+  io::GgmlType dtype = io::GgmlType::F32;
   std::string name = "xgrad model";  // general.name
 };
 
@@ -36,13 +36,13 @@ NamingScheme gguf_naming(const std::string& arch);
 
 // The model's GGUF metadata (general.*, {arch}.*) and tensors, ready for save_gguf; the
 // tokenizer's metadata (text::gguf_tokenizer_metadata) is appended by the caller.
-GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOptions& options = {});
-std::vector<GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options = {});
+io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOptions& options = {});
+std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options = {});
 
 // Builds the model a GGUF file describes and reads its tensors into it, dequantized to
 // float32. Architectures llama, qwen2, qwen3; the model is built in the file's RoPE layout, so
 // no rows are permuted. An unsupported architecture, key value or tensor type, a tensor the
 // model does not have or one it lacks is an xg::Error naming the file and the key or tensor.
-std::shared_ptr<DecoderLM> load_gguf_model(GgufReader& file);
+std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& file);
 
 }  // namespace xg::nn

@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "autograd/atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "nn/naming.hpp"
 
 namespace xg::nn {
@@ -126,7 +126,7 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
   std::string tied_head_file;  // the file holding lm_head.weight of a tied model
   for (const auto& [file, names] : files.shards) {
     const std::string path = (fs::path(folder) / file).string();
-    SafetensorsReader reader(path);
+    io::SafetensorsReader reader(path);
     if (!files.index_path.empty())
       for (const std::string& n : names)
         check(reader.contains(n), files.index_path, ": weight_map puts '", n, "' in ", file, ", which does not hold it");
@@ -150,7 +150,7 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
             " with this config.json (closest expected: '", closest_name(name, expected_names), "')");
       check(loaded.insert(name).second, path, ": tensor '", name, "' is stored in more than one file");
       const ExternalTensor& e = it->second;
-      const SafetensorsEntry& entry = reader.entry(name);
+      const io::SafetensorsEntry& entry = reader.entry(name);
       check(entry.shape == e.shape, path, ": tensor '", name, "' has shape ", shape_str(entry.shape), ", config.json ",
             "gives ", shape_str(e.shape));
       // hf_llama renames one to one, and the model is built in HF's rotate-half layout.
@@ -165,7 +165,7 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
         " (", arch, " with this config.json; weights from ",
         files.index_path.empty() ? (fs::path(folder) / kWeightsFile).string() : files.index_path, ")");
   if (!tied_head_file.empty()) {  // a tied model's copy of the embeddings must be that copy
-    SafetensorsReader reader(tied_head_file);
+    io::SafetensorsReader reader(tied_head_file);
     const Tensor emb = model->tok_embeddings()->weight();
     check(reader.entry("lm_head.weight").shape == emb.shape(), tied_head_file, ": tensor 'lm_head.weight' has shape ",
           shape_str(reader.entry("lm_head.weight").shape), ", the tied embeddings ", shape_str(emb.shape()));
@@ -187,7 +187,7 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
 void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOptions& options) {
   check(!folder.empty(), "save_hf: the folder name is empty");
   const Dtype dtype = model.tok_embeddings()->weight().dtype();
-  check(dtype == kFloat32 || options.dtype == StoredFloat::BFloat16, "save_hf: the model is ", dtype_name(dtype),
+  check(dtype == kFloat32 || options.dtype == io::StoredFloat::BFloat16, "save_hf: the model is ", dtype_name(dtype),
         "; Hugging Face folders are float32 or bfloat16 here (convert with to(kFloat32) or save as bfloat16)");
   check(options.max_shard_bytes > 0, "save_hf: max_shard_bytes must be positive");
   HFConfig config = options.config ? *options.config : HFConfig::from_lm(model.config());
@@ -211,14 +211,14 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
       config.eos_is_list = src.eos_is_list;
     }
   }
-  config.torch_dtype = options.dtype == StoredFloat::BFloat16 ? "bfloat16" : "float32";
+  config.torch_dtype = options.dtype == io::StoredFloat::BFloat16 ? "bfloat16" : "float32";
   const TensorMap tensors = model.state_dict(NamingScheme::get("hf_llama"));
 
   // Shards as the Hub fills them: tensors in order, a new shard when the next would overflow.
   std::vector<TensorMap> shards(1);
   uint64_t shard_bytes = 0, total = 0;
   for (const auto& [name, t] : tensors) {
-    const uint64_t bytes = safetensors_data_bytes({{name, t}}, options.dtype);
+    const uint64_t bytes = io::safetensors_data_bytes({{name, t}}, options.dtype);
     if (!shards.back().empty() && shard_bytes + bytes > options.max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -241,11 +241,11 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
   std::set<std::string> written;
   try {
     fs::create_directories(tmp);
-    write_file_atomic((tmp / "config.json").string(), config.to_json(), "save_hf");
+    io::write_file_atomic((tmp / "config.json").string(), config.to_json(), "save_hf");
     written.insert("config.json");
     const std::map<std::string, std::string> metadata{{"format", "pt"}};
     if (shards.size() == 1) {
-      save_safetensors((tmp / kWeightsFile).string(), shards[0], metadata, options.dtype);
+      io::save_safetensors((tmp / kWeightsFile).string(), shards[0], metadata, options.dtype);
       written.insert(kWeightsFile);
     } else {
       json index;
@@ -255,19 +255,19 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
       for (std::size_t i = 0; i < n; ++i) {
         char name[64];
         std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, n);
-        save_safetensors((tmp / name).string(), shards[i], metadata, options.dtype);
+        io::save_safetensors((tmp / name).string(), shards[i], metadata, options.dtype);
         written.insert(name);
         for (const auto& [t, v] : shards[i]) map[t] = name;
       }
       index["weight_map"] = map;
-      write_file_atomic((tmp / kIndexFile).string(), index.dump(2) + "\n", "save_hf");
+      io::write_file_atomic((tmp / kIndexFile).string(), index.dump(2) + "\n", "save_hf");
       written.insert(kIndexFile);
     }
     if (!options.source.empty())
       for (const char* f : kTokenizerFiles) {
         const fs::path src = fs::path(options.source) / f;
         if (!fs::is_regular_file(src)) continue;
-        write_file_atomic((tmp / f).string(), read_file(src.string(), "save_hf"), "save_hf");
+        io::write_file_atomic((tmp / f).string(), read_file(src.string(), "save_hf"), "save_hf");
         written.insert(f);
       }
     if (fs::exists(target)) {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/safetensors.hpp"
+#include "io/safetensors.hpp"
 #include "nn/decoder.hpp"
 
 namespace xg::nn {
@@ -58,7 +58,7 @@ bool is_hf_folder(const std::string& folder);
 std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config = nullptr);
 
 struct SaveHFOptions {
-  StoredFloat dtype = StoredFloat::Native;  // Native: F32 (torch_dtype float32); BFloat16: BF16
+  io::StoredFloat dtype = io::StoredFloat::Native;  // Native: F32 (torch_dtype float32); BFloat16: BF16
   // Shards of at most this many bytes of tensor data (a larger tensor gets a shard of its own)
   // with a model.safetensors.index.json, as the Hub's 5 GB default; one model.safetensors below.
   uint64_t max_shard_bytes = 5'000'000'000ull;

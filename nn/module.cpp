@@ -219,9 +219,9 @@ std::string Module::repr(int indent) const {
 
 void save(const Module& m, const std::string& path) {
   TensorMap sd = m.state_dict();
-  save_safetensors(path, sd, {{"format", "pt"}});
+  io::save_safetensors(path, sd, {{"format", "pt"}});
 }
 
-void load(Module& m, const std::string& path, bool strict) { m.load_state_dict(load_safetensors(path), strict); }
+void load(Module& m, const std::string& path, bool strict) { m.load_state_dict(io::load_safetensors(path), strict); }
 
 }  // namespace xg::nn

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/safetensors.hpp"
 #include "autograd/tensor.hpp"
+#include "io/safetensors.hpp"
 
 namespace xg::nn {
 

@@ -198,12 +198,12 @@ void Optimizer::load_state_dict(const TensorMap& dict) {
 }
 
 void Optimizer::save(const std::string& path) const {
-  save_safetensors(path, state_dict(), {{"format", "xgrad.optim"}, {"optimizer", name_}});
+  io::save_safetensors(path, state_dict(), {{"format", "xgrad.optim"}, {"optimizer", name_}});
 }
 
 void Optimizer::load(const std::string& path) {
   std::map<std::string, std::string> meta;
-  TensorMap dict = load_safetensors(path, &meta);
+  TensorMap dict = io::load_safetensors(path, &meta);
   auto it = meta.find("optimizer");
   check(it != meta.end(), name_, ".load: ", path, " holds no optimizer state (no 'optimizer' in its metadata)");
   check(it->second == name_, name_, ".load: ", path, " holds the state of a ", it->second, " optimizer, not ", name_);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "autograd/error.hpp"
-#include "autograd/safetensors.hpp"
 #include "autograd/tensor.hpp"
+#include "io/safetensors.hpp"
 
 namespace xg::optim {
 

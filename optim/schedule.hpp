@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "autograd/safetensors.hpp"
+#include "io/safetensors.hpp"
 #include "optim/optimizer.hpp"
 
 namespace xg::optim {

@@ -1,4 +1,4 @@
-// autograd/atomic_file.cpp: a failed write leaves the previous file whole and no temporary behind.
+// io/atomic_file.cpp: a failed write leaves the previous file whole and no temporary behind.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "autograd/atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -28,9 +28,9 @@ std::string slurp(const fs::path& p) {
 
 TEST(AtomicFile, WritesAndReplaces) {
   const fs::path d = xg::test::fresh_test_dir("replace");
-  xg::write_file_atomic((d / "a.txt").string(), std::string("first"), "test");
+  xg::io::write_file_atomic((d / "a.txt").string(), std::string("first"), "test");
   EXPECT_EQ(slurp(d / "a.txt"), "first");
-  xg::write_file_atomic((d / "a.txt").string(), std::string("second, longer"), "test");
+  xg::io::write_file_atomic((d / "a.txt").string(), std::string("second, longer"), "test");
   EXPECT_EQ(slurp(d / "a.txt"), "second, longer");
   EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
 }
@@ -38,8 +38,8 @@ TEST(AtomicFile, WritesAndReplaces) {
 TEST(AtomicFile, FailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
   const fs::path d = xg::test::fresh_test_dir("fail");
   const std::string path = (d / "ckpt.bin").string();
-  xg::write_file_atomic(path, std::string("old checkpoint"), "test");
-  EXPECT_THROW(xg::write_file_atomic(
+  xg::io::write_file_atomic(path, std::string("old checkpoint"), "test");
+  EXPECT_THROW(xg::io::write_file_atomic(
                    path,
                    [](std::ostream& f) {
                      f << "half of a new checkpoint";
@@ -52,7 +52,7 @@ TEST(AtomicFile, FailedWriteKeepsTheOldFileAndLeavesNoTemporary) {
 }
 
 TEST(AtomicFile, MissingFolderNamesWhoAndTheFile) {
-  EXPECT_XG_ERROR(xg::write_file_atomic("/nonexistent-dir/x.json", std::string("{}"), "save_config"),
+  EXPECT_XG_ERROR(xg::io::write_file_atomic("/nonexistent-dir/x.json", std::string("{}"), "save_config"),
                   "save_config: cannot open /nonexistent-dir/x.json.tmp.");
 }
 
@@ -70,7 +70,7 @@ TEST(AtomicFile, StaleTemporariesOfDeadProcessesAreRemoved) {
   std::ofstream(d / ("args.json.tmp." + std::to_string(::getpid()))) << "live";
   std::ofstream(d / "notes.tmp.txt") << "not ours";
   std::ofstream(d / "model.safetensors") << "whole";
-  std::vector<std::string> removed = xg::remove_stale_temporaries(d.string());
+  std::vector<std::string> removed = xg::io::remove_stale_temporaries(d.string());
   std::sort(removed.begin(), removed.end());
   EXPECT_EQ(removed, (std::vector<std::string>{(d / ("merged" + suffix)).string(), (d / ("model.safetensors" + suffix)).string()}));
   EXPECT_TRUE(fs::exists(d / ("args.json.tmp." + std::to_string(::getpid()))));

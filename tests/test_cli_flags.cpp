@@ -1,4 +1,4 @@
-// cli/flags.cpp: the executables' flag parsing: one-line usage errors naming the flag (negative
+// tools/cli/flags.cpp: the executables' flag parsing: one-line usage errors naming the flag (negative
 // unsigned values, unknown choices, bad lists), --help, and the flags recorded as JSON.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/flags.hpp"
+#include "tools/cli/flags.hpp"
 
 namespace cli = xg::cli;
 namespace po = boost::program_options;

@@ -6,8 +6,8 @@
 #include <regex>
 #include <sstream>
 
-#include "cli/flags.hpp"
 #include "tests/cli_run.hpp"
+#include "tools/cli/flags.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// cli/loop_flags.cpp: the trainers' training-loop flags bound to finetune::LoopOptions (defaults
+// tools/cli/loop_flags.cpp: the trainers' training-loop flags bound to finetune::LoopOptions (defaults
 // from its values, parsed values written back) and its validation as a usage error.
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <sstream>
 #include <string>
 
-#include "cli/flags.hpp"
-#include "cli/loop_flags.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/loop_flags.hpp"
 
 namespace cli = xg::cli;
 namespace po = boost::program_options;

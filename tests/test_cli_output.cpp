@@ -1,4 +1,4 @@
-// cli/output.cpp: the executables' output folder and files, printf formatting, the git revision
+// tools/cli/output.cpp: the executables' output folder and files, printf formatting, the git revision
 // and the experiments' JSON header, and the "no plot" note said once.
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli/output.hpp"
 #include "cli_run.hpp"
+#include "tools/cli/output.hpp"
 
 namespace cli = xg::cli;
 

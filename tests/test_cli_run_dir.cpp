@@ -1,4 +1,4 @@
-// cli/run_dir.cpp: a run folder is owned by one run (the lock), never reused silently, never a
+// tools/cli/run_dir.cpp: a run folder is owned by one run (the lock), never reused silently, never a
 // model folder the run reads (nor a sibling mistaken for one), and a resume keeps its flags.
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "autograd/error.hpp"
-#include "cli/flags.hpp"
-#include "cli/run_dir.hpp"
 #include "tests/cli_run.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/run_dir.hpp"
 
 namespace cli = xg::cli;
 namespace fs = std::filesystem;

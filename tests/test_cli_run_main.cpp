@@ -1,12 +1,12 @@
-// cli/run_main.cpp: an executable's exceptions as one line on stderr and its exit status (2 for a
+// tools/cli/run_main.cpp: an executable's exceptions as one line on stderr and its exit status (2 for a
 // usage error, with "(see --help)"; 1 for any other failure; 0 after --help, body not run).
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 
-#include "cli/flags.hpp"
-#include "cli/run_main.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/run_main.hpp"
 
 namespace cli = xg::cli;
 

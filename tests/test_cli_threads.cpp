@@ -1,6 +1,6 @@
-// Tests for cli/threads.cpp and autograd/threads.cpp: --threads in every executable, the
+// Tests for tools/cli/threads.cpp and autograd/threads.cpp: --threads in every executable, the
 // library's thread count, and the one-line description of the threads and their wait policy.
-#include "cli/threads.hpp"
+#include "tools/cli/threads.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,9 +19,9 @@
 
 #include "autograd/ops.hpp"
 #include "autograd/threads.hpp"
-#include "cli/flags.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
+#include "tools/cli/flags.hpp"
 
 namespace {
 

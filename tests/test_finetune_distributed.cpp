@@ -1,4 +1,4 @@
-// finetune/distributed.cpp and data parallelism in TrainLoop: in one process the collectives
+// distributed/distributed.cpp and data parallelism in TrainLoop: in one process the collectives
 // are no-ops; under `mpirun -np 2`, xg-train and xg-finetune give the loss trajectory and
 // weights of one process with the same global batch (bitwise at equal thread counts), a
 // checkpoint resumes under another ranks x grad-accum layout, and a bad input fails the job.
@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "autograd/safetensors.hpp"
 #include "autograd/tensor.hpp"
-#include "finetune/distributed.hpp"
+#include "distributed/distributed.hpp"
 #include "finetune/train_loop.hpp"
+#include "io/safetensors.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/tiny_base.hpp"
 
@@ -24,19 +24,19 @@ using nlohmann::json;
 using xg::test::CliRun;
 using xg::test::slurp;
 
-TEST(Distributed, OneProcessIsAWorldOfOne) {
-  EXPECT_EQ(ft::Distributed::rank(), 0);
-  EXPECT_EQ(ft::Distributed::size(), 1);
-  EXPECT_TRUE(ft::Distributed::is_main());
-  EXPECT_EQ(ft::Distributed::first_rank_with(true), 0);
-  EXPECT_EQ(ft::Distributed::first_rank_with(false), -1);
-  EXPECT_EQ(ft::Distributed::broadcast("as is", 0), "as is");
+TEST(World, OneProcessIsAWorldOfOne) {
+  EXPECT_EQ(ft::world().rank(), 0);
+  EXPECT_EQ(ft::world().size(), 1);
+  EXPECT_TRUE(ft::world().is_main());
+  EXPECT_EQ(ft::world().first_rank_with(true), 0);
+  EXPECT_EQ(ft::world().first_rank_with(false), -1);
+  EXPECT_EQ(ft::world().broadcast("as is", 0), "as is");
   std::vector<double> x{1.5, -2};
-  ft::Distributed::allreduce_sum(x);
+  ft::world().allreduce_sum(x);
   EXPECT_EQ(x, (std::vector<double>{1.5, -2}));
   xg::Tensor p = xg::ones({3}).requires_grad_();
   p.set_grad(xg::full({3}, 2.0));
-  ft::Distributed::allreduce_grads({p});
+  ft::world().allreduce_grads({p});
   EXPECT_EQ(p.grad().data<float>()[2], 2.0f);
 }
 
@@ -87,7 +87,7 @@ std::vector<std::pair<int64_t, double>> train_losses(const fs::path& log) {
 
 // The largest |a - b| over every tensor of two safetensors files with the same names.
 double max_weight_diff(const fs::path& a, const fs::path& b) {
-  const xg::TensorMap ta = xg::load_safetensors(a.string()), tb = xg::load_safetensors(b.string());
+  const xg::TensorMap ta = xg::io::load_safetensors(a.string()), tb = xg::io::load_safetensors(b.string());
   EXPECT_EQ(ta.size(), tb.size());
   double worst = 0;
   for (const auto& [name, t] : ta) {

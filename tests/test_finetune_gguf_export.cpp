@@ -1,4 +1,4 @@
-// GGUF adapters and xg-export (finetune/gguf_export.hpp, finetune/tools/xg_export.cpp): the LoRA
+// GGUF adapters and xg-export (finetune/gguf_export.hpp, tools/xg_export.cpp): the LoRA
 // adapter xgrad writes is the file llama.cpp applied (tests/fixtures/gguf/expected.json), and
 // xgrad's logits with the adapter equal llama.cpp's with it.
 #include "finetune/gguf_export.hpp"
@@ -22,9 +22,9 @@ TEST(FinetuneGgufExport, AdapterIsTheFileLlamaCppAppliedAndMatchesItsLogprobs) {
   const std::vector<double> plain = test::gguf_logprobs(*base.model, ids, c.at("window"), 256);
   finetune::load_adapter(*base.model, test::gguf_fixture("adapter").string(), base.naming);
   const fs::path gguf = dir / "adapter.gguf";
-  finetune::save_gguf_adapter(*base.model, gguf.string(), GgmlType::F32, "llama3 LoRA adapter");
+  finetune::save_gguf_adapter(*base.model, gguf.string(), io::GgmlType::F32, "llama3 LoRA adapter");
   EXPECT_EQ(test::gguf_fnv1a64(gguf), c.at("lora_fnv1a64").get<std::string>()) << "not the adapter llama.cpp applied";
-  GgufReader f(gguf.string());
+  io::GgufReader f(gguf.string());
   EXPECT_EQ(f.get_string("general.type"), "adapter");
   EXPECT_EQ(f.get_string("adapter.type"), "lora");
   EXPECT_EQ(f.get_float("adapter.lora.alpha"), 8.0);
@@ -52,9 +52,9 @@ TEST(FinetuneGgufExport, XgExportWritesWhatTheLibraryWrites) {
   // F16 and Q8_0 weights; norms stay F32.
   r = test::run_cli(exe, "--base " + trained.string() + " --to gguf --dtype q8_0 --out " + (dir / "q.gguf").string());
   ASSERT_EQ(r.status, 0) << r.err;
-  GgufReader q((dir / "q.gguf").string());
-  EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, GgmlType::Q8_0);
-  EXPECT_EQ(q.tensor("blk.0.attn_norm.weight").type, GgmlType::F32);
+  io::GgufReader q((dir / "q.gguf").string());
+  EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, io::GgmlType::Q8_0);
+  EXPECT_EQ(q.tensor("blk.0.attn_norm.weight").type, io::GgmlType::F32);
   EXPECT_EQ(q.get_int("general.file_type"), 7);
   // The GGUF as a base again, and to an HF folder.
   r = test::run_cli(exe, "--base " + (dir / "t.gguf").string() + " --name trained --to gguf --out " + (dir / "t2.gguf").string());
@@ -99,7 +99,7 @@ TEST(FinetuneGgufExport, FinetuneAndGenerateFromAGgufBase) {
   r = test::run_cli(tools + "/xg-export", "--base " + base + " --adapter " + (dir / "ft").string() + " --to gguf --out " +
                                               (dir / "a.gguf").string());
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(GgufReader((dir / "a.gguf").string()).get_string("adapter.type"), "lora");
+  EXPECT_EQ(io::GgufReader((dir / "a.gguf").string()).get_string("adapter.type"), "lora");
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ TEST(FinetunePeft, FileHasPeftNamesShapesAndConfig) {
   EXPECT_TRUE(fs::exists(s.dir + "/adapter_config.json"));
   EXPECT_EQ(std::distance(fs::directory_iterator(s.dir), fs::directory_iterator()), 2);  // no staged files left
   std::map<std::string, std::string> meta;
-  TensorMap w = load_safetensors(s.dir + "/adapter_model.safetensors", &meta);
+  TensorMap w = io::load_safetensors(s.dir + "/adapter_model.safetensors", &meta);
   EXPECT_EQ(meta["format"], "pt");
   std::map<std::string, Shape> shapes;
   for (const auto& [k, t] : w) shapes[k] = t.shape();
@@ -206,16 +206,16 @@ TEST(FinetunePeft, DifferentBaseModelIsAnError) {
 TEST(FinetunePeft, KeysThatAreNotLoRAWeights) {
   Saved s;
   const std::string wfile = s.dir + "/adapter_model.safetensors";
-  TensorMap w = load_safetensors(wfile);
+  TensorMap w = io::load_safetensors(wfile);
   TensorMap extra = w;
   extra.emplace("base_model.model.layers.0.attention.w_q.lora_magnitude_vector", zeros({8}));
-  save_safetensors(wfile, extra);
+  io::save_safetensors(wfile, extra);
   nn::DecoderLM fresh(tiny_llama());
   EXPECT_XG_ERROR(load_adapter(fresh, s.dir),
                   wfile + ": key 'base_model.model.layers.0.attention.w_q.lora_magnitude_vector' is not a LoRA weight");
   TensorMap half = w;
   half.erase("base_model.model.layers.1.attention.w_v.lora_B.weight");
-  save_safetensors(wfile, half);
+  io::save_safetensors(wfile, half);
   EXPECT_XG_ERROR(load_adapter(fresh, s.dir), wfile + ": module 'layers.1.attention.w_v' has lora_A but no lora_B");
   EXPECT_TRUE(lora_adapters(fresh).empty());
 }
@@ -306,7 +306,7 @@ TEST(FinetunePeft, HfBaseAdaptersHavePeftsNamesForThatModelAndLoadBack) {
   TempDir d;
   save_adapter(*model, d / "a", lora_cfg(2, 4, "q_proj,v_proj"), "Qwen/Qwen2-0.5B", "hf_llama");
   std::set<std::string> keys;
-  for (const auto& [k, t] : load_safetensors(d / "a/adapter_model.safetensors")) keys.insert(k);
+  for (const auto& [k, t] : io::load_safetensors(d / "a/adapter_model.safetensors")) keys.insert(k);
   std::set<std::string> want;
   for (const char* l : {"0", "1"})
     for (const char* m : {"q_proj", "v_proj"})

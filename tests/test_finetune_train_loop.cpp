@@ -278,7 +278,7 @@ TEST(FinetuneCheckpoint, RoundTripAndErrors) {
   EXPECT_EQ(r.progress.extra.at("config"), "{\"d\": 4}");
   EXPECT_EQ(r.model.at("w").shape(), (Shape{2, 2}));
   EXPECT_EQ(r.optim.at("state.0.step").item(), 3.0);
-  save_safetensors((d / "plain.safetensors").string(), {{"w", ones({1})}});
+  io::save_safetensors((d / "plain.safetensors").string(), {{"w", ones({1})}});
   EXPECT_XG_ERROR(ft::load_checkpoint((d / "plain.safetensors").string()), "plain.safetensors: metadata has no 'format'");
 }
 

@@ -1,4 +1,4 @@
-// finetune/tools/xg_data.cpp, run as a user would: bad flags are one line with status 2, and
+// tools/xg_data.cpp, run as a user would: bad flags are one line with status 2, and
 // a failed run (packages missing or corrupt) writes nothing into --out.
 #include <gtest/gtest.h>
 

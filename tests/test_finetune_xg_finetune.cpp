@@ -1,4 +1,4 @@
-// finetune/tools/xg_finetune.cpp and xg_generate.cpp, run as a user would, on a tiny base
+// tools/xg_finetune.cpp and xg_generate.cpp, run as a user would, on a tiny base
 // model: SFT teaches an answer that xg-generate then prints (with the adapter, and merged),
 // DPO raises the preference for the chosen answer, GRPO runs, and bad input is one line
 // with nothing written. On a Hugging Face folder (a fixture model with Qwen3's vocabulary and
@@ -20,8 +20,8 @@
 
 #include "autograd/graph.hpp"
 #include "autograd/random.hpp"
-#include "autograd/safetensors.hpp"
 #include "finetune/peft.hpp"
+#include "io/safetensors.hpp"
 #include "nn/decoder.hpp"
 #include "nn/hf.hpp"
 #include "tests/cli_run.hpp"
@@ -399,7 +399,7 @@ TEST(XgFinetune, LoraSftOnAnHfFolderWritesPeftAdaptersAndAnHfMergedFolder) {
   EXPECT_NE(r.out.find("Hugging Face base, its tokenizer (151669 ids), chat template format"), std::string::npos) << r.out;
   // PEFT's tensor names and config for this Qwen3 model.
   std::set<std::string> keys, want;
-  for (const auto& [k, t] : xg::load_safetensors((out / "adapter_model.safetensors").string())) keys.insert(k);
+  for (const auto& [k, t] : xg::io::load_safetensors((out / "adapter_model.safetensors").string())) keys.insert(k);
   for (const char* l : {"0", "1"})
     for (const char* m : {"q_proj", "v_proj"})
       for (const char* w : {"A", "B"})
@@ -487,7 +487,7 @@ TEST(XgFinetune, DpoAndGrpoRunOnAnHfFolderWithItsChatTemplate) {
   EXPECT_NE(grpo.out.find("chat template format"), std::string::npos) << grpo.out;
   EXPECT_EQ(eval_records(d / "grpo" / "log.jsonl", "reward").size(), 2u);
   for (const char* o : {"dpo", "grpo"}) {
-    const xg::TensorMap adapter = xg::load_safetensors((d / o / "adapter_model.safetensors").string());
+    const xg::TensorMap adapter = xg::io::load_safetensors((d / o / "adapter_model.safetensors").string());
     EXPECT_EQ(adapter.count("base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"), 1u) << o;  // all seven targets
   }
 }
@@ -560,9 +560,9 @@ TEST(XgGenerate, NonFiniteLogitsAreAnError) {
                                     (d / "out").string() + " --steps 1 --warmup 0");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string adapter = (d / "out" / "adapter_model.safetensors").string();
-  xg::TensorMap tensors = xg::load_safetensors(adapter);
+  xg::TensorMap tensors = xg::io::load_safetensors(adapter);
   for (auto& [name, t] : tensors) t = xg::full(t.shape(), std::nan(""), t.dtype());
-  xg::save_safetensors(adapter, tensors);
+  xg::io::save_safetensors(adapter, tensors);
   r = run("xg-generate", "--base " + base.string() + " --adapter " + (d / "out").string() + " --prompt hi --max-new-tokens 4");
   expect_one_line_error(r, 1, "xg-generate: sample_token: logit 0 is nan (the model's weights or adapters hold NaN or Inf");
   EXPECT_EQ(r.out, "");

@@ -1,4 +1,4 @@
-// finetune/tools/xg_tokenize.cpp, run as a user would: lines in, one line of ids out per line
+// tools/xg_tokenize.cpp, run as a user would: lines in, one line of ids out per line
 // (the reference's ids for Qwen3 and Llama-2), ids back to text with --decode, the byte
 // tokenizer for an xgrad folder, and one-line errors.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// finetune/tools/xg_train.cpp, run as a user would: it trains and writes a loadable model,
+// tools/xg_train.cpp, run as a user would: it trains and writes a loadable model,
 // a run killed with SIGKILL resumes to bitwise the same weights, and bad input is one line.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,9 +1,9 @@
-// The GGUF container (autograd/gguf.hpp): metadata and tensors round trip in every type, the
+// The GGUF container (io/gguf.hpp): metadata and tensors round trip in every type, the
 // layout is GGUF's (checked byte by byte for a small file), and a header or tensor table that
 // does not fit the file is an error naming the file and the rule.
-#include "autograd/gguf.hpp"
+#include "io/gguf.hpp"
 
-#include "autograd/safetensors.hpp"
+#include "io/safetensors.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -22,21 +22,21 @@ Tensor gguf_ramp(const Shape& shape) {
 
 TEST(Gguf, MetadataAndTensorsRoundTrip) {
   const std::string path = (test::fresh_test_dir() / "m.gguf").string();
-  GgufValue u64;
-  u64.type = GgufType::UInt64;
+  io::GgufValue u64;
+  u64.type = io::GgufType::UInt64;
   u64.ints = {1ll << 40};
-  const GgufMetadata meta = {{"general.architecture", GgufValue::string("llama")},
-                             {"a.u32", GgufValue::u32(7)},
-                             {"a.f32", GgufValue::f32(0.5f)},
-                             {"a.bool", GgufValue::boolean(true)},
+  const io::GgufMetadata meta = {{"general.architecture", io::GgufValue::string("llama")},
+                             {"a.u32", io::GgufValue::u32(7)},
+                             {"a.f32", io::GgufValue::f32(0.5f)},
+                             {"a.bool", io::GgufValue::boolean(true)},
                              {"a.u64", u64},
-                             {"a.strings", GgufValue::strings_array({"x", "", "Ġthe"})},
-                             {"a.ints", GgufValue::i32_array({-1, 2})},
-                             {"a.empty", GgufValue::strings_array({})}};
+                             {"a.strings", io::GgufValue::strings_array({"x", "", "Ġthe"})},
+                             {"a.ints", io::GgufValue::i32_array({-1, 2})},
+                             {"a.empty", io::GgufValue::strings_array({})}};
   const Tensor w = gguf_ramp({3, 64}), v = gguf_ramp({5});
-  save_gguf(path, meta,
-            {{"f32", w, GgmlType::F32}, {"f16", w, GgmlType::F16}, {"bf16", w, GgmlType::BF16}, {"q8", w, GgmlType::Q8_0}, {"v", v, GgmlType::F32}});
-  GgufReader r(path);
+  io::save_gguf(path, meta,
+            {{"f32", w, io::GgmlType::F32}, {"f16", w, io::GgmlType::F16}, {"bf16", w, io::GgmlType::BF16}, {"q8", w, io::GgmlType::Q8_0}, {"v", v, io::GgmlType::F32}});
+  io::GgufReader r(path);
   ASSERT_EQ(r.metadata().size(), meta.size());
   EXPECT_EQ(r.get_string("general.architecture"), "llama");
   EXPECT_EQ(r.get_int("a.u32"), 7);
@@ -58,14 +58,14 @@ TEST(Gguf, MetadataAndTensorsRoundTrip) {
     ASSERT_NEAR(q.data<float>()[i], x, 7.0 / 254 + 7.0 / 2048) << i;
   }
   // Alignment: every tensor's data starts at a multiple of 32 bytes after the header.
-  for (const GgufTensorInfo& t : r.tensors()) EXPECT_EQ(t.offset % 32, 0u) << t.name;
+  for (const io::GgufTensorInfo& t : r.tensors()) EXPECT_EQ(t.offset % 32, 0u) << t.name;
   EXPECT_XG_ERROR(r.get_int("a.f32"), "metadata key 'a.f32' must be an integer, got float32");
   EXPECT_XG_ERROR(r.at("missing"), "metadata key 'missing' is missing");
 }
 
 TEST(Gguf, LayoutIsGgufs) {
   const std::string path = (test::fresh_test_dir() / "tiny.gguf").string();
-  save_gguf(path, {{"k", GgufValue::u32(1)}}, {{"t", from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}), GgmlType::F32}});
+  io::save_gguf(path, {{"k", io::GgufValue::u32(1)}}, {{"t", from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}), io::GgmlType::F32}});
   const std::string b = test::slurp(path);
   std::string want("GGUF", 4);
   const auto u32 = [&](uint32_t v) { want.append(reinterpret_cast<const char*>(&v), 4); };
@@ -99,7 +99,7 @@ TEST(Gguf, FloatToHalfRoundsToNearestEven) {
 TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
   const fs::path dir = test::fresh_test_dir();
   const std::string good = (dir / "good.gguf").string();
-  save_gguf(good, {{"k", GgufValue::string("v")}}, {{"t", gguf_ramp({2, 32}), GgmlType::F32}});
+  io::save_gguf(good, {{"k", io::GgufValue::string("v")}}, {{"t", gguf_ramp({2, 32}), io::GgmlType::F32}});
   const std::string bytes = test::slurp(good);
   const auto with = [&](const std::string& name, std::string b) {
     const std::string p = (dir / name).string();
@@ -115,26 +115,26 @@ TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
     return b;
   };
   std::string p = with("magic.gguf", "GGML" + bytes.substr(4));
-  EXPECT_XG_ERROR(GgufReader r(p), p + ": not a valid GGUF file: it does not start with \"GGUF\"");
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": not a valid GGUF file: it does not start with \"GGUF\"");
   p = with("v2.gguf", patch32(bytes, 4, 2));
-  EXPECT_XG_ERROR(GgufReader r(p), "version 2 (xgrad reads version 3)");
+  EXPECT_XG_ERROR(io::GgufReader r(p), "version 2 (xgrad reads version 3)");
   p = with("short.gguf", patch64(bytes, 8, 0).substr(0, 40));  // no tensors claimed, a value cut short
-  EXPECT_XG_ERROR(GgufReader r(p), p + ": not a valid GGUF file: the value of 'k''s length needs 8 bytes but the file has 3 left");
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": not a valid GGUF file: the value of 'k''s length needs 8 bytes but the file has 3 left");
   p = with("count.gguf", patch64(bytes, 8, 1ull << 40));
-  EXPECT_XG_ERROR(GgufReader r(p), "claims 1099511627776 tensors, more than the file can hold");
+  EXPECT_XG_ERROR(io::GgufReader r(p), "claims 1099511627776 tensors, more than the file can hold");
   // Header: magic 4, version 4, counts 16, key (8 + 1), type 4, string (8 + 1) = 46; then the
   // tensor "t": name 9, dims 4, ne 16, type at 75, offset at 79.
   p = with("type.gguf", patch32(bytes, 75, 12));
-  EXPECT_XG_ERROR(GgufReader r(p), p + ": tensor 't' has type Q4_K (12); xgrad reads F32, F16, BF16 and Q8_0");
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": tensor 't' has type Q4_K (12); xgrad reads F32, F16, BF16 and Q8_0");
   p = with("offset.gguf", patch64(bytes, 79, 4096));
-  EXPECT_XG_ERROR(GgufReader r(p), "tensor 't' (256 bytes at offset 4096) does not fit in the 256 bytes of data");
+  EXPECT_XG_ERROR(io::GgufReader r(p), "tensor 't' (256 bytes at offset 4096) does not fit in the 256 bytes of data");
   p = with("misaligned.gguf", patch64(bytes, 79, 4));
-  EXPECT_XG_ERROR(GgufReader r(p), "tensor 't' has offset 4, not a multiple of 32");
+  EXPECT_XG_ERROR(io::GgufReader r(p), "tensor 't' has offset 4, not a multiple of 32");
   p = with("dims.gguf", patch32(bytes, 55, 9));
-  EXPECT_XG_ERROR(GgufReader r(p), "tensor 't' has 9 dims (at most 4)");
+  EXPECT_XG_ERROR(io::GgufReader r(p), "tensor 't' has 9 dims (at most 4)");
   p = with("truncated.gguf", bytes.substr(0, bytes.size() - 8));
-  EXPECT_XG_ERROR(GgufReader r(p), "does not fit in the 248 bytes of data");
-  EXPECT_XG_ERROR(save_gguf((dir / "q.gguf").string(), {}, {{"t", gguf_ramp({2, 30}), GgmlType::Q8_0}}),
+  EXPECT_XG_ERROR(io::GgufReader r(p), "does not fit in the 248 bytes of data");
+  EXPECT_XG_ERROR(io::save_gguf((dir / "q.gguf").string(), {}, {{"t", gguf_ramp({2, 30}), io::GgmlType::Q8_0}}),
                   "save_gguf: tensor 't' has rows of 30 values; Q8_0 needs a multiple of 32");
   EXPECT_FALSE(fs::exists(dir / "q.gguf"));
 }
@@ -151,8 +151,8 @@ TEST(Gguf, CutOrCorruptedFilesAreReadOrRefusedCleanly) {
   const auto attempt = [&](const std::string& b) {
     std::ofstream(p, std::ios::binary | std::ios::trunc) << b;
     try {
-      GgufReader r(p);
-      for (const GgufTensorInfo& t : r.tensors()) r.read(t.name);
+      io::GgufReader r(p);
+      for (const io::GgufTensorInfo& t : r.tensors()) r.read(t.name);
       ++read;
     } catch (const Error&) {
       ++refused;

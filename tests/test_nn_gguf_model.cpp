@@ -87,14 +87,14 @@ TEST(NnGgufModel, FilesLlamaCppWroteReadBackToItsLogprobs) {
   }
   // Q8_0 dequantized is the original within half a quantization step, d / 2 = max|x| / 254 per
   // block, plus the rounding of d to half precision (times |q| <= 127: max|x| / 2048).
-  GgufReader q(test::gguf_fixture("trained_llamacpp_q8_0.gguf").string()), f(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
-  EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, GgmlType::Q8_0);
+  io::GgufReader q(test::gguf_fixture("trained_llamacpp_q8_0.gguf").string()), f(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
+  EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, io::GgmlType::Q8_0);
   const Tensor a = q.read("blk.0.attn_q.weight"), b = f.read("blk.0.attn_q.weight");
-  for (int64_t blk = 0; blk < a.numel() / kQ8Block; ++blk) {
+  for (int64_t blk = 0; blk < a.numel() / io::kQ8Block; ++blk) {
     float amax = 0, worst = 0;
-    for (int64_t j = 0; j < kQ8Block; ++j) {
-      amax = std::max(amax, std::fabs(b.data<float>()[blk * kQ8Block + j]));
-      worst = std::max(worst, std::fabs(a.data<float>()[blk * kQ8Block + j] - b.data<float>()[blk * kQ8Block + j]));
+    for (int64_t j = 0; j < io::kQ8Block; ++j) {
+      amax = std::max(amax, std::fabs(b.data<float>()[blk * io::kQ8Block + j]));
+      worst = std::max(worst, std::fabs(a.data<float>()[blk * io::kQ8Block + j] - b.data<float>()[blk * io::kQ8Block + j]));
     }
     ASSERT_LE(worst, amax / 254 + amax / 2048 + 1e-7f) << "block " << blk;
   }
@@ -106,8 +106,8 @@ TEST(NnGgufModel, FilesLlamaCppWroteReadBackToItsLogprobs) {
 TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
   const fs::path dir = test::fresh_test_dir();
   finetune::BaseModel src = finetune::load_base(test::gguf_fixture("trained").string(), "test");
-  for (const auto& [name, type, tol] : {std::tuple<const char*, GgmlType, double>{"trained_f16", GgmlType::F16, 2e-3},
-                                        {"trained_q8_0", GgmlType::Q8_0, 0.05}}) {
+  for (const auto& [name, type, tol] : {std::tuple<const char*, io::GgmlType, double>{"trained_f16", io::GgmlType::F16, 2e-3},
+                                        {"trained_q8_0", io::GgmlType::Q8_0, 0.05}}) {
     SCOPED_TRACE(name);
     const nlohmann::json& c = test::gguf_case(name);
     nn::GgufExportOptions o;
@@ -121,9 +121,9 @@ TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
   }
   // xgrad's Q8_0 blocks are ggml's: every tensor of llama.cpp's own Q8_0 rewrite has the type and
   // the values of xgrad's.
-  GgufReader mine((dir / "trained_q8_0.gguf").string()), theirs(test::gguf_fixture("trained_llamacpp_q8_0.gguf").string());
+  io::GgufReader mine((dir / "trained_q8_0.gguf").string()), theirs(test::gguf_fixture("trained_llamacpp_q8_0.gguf").string());
   ASSERT_EQ(mine.tensors().size(), theirs.tensors().size());
-  for (const GgufTensorInfo& t : theirs.tensors()) {
+  for (const io::GgufTensorInfo& t : theirs.tensors()) {
     SCOPED_TRACE(t.name);
     EXPECT_EQ(mine.tensor(t.name).type, t.type);
     EXPECT_TRUE(test::tensors_close(mine.read(t.name), theirs.read(t.name), 0, 0));
@@ -145,14 +145,14 @@ TEST(NnGgufModel, Llama31RopeFreqsWithoutXgradKeys) {
   manual_seed(3);
   nn::DecoderLM model(c);
   const auto without_keys = [&](const nn::DecoderLM& m, const std::string& name) {
-    GgufMetadata meta;
+    io::GgufMetadata meta;
     for (auto& kv : nn::gguf_model_metadata(m))
       if (kv.first.rfind("xgrad.", 0) != 0) meta.push_back(kv);
     const std::string p = (dir / name).string();
-    save_gguf(p, meta, nn::gguf_model_tensors(m));
+    io::save_gguf(p, meta, nn::gguf_model_tensors(m));
     return p;
   };
-  GgufReader f(without_keys(model, "meta.gguf"));
+  io::GgufReader f(without_keys(model, "meta.gguf"));
   auto back = nn::load_gguf_model(f);
   EXPECT_EQ(back->config().block.rope_scaling.original_max_seq_len, 8192);
   const Tensor tokens = from_vector(std::vector<int64_t>{1, 5, 9, 2, 60, 33}, {1, 6});
@@ -160,7 +160,7 @@ TEST(NnGgufModel, Llama31RopeFreqsWithoutXgradKeys) {
   EXPECT_TRUE(test::tensors_close((*back)(tokens), model(tokens), 1e-6, 1e-6));
   c.block.rope_scaling.original_max_seq_len = 64;  // not Meta's
   nn::DecoderLM other(c);
-  GgufReader g(without_keys(other, "other.gguf"));
+  io::GgufReader g(without_keys(other, "other.gguf"));
   EXPECT_XG_ERROR(nn::load_gguf_model(g), "of Llama 3.1's scaling (factor 8, low_freq_factor 1, high_freq_factor 4, original context 8192)");
 }
 
@@ -186,7 +186,7 @@ TEST(NnGgufModel, LlamaPermutesQKRowsAsTheConverterAndQwenKeepsThem) {
     const std::string arch = nn::gguf_architecture(model->config());
     EXPECT_EQ(arch, name == std::string("llama3") ? "llama" : "qwen3");
     std::map<std::string, Tensor> gguf;
-    for (const GgufTensorData& t : nn::gguf_model_tensors(*model)) gguf[t.name] = t.data;
+    for (const io::GgufTensorData& t : nn::gguf_model_tensors(*model)) gguf[t.name] = t.data;
     // The HF checkpoint's tensors (load_hf reads them unpermuted, as tests/test_nn_hf.cpp checks).
     const TensorMap st = model->state_dict(nn::NamingScheme::get("hf_llama"));
     const auto& gqa = std::get<nn::GQASpec>(model->config().block.attention);
@@ -212,33 +212,33 @@ TEST(NnGgufModel, ModelsLlamaCppCannotRunAreRefusedByName) {
   // A file of another architecture.
   const fs::path dir = test::fresh_test_dir();
   const std::string path = (dir / "phi.gguf").string();
-  save_gguf(path, {{"general.architecture", GgufValue::string("phi3")}}, {});
-  GgufReader f(path);
+  io::save_gguf(path, {{"general.architecture", io::GgufValue::string("phi3")}}, {});
+  io::GgufReader f(path);
   EXPECT_XG_ERROR(nn::load_gguf_model(f), "general.architecture 'phi3' is not supported");
   // The llama.cpp-written model with a tensor left out, or one too many.
-  GgufReader good(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
-  std::vector<GgufTensorData> tensors;
-  for (const GgufTensorInfo& t : good.tensors()) tensors.push_back({t.name, good.read(t.name), GgmlType::F32});
-  const auto rewrite = [&](const std::vector<GgufTensorData>& ts) {
+  io::GgufReader good(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
+  std::vector<io::GgufTensorData> tensors;
+  for (const io::GgufTensorInfo& t : good.tensors()) tensors.push_back({t.name, good.read(t.name), io::GgmlType::F32});
+  const auto rewrite = [&](const std::vector<io::GgufTensorData>& ts) {
     const std::string p = (dir / "edited.gguf").string();
-    save_gguf(p, good.metadata(), ts);
+    io::save_gguf(p, good.metadata(), ts);
     return p;
   };
-  std::vector<GgufTensorData> fewer;
-  for (const GgufTensorData& t : tensors)
+  std::vector<io::GgufTensorData> fewer;
+  for (const io::GgufTensorData& t : tensors)
     if (t.name != "blk.1.ffn_up.weight") fewer.push_back(t);
-  GgufReader missing(rewrite(fewer));
+  io::GgufReader missing(rewrite(fewer));
   EXPECT_XG_ERROR(nn::load_gguf_model(missing), "edited.gguf: tensor 'blk.1.ffn_up.weight' is missing (llama with this metadata)");
-  std::vector<GgufTensorData> more = tensors;
-  more.push_back({"blk.0.ffn_gate_exps.weight", tensors[0].data, GgmlType::F32});
-  GgufReader extra(rewrite(more));
+  std::vector<io::GgufTensorData> more = tensors;
+  more.push_back({"blk.0.ffn_gate_exps.weight", tensors[0].data, io::GgmlType::F32});
+  io::GgufReader extra(rewrite(more));
   EXPECT_XG_ERROR(nn::load_gguf_model(extra), "tensor 'blk.0.ffn_gate_exps.weight' is not part of a llama model with this metadata");
-  GgufMetadata meta = good.metadata();
+  io::GgufMetadata meta = good.metadata();
   for (auto& [k, v] : meta)
-    if (k == "llama.feed_forward_length") v = GgufValue::u32(1 << 30);
+    if (k == "llama.feed_forward_length") v = io::GgufValue::u32(1 << 30);
   const std::string wide = (dir / "wide.gguf").string();
-  save_gguf(wide, meta, tensors);
-  GgufReader w(wide);
+  io::save_gguf(wide, meta, tensors);
+  io::GgufReader w(wide);
   EXPECT_XG_ERROR(nn::load_gguf_model(w), "tensor 'blk.0.ffn_gate.weight' has shape [64,32], the metadata gives [1073741824,32]");
 }
 

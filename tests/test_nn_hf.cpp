@@ -130,7 +130,7 @@ TEST(NnHf, SaveLoadRoundTripF32GivesIdenticalLogits) {
     nn::save_hf(*model, (dir / name).string(), o);
     ASSERT_TRUE(fs::exists(dir / name / "model.safetensors"));
     EXPECT_FALSE(fs::exists(dir / name / "model.safetensors.index.json"));
-    SafetensorsReader r((dir / name / "model.safetensors").string());
+    io::SafetensorsReader r((dir / name / "model.safetensors").string());
     EXPECT_EQ(r.metadata().at("format"), "pt");
     EXPECT_EQ(r.entry("model.norm.weight").dtype, "F32");
     EXPECT_EQ(r.contains("lm_head.weight"), !model->config().tie_embeddings);
@@ -166,7 +166,7 @@ TEST(NnHf, ShardedRoundTripWritesAnIndex) {
   EXPECT_TRUE(shards.count("model-00001-of-0000" + std::to_string(shards.size()) + ".safetensors"));
   uint64_t total = 0;
   for (const std::string& s : shards) {
-    SafetensorsReader r((dir / "m" / s).string());
+    io::SafetensorsReader r((dir / "m" / s).string());
     for (const auto& [n, e] : r.entries()) total += e.end - e.begin;
   }
   EXPECT_EQ(index["metadata"]["total_size"].get<uint64_t>(), total);
@@ -208,16 +208,16 @@ TEST(NnHf, SaveWithAGivenConfigKeepsItsKeys) {
 TEST(NnHf, Bf16IsReadAndWrittenExactly) {
   const fs::path dir = fresh_test_dir();
   // The BF16 fixture's numbers are bfloat16 values: widened, and rounded back, they are unchanged.
-  SafetensorsReader src(hf_fixture("mistral") + "/model.safetensors");
+  io::SafetensorsReader src(hf_fixture("mistral") + "/model.safetensors");
   EXPECT_EQ(src.entry("model.embed_tokens.weight").dtype, "BF16");
   auto model = nn::load_hf(hf_fixture("mistral"));
   nn::SaveHFOptions o;
-  o.dtype = StoredFloat::BFloat16;
+  o.dtype = io::StoredFloat::BFloat16;
   nn::save_hf(*model, (dir / "bf16").string(), o);
   nn::HFConfig c;
   auto back = nn::load_hf((dir / "bf16").string(), &c);
   EXPECT_EQ(c.torch_dtype, "bfloat16");
-  SafetensorsReader r((dir / "bf16" / "model.safetensors").string());
+  io::SafetensorsReader r((dir / "bf16" / "model.safetensors").string());
   EXPECT_EQ(r.entry("model.embed_tokens.weight").dtype, "BF16");
   // The same data bytes (the header is longer by xgrad's CRC32s).
   uint64_t data = 0, fixture_data = 0;
@@ -227,7 +227,7 @@ TEST(NnHf, Bf16IsReadAndWrittenExactly) {
   const Tensor tokens = fixture("hf").at("mistral.tokens");
   EXPECT_TRUE(tensors_close(hf_logits(*back, tokens), hf_logits(*model, tokens), 0, 0));
   // read_into widens BF16 exactly: the same numbers as the whole-file reader.
-  const Tensor a = load_safetensors(hf_fixture("mistral") + "/model.safetensors").at("model.norm.weight");
+  const Tensor a = io::load_safetensors(hf_fixture("mistral") + "/model.safetensors").at("model.norm.weight");
   EXPECT_TRUE(tensors_close(model->norm()->named_parameters()[0].second, a, 0, 0));
 }
 

@@ -138,35 +138,35 @@ TEST(NnHfErrors, IndexAndShardsMustAgree) {
 TEST(NnHfErrors, UnknownMissingAndMisshapenTensors) {
   const fs::path dir = hferr_copy("mistral");
   const std::string file = (dir / "model.safetensors").string();
-  const TensorMap good = load_safetensors(hferr_fixture("mistral") + "/model.safetensors");
+  const TensorMap good = io::load_safetensors(hferr_fixture("mistral") + "/model.safetensors");
   TensorMap t = good;
   t.emplace("model.layers.0.mlp.extra_proj.weight", zeros({2, 2}));
-  save_safetensors(file, t);
+  io::save_safetensors(file, t);
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), file + ": tensor 'model.layers.0.mlp.extra_proj.weight' is not part of a MistralForCausalLM");
   t = good;
   t.erase("model.norm.weight");
-  save_safetensors(file, t);
+  io::save_safetensors(file, t);
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), "missing tensor 'model.norm.weight'");
   t = good;
   t.at("model.layers.1.self_attn.k_proj.weight") = zeros({8, 32});
-  save_safetensors(file, t);
+  io::save_safetensors(file, t);
   EXPECT_XG_ERROR(nn::load_hf(dir.string()),
                   "tensor 'model.layers.1.self_attn.k_proj.weight' has shape [8,32], config.json gives [16,32]");
   t = good;
   t.at("model.norm.weight") = from_vector(std::vector<int64_t>(32, 1), {32});
-  save_safetensors(file, t);
+  io::save_safetensors(file, t);
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), "tensor 'model.norm.weight' is I64, not a float dtype");
 }
 
 TEST(NnHfErrors, TiedHeadMustEqualTheEmbeddings) {
   const fs::path dir = hferr_copy("qwen2");  // tied, with lm_head.weight stored
   const std::string file = (dir / "model.safetensors").string();
-  TensorMap t = load_safetensors(file);
+  TensorMap t = io::load_safetensors(file);
   t.at("lm_head.weight") = t.at("lm_head.weight") * 2.0;
-  save_safetensors(file, t);
+  io::save_safetensors(file, t);
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), "tensor 'lm_head.weight' differs from model.embed_tokens.weight");
   t.erase("lm_head.weight");  // absent is fine when tied
-  save_safetensors(file, t);
+  io::save_safetensors(file, t);
   EXPECT_NO_THROW(nn::load_hf(dir.string()));
 }
 

@@ -241,7 +241,7 @@ TEST(Optimizer, SaveAndLoadFiles) {
   const std::string path = temp_path("adam.safetensors");
   adam.save(path);
   std::map<std::string, std::string> meta;
-  load_safetensors(path, &meta);
+  io::load_safetensors(path, &meta);
   EXPECT_EQ(meta.at("optimizer"), "Adam");
   Tensor b = ones({3}).requires_grad_();
   Adam fresh({b});
@@ -249,7 +249,7 @@ TEST(Optimizer, SaveAndLoadFiles) {
   EXPECT_TRUE(same_bits(fresh.state(0)->buffers.at("exp_avg_sq"), adam.state(0)->buffers.at("exp_avg_sq")));
   AdamW other({ones({3}).requires_grad_()});
   EXPECT_XG_ERROR(other.load(path), "AdamW.load: " + path + " holds the state of a Adam optimizer, not AdamW");
-  save_safetensors(path, {{"x", ones({1})}});
+  io::save_safetensors(path, {{"x", ones({1})}});
   EXPECT_XG_ERROR(fresh.load(path), "holds no optimizer state");
   std::remove(path.c_str());
 }

@@ -1,5 +1,5 @@
-// Tests for autograd/safetensors.cpp: round trips, PyTorch-written files, and validation.
-#include "autograd/safetensors.hpp"
+// Tests for io/safetensors.cpp: round trips, PyTorch-written files, and validation.
+#include "io/safetensors.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -37,9 +37,9 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
                {"b", tensor({1.0, 0.0, 1.0}) > 0.5},
                {"s", scalar_tensor(2.5)}};
   const std::string path = tmp_path("roundtrip.safetensors");
-  save_safetensors(path, in, {{"format", "pt"}});
+  io::save_safetensors(path, in, {{"format", "pt"}});
   std::map<std::string, std::string> meta;
-  TensorMap out = load_safetensors(path, &meta);
+  TensorMap out = io::load_safetensors(path, &meta);
   EXPECT_EQ(meta.at("format"), "pt");
   ASSERT_EQ(out.size(), in.size());
   for (const auto& [name, t] : in) {
@@ -61,45 +61,45 @@ TEST(Safetensors, ReadsFilesWrittenByPyTorch) {
 }
 
 TEST(SafetensorsErrors, NamesFileAndRule) {
-  EXPECT_XG_ERROR(load_safetensors(tmp_path("missing.safetensors")), "missing.safetensors: cannot open file");
+  EXPECT_XG_ERROR(io::load_safetensors(tmp_path("missing.safetensors")), "missing.safetensors: cannot open file");
   {
     const std::string p = tmp_path("tiny.st");
     std::ofstream(p) << "abc";
-    EXPECT_XG_ERROR(load_safetensors(p), "tiny.st: file is 3 bytes, shorter than the 8-byte header length");
+    EXPECT_XG_ERROR(io::load_safetensors(p), "tiny.st: file is 3 bytes, shorter than the 8-byte header length");
   }
-  EXPECT_XG_ERROR(load_safetensors(write_raw("huge.st", "{}", 0, 200000000)), "exceeds the 100 MB limit");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("past.st", "{}", 0, 50)), "runs past the end of the");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("notobj.st", "[1]", 0)), "header does not start with '{'");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("badjson.st", "{\"a\":", 0)), "header is not valid JSON");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("dtype.st", R"({"a":{"dtype":"X9","shape":[1],"data_offsets":[0,1]}})", 1)),
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("huge.st", "{}", 0, 200000000)), "exceeds the 100 MB limit");
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("past.st", "{}", 0, 50)), "runs past the end of the");
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("notobj.st", "[1]", 0)), "header does not start with '{'");
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("badjson.st", "{\"a\":", 0)), "header is not valid JSON");
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("dtype.st", R"({"a":{"dtype":"X9","shape":[1],"data_offsets":[0,1]}})", 1)),
                   "tensor 'a': unsupported dtype X9");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("size.st", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4)),
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("size.st", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4)),
                   "tensor 'a': data_offsets span 4 bytes but shape [2] of F32 needs 8");
   EXPECT_XG_ERROR(
-      load_safetensors(write_raw("gap.st",
+      io::load_safetensors(write_raw("gap.st",
                                  R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
                                  12)),
       "tensor 'b' starts at byte 8 of the data, expected 4");
   EXPECT_XG_ERROR(
-      load_safetensors(write_raw("dup.st",
+      io::load_safetensors(write_raw("dup.st",
                                  R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                  R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                                  8)),
       "duplicate tensor name 'a'");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("cover.st", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("cover.st", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8)),
                   "tensors cover 4 bytes of data but the file holds 8");
-  EXPECT_XG_ERROR(load_safetensors(write_raw("meta.st", R"({"__metadata__":{"k":1}})", 0)),
+  EXPECT_XG_ERROR(io::load_safetensors(write_raw("meta.st", R"({"__metadata__":{"k":1}})", 0)),
                   "__metadata__ value of 'k' is not a string");
   EXPECT_XG_ERROR(
-      load_safetensors(write_raw("overlap.st",
+      io::load_safetensors(write_raw("overlap.st",
                                  R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
                                  4)),
       "starts at byte 0 of the data, expected 4 (offsets must be contiguous and non-overlapping)");
   // A zero-element tensor with a dimension past int64: the element count (0) checks out.
   EXPECT_XG_ERROR(
-      load_safetensors(write_raw("bigdim.st", R"({"a":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}})", 0)),
+      io::load_safetensors(write_raw("bigdim.st", R"({"a":{"dtype":"F32","shape":[0,9223372036854775808],"data_offsets":[0,0]}})", 0)),
       "tensor 'a': shape entry 9223372036854775808 is too large");
 }
 
@@ -111,12 +111,12 @@ TEST(Safetensors, BoolBytesOtherThanOneReadAsTrue) {
     for (int i = 0; i < 8; ++i) f.put(static_cast<char>(header.size() >> (8 * i)));
     f << header << std::string("\x00\x02\xff", 3);
   }
-  EXPECT_EQ(load_safetensors(path).at("m").to_vector(), (std::vector<double>{0, 1, 1}));
+  EXPECT_EQ(io::load_safetensors(path).at("m").to_vector(), (std::vector<double>{0, 1, 1}));
 }
 
 TEST(SafetensorsErrors, FailedSaveLeavesNoFile) {
-  EXPECT_XG_ERROR(save_safetensors("/nonexistent-dir/x.safetensors", {{"a", ones({1})}}), "cannot open");
-  EXPECT_XG_ERROR(save_safetensors(tmp_path("undef.safetensors"), {{"a", Tensor()}}), "tensor 'a' is undefined");
+  EXPECT_XG_ERROR(io::save_safetensors("/nonexistent-dir/x.safetensors", {{"a", ones({1})}}), "cannot open");
+  EXPECT_XG_ERROR(io::save_safetensors(tmp_path("undef.safetensors"), {{"a", Tensor()}}), "tensor 'a' is undefined");
   std::ifstream f(tmp_path("undef.safetensors"));
   EXPECT_FALSE(f.good());
 }
@@ -129,7 +129,7 @@ TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
   TensorMap in{{"a", randn({5}, kFloat32, &gen)}, {"b", randn({3}, kFloat64, &gen)}, {"c", arange(4)},
                {"h", randn({6}, kFloat32, &gen)}};
   const std::string path = tmp_path("checksums.safetensors");
-  save_safetensors(path, in, {{"format", "pt"}});
+  io::save_safetensors(path, in, {{"format", "pt"}});
   std::string bytes;
   {
     std::ifstream f(path, std::ios::binary);
@@ -140,7 +140,7 @@ TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
   const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
   ASSERT_TRUE(header["__metadata__"]["xgrad_crc32"].is_string());  // a string, as the format requires
   std::map<std::string, std::string> meta;
-  load_safetensors(path, &meta);
+  io::load_safetensors(path, &meta);
   EXPECT_EQ(meta, (std::map<std::string, std::string>{{"format", "pt"}}));  // the checksums are not user metadata
 
   const std::size_t data = 8 + header_len;
@@ -152,7 +152,7 @@ TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
       std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
       ++flips;
       try {
-        load_safetensors(path);
+        io::load_safetensors(path);
       } catch (const Error& e) {
         const std::string what = e.what();
         caught += what.find("safetensors: " + path + ": tensor '") == 0 && what.find("' is damaged: the CRC32") != std::string::npos;
@@ -164,12 +164,12 @@ TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
   std::string bad = bytes;
   bad[data + 1] = static_cast<char>(bad[data + 1] ^ 4);  // in "a", the first tensor by offset
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bad;
-  SafetensorsReader reader(path);
+  io::SafetensorsReader reader(path);
   EXPECT_XG_ERROR(reader.read_into("a", zeros({5}, kFloat64)), "tensor 'a' is damaged");
-  EXPECT_XG_ERROR(save_safetensors(path, in, {{"xgrad_crc32", "{}"}}), "metadata key 'xgrad_crc32' is reserved");
+  EXPECT_XG_ERROR(io::save_safetensors(path, in, {{"xgrad_crc32", "{}"}}), "metadata key 'xgrad_crc32' is reserved");
   // BF16 storage: the checksum is of the stored (rounded) bytes.
-  save_safetensors(path, in, {}, StoredFloat::BFloat16);
-  EXPECT_EQ(load_safetensors(path).at("h").numel(), 6);
+  io::save_safetensors(path, in, {}, io::StoredFloat::BFloat16);
+  EXPECT_EQ(io::load_safetensors(path).at("h").numel(), 6);
 }
 
 // A checksum that is eight characters but not eight hex digits is refused with the file's
@@ -177,7 +177,7 @@ TEST(Safetensors, ChecksumsFindEveryFlippedBitOfTheData) {
 // std::invalid_argument, and accept a sign, spaces or a trailing non-digit).
 TEST(Safetensors, ChecksumsThatAreNotHexDigitsAreRefused) {
   const std::string path = tmp_path("bad_checksum.safetensors");
-  save_safetensors(path, {{"a", ones({2})}});
+  io::save_safetensors(path, {{"a", ones({2})}});
   std::string bytes;
   {
     std::ifstream f(path, std::ios::binary);
@@ -193,7 +193,7 @@ TEST(Safetensors, ChecksumsThatAreNotHexDigitsAreRefused) {
     std::string file(8, '\0');
     for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
     std::ofstream(path, std::ios::binary | std::ios::trunc) << file << text << bytes.substr(8 + header_len);
-    EXPECT_XG_ERROR(load_safetensors(path), "safetensors: " + path +
+    EXPECT_XG_ERROR(io::load_safetensors(path), "safetensors: " + path +
                                                 ": __metadata__ 'xgrad_crc32': the checksum of 'a' is not 8 hex digits");
   }
 }

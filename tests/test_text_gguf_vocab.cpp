@@ -13,16 +13,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string gguf_vocab_file(const fs::path& dir, const GgufMetadata& meta) {
+std::string gguf_vocab_file(const fs::path& dir, const io::GgufMetadata& meta) {
   const std::string p = (dir / "v.gguf").string();
-  save_gguf(p, meta, {});
+  io::save_gguf(p, meta, {});
   return p;
 }
 
 TEST(TextGgufVocab, ByteTokenizerRoundTrips) {
   const fs::path dir = test::fresh_test_dir();
-  const GgufMetadata meta = text::gguf_tokenizer_metadata(test::gguf_fixture("trained").string(), 300);
-  GgufReader f(gguf_vocab_file(dir, meta));
+  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(test::gguf_fixture("trained").string(), 300);
+  io::GgufReader f(gguf_vocab_file(dir, meta));
   EXPECT_EQ(f.at("tokenizer.ggml.tokens").size(), 300u);  // padded with [PAD<id>] to the model's vocabulary
   EXPECT_EQ(f.at("tokenizer.ggml.tokens").strings[32], "Ġ");
   EXPECT_EQ(f.at("tokenizer.ggml.tokens").strings[299], "[PAD299]");
@@ -35,18 +35,18 @@ TEST(TextGgufVocab, PreTokenizerFollowsTheSplitRegex) {
   const fs::path dir = test::fresh_test_dir();
   const fs::path q = test::gguf_source_folder("qwen3", dir), l = test::gguf_source_folder("llama3", dir);
   for (const auto& [folder, pre] : {std::pair<fs::path, const char*>{q, "qwen2"}, {l, "llama-bpe"}}) {
-    GgufMetadata meta = text::gguf_tokenizer_metadata(folder.string(), 151936);
+    io::GgufMetadata meta = text::gguf_tokenizer_metadata(folder.string(), 151936);
     for (const auto& [k, v] : meta)
       if (k == "tokenizer.ggml.pre") {
         EXPECT_EQ(v.strings[0], pre);
       }
   }
-  GgufMetadata meta = text::gguf_tokenizer_metadata(q.string(), 151936);
+  io::GgufMetadata meta = text::gguf_tokenizer_metadata(q.string(), 151936);
   for (auto& [k, v] : meta)
-    if (k == "tokenizer.ggml.pre") v = GgufValue::string("deepseek-llm");
-  GgufReader f(gguf_vocab_file(dir, meta));
+    if (k == "tokenizer.ggml.pre") v = io::GgufValue::string("deepseek-llm");
+  io::GgufReader f(gguf_vocab_file(dir, meta));
   EXPECT_XG_ERROR(text::load_gguf_tokenizer(f), "tokenizer.ggml.pre 'deepseek-llm' is not supported");
-  GgufReader g(gguf_vocab_file(dir, {{"tokenizer.ggml.model", GgufValue::string("bert")}}));
+  io::GgufReader g(gguf_vocab_file(dir, {{"tokenizer.ggml.model", io::GgufValue::string("bert")}}));
   EXPECT_XG_ERROR(text::load_gguf_tokenizer(g), "tokenizer.ggml.model 'bert' is not supported");
 }
 
@@ -57,8 +57,8 @@ TEST(TextGgufVocab, SentencePieceIdsAreLlamaCpps) {
   const fs::path dir = test::fresh_test_dir();
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(XGRAD_FIXTURE_DIR) / "tokenizers" / "llama2" / f, dir / f);
-  const GgufMetadata meta = text::gguf_tokenizer_metadata(dir.string(), 32000);
-  GgufReader f(gguf_vocab_file(dir, meta));
+  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(dir.string(), 32000);
+  io::GgufReader f(gguf_vocab_file(dir, meta));
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
   EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_space_prefix"));
   EXPECT_EQ(f.at("tokenizer.ggml.token_type").ints[0], 2);    // <unk>

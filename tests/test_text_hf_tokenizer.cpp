@@ -37,7 +37,7 @@ const HfTokCase& hf_tok_case(const std::string& name) {
   if (it != cases.end()) return it->second;
   HfTokCase c;
   c.tok = HfTokenizer::from_folder(kHfTokDir + "/" + name);
-  c.expected = xg::load_safetensors(kHfTokDir + "/" + name + "/expected.safetensors");
+  c.expected = xg::io::load_safetensors(kHfTokDir + "/" + name + "/expected.safetensors");
   c.decoded = nlohmann::json::parse(xg::test::slurp(kHfTokDir + "/" + name + "/decoded.json"));
   return cases.emplace(name, std::move(c)).first->second;
 }

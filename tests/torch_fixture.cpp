@@ -13,7 +13,7 @@ const TensorMap& fixture(const std::string& file) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(file);
   if (it == cache.end())
-    it = cache.emplace(file, load_safetensors(std::string(XGRAD_FIXTURE_DIR) + "/" + file + ".safetensors")).first;
+    it = cache.emplace(file, io::load_safetensors(std::string(XGRAD_FIXTURE_DIR) + "/" + file + ".safetensors")).first;
   return it->second;
 }
 

@@ -82,7 +82,7 @@ const PreTokenizer& pre_of(const json& pre, const std::string& file) {
   return unsupported("Split regex \"" + pattern + "\"");
 }
 
-GgufMetadata byte_tokenizer_metadata(int64_t n_vocab) {
+io::GgufMetadata byte_tokenizer_metadata(int64_t n_vocab) {
   std::vector<std::string> tokens(byte_level_chars().begin(), byte_level_chars().end());
   std::vector<int32_t> types(256, static_cast<int32_t>(GgufTokenType::Normal));
   for (const char* s : {"<bos>", "<eos>", "<pad>"}) {
@@ -93,28 +93,28 @@ GgufMetadata byte_tokenizer_metadata(int64_t n_vocab) {
     tokens.push_back(str_cat("[PAD", i, "]"));
     types.push_back(static_cast<int32_t>(GgufTokenType::Unused));
   }
-  GgufMetadata m;
-  m.emplace_back("tokenizer.ggml.model", GgufValue::string("gpt2"));
+  io::GgufMetadata m;
+  m.emplace_back("tokenizer.ggml.model", io::GgufValue::string("gpt2"));
   // No merges: every byte is its own token whatever the split, so any pre-tokenizer gives the
   // byte tokenizer's ids; "default" is llama.cpp's name for none in particular.
-  m.emplace_back("tokenizer.ggml.pre", GgufValue::string("default"));
-  m.emplace_back("tokenizer.ggml.tokens", GgufValue::strings_array(std::move(tokens)));
-  m.emplace_back("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
-  m.emplace_back("tokenizer.ggml.merges", GgufValue::strings_array({}));
-  m.emplace_back("tokenizer.ggml.bos_token_id", GgufValue::u32(ByteTokenizer::kBos));
-  m.emplace_back("tokenizer.ggml.eos_token_id", GgufValue::u32(ByteTokenizer::kEos));
-  m.emplace_back("tokenizer.ggml.padding_token_id", GgufValue::u32(ByteTokenizer::kPad));
-  m.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
-  m.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(false));
+  m.emplace_back("tokenizer.ggml.pre", io::GgufValue::string("default"));
+  m.emplace_back("tokenizer.ggml.tokens", io::GgufValue::strings_array(std::move(tokens)));
+  m.emplace_back("tokenizer.ggml.token_type", io::GgufValue::i32_array(std::move(types)));
+  m.emplace_back("tokenizer.ggml.merges", io::GgufValue::strings_array({}));
+  m.emplace_back("tokenizer.ggml.bos_token_id", io::GgufValue::u32(ByteTokenizer::kBos));
+  m.emplace_back("tokenizer.ggml.eos_token_id", io::GgufValue::u32(ByteTokenizer::kEos));
+  m.emplace_back("tokenizer.ggml.padding_token_id", io::GgufValue::u32(ByteTokenizer::kPad));
+  m.emplace_back("tokenizer.ggml.add_bos_token", io::GgufValue::boolean(false));
+  m.emplace_back("tokenizer.ggml.add_eos_token", io::GgufValue::boolean(false));
   return m;
 }
 
 // Whether a file's vocabulary is the byte tokenizer's (as byte_tokenizer_metadata writes it).
-bool is_byte_vocabulary(const GgufReader& f) {
+bool is_byte_vocabulary(const io::GgufReader& f) {
   if (!f.has("tokenizer.ggml.tokens") || !f.has("tokenizer.ggml.merges")) return false;
-  const GgufValue& t = f.at("tokenizer.ggml.tokens");
-  const GgufValue& merges = f.at("tokenizer.ggml.merges");
-  if (t.element != GgufType::String || t.size() < 259 || merges.size() != 0) return false;
+  const io::GgufValue& t = f.at("tokenizer.ggml.tokens");
+  const io::GgufValue& merges = f.at("tokenizer.ggml.merges");
+  if (t.element != io::GgufType::String || t.size() < 259 || merges.size() != 0) return false;
   for (int i = 0; i < 256; ++i)
     if (t.strings[i] != byte_level_chars()[i]) return false;
   if (t.strings[256] != "<bos>" || t.strings[257] != "<eos>" || t.strings[258] != "<pad>") return false;
@@ -163,11 +163,11 @@ bool is_byte_piece(const std::string& s) {
 }
 
 // The special ids, what the tokenizer adds around a text and the chat template, as keys.
-void add_special_metadata(GgufMetadata& m, const Tokenizer& t, const std::string& folder) {
+void add_special_metadata(io::GgufMetadata& m, const Tokenizer& t, const std::string& folder) {
   const Tokenizer* tok = &t;
-  if (tok->bos_id() >= 0) m.emplace_back("tokenizer.ggml.bos_token_id", GgufValue::u32(static_cast<uint32_t>(tok->bos_id())));
-  if (tok->eos_id() >= 0) m.emplace_back("tokenizer.ggml.eos_token_id", GgufValue::u32(static_cast<uint32_t>(tok->eos_id())));
-  if (tok->pad_id() >= 0) m.emplace_back("tokenizer.ggml.padding_token_id", GgufValue::u32(static_cast<uint32_t>(tok->pad_id())));
+  if (tok->bos_id() >= 0) m.emplace_back("tokenizer.ggml.bos_token_id", io::GgufValue::u32(static_cast<uint32_t>(tok->bos_id())));
+  if (tok->eos_id() >= 0) m.emplace_back("tokenizer.ggml.eos_token_id", io::GgufValue::u32(static_cast<uint32_t>(tok->eos_id())));
+  if (tok->pad_id() >= 0) m.emplace_back("tokenizer.ggml.padding_token_id", io::GgufValue::u32(static_cast<uint32_t>(tok->pad_id())));
   // What the tokenizer adds around one text, asked of the tokenizer itself (tokenizer_config's
   // add_bos_token or the post-processor's template).
   const std::vector<int64_t> around = tok->encode("", true);
@@ -176,18 +176,18 @@ void add_special_metadata(GgufMetadata& m, const Tokenizer& t, const std::string
                        (around.size() > 1 || !add_bos);
   check(around.size() == static_cast<std::size_t>(add_bos) + static_cast<std::size_t>(add_eos), "GGUF export: the tokenizer of ",
         folder, " adds ", around.size(), " tokens around a text that are not just BOS and EOS, which GGUF cannot say");
-  m.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(add_bos));
-  m.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(add_eos));
+  m.emplace_back("tokenizer.ggml.add_bos_token", io::GgufValue::boolean(add_bos));
+  m.emplace_back("tokenizer.ggml.add_eos_token", io::GgufValue::boolean(add_eos));
   const fs::path config = fs::path(folder) / "tokenizer_config.json";
   if (fs::exists(config)) {
     const json c = read_json(config);
     if (c.contains("chat_template")) {
       const json& t = c["chat_template"];
       if (t.is_string()) {
-        m.emplace_back("tokenizer.chat_template", GgufValue::string(t.get<std::string>()));
+        m.emplace_back("tokenizer.chat_template", io::GgufValue::string(t.get<std::string>()));
       } else if (t.is_array()) {  // named templates: "default" is tokenizer.chat_template
         for (const json& e : t)
-          if (e.value("name", "") == "default") m.emplace_back("tokenizer.chat_template", GgufValue::string(e.value("template", "")));
+          if (e.value("name", "") == "default") m.emplace_back("tokenizer.chat_template", io::GgufValue::string(e.value("template", "")));
       }
     }
   }
@@ -197,7 +197,7 @@ void add_special_metadata(GgufMetadata& m, const Tokenizer& t, const std::string
 // tokens with scores and types. llama.cpp merges the adjacent pair whose joined piece scores
 // highest; Hugging Face's BPE the pair of the lowest merge rank, so a piece's score is minus
 // the rank of the first merge that makes it (pieces no merge makes score below all of them).
-GgufMetadata spm_tokenizer_metadata(const Tokenizer& tok, const json& doc, const std::string& folder, int64_t n_vocab) {
+io::GgufMetadata spm_tokenizer_metadata(const Tokenizer& tok, const json& doc, const std::string& folder, int64_t n_vocab) {
   const std::string file = (fs::path(folder) / "tokenizer.json").string();
   const bool space_prefix = spm_space_prefix(doc, file);
   const json& model = doc["model"];
@@ -246,14 +246,14 @@ GgufMetadata spm_tokenizer_metadata(const Tokenizer& tok, const json& doc, const
   }
   for (int64_t i = 0; i < n_vocab; ++i)
     if (tokens[static_cast<std::size_t>(i)].empty()) tokens[static_cast<std::size_t>(i)] = str_cat("[PAD", i, "]");
-  GgufMetadata m;
-  m.emplace_back("tokenizer.ggml.model", GgufValue::string("llama"));
-  m.emplace_back("tokenizer.ggml.tokens", GgufValue::strings_array(std::move(tokens)));
-  m.emplace_back("tokenizer.ggml.scores", GgufValue::f32_array(std::move(scores)));
-  m.emplace_back("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
-  m.emplace_back("tokenizer.ggml.add_space_prefix", GgufValue::boolean(space_prefix));
+  io::GgufMetadata m;
+  m.emplace_back("tokenizer.ggml.model", io::GgufValue::string("llama"));
+  m.emplace_back("tokenizer.ggml.tokens", io::GgufValue::strings_array(std::move(tokens)));
+  m.emplace_back("tokenizer.ggml.scores", io::GgufValue::f32_array(std::move(scores)));
+  m.emplace_back("tokenizer.ggml.token_type", io::GgufValue::i32_array(std::move(types)));
+  m.emplace_back("tokenizer.ggml.add_space_prefix", io::GgufValue::boolean(space_prefix));
   if (model.contains("unk_token") && model["unk_token"].is_string() && ids.count(model["unk_token"].get<std::string>()))
-    m.emplace_back("tokenizer.ggml.unknown_token_id", GgufValue::u32(static_cast<uint32_t>(ids[model["unk_token"].get<std::string>()])));
+    m.emplace_back("tokenizer.ggml.unknown_token_id", io::GgufValue::u32(static_cast<uint32_t>(ids[model["unk_token"].get<std::string>()])));
   add_special_metadata(m, tok, folder);
   return m;
 }
@@ -264,13 +264,13 @@ struct VocabParts {
   json vocab = json::object(), added = json::array();
   std::vector<int64_t> types;
 };
-VocabParts split_vocab(const GgufReader& f, const GgufValue& tokens, bool byte_tokens) {
+VocabParts split_vocab(const io::GgufReader& f, const io::GgufValue& tokens, bool byte_tokens) {
   const std::string& path = f.path();
   const std::size_t n = tokens.size();
   VocabParts v;
   v.types.assign(n, static_cast<int64_t>(GgufTokenType::Normal));
   if (f.has("tokenizer.ggml.token_type")) {
-    const GgufValue& t = f.at("tokenizer.ggml.token_type");
+    const io::GgufValue& t = f.at("tokenizer.ggml.token_type");
     check(t.is_array() && t.ints.size() == n, path,
           ": tokenizer.ggml.token_type must be an integer array of one type per token (", n, ")");
     v.types = t.ints;
@@ -295,7 +295,7 @@ VocabParts split_vocab(const GgufReader& f, const GgufValue& tokens, bool byte_t
 
 // tokenizer_config.json's keys from the special ids and add_bos/add_eos; without
 // add_bos_token, llama.cpp's default for the vocabulary type (`bos_by_default`).
-json special_config(const GgufReader& f, const GgufValue& tokens, bool bos_by_default) {
+json special_config(const io::GgufReader& f, const io::GgufValue& tokens, bool bos_by_default) {
   const std::string& path = f.path();
   const std::size_t n = tokens.size();
   json config = json::object();
@@ -320,12 +320,12 @@ json special_config(const GgufReader& f, const GgufValue& tokens, bool bos_by_de
 // BPE model (transformers' LlamaConverter): the merges are every split of a piece into two
 // pieces, ranked by the joined piece's score (highest first), which is the order llama.cpp's
 // llm_tokenizer_spm merges in; byte fallback to <0xNN>, unknown characters to the unknown token.
-std::unique_ptr<Tokenizer> load_spm_tokenizer(const GgufReader& f) {
+std::unique_ptr<Tokenizer> load_spm_tokenizer(const io::GgufReader& f) {
   const std::string& path = f.path();
-  const GgufValue& tokens = f.at("tokenizer.ggml.tokens");
-  check(tokens.is_array() && tokens.element == GgufType::String, path, ": tokenizer.ggml.tokens must be an array of strings");
+  const io::GgufValue& tokens = f.at("tokenizer.ggml.tokens");
+  check(tokens.is_array() && tokens.element == io::GgufType::String, path, ": tokenizer.ggml.tokens must be an array of strings");
   const std::size_t n = tokens.size();
-  const GgufValue& scores = f.at("tokenizer.ggml.scores");
+  const io::GgufValue& scores = f.at("tokenizer.ggml.scores");
   check(scores.is_array() && scores.floats.size() == n, path, ": tokenizer.ggml.scores must be a float array of one score per token (", n, ")");
   VocabParts parts = split_vocab(f, tokens, true);
   std::unordered_map<std::string, int64_t> normal;  // pieces merges may make
@@ -368,7 +368,7 @@ std::unique_ptr<Tokenizer> load_spm_tokenizer(const GgufReader& f) {
 
 }  // namespace
 
-GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab) {
+io::GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab) {
   const fs::path tj = fs::path(folder) / "tokenizer.json";
   if (!fs::exists(tj)) {
     load_tokenizer(folder);  // an xgrad folder's byte tokenizer, or the error saying what the folder lacks
@@ -417,17 +417,17 @@ GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab)
       merges.push_back(a + " " + b);
     }
   }
-  GgufMetadata m;
-  m.emplace_back("tokenizer.ggml.model", GgufValue::string("gpt2"));
-  m.emplace_back("tokenizer.ggml.pre", GgufValue::string(pre.name));
-  m.emplace_back("tokenizer.ggml.tokens", GgufValue::strings_array(std::move(tokens)));
-  m.emplace_back("tokenizer.ggml.token_type", GgufValue::i32_array(std::move(types)));
-  m.emplace_back("tokenizer.ggml.merges", GgufValue::strings_array(std::move(merges)));
+  io::GgufMetadata m;
+  m.emplace_back("tokenizer.ggml.model", io::GgufValue::string("gpt2"));
+  m.emplace_back("tokenizer.ggml.pre", io::GgufValue::string(pre.name));
+  m.emplace_back("tokenizer.ggml.tokens", io::GgufValue::strings_array(std::move(tokens)));
+  m.emplace_back("tokenizer.ggml.token_type", io::GgufValue::i32_array(std::move(types)));
+  m.emplace_back("tokenizer.ggml.merges", io::GgufValue::strings_array(std::move(merges)));
   add_special_metadata(m, *tok, folder);
   return m;
 }
 
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufReader& f) {
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const io::GgufReader& f) {
   const std::string& path = f.path();
   const std::string model = f.get_string("tokenizer.ggml.model");
   check(model == "gpt2" || model == "llama", path, ": tokenizer.ggml.model '", model,
@@ -438,13 +438,13 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufReader& f) {
   const PreTokenizer* pre = pre_by_name(pre_name);
   check(pre != nullptr, path, ": tokenizer.ggml.pre '", pre_name,
         "' is not supported (xgrad splits text as llama.cpp's llama-bpe, qwen2 and gpt-2 pre-tokenizers do)");
-  const GgufValue& tokens = f.at("tokenizer.ggml.tokens");
-  check(tokens.is_array() && tokens.element == GgufType::String, path, ": tokenizer.ggml.tokens must be an array of strings");
+  const io::GgufValue& tokens = f.at("tokenizer.ggml.tokens");
+  check(tokens.is_array() && tokens.element == io::GgufType::String, path, ": tokenizer.ggml.tokens must be an array of strings");
   const VocabParts parts = split_vocab(f, tokens, false);
   json merges = json::array();
   if (f.has("tokenizer.ggml.merges")) {
-    const GgufValue& m = f.at("tokenizer.ggml.merges");
-    check(m.is_array() && (m.size() == 0 || m.element == GgufType::String), path, ": tokenizer.ggml.merges must be an array of strings");
+    const io::GgufValue& m = f.at("tokenizer.ggml.merges");
+    check(m.is_array() && (m.size() == 0 || m.element == io::GgufType::String), path, ": tokenizer.ggml.merges must be an array of strings");
     for (const std::string& s : m.strings) merges.push_back(s);
   }
   json split = pre->pattern[0] ? json{{"type", "Split"}, {"pattern", {{"Regex", pre->pattern}}}, {"behavior", "Isolated"}, {"invert", false}}

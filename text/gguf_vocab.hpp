@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "autograd/gguf.hpp"
+#include "io/gguf.hpp"
 #include "text/tokenizer.hpp"
 
 namespace xg::text {
@@ -26,7 +26,7 @@ enum class GgufTokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserD
 // merge that makes a piece), token types (unknown, control, byte, normal), add_space_prefix.
 // A tokenizer llama.cpp would split differently (another regex or normalizer) is an xg::Error
 // naming the file and the component.
-GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab);
+io::GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab);
 
 // The tokenizer of a GGUF file: xgrad's byte tokenizer when the vocabulary is exactly the one
 // gguf_tokenizer_metadata writes for it, else a byte-level BPE tokenizer built from
@@ -35,6 +35,6 @@ GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab)
 // vocabulary as SentencePiece BPE (merges: every split of a piece, ranked by its score, as
 // llama.cpp's llm_tokenizer_spm merges; byte fallback). Any other tokenizer.ggml.model or pre is
 // an xg::Error naming the file, the key and the value.
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufReader& file);
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const io::GgufReader& file);
 
 }  // namespace xg::text

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.hpp"
-#include "autograd/gguf.hpp"
+#include "io/gguf.hpp"
 #include "text/byte_tokenizer.hpp"
 #include "text/gguf_vocab.hpp"
 #include "text/hf_tokenizer.hpp"
@@ -16,7 +16,7 @@ namespace xg::text {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder) {
   namespace fs = std::filesystem;
-  if (fs::is_regular_file(folder) && is_gguf_file(folder)) return load_gguf_tokenizer(GgufReader(folder));
+  if (fs::is_regular_file(folder) && io::is_gguf_file(folder)) return load_gguf_tokenizer(io::GgufReader(folder));
   check(fs::is_directory(folder), "load_tokenizer: ", folder, " is not a folder");
   if (fs::exists(fs::path(folder) / "tokenizer.json")) return HfTokenizer::from_folder(folder);
   const fs::path config = fs::path(folder) / "config.json";

@@ -3,15 +3,38 @@
 set(prefix ${BINARY_DIR}/consumer-test/prefix)
 set(build ${BINARY_DIR}/consumer-test/build)
 file(REMOVE_RECURSE ${BINARY_DIR}/consumer-test)
-foreach(step
-    "${CMAKE_COMMAND};--install;${BINARY_DIR};--prefix;${prefix}"
-    "${CMAKE_COMMAND};-S;${SOURCE_DIR}/tests/consumer;-B;${build};-DCMAKE_PREFIX_PATH=${prefix};-DCMAKE_BUILD_TYPE=Release"
-    "${CMAKE_COMMAND};--build;${build}")
-  execute_process(COMMAND ${step} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "consumer test: step failed (${rc}): ${step}")
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer test: installing failed (${rc})")
+endif()
+# One consumer per layer, each finding only its component and linking only its target, then the
+# whole package. A layer's program names none of the libraries above it: core's, io's and nn's
+# need no ICU, PCRE2 or MPI, and nothing below distributed needs MPI.
+set(not_needed_core "icu|pcre2|mpi")
+set(not_needed_io "icu|pcre2|mpi")
+set(not_needed_nn "icu|pcre2|mpi")
+set(not_needed_text "mpi")
+set(not_needed_train "mpi")
+foreach(layer core io nn text train distributed xgrad)
+  set(dir ${build}-${layer})
+  foreach(step
+      "${CMAKE_COMMAND};-S;${SOURCE_DIR}/tests/consumer;-B;${dir};-DLAYER=${layer};-DCMAKE_PREFIX_PATH=${prefix};-DCMAKE_BUILD_TYPE=Release"
+      "${CMAKE_COMMAND};--build;${dir}"
+      "${dir}/consumer")
+    execute_process(COMMAND ${step} RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "consumer test (${layer}): step failed (${rc}): ${step}")
+    endif()
+  endforeach()
+  if(DEFINED not_needed_${layer})
+    execute_process(COMMAND readelf -d ${dir}/consumer OUTPUT_VARIABLE needed RESULT_VARIABLE rc)
+    string(REGEX MATCHALL "Shared library: \\[[^]]*(${not_needed_${layer}})[^]]*\\]" extra "${needed}")
+    if(NOT rc EQUAL 0 OR extra)
+      message(FATAL_ERROR "consumer test (${layer}): the program links what its layer does not use: ${extra}")
+    endif()
   endif()
 endforeach()
+set(build ${build}-xgrad)
 # No header the sources call internal is installed (install() leaves out detail/ folders; an
 # internal header outside one would be installed and become part of the package's surface).
 file(GLOB_RECURSE installed_headers ${prefix}/include/xgrad/*.hpp)

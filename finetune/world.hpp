@@ -1,0 +1,44 @@
+// The processes a training run is spread over, as the train loop sees them: this process's
+// rank, their number, and the few collectives data parallelism needs. A run is one process
+// (World's own defaults) unless a launcher installed another world, as torch.distributed's
+// default process group: distributed/distributed.hpp installs MPI's. The train layer never
+// names MPI, so a program that trains in one process needs no MPI to build or link.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.hpp"
+
+namespace xg::finetune {
+
+class World {
+ public:
+  virtual ~World() = default;
+  virtual int rank() const { return 0; }
+  virtual int size() const { return 1; }
+  bool is_main() const { return rank() == 0; }
+
+  // Sums each gradient of `params` over the ranks, in place, in buckets of at most
+  // `bucket_bytes`. A parameter whose gradient is undefined on some ranks but not all gets
+  // zeros there first; one with no gradient anywhere keeps none (as in one process).
+  virtual void allreduce_grads(const std::vector<Tensor>& params, int64_t bucket_bytes = 32 << 20) const;
+  // Sums x over the ranks, in place.
+  virtual void allreduce_sum(std::vector<double>& x) const;
+  // The lowest rank for which `flag` is true, or -1 when it is false everywhere.
+  virtual int first_rank_with(bool flag) const { return flag ? rank() : -1; }
+  // `text` as rank `root` has it, on every rank.
+  virtual std::string broadcast(const std::string& text, int root) const;
+  // Ends the program with `exit_code`, every rank of it: one rank returning alone after an
+  // error would leave the others waiting in a collective. One process: std::exit.
+  [[noreturn]] virtual void abort(int exit_code) const;
+};
+
+// The run's world: the one installed last, or a world of this one process.
+const World& world();
+// Installs `w` (nullptr: back to one process). distributed::Session does, for MPI.
+void set_world(std::shared_ptr<const World> w);
+
+}  // namespace xg::finetune

@@ -1,0 +1,509 @@
+// GGUF v3: the header parser (every length checked against the bytes left in the file before
+// anything is allocated), dequantization to float32 and the writer. Layout as llama.cpp's
+// ggml/src/gguf.cpp reads and writes it: little-endian; strings are a uint64 length and the
+// bytes; the data section starts at the header's end rounded up to the alignment, and each
+// tensor's offset is a multiple of it.
+#include "io/gguf.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "autograd/error.hpp"
+#include "autograd/float16.hpp"
+#include "io/atomic_file.hpp"
+#include "io/safetensors.hpp"
+
+namespace xg::io {
+
+namespace {
+
+constexpr char kMagic[4] = {'G', 'G', 'U', 'F'};
+constexpr uint32_t kVersion = 3;
+constexpr uint32_t kDefaultAlignment = 32;  // gguf.h's GGUF_DEFAULT_ALIGNMENT
+constexpr uint32_t kMaxDims = 4;            // ggml.h's GGML_MAX_DIMS
+
+// Bytes of one scalar of a numeric or bool type; 0 for String and Array.
+uint64_t scalar_bytes(GgufType t) {
+  switch (t) {
+    case GgufType::UInt8: case GgufType::Int8: case GgufType::Bool: return 1;
+    case GgufType::UInt16: case GgufType::Int16: return 2;
+    case GgufType::UInt32: case GgufType::Int32: case GgufType::Float32: return 4;
+    case GgufType::UInt64: case GgufType::Int64: case GgufType::Float64: return 8;
+    default: return 0;
+  }
+}
+
+bool is_float_type(GgufType t) { return t == GgufType::Float32 || t == GgufType::Float64; }
+
+bool known_ggml_type(uint32_t t) {
+  return t == 0 || t == 1 || t == 8 || t == 30;
+}
+
+// ggml.h's type numbers past BF16 that a file may hold but xgrad does not read.
+const char* other_ggml_type_name(uint32_t t) {
+  static const char* const names[] = {"F32",  "F16",  "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1",
+                                      "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
+                                      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S",
+                                      "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
+  return t < sizeof(names) / sizeof(names[0]) ? names[t] : "an unknown type";
+}
+
+// Reads the header through bounds checks: every read first asks whether that many bytes are
+// left, so a corrupt length is an error, never a huge allocation.
+class Cursor {
+ public:
+  Cursor(std::ifstream& f, const std::string& path, uint64_t size) : f_(f), path_(path), size_(size) {}
+  uint64_t pos() const { return pos_; }
+  uint64_t left() const { return size_ - pos_; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(str_cat(path_, ": not a valid GGUF file: ", what, " (at byte ", pos_, ")"));
+  }
+  void need(uint64_t n, const std::string& what) const {
+    if (n > left()) fail(str_cat(what, " needs ", n, " bytes but the file has ", left(), " left"));
+  }
+  void bytes(void* dst, uint64_t n, const std::string& what) {
+    need(n, what);
+    f_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+    if (!f_) fail(str_cat("reading ", what, " failed"));
+    pos_ += n;
+  }
+  template <class T>
+  T scalar(const std::string& what) {
+    T v;
+    bytes(&v, sizeof v, what);
+    return v;
+  }
+  std::string string(const std::string& what) {
+    const uint64_t n = scalar<uint64_t>(what + "'s length");
+    need(n, what);
+    std::string s(static_cast<std::size_t>(n), '\0');
+    bytes(s.data(), n, what);
+    return s;
+  }
+
+ private:
+  std::ifstream& f_;
+  const std::string& path_;
+  uint64_t size_, pos_ = 0;
+};
+
+// One scalar of type t appended to v.
+void read_scalar(Cursor& c, GgufType t, GgufValue& v, const std::string& key) {
+  switch (t) {
+    case GgufType::UInt8: v.ints.push_back(c.scalar<uint8_t>(key)); break;
+    case GgufType::Int8: v.ints.push_back(c.scalar<int8_t>(key)); break;
+    case GgufType::UInt16: v.ints.push_back(c.scalar<uint16_t>(key)); break;
+    case GgufType::Int16: v.ints.push_back(c.scalar<int16_t>(key)); break;
+    case GgufType::UInt32: v.ints.push_back(c.scalar<uint32_t>(key)); break;
+    case GgufType::Int32: v.ints.push_back(c.scalar<int32_t>(key)); break;
+    case GgufType::Int64: v.ints.push_back(c.scalar<int64_t>(key)); break;
+    case GgufType::UInt64: {
+      const uint64_t u = c.scalar<uint64_t>(key);
+      if (u > static_cast<uint64_t>(INT64_MAX)) c.fail(str_cat("key '", key, "' holds the uint64 ", u, ", above 2^63"));
+      v.ints.push_back(static_cast<int64_t>(u));
+      break;
+    }
+    case GgufType::Bool: {
+      const uint8_t b = c.scalar<uint8_t>(key);
+      if (b > 1) c.fail(str_cat("key '", key, "' holds the bool byte ", int(b), " (0 or 1)"));
+      v.ints.push_back(b);
+      break;
+    }
+    case GgufType::Float32: v.floats.push_back(c.scalar<float>(key)); break;
+    case GgufType::Float64: v.floats.push_back(c.scalar<double>(key)); break;
+    case GgufType::String: v.strings.push_back(c.string("the value of '" + key + "'")); break;
+    default: c.fail(str_cat("key '", key, "' has value type ", static_cast<uint32_t>(t), ", which GGUF does not define"));
+  }
+}
+
+bool valid_value_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::Float64); }
+
+// Writing: little-endian scalars into a string.
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_string(std::string& out, const std::string& s) {
+  put<uint64_t>(out, s.size());
+  out += s;
+}
+
+void put_scalar(std::string& out, GgufType t, const GgufValue& v, std::size_t i) {
+  switch (t) {
+    case GgufType::UInt8: put<uint8_t>(out, static_cast<uint8_t>(v.ints.at(i))); break;
+    case GgufType::Int8: put<int8_t>(out, static_cast<int8_t>(v.ints.at(i))); break;
+    case GgufType::UInt16: put<uint16_t>(out, static_cast<uint16_t>(v.ints.at(i))); break;
+    case GgufType::Int16: put<int16_t>(out, static_cast<int16_t>(v.ints.at(i))); break;
+    case GgufType::UInt32: put<uint32_t>(out, static_cast<uint32_t>(v.ints.at(i))); break;
+    case GgufType::Int32: put<int32_t>(out, static_cast<int32_t>(v.ints.at(i))); break;
+    case GgufType::UInt64: put<uint64_t>(out, static_cast<uint64_t>(v.ints.at(i))); break;
+    case GgufType::Int64: put<int64_t>(out, v.ints.at(i)); break;
+    case GgufType::Bool: put<uint8_t>(out, v.ints.at(i) ? 1 : 0); break;
+    case GgufType::Float32: put<float>(out, static_cast<float>(v.floats.at(i))); break;
+    case GgufType::Float64: put<double>(out, v.floats.at(i)); break;
+    case GgufType::String: put_string(out, v.strings.at(i)); break;
+    case GgufType::Array: throw Error("save_gguf: arrays of arrays are not written");
+  }
+}
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// Q8_0 as ggml's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d) (half away from zero).
+void quantize_q8_0(const float* x, int64_t n, std::string& out) {
+  for (int64_t b = 0; b < n; b += kQ8Block) {
+    float amax = 0;
+    for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    put<uint16_t>(out, float_to_half(d));
+    for (int64_t j = 0; j < kQ8Block; ++j) put<int8_t>(out, static_cast<int8_t>(std::round(x[b + j] * id)));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// names and values
+
+const char* gguf_type_name(GgufType t) {
+  switch (t) {
+    case GgufType::UInt8: return "uint8";
+    case GgufType::Int8: return "int8";
+    case GgufType::UInt16: return "uint16";
+    case GgufType::Int16: return "int16";
+    case GgufType::UInt32: return "uint32";
+    case GgufType::Int32: return "int32";
+    case GgufType::Float32: return "float32";
+    case GgufType::Bool: return "bool";
+    case GgufType::String: return "string";
+    case GgufType::Array: return "array";
+    case GgufType::UInt64: return "uint64";
+    case GgufType::Int64: return "int64";
+    case GgufType::Float64: return "float64";
+  }
+  return "?";
+}
+
+const char* ggml_type_name(GgmlType t) { return other_ggml_type_name(static_cast<uint32_t>(t)); }
+
+uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
+  const uint64_t n = static_cast<uint64_t>(numel);
+  switch (type) {
+    case GgmlType::F32: return 4 * n;
+    case GgmlType::F16: case GgmlType::BF16: return 2 * n;
+    case GgmlType::Q8_0: return n / kQ8Block * (2 + kQ8Block);
+  }
+  return 0;
+}
+
+std::size_t GgufValue::size() const {
+  if (!is_array()) return 1;
+  return element == GgufType::String ? strings.size() : is_float_type(element) ? floats.size() : ints.size();
+}
+
+GgufValue GgufValue::u32(uint32_t v) { GgufValue g; g.type = GgufType::UInt32; g.ints = {v}; return g; }
+GgufValue GgufValue::i32(int32_t v) { GgufValue g; g.type = GgufType::Int32; g.ints = {v}; return g; }
+GgufValue GgufValue::f32(float v) { GgufValue g; g.type = GgufType::Float32; g.floats = {v}; return g; }
+GgufValue GgufValue::boolean(bool v) { GgufValue g; g.type = GgufType::Bool; g.ints = {v ? 1 : 0}; return g; }
+GgufValue GgufValue::string(std::string v) {
+  GgufValue g;
+  g.type = GgufType::String;
+  g.strings = {std::move(v)};
+  return g;
+}
+namespace {
+GgufValue array_of(GgufType element) {
+  GgufValue g;
+  g.type = GgufType::Array;
+  g.element = element;
+  return g;
+}
+}  // namespace
+GgufValue GgufValue::strings_array(std::vector<std::string> v) {
+  GgufValue g = array_of(GgufType::String);
+  g.strings = std::move(v);
+  return g;
+}
+GgufValue GgufValue::i32_array(std::vector<int32_t> v) {
+  GgufValue g = array_of(GgufType::Int32);
+  g.ints.assign(v.begin(), v.end());
+  return g;
+}
+GgufValue GgufValue::f32_array(std::vector<float> v) {
+  GgufValue g = array_of(GgufType::Float32);
+  g.floats.assign(v.begin(), v.end());
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------
+// GgufReader
+
+GgufReader::GgufReader(const std::string& path) : path_(path), f_(path, std::ios::binary) {
+  check(f_.good(), path, ": cannot open file");
+  f_.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(f_.tellg());
+  f_.seekg(0);
+  Cursor c(f_, path_, size);
+  char magic[4];
+  c.bytes(magic, 4, "the magic \"GGUF\"");
+  if (std::memcmp(magic, kMagic, 4) != 0) c.fail("it does not start with \"GGUF\"");
+  const uint32_t version = c.scalar<uint32_t>("the version");
+  if (version != kVersion) c.fail(str_cat("version ", version, " (xgrad reads version 3)"));
+  const uint64_t n_tensors = c.scalar<uint64_t>("the tensor count");
+  const uint64_t n_kv = c.scalar<uint64_t>("the metadata count");
+  // Each key/value takes at least 13 bytes (key length, type, a 1-byte value) and each tensor
+  // at least 24 (name length, dims count, type, offset): counts beyond that cannot fit.
+  if (n_kv > c.left() / 13) c.fail(str_cat("the header claims ", n_kv, " metadata keys, more than the file can hold"));
+  if (n_tensors > c.left() / 24) c.fail(str_cat("the header claims ", n_tensors, " tensors, more than the file can hold"));
+
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = c.string(str_cat("metadata key ", i));
+    if (index_.count(key)) c.fail(str_cat("key '", key, "' appears twice"));
+    const uint32_t type = c.scalar<uint32_t>("the type of '" + key + "'");
+    if (!valid_value_type(type)) c.fail(str_cat("key '", key, "' has value type ", type, ", which GGUF does not define"));
+    GgufValue v;
+    v.type = static_cast<GgufType>(type);
+    if (v.type == GgufType::Array) {
+      const uint32_t et = c.scalar<uint32_t>("the element type of '" + key + "'");
+      if (!valid_value_type(et)) c.fail(str_cat("array '", key, "' has element type ", et, ", which GGUF does not define"));
+      v.element = static_cast<GgufType>(et);
+      if (v.element == GgufType::Array) c.fail(str_cat("array '", key, "' holds arrays, which xgrad does not read"));
+      const uint64_t n = c.scalar<uint64_t>("the length of '" + key + "'");
+      const uint64_t min_bytes = v.element == GgufType::String ? 8 : scalar_bytes(v.element);
+      if (n > c.left() / min_bytes) c.fail(str_cat("array '", key, "' claims ", n, " elements, more than the file holds"));
+      for (uint64_t j = 0; j < n; ++j) read_scalar(c, v.element, v, key);
+    } else {
+      read_scalar(c, v.type, v, key);
+    }
+    index_[key] = metadata_.size();
+    metadata_.emplace_back(std::move(key), std::move(v));
+  }
+
+  uint64_t alignment = kDefaultAlignment;
+  if (has("general.alignment")) {
+    const GgufValue& a = at("general.alignment");
+    if (a.type != GgufType::UInt32 || a.ints[0] == 0 || (a.ints[0] & (a.ints[0] - 1)) != 0)
+      c.fail("general.alignment must be a uint32 power of two");
+    alignment = static_cast<uint64_t>(a.ints[0]);
+  }
+
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo t;
+    t.name = c.string(str_cat("the name of tensor ", i));
+    if (tensor_index_.count(t.name)) c.fail(str_cat("tensor '", t.name, "' appears twice"));
+    const uint32_t n_dims = c.scalar<uint32_t>("the dims of '" + t.name + "'");
+    if (n_dims > kMaxDims) c.fail(str_cat("tensor '", t.name, "' has ", n_dims, " dims (at most 4)"));
+    std::vector<int64_t> ne(n_dims);
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t n = c.scalar<uint64_t>("a dim of '" + t.name + "'");
+      if (n > static_cast<uint64_t>(INT64_MAX) / 64 || (n > 0 && static_cast<uint64_t>(numel) > (static_cast<uint64_t>(INT64_MAX) / 64) / n))
+        c.fail(str_cat("tensor '", t.name, "' has a dim of ", n, ", too large"));
+      ne[d] = static_cast<int64_t>(n);
+      numel *= ne[d];
+    }
+    t.shape.assign(ne.rbegin(), ne.rend());
+    const uint32_t type = c.scalar<uint32_t>("the type of '" + t.name + "'");
+    if (!known_ggml_type(type))
+      throw Error(str_cat(path_, ": tensor '", t.name, "' has type ", other_ggml_type_name(type), " (", type,
+                          "); xgrad reads F32, F16, BF16 and Q8_0"));
+    t.type = static_cast<GgmlType>(type);
+    if (t.type == GgmlType::Q8_0 && (n_dims == 0 || ne[0] % kQ8Block != 0))
+      c.fail(str_cat("Q8_0 tensor '", t.name, "' has rows of ", n_dims ? ne[0] : 1, " values, not a multiple of 32"));
+    t.offset = c.scalar<uint64_t>("the offset of '" + t.name + "'");
+    if (t.offset % alignment != 0) c.fail(str_cat("tensor '", t.name, "' has offset ", t.offset, ", not a multiple of ", alignment));
+    t.bytes = ggml_tensor_bytes(t.type, numel);
+    tensor_index_[t.name] = tensors_.size();
+    tensors_.push_back(std::move(t));
+  }
+
+  data_start_ = align_up(c.pos(), alignment);
+  if (data_start_ > size) c.fail("the header ends past the file's end");
+  const uint64_t data_size = size - data_start_;
+  std::vector<std::pair<uint64_t, const GgufTensorInfo*>> by_offset;
+  for (const GgufTensorInfo& t : tensors_) {
+    if (t.offset > data_size || t.bytes > data_size - t.offset)
+      throw Error(str_cat(path_, ": not a valid GGUF file: tensor '", t.name, "' (", t.bytes, " bytes at offset ", t.offset,
+                          ") does not fit in the ", data_size, " bytes of data"));
+    by_offset.emplace_back(t.offset, &t);
+  }
+  std::sort(by_offset.begin(), by_offset.end());
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& a = *by_offset[i - 1].second;
+    if (a.offset + a.bytes > by_offset[i].first)
+      throw Error(str_cat(path_, ": not a valid GGUF file: tensors '", a.name, "' and '", by_offset[i].second->name,
+                          "' overlap"));
+  }
+}
+
+const GgufValue& GgufReader::at(const std::string& key) const {
+  auto it = index_.find(key);
+  check(it != index_.end(), path_, ": metadata key '", key, "' is missing");
+  return metadata_[it->second].second;
+}
+
+namespace {
+[[noreturn]] void wrong_type(const std::string& path, const std::string& key, const GgufValue& v, const char* want) {
+  throw Error(str_cat(path, ": metadata key '", key, "' must be ", want, ", got ",
+                      v.is_array() ? std::string("an array of ") + gguf_type_name(v.element) : gguf_type_name(v.type)));
+}
+}  // namespace
+
+std::string GgufReader::get_string(const std::string& key) const {
+  const GgufValue& v = at(key);
+  if (v.type != GgufType::String) wrong_type(path_, key, v, "a string");
+  return v.strings[0];
+}
+
+int64_t GgufReader::get_int(const std::string& key) const {
+  const GgufValue& v = at(key);
+  if (v.is_array() || v.type == GgufType::String || v.type == GgufType::Bool || is_float_type(v.type))
+    wrong_type(path_, key, v, "an integer");
+  return v.ints[0];
+}
+
+double GgufReader::get_float(const std::string& key) const {
+  const GgufValue& v = at(key);
+  if (v.is_array() || v.type == GgufType::String || v.type == GgufType::Bool) wrong_type(path_, key, v, "a number");
+  return is_float_type(v.type) ? v.floats[0] : static_cast<double>(v.ints[0]);
+}
+
+bool GgufReader::get_bool(const std::string& key) const {
+  const GgufValue& v = at(key);
+  if (v.type != GgufType::Bool) wrong_type(path_, key, v, "a bool");
+  return v.ints[0] != 0;
+}
+
+const GgufTensorInfo& GgufReader::tensor(const std::string& name) const {
+  auto it = tensor_index_.find(name);
+  check(it != tensor_index_.end(), path_, ": no tensor '", name, "'");
+  return tensors_[it->second];
+}
+
+void GgufReader::read_into(const std::string& name, const Tensor& dst) {
+  const GgufTensorInfo& t = tensor(name);
+  check(dst.dtype() == kFloat32 && dst.shape() == t.shape, path_, ": tensor '", name, "' is ", ggml_type_name(t.type), " ",
+        shape_str(t.shape), ", read into a ", dtype_name(dst.dtype()), " ", shape_str(dst.shape()), " tensor");
+  float* out = const_cast<Tensor&>(dst).data<float>();
+  const int64_t n = dst.numel();
+  f_.clear();
+  f_.seekg(static_cast<std::streamoff>(data_start_ + t.offset));
+  // A block of a few MB at a time: no second copy of a large tensor.
+  const int64_t per_block = 1 << 20;  // values (a multiple of 32)
+  std::vector<char> buf;
+  for (int64_t done = 0; done < n; done += per_block) {
+    const int64_t m = std::min(per_block, n - done);
+    const uint64_t bytes = ggml_tensor_bytes(t.type, m);
+    buf.resize(bytes);
+    f_.read(buf.data(), static_cast<std::streamsize>(bytes));
+    check(f_.good(), path_, ": reading tensor '", name, "' failed");
+    const char* p = buf.data();
+    float* o = out + done;
+    switch (t.type) {
+      case GgmlType::F32: std::memcpy(o, p, bytes); break;
+      case GgmlType::F16:
+      case GgmlType::BF16:
+        for (int64_t i = 0; i < m; ++i) {
+          uint16_t h;
+          std::memcpy(&h, p + 2 * i, 2);
+          o[i] = t.type == GgmlType::F16 ? half_to_float(h) : bfloat16_to_float(h);
+        }
+        break;
+      case GgmlType::Q8_0:
+        for (int64_t b = 0; b < m / kQ8Block; ++b) {
+          const char* blk = p + b * (2 + kQ8Block);
+          uint16_t h;
+          std::memcpy(&h, blk, 2);
+          const float d = half_to_float(h);
+          for (int64_t j = 0; j < kQ8Block; ++j) o[b * kQ8Block + j] = d * static_cast<float>(static_cast<int8_t>(blk[2 + j]));
+        }
+        break;
+    }
+  }
+}
+
+Tensor GgufReader::read(const std::string& name) {
+  Tensor t = empty(tensor(name).shape, kFloat32);
+  read_into(name, t);
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// save_gguf
+
+void save_gguf(const std::string& path, const GgufMetadata& metadata, const std::vector<GgufTensorData>& tensors,
+               const std::string& who) {
+  uint64_t alignment = kDefaultAlignment;
+  std::set<std::string> keys, names;
+  std::string header(kMagic, 4);
+  put<uint32_t>(header, kVersion);
+  put<uint64_t>(header, tensors.size());
+  put<uint64_t>(header, metadata.size());
+  for (const auto& [key, v] : metadata) {
+    check(keys.insert(key).second, who, ": metadata key '", key, "' given twice");
+    if (key == "general.alignment") {
+      check(v.type == GgufType::UInt32 && v.ints.at(0) > 0 && (v.ints[0] & (v.ints[0] - 1)) == 0, who,
+            ": general.alignment must be a uint32 power of two");
+      alignment = static_cast<uint64_t>(v.ints[0]);
+    }
+    put_string(header, key);
+    put<uint32_t>(header, static_cast<uint32_t>(v.type));
+    if (v.is_array()) {
+      put<uint32_t>(header, static_cast<uint32_t>(v.element));
+      put<uint64_t>(header, v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) put_scalar(header, v.element, v, i);
+    } else {
+      put_scalar(header, v.type, v, 0);
+    }
+  }
+  uint64_t offset = 0;
+  for (const GgufTensorData& t : tensors) {
+    check(names.insert(t.name).second, who, ": tensor '", t.name, "' given twice");
+    check(t.data.dim() <= static_cast<int64_t>(kMaxDims), who, ": tensor '", t.name, "' has ", t.data.dim(), " dims (GGUF holds at most 4)");
+    check(is_floating(t.data.dtype()), who, ": tensor '", t.name, "' is ", dtype_name(t.data.dtype()), ", not a float tensor");
+    const int64_t row = t.data.dim() ? t.data.size(-1) : 1;
+    check(t.type != GgmlType::Q8_0 || row % kQ8Block == 0, who, ": tensor '", t.name, "' has rows of ", row,
+          " values; Q8_0 needs a multiple of 32");
+    put_string(header, t.name);
+    put<uint32_t>(header, static_cast<uint32_t>(t.data.dim()));
+    for (int64_t d = t.data.dim() - 1; d >= 0; --d) put<uint64_t>(header, static_cast<uint64_t>(t.data.size(d)));
+    put<uint32_t>(header, static_cast<uint32_t>(t.type));
+    put<uint64_t>(header, offset);
+    offset = align_up(offset + ggml_tensor_bytes(t.type, t.data.numel()), alignment);
+  }
+  header.resize(align_up(header.size(), alignment), '\0');
+  write_file_atomic(
+      path,
+      [&](std::ostream& out) {
+        out.write(header.data(), static_cast<std::streamsize>(header.size()));
+        std::string block;
+        for (const GgufTensorData& t : tensors) {
+          const Tensor f = t.data.dtype() == kFloat32 ? t.data.contiguous() : t.data.to(kFloat32);
+          const float* x = f.data<float>();
+          const int64_t n = f.numel();
+          block.clear();
+          switch (t.type) {
+            case GgmlType::F32: block.assign(reinterpret_cast<const char*>(x), static_cast<std::size_t>(4 * n)); break;
+            case GgmlType::F16:
+              for (int64_t i = 0; i < n; ++i) put<uint16_t>(block, float_to_half(x[i]));
+              break;
+            case GgmlType::BF16:
+              for (int64_t i = 0; i < n; ++i) put<uint16_t>(block, float_to_bfloat16(x[i]));
+              break;
+            case GgmlType::Q8_0: quantize_q8_0(x, n, block); break;
+          }
+          block.resize(align_up(block.size(), alignment), '\0');
+          out.write(block.data(), static_cast<std::streamsize>(block.size()));
+        }
+      },
+      who);
+}
+
+bool is_gguf_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[4] = {};
+  return f.read(magic, 4) && std::memcmp(magic, kMagic, 4) == 0;
+}
+
+}  // namespace xg::io

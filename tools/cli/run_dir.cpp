@@ -1,0 +1,216 @@
+// RunDir (see run_dir.hpp): the lock, the checks on --out and the comparison of a resumed
+// run's flags with its args.json.
+#include "tools/cli/run_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "autograd/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/safetensors.hpp"
+#include "tools/cli/flags.hpp"
+
+namespace xg::cli {
+
+namespace fs = std::filesystem;
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kLock = ".lock";
+
+// `p` made absolute with its symlinks resolved as far as it exists (it need not).
+fs::path canonical_path(const std::string& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(fs::absolute(p), ec);
+  return ec ? fs::absolute(p).lexically_normal() : c;
+}
+
+// True when `inner` is `outer` or lies below it.
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  const std::string i = inner.generic_string(), o = outer.generic_string();
+  return i == o || (i.size() > o.size() && i.compare(0, o.size(), o) == 0 && (o.back() == '/' || i[o.size()] == '/'));
+}
+
+// "steps,--lr" -> {"steps", "lr"}.
+std::set<std::string> flag_names(const std::string& list) {
+  std::set<std::string> names;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    while (!item.empty() && item[0] == '-') item.erase(0, 1);
+    if (!item.empty()) names.insert(item);
+  }
+  return names;
+}
+
+// The entries of `dir` other than the lock file, by name.
+std::vector<std::string> contents(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename() != kLock) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names, std::size_t at_most) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < at_most; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > at_most) s += ", ...";
+  return s;
+}
+
+}  // namespace
+
+po::options_description run_dir_flags(RunDirOptions& o) {
+  po::options_description g = cli::flag_group("output folder");
+  // clang-format off
+  g.add_options()
+    ("overwrite", po::bool_switch(&o.overwrite), "replace the run already in --out (its files are removed first)")
+    ("allow-change", po::value(&o.allow_change)->default_value(o.allow_change),
+     "with --resume: flags (comma list, without --) that may differ from the run's args.json, e.g. steps,lr");
+  // clang-format on
+  return g;
+}
+
+const std::set<std::string>& flags_free_on_resume() {
+  // NOTE: --grad-accum too: a checkpoint resumes under any ranks x grad-accum with the same
+  // product (the same micro-batches per step), which TrainLoop checks itself.
+  static const std::set<std::string> free = {"resume",       "overwrite",  "allow-change",     "threads",
+                                             "log-every",    "grad-accum", "checkpoint-every", "eval-every",
+                                             "sample-every", "detect-anomaly"};
+  return free;
+}
+
+std::string input_checksum(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  check(f.good(), path, ": cannot open file");
+  std::ostringstream bytes;
+  bytes << f.rdbuf();
+  return "crc32:" + io::crc32_hex(bytes.str());
+}
+
+RunDir::RunDir(std::string program, std::string out, bool resume, const RunDirOptions& o,
+               const std::vector<std::pair<std::string, std::string>>& inputs)
+    : program_(std::move(program)), out_(std::move(out)), resume_(resume) {
+  require(!out_.empty(), "--out: expected a folder, got ''");
+  allowed_ = flag_names(o.allow_change);
+  const fs::path here = canonical_path(out_);
+  require(!(resume_ && o.overwrite), "--resume continues the run in --out, --overwrite replaces it: give one");
+  for (const auto& [flag, folder] : inputs) {
+    if (folder.empty()) continue;  // an optional input not given
+    const fs::path there = canonical_path(folder);
+    require(!is_within(here, there) && !is_within(there, here),
+            str_cat("--out ", out_, (here == there ? " is" : is_within(here, there) ? " is inside" : " holds"), " --", flag,
+                    " ", folder, ": a run never writes where its inputs are"));
+  }
+  std::error_code ec;
+  require(!fs::exists(out_, ec) || fs::is_directory(out_, ec), str_cat("--out ", out_, " is a file, expected a folder"));
+  fs::create_directories(out_, ec);
+  check(!ec, program_, ": cannot create --out ", out_, " (", ec.message(), ")");
+
+  // The lock: flock, so that the kernel releases it when the process dies, however it dies.
+  const std::string lock = out_ + "/" + kLock;
+  const bool lock_existed = fs::exists(lock, ec);
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  check(lock_fd_ >= 0, program_, ": cannot open ", lock, " (", std::strerror(errno), ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::ifstream holder(lock);
+    std::string pid;
+    std::getline(holder, pid);
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw Error(str_cat(program_, ": --out ", out_, " is in use by another run (process ", pid.empty() ? "?" : pid,
+                        " holds ", lock, ")"));
+  }
+  try {
+    claim(o, lock, lock_existed);
+  } catch (...) {
+    ::close(lock_fd_);  // a constructor that throws runs no destructor: release the lock here
+    lock_fd_ = -1;
+    throw;
+  }
+}
+
+void RunDir::claim(const RunDirOptions& o, const std::string& lock, bool lock_existed) {
+  std::error_code ec;
+  const std::vector<std::string> held = contents(out_);
+  if (!held.empty() && !resume_) {
+    const bool is_run = fs::exists(out_ + "/args.json", ec);
+    if (!o.overwrite || !is_run) {
+      // Refused: the folder is left as it was found.
+      if (!lock_existed) fs::remove(lock, ec);
+      require(false, o.overwrite ? str_cat("--overwrite: --out ", out_, " holds files but no run (no args.json: ",
+                                           joined(held, 5), "); not removing them")
+                                 : str_cat("--out ", out_, " already holds a run (", joined(held, 5),
+                                           "): --resume continues it, --overwrite replaces it"));
+    }
+    for (const std::string& name : held) fs::remove_all(out_ + "/" + name);
+    std::cout << program_ << ": --overwrite: removed the previous run's " << held.size() << " files from " << out_
+              << "\n";
+  }
+  // Leftovers of writers killed mid-write, here and one folder down (merged/).
+  std::vector<std::string> removed = io::remove_stale_temporaries(out_);
+  for (const auto& e : fs::directory_iterator(out_))
+    if (e.is_directory())
+      for (const std::string& r : io::remove_stale_temporaries(e.path().string())) removed.push_back(r);
+  for (const std::string& r : removed) std::cout << program_ << ": removed " << r << ", left by a run killed while writing\n";
+  // Who holds the lock, for the message of a run refused beside this one; written only now,
+  // so that a refused command leaves the file as it was.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+    throw Error(str_cat(program_, ": cannot write ", lock, " (", std::strerror(errno), ")"));
+}
+
+RunDir::~RunDir() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock; the file stays for the next run
+}
+
+void RunDir::record_args(const nlohmann::json& args) const {
+  const std::string path = out_ + "/args.json";
+  if (resume_ && fs::exists(path)) {
+    nlohmann::json before;
+    try {
+      before = nlohmann::json::parse(std::ifstream(path));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(str_cat(program_, ": --resume: ", path, " is not valid JSON (", e.what(), ")"));
+    }
+    const nlohmann::json was = before.value("flags", nlohmann::json::object()), now = args.at("flags");
+    for (const std::string& k : allowed_)
+      require(now.contains(k), str_cat("--allow-change: '", k, "' is not a flag of ", program_));
+    std::set<std::string> names;
+    for (const auto& [k, v] : was.items()) names.insert(k);
+    for (const auto& [k, v] : now.items()) names.insert(k);
+    for (const std::string& k : names) {
+      if (flags_free_on_resume().count(k) || allowed_.count(k)) continue;
+      auto text = [](const nlohmann::json& j, const std::string& k) {
+        return j.contains(k) ? j[k].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : std::string("not given");
+      };
+      const std::string a = text(was, k), b = text(now, k);
+      require(a == b, str_cat("--resume: --", k, " was ", a, " in ", path, ", now ", b,
+                              " (a resumed run keeps its settings; --allow-change ", k, " accepts the change)"));
+    }
+    // The inputs' contents: the same file name holding other data is another run.
+    const nlohmann::json had = before.value("inputs", nlohmann::json::object()),
+                         has = args.value("inputs", nlohmann::json::object());
+    for (const auto& [k, v] : has.items()) {
+      if (allowed_.count(k) || !had.contains(k) || had[k] == v) continue;
+      throw UsageError(str_cat("--resume: the contents of --", k, " changed since ", path, " was written (",
+                               had[k].get<std::string>(), " then, ", v.get<std::string>(), " now; --allow-change ", k,
+                               " accepts the change)"));
+    }
+  }
+  // A flag's value need not be UTF-8 (a --sample-prompt in Latin-1): its bytes become U+FFFD
+  // rather than an exception (found by fuzz_flags).
+  io::write_file_atomic(path, args.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", program_);
+}
+
+}  // namespace xg::cli

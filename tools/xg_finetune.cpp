@@ -1,0 +1,413 @@
+// xg-finetune: LoRA-finetunes a base model (a Hugging Face folder, an xg-train output folder or
+// a GGUF file) with SFT, DPO or GRPO, tokenizing with the base's tokenizer and formatting rows
+// with its chat template. Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's
+// format, under the base's module names), checkpoint.safetensors (--resume), log.jsonl,
+// args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
+// in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder) or,
+// for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata).
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "finetune/base_model.hpp"
+#include "finetune/dataset.hpp"
+#include "finetune/gguf_export.hpp"
+#include "finetune/lora.hpp"
+#include "finetune/objectives.hpp"
+#include "finetune/packing.hpp"
+#include "finetune/peft.hpp"
+#include "io/atomic_file.hpp"
+#include "nn/hf.hpp"
+#include "text/chat_template.hpp"
+#include "text/tokenizer.hpp"
+#include "tools/cli/flags.hpp"
+#include "tools/cli/loop_flags.hpp"
+#include "tools/cli/output.hpp"
+#include "tools/cli/run_dir.hpp"
+#include "tools/cli/run_main.hpp"
+#include "tools/cli/threads.hpp"
+#include "xgrad.hpp"
+
+using namespace xg;
+namespace ft = xg::finetune;
+namespace cli = xg::cli;
+namespace po = boost::program_options;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kProg = "xg-finetune";
+constexpr double kMaxEpochs = 1e6;
+
+// DPO's and GRPO's defaults where they differ from SFT's (those are the flags' own defaults).
+// GRPO's step is --grad-accum prompts of --group-size completions: one prompt's eight
+// completions made a gradient too noisy to follow on the walk-through's task (held-out sampled
+// reward flat or falling at lr 1e-3 to 3e-3), eight prompts a step raised it (README).
+struct ObjectiveDefaults {
+  double lr;
+  int64_t steps, warmup, batch, grad_accum;
+};
+constexpr ObjectiveDefaults kDpoDefaults{1e-3, 600, 20, 8, 1};
+constexpr ObjectiveDefaults kGrpoDefaults{1e-3, 100, 5, 1, 8};
+
+struct Flags {
+  std::string base, data, eval_data, objective = "sft", chat_template = "auto", system;
+  std::string grpo_loss_type = "grpo";
+  ft::LoRAConfig lora;
+  double epochs = 0, beta = -1, label_smoothing = 0;
+  int64_t batch = 8, max_len = 128, eval_rows = 256;
+  ft::GrpoTask grpo;
+  bool merge = false, packing = false;
+  ft::LoopOptions loop;
+  cli::RunDirOptions run_dir;
+};
+
+// The base with the adapters folded into its weights, written to `dir`: an HF folder (float32,
+// the base's tokenizer files and config ids) for an HF base, a GGUF file (F32, the base's
+// tokenizer metadata) for a GGUF base, else an xgrad folder.
+void write_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf,
+                  const std::string& objective) {
+  ft::merge(model);
+  std::unique_ptr<nn::DecoderLM> made;
+  {
+    nn::init::SkipInitGuard skip;  // its every parameter is loaded (strict) from the merged model
+    made = std::make_unique<nn::DecoderLM>(model.config());
+  }
+  nn::DecoderLM& plain = *made;
+  TensorMap state;
+  for (const auto& [name, t] : model.state_dict())
+    if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
+  plain.load_state_dict(state, true);
+  if (gguf) {
+    ft::save_gguf_model(plain, base, dir);
+  } else if (hf) {
+    nn::SaveHFOptions options;
+    options.source = base;
+    nn::save_hf(plain, dir, options);
+  } else {
+    nn::save_pretrained(plain, dir);
+  }
+  if (!gguf) cli::write_text(dir + "/" + ft::kFinetunedMarker, json{{"format", "instruct"}, {"objective", objective}}.dump(2) + "\n");
+  ft::unmerge(model);
+}
+
+// The merged model saved as `dir` (write_merged's folder, or with a GGUF base the file
+// <dir>.gguf). Written into <that>.tmp.<pid> and renamed: a failed or killed merge leaves no
+// partial folder or file (the next start removes the temporary of a dead process).
+void save_merged(nn::DecoderLM& model, std::string dir, const std::string& base, bool hf, bool gguf,
+                 const std::string& objective) {
+  namespace fs = std::filesystem;
+  if (gguf) dir += ".gguf";
+  const std::string tmp = str_cat(dir, ".tmp.", ::getpid());
+  fs::remove_all(tmp);
+  try {
+    write_merged(model, tmp, base, hf, gguf, objective);
+    fs::remove_all(dir);
+    fs::rename(tmp, dir);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  distributed::Session mpi(&argc, &argv);  // data parallel under mpirun (rank 0 writes)
+  Flags f;
+  ft::LoopOptions& o = f.loop;
+  // The defaults are README's walk-through ("Pre-train, then finetune with LoRA"): SFT's here,
+  // DPO's and GRPO's set by kObjectiveDefaults when --lr, --steps or --warmup are not given.
+  f.lora.r = 16;
+  f.lora.alpha = 32;
+  f.lora.dropout = 0.05;
+  f.lora.targets = "q,k,v,o,gate,up,down";
+  f.batch = 16;
+  o.lr = 3e-3;
+  o.warmup = ft::kAutoWarmup;  // min(30, steps / 10)
+  o.max_auto_warmup = 30;
+  o.steps = 600;
+  o.weight_decay = 0;
+  o.eval_every = 100;
+  o.checkpoint_every = 100;
+  o.eval_at_start = true;
+  po::options_description opts = cli::flag_group("xg-finetune options");
+  const std::string objective_help = str_cat(
+      "sft | dpo | grpo. The defaults shown are SFT's; unless given, dpo uses --lr ", kDpoDefaults.lr, " --steps ",
+      kDpoDefaults.steps, " --warmup ", kDpoDefaults.warmup, " --batch ", kDpoDefaults.batch, ", grpo --lr ",
+      kGrpoDefaults.lr, " --steps ", kGrpoDefaults.steps, " --warmup ", kGrpoDefaults.warmup, " --grad-accum ",
+      kGrpoDefaults.grad_accum, " (prompts per step)");
+  // clang-format off
+  opts.add_options()
+    ("help", "show this help")
+    ("base", po::value(&f.base)->required(),
+     "base model: a Hugging Face folder (config.json, safetensors, tokenizer.json), xg-train's folder, or a .gguf file")
+    ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
+    ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
+    ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
+    ("chat-template", po::value(&f.chat_template)->default_value(f.chat_template),
+     "auto: rows as a user/assistant conversation in the base's chat template (tokenizer_config.json), "
+     "when it has one; none: BOS + prompt + newline, then the response and EOS")
+    ("system", po::value(&f.system), "with a chat template: a system message before every prompt")
+    ("out", po::value(&o.out_dir)->required(), "output folder (adapter, checkpoint, logs)")
+    ("lora-r", po::value(&f.lora.r)->default_value(f.lora.r), "LoRA rank")
+    ("lora-alpha", po::value(&f.lora.alpha)->default_value(f.lora.alpha), "LoRA alpha (scaling alpha / r)")
+    ("lora-dropout", po::value(&f.lora.dropout)->default_value(f.lora.dropout), "dropout on the adapter input")
+    ("lora-targets", po::value(&f.lora.targets)->default_value(f.lora.targets),
+     "comma list of q,k,v,o,gate,up,down or module names (an HF base: q_proj ... down_proj, HF's module paths), "
+     "or a regex over module paths")
+    ("use-rslora", po::bool_switch(&f.lora.use_rslora), "scale by alpha / sqrt(r) (rsLoRA)")
+    ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
+    ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
+    ("max-len", po::value(&f.max_len)->default_value(f.max_len), "tokens per row (prompt + response), longer rows truncated")
+    ("packing", po::bool_switch(&f.packing),
+     "sft, dpo: the training rows are packed once into rows of exactly --max-len tokens, each sequence attending "
+     "to itself only (TRL's packing, padding-free), and --batch counts packed rows: every step has one shape, so "
+     "its memory is the same at every step. DPO: a pair shares a row, each sequence cut to --max-len / 2")
+    ("beta", po::value(&f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
+    ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
+    ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
+    ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
+    ("reward", po::value(&f.grpo.reward)->default_value(f.grpo.reward), "GRPO reward: exact | prefix")
+    ("loss-type", po::value(&f.grpo_loss_type)->default_value(f.grpo_loss_type),
+     "GRPO token averaging, TRL's names: grpo (per completion, then over the group) | bnpo (over the group's "
+     "tokens) | dr_grpo (the group's token sum / (group size x --max-new-tokens): no length bias)")
+    ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO completion length")
+    ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
+    ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
+    ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in");
+  // clang-format on
+  opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
+  opts.add(cli::run_dir_flags(f.run_dir));
+  int threads = 0;
+  opts.add(cli::threads_flag(threads));
+  po::variables_map vm;
+  return cli::run_main(
+      kProg,
+      [&] {
+        if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
+        cli::apply_threads(threads);
+        cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
+        cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
+        cli::choice<int>("loss-type", f.grpo_loss_type, {{"grpo", 0}, {"bnpo", 1}, {"dr_grpo", 2}});
+        cli::choice<int>("chat-template", f.chat_template, {{"auto", 0}, {"none", 1}});
+        cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
+        cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
+                     "--batch and --eval-rows must be positive and --max-len at least 2");
+        // NOTE: the bound only keeps the step count computed from it far inside int64; a real
+        // run is never near it.
+        cli::require(f.epochs >= 0 && f.epochs <= kMaxEpochs,
+                     str_cat("--epochs must be in [0, ", kMaxEpochs, "] (0 = use --steps), got ", f.epochs));
+        // cDPO's label smoothing is the chance that a preference label is flipped: above 0.5 the
+        // data would say the opposite of itself.
+        cli::require(f.label_smoothing >= 0 && f.label_smoothing <= 0.5,
+                     str_cat("--label-smoothing must be in [0, 0.5], got ", f.label_smoothing));
+        // DPO and GRPO move a model SFT already shaped: smaller steps, fewer of them. A GRPO step
+        // is --grad-accum prompts of --group-size sampled completions, so it costs far more
+        // than an SFT step. (README's walk-through measured these.)
+        const auto by_objective = [&](const char* flag, auto& value, auto dpo, auto grpo) {
+          if (!vm[flag].defaulted() || f.objective == "sft") return;
+          value = f.objective == "dpo" ? dpo : grpo;
+          vm.at(flag).value() = value;  // args.json records the value the run uses
+        };
+        by_objective("lr", o.lr, kDpoDefaults.lr, kGrpoDefaults.lr);
+        by_objective("steps", o.steps, kDpoDefaults.steps, kGrpoDefaults.steps);
+        by_objective("warmup", o.warmup, kDpoDefaults.warmup, kGrpoDefaults.warmup);
+        by_objective("batch", f.batch, kDpoDefaults.batch, f.batch);
+        by_objective("grad-accum", o.grad_accum, kDpoDefaults.grad_accum, kGrpoDefaults.grad_accum);
+        if (!vm.count("beta")) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
+        cli::require(f.beta > 0 || (f.objective == "grpo" && f.beta == 0),
+                     str_cat("--beta must be > 0 (>= 0 for grpo), got ", f.beta));
+        if (f.objective == "grpo") {
+          cli::require(f.grpo.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt");
+          cli::require(f.grpo.max_new_tokens >= 1, "--max-new-tokens must be positive");
+          cli::require(f.grpo.temperature >= nn::kMinTemperature,
+                       str_cat("--temperature must be at least ", nn::kMinTemperature, " (GRPO samples), got ", f.grpo.temperature));
+          cli::require(f.grpo.clip_eps > 0, "--clip-eps must be > 0");
+          cli::require(!f.packing, "--packing is for sft and dpo (GRPO's completions are sampled, not packed)");
+        }
+        cli::require(!f.packing || f.objective != "dpo" || f.max_len >= 4,
+                     str_cat("--packing with dpo needs --max-len of at least 4 (two sequences a row), got ", f.max_len));
+        try {
+          f.lora.validate(kProg);
+        } catch (const Error& e) {
+          throw cli::UsageError(e.what());
+        }
+        cli::validate_loop(o, kProg);
+        return -1;
+      },
+      [&] {
+        // Everything that can be wrong with the inputs is found before anything is written.
+        std::vector<ft::SftExample> sft_train, sft_eval;
+        std::vector<ft::DpoExample> dpo_train, dpo_eval;
+        std::vector<ft::GrpoExample> grpo_train, grpo_eval;
+        std::vector<int64_t> train_lines, eval_lines;  // each row's line in its file
+        int64_t rows = 0;
+        if (f.objective == "sft") {
+          sft_train = ft::read_sft_jsonl(f.data, &train_lines);
+          if (!f.eval_data.empty()) sft_eval = ft::read_sft_jsonl(f.eval_data, &eval_lines);
+          rows = static_cast<int64_t>(sft_train.size());
+        } else if (f.objective == "dpo") {
+          dpo_train = ft::read_dpo_jsonl(f.data, &train_lines);
+          if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data, &eval_lines);
+          rows = static_cast<int64_t>(dpo_train.size());
+        } else {
+          grpo_train = ft::read_grpo_jsonl(f.data, &train_lines);
+          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines);
+          rows = static_cast<int64_t>(grpo_train.size());
+        }
+        if (f.epochs > 0 && !f.packing) {
+          const double per_step =
+              static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum * ft::world().size());
+          const double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
+          cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", rows, " rows is ", steps, " steps"));
+          o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+          cli::validate_loop(o, kProg);  // an explicit --warmup longer than the epochs' steps
+        }
+        // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
+        // byte tokenizer and xgrad's names.
+        ft::BaseModel base = ft::load_base(f.base, kProg);
+        const bool hf = base.hf;
+        const std::string& naming = base.naming;
+        std::shared_ptr<nn::DecoderLM> model = base.model;
+        const std::unique_ptr<text::Tokenizer>& tok = base.tokenizer;
+        const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(f.base, f.chat_template);
+        check(f.system.empty() || chat != nullptr, kProg, ": --system: ", f.base,
+              " has no chat template (tokenizer_config.json has no chat_template)");
+        const ft::RowFormat format{tok.get(), chat.get(), f.system};
+        // Rows are truncated to --max-len, which the model's positions bound (in tokens of its tokenizer).
+        const int64_t positions = model->max_seq_len();
+        if (positions >= 0 && f.max_len > positions) f.max_len = positions;
+        // Each row's length in tokens once: a row the model can never see whole (a GRPO prompt that
+        // leaves no room for a completion) is refused now, naming its line, rather than at whichever
+        // step draws it; rows longer than --max-len are counted and said, since they are cut.
+        auto check_rows = [&](const std::string& path, const std::vector<int64_t>& lines, auto length, const char* what,
+                              bool cut) {
+          int64_t longer = 0;
+          for (std::size_t i = 0; i < lines.size(); ++i) {
+            const int64_t n = length(i);
+            check(positions < 0 || n <= positions, path, ":", lines[i], ": ", what, " is ", n, " tokens, more than the ",
+                  positions, " positions of ", f.base, " (shorten it or leave it out)");
+            longer += n > f.max_len;
+          }
+          if (cut && longer > 0 && ft::world().is_main())
+            std::printf("%s: %lld of %zu rows of %s are longer than --max-len %lld tokens and are cut to it (a cut "
+                        "response loses its EOS)\n",
+                        kProg, static_cast<long long>(longer), lines.size(), path.c_str(), static_cast<long long>(f.max_len));
+        };
+        auto sft_len = [&](const ft::SftExample& r) {
+          const auto [p, q] = format.row_ids(r.prompt, r.response);
+          return static_cast<int64_t>(p.size() + q.size());
+        };
+        if (f.objective == "sft") {
+          check_rows(f.data, train_lines, [&](std::size_t i) { return sft_len(sft_train[i]); }, "the row", true);
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return sft_len(sft_eval[i]); }, "the row", true);
+        } else if (f.objective == "dpo") {
+          auto dpo_len = [&](const ft::DpoExample& r) {
+            return std::max(sft_len({r.prompt, r.chosen}), sft_len({r.prompt, r.rejected}));
+          };
+          check_rows(f.data, train_lines, [&](std::size_t i) { return dpo_len(dpo_train[i]); }, "the row", true);
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return dpo_len(dpo_eval[i]); }, "the row", true);
+        } else {
+          // + 1: the completion needs a position too. GRPO's prompts are never cut (--max-len does not apply).
+          auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r.prompt).size()) + 1; };
+          if (positions >= 0) {
+            check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); },
+                       "the prompt (with one completion token)", false);
+            check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
+                       "the prompt (with one completion token)", false);
+          }
+        }
+        // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
+        // rejected, and the reference without adapters), or a GRPO group of completions.
+        const nn::LMConfig& lm = model->config();
+        if (f.objective == "grpo") {
+          const int64_t longest = f.max_len + f.grpo.max_new_tokens;
+          cli::require_memory(nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
+                              str_cat("--group-size ", f.grpo.group_size, " completions of up to --max-new-tokens ",
+                                      f.grpo.max_new_tokens));
+        }
+        else
+          cli::require_memory(nn::activation_bytes(lm, (f.objective == "dpo" ? (f.packing ? 2 : 3) : 1) * f.batch, f.max_len),
+                              str_cat("--batch ", f.batch, f.packing ? " packed" : "", " rows of --max-len ", f.max_len));
+        // Packed, a step draws --batch packed rows: --epochs counts passes over those.
+        if (f.packing) {
+          const int64_t packed = static_cast<int64_t>(f.objective == "sft" ? ft::pack_sft(format, sft_train, f.max_len).size()
+                                                                            : ft::pack_dpo(format, dpo_train, f.max_len).size());
+          if (ft::world().is_main())
+            std::printf("%s: --packing: %lld rows packed into %lld rows of %lld tokens\n", kProg,
+                        static_cast<long long>(rows), static_cast<long long>(packed), static_cast<long long>(f.max_len));
+          if (f.epochs > 0) {
+            const double steps = std::ceil(f.epochs * static_cast<double>(packed) /
+                                           static_cast<double>(f.batch * o.grad_accum * ft::world().size()));
+            cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", packed, " packed rows is ", steps, " steps"));
+            o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+            cli::validate_loop(o, kProg);
+          }
+        }
+        Generator lora_gen(o.seed);
+        const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
+
+        const bool main_rank = ft::world().is_main();
+        std::unique_ptr<cli::RunDir> run_dir;
+        if (main_rank) {
+          run_dir = std::make_unique<cli::RunDir>(
+              kProg, o.out_dir, o.resume, f.run_dir,
+              std::vector<std::pair<std::string, std::string>>{{"base", f.base}, {"data", f.data}, {"eval-data", f.eval_data}});
+          json inputs = {{"data", cli::input_checksum(f.data)}};
+          if (!f.eval_data.empty()) inputs["eval-data"] = cli::input_checksum(f.eval_data);
+          run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs}, {"steps", o.steps},
+                                {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
+                                {"ranks", ft::world().size()}});
+        }
+        const nn::NamedTensors trainable = ft::named_lora_parameters(*model);
+        int64_t n_train = 0;
+        for (const auto& [name, p] : trainable) n_train += p.numel();
+        if (main_rank)
+          std::printf("%s: %s on %lld rows, %lld steps; LoRA r=%lld alpha=%g on %zu modules: %lld trainable of %lld parameters\n",
+                      kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
+                      static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
+                      static_cast<long long>(model->num_parameters()));
+        if (main_rank)
+          std::printf("%s: %s base, %s tokenizer (%lld ids), %s format, rows of up to %lld tokens\n", kProg,
+                      hf ? "Hugging Face" : "xgrad", hf ? "its" : "the byte", static_cast<long long>(tok->vocab_size()),
+                      chat ? "chat template" : "plain", static_cast<long long>(f.max_len));
+
+        ft::TrainLoop loop(kProg, *model, trainable, o);
+        loop.run_identity["base"] = f.base;
+        loop.run_identity["objective"] = f.objective;
+        loop.run_identity["format"] = chat ? "chat template, system: " + f.system : std::string("plain");
+        loop.run_identity["data"] = f.data;
+        loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
+                                            " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
+        if (f.objective == "sft") {
+          ft::attach_sft(loop, *model,
+                         {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows, format, f.packing});
+        } else if (f.objective == "dpo") {
+          ft::attach_dpo(loop, *model,
+                         {&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
+                          f.label_smoothing, format, f.packing});
+        } else {
+          f.grpo.format = format;
+          f.grpo.train = &grpo_train;
+          f.grpo.heldout = grpo_eval.empty() ? nullptr : &grpo_eval;
+          f.grpo.beta = f.beta;
+          f.grpo.loss_type = ft::grpo_loss_type(f.grpo_loss_type);
+          f.grpo.eval_rows = f.eval_rows;
+          ft::attach_grpo(loop, *model, f.grpo);
+        }
+        const ft::Metrics last = loop.run();
+        if (!main_rank) return 0;
+        ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
+        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf, base.gguf, f.objective);
+        json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
+                        {"adapted_modules", adapted}};
+        for (const auto& [k, v] : last) summary["final_" + k] = v;
+        io::write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
+        std::printf("%s: wrote %s/{adapter_model.safetensors,adapter_config.json}%s\n", kProg, o.out_dir.c_str(),
+                    f.merge ? (base.gguf ? " and merged.gguf" : " and merged/") : "");
+        return 0;
+      });
+}
