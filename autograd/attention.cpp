@@ -14,8 +14,8 @@
 // Memory. The weights live in per-thread scratch rows; forward saves only each row's
 // max and 1/sum ([B, H, Tq, 2]) and backward recomputes P = exp(scale q k^T + mask - max) / sum,
 // as FlashAttention does: O(T) saved state instead of O(T^2), and no fresh T^2 buffers to
-// page-fault in (which cost a quarter of the backward's time when P was saved). Small problems
-// (kKeptWeightsMax) keep P instead, which then stays in the L2 cache until backward.
+// page-fault in. Small problems (kKeptWeightsMax) keep P instead, which then stays in the L2
+// cache until backward.
 //
 // Layout. Every operand is read through a RowLayout, so q, k and v may be separate
 // [B, heads, T, hs] tensors or the heads of one packed projection [B, T, heads, hs]
@@ -23,10 +23,10 @@
 //
 // Threads. OpenMP over segments (forward) and units (backward), OpenBLAS called inside the
 // parallel region, where the OpenMP build of OpenBLAS runs single-threaded by itself (it
-// checks omp_in_parallel). NOTE: measured on the 2-core dev machine, this beat a serial
-// loop of multithreaded gemms at both B=8,H=8,T=256,hs=64 (float32 fwd 9 vs 46 ms, bwd 19 vs
-// 73 ms) and B=8,H=2,T=64,hs=32 (fwd 0.11 vs 0.18 ms, bwd 0.37 vs 0.54 ms). Small problems
-// run on one thread.
+// checks omp_in_parallel). NOTE: not a serial loop of multithreaded gemms: a head's products
+// are too small to share between threads, and the threads would meet at every product
+// instead of once per pass. Small problems run on one thread. The measurements behind the
+// constants below: bench/README.md, "Design measurements behind the code".
 #include "autograd/attention.hpp"
 
 #include <algorithm>
@@ -55,26 +55,18 @@ using Grads = std::vector<Tensor>;
 namespace {
 
 constexpr int64_t kRows = 64;           // query rows per forward segment
-// NOTE: measured on the 2-core dev machine (bench_attention, forward + backward, 2 threads),
-// backward segments of 32 rows beat 128: small's B=8,H=4,T=128 2.4-2.6 vs 3.3-3.8 ms, medium's
-// B=4,H=8,T=256 8.4-8.7 vs 9.7-11 ms (a causal segment multiplies up to its last row's keys,
-// so shorter segments skip more of the masked triangle); 16 was no better, and forward
-// segments of 32 or 128 rows no better than 64.
+// NOTE: backward segments of 32 rows, half the forward's: a causal segment multiplies up to its
+// last row's keys, so shorter segments skip more of the masked triangle, down to where BLAS's
+// fixed cost per call takes the gain back (other lengths, backward or forward, gained nothing).
 constexpr int64_t kBackwardRows = 32;  // query rows per backward segment
 // Query rows per segment on the register-tiled kernels, forward and backward: with no cost per
 // call, shorter causal segments skip more of the masked triangle.
 constexpr int64_t kTiledRows = 16;
 // The tiled kernels by default for heads of at most 64 while a unit's k^T (or v^T) holds at
-// most kTiledMaxKeys elements. Measured on an AMD EPYC (Zen 4, AVX-512), causal forward +
-// backward on 2 threads (bench_attention's AttentionProductsForwardBackward, medians of 5),
-// BLAS (oneDNN) against tiled, once the tile kept its rows of B in registers: B 8, H 2, T 64,
-// hs 32: 212 -> 135 us; B 8, H 4, T 128, hs 64: 2171 -> 1678; B 4, H 8, T 256, hs 64: 6851
-// -> 6242; B 4, H 12, T 512, hs 64: 37.5 -> 34.9 ms; B 1, H 12, T 1024, hs 64: 35.8 -> 32.9;
-// B 1, H 8, T 2048, hs 64: 100.9 -> 85.5; a head of 128 (B 2, H 8, T 512) ties, 22.5 ms.
-// Past T 2048 untested, so BLAS there. Without AVX-512 the tile has fewer accumulators:
-// built for AVX2 (-march=znver3) on the same machine (BLAS still on oneDNN's AVX-512
-// kernels), tiled won at T 256 (6.7 against 7.0 ms), tied at T 512 (37.1 against 37.3) and
-// lost from T 1024 (44.9 against 35.7 ms), so up to T 256 at hs 64 there.
+// most kTiledMaxKeys elements: there they beat BLAS, from tiny's shapes up to 2048 keys at a
+// head of 64. A head of 128 gains nothing, and past 2048 keys they are unmeasured, so BLAS
+// there. Without AVX-512 the tile has fewer accumulators: AVX2 builds win at 256 keys, tie at
+// 512 and lose from 1024 (AttentionProductsForwardBackward), so up to 256 keys at hs 64 there.
 constexpr int64_t kTiledMaxHead = 64;
 #if defined(__AVX512F__)
 constexpr int64_t kTiledMaxKeys = 2048 * 64;
@@ -82,9 +74,8 @@ constexpr int64_t kTiledMaxKeys = 2048 * 64;
 constexpr int64_t kTiledMaxKeys = 256 * 64;
 #endif
 // By default backward keeps the weights P instead of recomputing them while they have at most
-// this many elements (512 KB in float32: they stay in the L2 cache). Measured on an AMD EPYC
-// (Zen 4): tiny's training step (B 8, H 2, T 64: 65,536 weights a layer) 2.77 -> 2.68 ms;
-// small's (B 8, H 4, T 128: 524,288 a layer) 112 -> 118 ms when kept, so it recomputes.
+// this many elements (512 KB in float32: they stay in the L2 cache): tiny's 65,536 a layer are
+// kept; small's 524,288 leave the cache, and reading them back costs more than recomputing.
 constexpr int64_t kKeptWeightsMax = int64_t{1} << 17;
 constexpr double kBoolMasked = -1e9;  // hand-written attention's usual masked_fill value
 
@@ -185,8 +176,8 @@ void exp_row(T* row, int64_t L, int64_t Tk, const T* stats) {
 }
 
 // sum_j a[j] b[j] over [0, n): float partial sums in a vector, flushed into a double every
-// kSumBlock elements as exp_shifted sums (a double per product, reduced across 8 or 16 lanes
-// at the end of every short row, was a tenth of the backward's time).
+// kSumBlock elements as exp_shifted sums (not a double per product: those, reduced across 8 or
+// 16 lanes at the end of every short row, cost a row more than its products).
 template <class T>
 double row_dot(const T* a, const T* b, int64_t n) {
   constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);

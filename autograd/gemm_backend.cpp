@@ -125,8 +125,6 @@ GemmChoice choose_gemm_backend(const GemmFacts& f) {
   // them (the variable is never changed: OpenBLAS keeps running those kernels for float64 and
   // whatever else calls it). When they use a narrower vector ISA than the CPU has, oneDNN
   // (which dispatches on the CPU's features and passes the whole suite) runs the products.
-  // Measured, sgemm 2048^3 on 2 threads: an AMD EPYC (Zen 5) pinned to Haswell, OpenBLAS
-  // 183-211 GFLOP/s against oneDNN's 364; a Sapphire Rapids Xeon on Prescott 38-70 against 271-359.
   const std::string core = lower(f.openblas_core);
   const bool avx2_kernels = avx2_cores().count(core) > 0;
   const bool avx512_kernels = avx512_cores().count(core) > 0;
@@ -134,8 +132,8 @@ GemmChoice choose_gemm_backend(const GemmFacts& f) {
   const std::string kernels = f.openblas_version + " runs its " + f.openblas_core + " kernels" + pinned;
   if (f.cpu_avx2_fma && !avx2_kernels) return {GemmBackend::OneDNN, kernels + ", without this CPU's AVX2"};
   if (f.cpu_avx512 && !avx512_kernels) return {GemmBackend::OneDNN, kernels + ", without this CPU's AVX-512"};
-  // Intel's AVX-512 kernels on an AMD Zen 4 (whose 512-bit operations run on 256-bit units):
-  // oneDNN 222 against OpenBLAS Cooperlake's 204 GFLOP/s on 2048^3, 8-10% on the steps' products.
+  // Intel's AVX-512 kernels on an AMD CPU (a Zen 4 runs 512-bit operations on 256-bit units):
+  // oneDNN's kernels are the faster there.
   if (f.cpu_amd && avx512_kernels) return {GemmBackend::OneDNN, kernels + ", made for Intel's AVX-512, on an AMD CPU"};
   if (!avx2_kernels) return {GemmBackend::OpenBLAS, "the CPU has no AVX2"};
   // OpenBLAS's kernels use the CPU's vector units; its small products still go to oneDNN, whose
@@ -199,7 +197,7 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   // threading threshold or inside a parallel region: matmul.cpp splits large products over the
   // threads itself. Left to itself, dnnl_sgemm opens a parallel region for every product, small
   // ones too (attention's per-head products, a tiny model's layers): many more barriers, and
-  // under load a finetune measured stuck in them for minutes.
+  // under load each one waits for a thread that other programs keep off its core.
   const int threads = omp_get_max_threads();
   const bool narrow = threads > 1 && !omp_in_parallel();
   if (narrow) omp_set_num_threads(1);

@@ -2,27 +2,27 @@
 //
 // Debian's OpenBLAS picks its kernels by the CPU's model number, and a model it does not know
 // (OpenBLAS 0.3.21 on a Sapphire Rapids Xeon, say) gets its generic "Prescott" SSE3 kernels:
-// about an eighth of what the machine can do. oneDNN picks its kernels by the CPU's features
+// a small fraction of what the machine can do. oneDNN picks its kernels by the CPU's features
 // (AVX2, AVX-512, AMX), so it is used exactly when OpenBLAS's kernels use less of the CPU:
 //   1. XGRAD_GEMM=openblas or XGRAD_GEMM=onednn in the environment chooses;
 //   2. else oneDNN when the OpenBLAS kernels in force (its own pick, or those an
 //      OPENBLAS_CORETYPE in the environment pins) lack AVX2 on a CPU with AVX2 and FMA, or lack
-//      AVX-512 on a CPU with AVX-512 (an AMD Zen 5 pinned to Haswell: 183-211 against 364
-//      GFLOP/s), or are its Intel AVX-512 sets (SkylakeX, Cooperlake, SapphireRapids) on an AMD
-//      CPU: OpenBLAS 0.3.21 picks Cooperlake on a Zen 4 by its features, and there oneDNN runs
-//      2048^3 at 222 against 204 GFLOP/s and the medium and gpt2s steps' products 8-10% faster
-//      (on an Intel Xeon pinned to Cooperlake OpenBLAS wins, 295 against 230, and stays).
+//      AVX-512 on a CPU with AVX-512 (an AMD Zen 5 pinned to Haswell, say), or are its Intel
+//      AVX-512 sets (SkylakeX, Cooperlake, SapphireRapids) on an AMD CPU: OpenBLAS 0.3.21 picks
+//      Cooperlake on a Zen 4 by its features, and there oneDNN's kernels are the faster (on an
+//      Intel Xeon pinned to Cooperlake OpenBLAS's are, and it stays).
 //      OPENBLAS_CORETYPE itself is never changed (some machines set it because other
 //      OpenBLAS kernels compute wrong results there): OpenBLAS keeps running the kernels it
 //      names, for float64 and for anything else that calls it;
 //   3. else OpenBLAS, and on a CPU with AVX2 and FMA its products of fewer than 2^23
 //      multiply-adds (M N K of the whole product) go to oneDNN: there its jit kernels beat
 //      OpenBLAS's, which zero C in a pass of their own and pack both operands whatever the size
-//      (Zen 3, one thread: 1.1-1.4x on attention's per-head products and a d 64 model's layers,
-//      1.0-0.7x from 2^24 up, where OpenBLAS stays; the tiny step benchmark 1.22x faster).
+//      (attention's per-head products, a d 64 model's layers); from about 2^24 up OpenBLAS's
+//      are as fast or faster, and it keeps those.
 // The choice is made once, at the first product, and kept for the process, so runs are
 // reproducible; a product's library depends only on its shape, never on the thread count.
-// Float64 products always run on OpenBLAS (oneDNN has no dgemm).
+// Float64 products always run on OpenBLAS (oneDNN has no dgemm). The measurements behind
+// these rules: bench/README.md, "Design measurements behind the code".
 #pragma once
 
 #include <string>
@@ -75,8 +75,8 @@ GemmFacts gemm_facts();
 std::string gemm_kernels(GemmBackend backend);
 
 // float32 products of one row by a transposed matrix (x @ w^T of a decoded token) run on xgrad's
-// own matrix-vector kernel whatever the backend (matmul.cpp; it reads w from memory at 1.5-2x
-// dnnl_sgemm's rate); gemm_backend_description() ends with this.
+// own matrix-vector kernel whatever the backend (matmul.cpp; it reads w from memory faster than
+// dnnl_sgemm does for one row); gemm_backend_description() ends with this.
 constexpr const char* kOneRowProducts = "one-row products (decoding) on xgrad's matrix-vector kernel";
 
 // One line for logs, --help and benchmark JSON: the library, its version, the kernels that run

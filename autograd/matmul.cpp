@@ -38,8 +38,8 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op) {
 constexpr double kGemmSplitMin = 262144.0;
 
 // c = a B^T + beta c for one row a [K] and B [N, K] (x @ w^T of a decoded token): xgrad's
-// matrix-vector kernel (detail/gemv.hpp), which reads B from memory at 1.5-2.1x dnnl_sgemm's
-// rate for one row; split over threads by rows of B in blocks of 16 outside a parallel region.
+// matrix-vector kernel (detail/gemv.hpp), which reads B from memory faster than dnnl_sgemm does
+// for one row; split over threads by rows of B in blocks of 16 outside a parallel region.
 void row_by_transposed(int64_t N, int64_t K, const float* a, const float* B, int64_t ldb, float beta, float* c) {
   const int64_t blocks = (N + 15) / 16;
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
@@ -58,11 +58,10 @@ void row_by_transposed(int64_t N, int64_t K, const float* a, const float* B, int
 //
 // Outside a parallel region the product is split into one independent gemm per OpenMP thread,
 // over C's longer side in multiples of 16 rows or columns; inside one, OpenBLAS's OpenMP build
-// runs each call on its calling thread. Measured on the 2-core dev machine (bench_matmul), this
-// was as fast as OpenBLAS's own threading on the medium config's shapes and 1.1-1.25x faster on
-// the small and tiny ones' (backward [1024, 256] x [256, 704]: 4.3 -> 3.8 ms): OpenBLAS's
-// threads share packed panels and wait for each other with sched_yield, which is a system call
-// on this VM. K is never split: each thread computes whole sums for its part of C.
+// runs each call on its calling thread. This is as fast as OpenBLAS's own threading on large
+// shapes and faster on small ones: OpenBLAS's threads share packed panels and wait for each
+// other with sched_yield, a system call, costly on a VM. K is never split: each thread
+// computes whole sums for its part of C.
 //
 // lda, ldb, ldc: the row strides of A, B and C as stored, for operands that are column slices
 // of wider matrices (linear_cat); the overload below takes them from the shapes.

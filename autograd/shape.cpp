@@ -139,8 +139,8 @@ inline void block_transpose(const uint64_t* src, int64_t si, uint64_t* dst, int6
 #endif
 
 // One tile of a transpose: d[a*dq + b] = s[b*si + a] for a < na, b < nb.
-// NOTE: with AVX the tile moves in 8x8 (4-byte) or 4x4 (8-byte) register blocks: measured
-// here, 2-3x faster than the scalar loop (which the compiler turns into slow gathers).
+// NOTE: with AVX the tile moves in 8x8 (4-byte) or 4x4 (8-byte) register blocks: the scalar
+// loop is much slower, as the compiler turns it into slow gathers.
 template <class T>
 void transpose_tile(const T* s, int64_t si, T* d, int64_t dq, int64_t na, int64_t nb) {
   int64_t a = 0;

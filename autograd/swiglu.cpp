@@ -1,6 +1,6 @@
 // The SiLU family, vectorised with xsimd: silu(x) and the fused swiglu(gate, up) =
-// silu(gate) * up, each forward and backward one pass (the scalar libm expf of a silu-then-mul
-// pair was a third of a small model's training step).
+// silu(gate) * up, each forward and backward one pass (libm's scalar expf in a silu then a
+// mul is slow enough to be a large share of a small model's training step).
 #include "autograd/swiglu.hpp"
 
 #include "autograd/detail/dispatch.hpp"

@@ -70,8 +70,8 @@ constexpr std::size_t kHuge = std::size_t{2} << 20;
 // size rounded up to a power of two or a quarter step between two (1, 1.25, 1.5, 1.75 MB,
 // 2 MB, ...; at most 25% more than asked), from 2 MB on to a multiple of 2 MB.
 // NOTE: not through malloc: glibc serves these from its heap once its mmap threshold has
-// risen (it does after the first frees), and a heap of freed buffers of mixed sizes stays
-// resident: 240 MB of free heap beside 850 MB in use after 30 steps of LoRA DPO.
+// risen (it does after the first frees), and freed buffers of mixed sizes then stay resident
+// as free heap, which glibc gives back only from the heap's top.
 std::size_t size_class(std::size_t n) {
   std::size_t pow2 = std::size_t{1} << 17;  // kMin
   while (pow2 * 2 <= n) pow2 *= 2;
@@ -80,9 +80,9 @@ std::size_t size_class(std::size_t n) {
   return c >= kHuge ? (c + kHuge - 1) / kHuge * kHuge : c;
 }
 
-// Buffers of 2 MB and more are 2 MB aligned and marked for transparent huge pages:
-// zero-filling a 154 MB gradient took 410 ms with 4 KB pages here against 12 ms with huge
-// pages. Mapped with 2 MB to spare, then the unaligned ends are unmapped.
+// Buffers of 2 MB and more are 2 MB aligned and marked for transparent huge pages: the first
+// write of a large buffer (a gradient's zero-fill) then takes one fault per 2 MB, not one per
+// 4 KB page. Mapped with 2 MB to spare, then the unaligned ends are unmapped.
 void* map_buffer(std::size_t bytes) {
   const bool huge = bytes >= kHuge;
   const std::size_t span = huge ? bytes + kHuge : bytes;
@@ -97,33 +97,26 @@ void* map_buffer(std::size_t bytes) {
   return p;
 }
 
-// NOTE: freed buffers are kept for reuse, by size class. On this kind of VM a fresh page
-// costs a fault plus a zero-fill, which measured 20-25% of a LayerNorm or attention backward;
-// a training step frees and asks for the same sizes every step. Whole steps of the step
-// benchmark took 3.0x (tiny) and 1.4x (small) as long without the cache, at the same peak
-// RSS. The cache is bounded by the live working set: the bytes of live buffers plus the
-// cached ones never pass the most that was live at once in the recent steps (bound(): two
-// windows of allocation, each 16 times that many bytes) by more than a slack of a quarter of
-// it, at most 8 MB. A buffer that cannot be served from the cache evicts the oldest cached ones
-// to stay under it, so batches of varying length, whose sizes the cache cannot serve, make it
-// turn over instead of grow (it once kept every exact size up to 1 GiB: LoRA DPO of the
-// README's model grew to 1.5 GB); a freed buffer over it is unmapped.
+// NOTE: freed buffers are kept for reuse, by size class: a fresh page costs a fault plus a
+// zero-fill, and a training step frees and asks for the same sizes every step. The cache is
+// bounded by the live working set: the bytes of live buffers plus the cached ones never pass
+// the most that was live at once in the recent steps (bound(): two windows of allocation, each
+// 16 times that many bytes) by more than a slack of a quarter of it, at most 8 MB. A buffer
+// that cannot be served from the cache evicts the oldest cached ones to stay under it, so
+// batches of varying length, whose sizes the cache cannot serve, make it turn over instead of
+// grow; a freed buffer over it is unmapped.
 // A request takes a cached buffer of its own class or of the next one up (at most 25% more;
 // the buffer's whole size counts as live): batches of varying length ask for sizes a class
-// apart from step to step, and LoRA DPO of the README's model mapped 72 fresh buffers a step
-// when only the exact class served (1.06 M page faults in 100 steps, 3.0 s of system time in
-// 11 s; with the next class 0.36 M and 0.9 s in 8 s).
+// apart from step to step, which the exact class alone would serve with fresh mappings.
 // NOTE: why windows, not the high-water mark since empty_cache(): one batch longer than the
-// rest raised that mark for good, and the cache then held its buffers to the end (LoRA SFT of
-// the README's model: 113 MB cached from step 10, 128 MB from step 60 on, RSS 149 -> 168 MB).
+// rest would raise that mark for good, and the cache would hold its buffers to the end.
 // NOTE: why a slack: a step asks for its size classes in an order in which some class is all
-// in use while others sit cached, so a cache of exactly the peak evicted and re-mapped buffers
-// every step (930 page faults a step of the tiny step benchmark, 30% of its single-thread
-// time; 3 with the slack; the small config's 7,400 became 1,800). A slack of a quarter of the
-// peak with no 8 MB cap left 435, but LoRA DPO of the README's model, whose batches vary in
-// length and so fill any slack, then peaked at 344 MB instead of 284 (289 with the cap).
+// in use while others sit cached, so a cache of exactly the peak would evict and re-map
+// buffers every step. Why the cap: batches that vary in length fill any slack, so a slack
+// without one raises the peak memory of such runs.
 // XGRAD_NO_BUFFER_CACHE=1 turns it off (every buffer is mapped and unmapped), as
-// PYTORCH_NO_CUDA_MEMORY_CACHING does for PyTorch's allocator.
+// PYTORCH_NO_CUDA_MEMORY_CACHING does for PyTorch's allocator. The measurements behind these
+// choices: bench/README.md, "Design measurements behind the code".
 class BufferCache {
  public:
   static constexpr std::size_t kMin = std::size_t{128} << 10;
@@ -251,11 +244,11 @@ class BufferCache {
 // memory back to the kernel: a block above its mmap threshold (dynamic, from 128 KB) is
 // unmapped when freed, and free space at the top of the heap above the trim threshold is
 // released. oneDNN's sgemm mallocs its packing buffers on every call and frees them after, so
-// calls faulted them in again: 3,700 page faults a step of the gpt2s step benchmark (medium:
-// 1,700). Keeping blocks up to 32 MB on the heap and trimming it only above 1 GB (what
-// bench/compare's "malloc" setting gives PyTorch through GLIBC_TUNABLES) leaves 1,000 (medium
-// 1,500), at the same peak RSS: the heap keeps only memory that was once in use. A user's own malloc settings (GLIBC_TUNABLES,
-// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) are left as they are.
+// every call would fault them in again. So blocks up to 32 MB stay on the heap and it is
+// trimmed only above 1 GB (what bench/compare's "malloc" setting gives PyTorch through
+// GLIBC_TUNABLES); peak memory does not grow, as the heap keeps only memory that was once in
+// use. A user's own malloc settings (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_,
+// MALLOC_TRIM_THRESHOLD_) are left as they are.
 const bool malloc_tuned = [] {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   const bool user = (tunables && std::strstr(tunables, "glibc.malloc.")) || std::getenv("MALLOC_MMAP_THRESHOLD_") ||

@@ -8,7 +8,7 @@
 // is kept.
 //
 // A spinning thread on a core another program keeps busy makes every parallel region wait
-// for it (two threads ran a tiny model 1.7x slower than one). So unless the count was chosen
+// for it (two threads then run a tiny model slower than one does). So unless the count was chosen
 // (OMP_NUM_THREADS, set_num_threads, --threads N), xgrad looks at the load every 0.1 s, at the
 // start of a matrix product, and runs on as many threads as there are cores other programs
 // leave free: /proc/stat's busy time of this process's CPUs minus this process's own CPU time

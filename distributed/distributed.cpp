@@ -92,9 +92,8 @@ class MpiWorld : public finetune::World {
     }
     // Buckets of consecutive gradients of one dtype. The sums land in fresh tensors: a
     // gradient's storage may be shared with a tensor the backward pass handed over. The
-    // bucket itself is kept from step to step: OpenMPI's shared-memory transport is slow on
-    // memory it has not seen before (measured: 85-95 ms for 13 MB in a fresh buffer, 3-4 ms
-    // in a reused one).
+    // bucket itself is kept from step to step: OpenMPI's shared-memory transport is far slower
+    // on memory it has not seen before than on a buffer it has sent from already.
     std::vector<char>& bucket = bucket_;
     std::size_t i = 0;
     while (i < grads.size()) {

@@ -90,10 +90,9 @@ std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRACon
 // drawn as xg::dropout draws it) and u = h A^T:
 //   du = s g B,   dB = s g^T u,   dA = du^T h,   dx = g W + (du A) * m,   dW = g^T x,   db = sum g
 // NOTE: one op rather than a linear, dropout, two linears, a mul and an add, so that the graph
-// keeps y, the keep-mask (bool) and u ([N, r]) only. The separate ops kept h, a float mask,
-// u B^T and its scaled copy (174 of the 350 MB a LoRA DPO step of the README's model held);
-// a linear and a delta op beside their sum still kept two more [N, out] tensors per adapted
-// module: 44 of the 103 MB live at a LoRA SFT step's backward.
+// keeps y, the keep-mask (bool) and u ([N, r]) only. The separate ops would keep h, a float
+// mask, u B^T and its scaled copy, and a linear and a delta op beside their sum two more
+// [N, out] tensors per adapted module: a large part of a LoRA step's live memory.
 Tensor LoRAAdapter::forward(const Tensor& x, const Tensor& W, const Tensor& bias) const {
   const Tensor A = A_->weight(), B = B_->weight();
   const int64_t r = A.shape()[0], C = A.shape()[1], OC = B.shape()[0];

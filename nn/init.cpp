@@ -70,7 +70,7 @@ Tensor orthogonal_q(const Tensor& normal) {
   const std::size_t n = a.shape()[1];
   xt::xtensor<T, 1> tau = xt::zeros<T>({n});
   // geqrf: R in a's upper triangle and the Householder vectors below it; orgqr: Q [m, n] in a.
-  // (xtensor-blas's LAPACK bindings directly: xt::linalg::qr compiles 8x slower for the same calls.)
+  // (xtensor-blas's LAPACK bindings directly: xt::linalg::qr compiles far slower for the same calls.)
   check(xt::lapack::geqrf(a, tau) == 0, "orthogonal_: LAPACK geqrf failed on ", shape_str(normal.shape()));
   std::vector<T> sign(n);
   for (std::size_t j = 0; j < n; ++j) sign[j] = a(j, j) > 0 ? T(1) : a(j, j) < 0 ? T(-1) : T(0);

@@ -1,10 +1,9 @@
 // Internal to xgrad's .cpp files: x @ w^T for one row of x (decoding one token: every linear
 // layer's product is a matrix-vector product), as dot products of x with the rows of w.
-// Measured on an AMD EPYC (Zen 4), one thread, float32 (bench_matmul's BM_LinearOneRow, the
-// projections of a 135M-parameter model): w from memory, as a model too large for the caches
-// reads its weights per token, at 29-33 GB/s against dnnl_sgemm's 15-21 (w [1536, 576]: 111
-// against 230 us); w in the cache within 10% either way (38.7 against 44.2 us). For two or more
-// rows of x dnnl_sgemm was faster from the cache, and those stay with it.
+// A model too large for the caches reads its weights from memory for every token, and this
+// kernel streams them from memory faster than dnnl_sgemm's path for one row does; with w in
+// the cache the two are level (BM_LinearOneRow). For two or more rows of x dnnl_sgemm is the
+// faster from the cache, and those stay with it.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +14,8 @@ namespace xg::gemv {
 
 // c[n] = dot(a, B[n, :]) (+ beta c[n] when beta != 0) for n0 <= n < n1: a [K], B [N, K] (row
 // stride ldb), c [N]. One row of B at a time, so that B is read as one sequential stream
-// (four rows side by side, four streams a row apart, came from memory at 15 GB/s against 24
-// in a first test); two vector accumulators hide the FMA's latency; K past the last whole
-// vector is summed in scalars.
+// (four rows side by side, four streams a row apart, read memory more slowly); two vector
+// accumulators hide the FMA's latency; K past the last whole vector is summed in scalars.
 template <class T>
 void row_by_transposed(int64_t n0, int64_t n1, int64_t K, const T* a, const T* B, int64_t ldb, T beta, T* c) {
   constexpr int64_t W = static_cast<int64_t>(Batch<T>::size);

@@ -1,8 +1,6 @@
 // Internal to xgrad's .cpp files: register-tiled products for operands that fit in the L1/L2
-// cache (attention's per-head products with short heads), with no packing and no call overhead.
-// Measured on an AMD EPYC (Zen 4), one thread: q k^T of one 32-row, 64-key, head-size-32
-// segment in 1.4 us against dnnl_sgemm's 2.4 us; BLAS pays a fixed cost per call that these
-// shapes cannot amortise.
+// cache (attention's per-head products with short heads), with no packing and no call overhead:
+// BLAS pays a fixed cost per call that these shapes cannot amortise.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +11,8 @@ namespace xg::tiled {
 
 // Accumulators a tile may hold, leaving registers for the row of B and the broadcast of A:
 // half of AVX-512's 32; 12 of AVX2's 16 (tiles of 6 rows by 2 vectors, 3 registers to spare).
-// NOTE: AVX2 was 8 (4 x 2); built with -march=znver3 and run on a Zen 4, 12 took causal
-// attention forward + backward (2 threads) at B 4, H 8, T 256, hs 64 from 7.2 to 6.7 ms, and
-// at T 2048 from 159 to 116 ms.
+// NOTE: on AVX2, 12 rather than 8 (4 x 2): each row of B loaded then serves 6 rows of A, not 4,
+// which is what lets AVX2 builds beat BLAS up to 256 keys (kTiledMaxKeys in attention.cpp).
 #if defined(__AVX512F__)
 constexpr int kAccumulators = 16;
 #else

@@ -4,9 +4,9 @@
 // before main. Its default lets an idle thread spin up to 300,000 times (about 3 ms: libgomp
 // counts ~100,000 spins per ms) at every barrier and between parallel regions before it
 // sleeps; a passive wait sleeps at once. Neither suits a training step:
-// - a tiny model's step runs ~100 parallel regions, and a sleeping thread takes 8-60 us to
-//   wake (a Xeon, an AMD EPYC VM), longer than many of those regions: passive ran the tiny
-//   step benchmark 4-5x slower than a spin on free cores (bench/README.md, "Shared machine");
+// - a tiny model's step runs ~100 parallel regions, and a sleeping thread takes longer to
+//   wake than many of those regions last: passive runs such a step several times slower
+//   than a spin on free cores (bench/README.md, "Shared machine");
 // - a long spin holds a core while the program is between steps or in serial code.
 // So the default here is a short spin, GOMP_SPINCOUNT=10000 (about 0.1 ms), which covers the
 // gaps inside a step. When another process keeps a core busy, any spin loses (the spinning
