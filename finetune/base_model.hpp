@@ -1,5 +1,6 @@
 // The base model an executable's --base names: a Hugging Face folder, an xgrad one or a GGUF
-// file, with its tokenizer and the naming scheme its modules go by (PEFT's for HF bases).
+// file (io::ModelSource), with its tokenizer and the naming scheme its modules go by (PEFT's
+// for HF bases).
 #pragma once
 
 #include <memory>
@@ -11,19 +12,21 @@
 namespace xg::finetune {
 
 struct BaseModel {
-  bool hf = false;      // a Hugging Face folder (nn::is_hf_folder)
-  bool gguf = false;    // a GGUF file (is_gguf_file)
-  std::string naming;   // "hf_llama" for an HF folder, "xgrad" otherwise (nn/naming.hpp)
+  io::ModelSource source;  // what the path is (format, files, dtypes), told once
+  std::string naming;      // the module names its checkpoints use: "hf_llama" for an HF folder, else "xgrad" (nn/naming.hpp)
   std::shared_ptr<nn::DecoderLM> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
+  bool hf() const { return source.format == io::ModelFormat::HuggingFace; }
+  bool gguf() const { return source.format == io::ModelFormat::Gguf; }
 };
 
-// Loads `folder`. A GGUF file (nn::load_gguf_model, text::load_gguf_tokenizer) is read
-// tokenizer first, then the weights; its modules go by xgrad's names. An HF folder's tokenizer.json is read before the weights (they are the slow
-// part, so a bad tokenizer fails at once); an xgrad folder's config.json is read first, so
-// that its errors name the config's key. A tokenizer with more ids than the model's
-// vocabulary is an xg::Error starting with `who` and naming the folder.
-BaseModel load_base(const std::string& folder, const std::string& who);
+// Loads a base: its tokenizer first (a GGUF's metadata, an HF folder's tokenizer.json: the
+// weights are the slow part, so a bad tokenizer fails at once), except an xgrad folder's, whose
+// config.json is read first so that its errors name the config's key. A tokenizer with more ids
+// than the model's vocabulary is an xg::Error starting with `who` and naming the path. The
+// string form opens the path first (io::ModelSource).
+BaseModel load_base(const io::ModelSource& source, const std::string& who);
+BaseModel load_base(const std::string& path, const std::string& who);
 
 // xg-finetune --merge writes this file into the merged folder (xgrad or Hugging Face; a merged
 // .gguf has none): {"format": "instruct", "objective": ...}. It says the model was trained on

@@ -13,7 +13,6 @@
 
 #include "autograd/error.hpp"
 #include "finetune/detail/seq.hpp"
-#include "io/gguf.hpp"
 #include "text/chat_template.hpp"
 
 namespace xg::finetune {
@@ -237,37 +236,9 @@ int64_t RowFormat::pad_id() const {
   return t.pad_id() >= 0 ? t.pad_id() : t.eos_id() >= 0 ? t.eos_id() : 0;
 }
 
-std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder, const std::string& mode) {
+std::unique_ptr<text::ChatTemplate> chat_template_for(const io::ModelSource& base, const std::string& mode) {
   check(mode == "auto" || mode == "none", "--chat-template: expected auto or none, got '", mode, "'");
-  namespace fs = std::filesystem;
-  if (mode == "none") return nullptr;
-  if (io::is_gguf_file(folder)) {  // tokenizer.chat_template, with the file's BOS and EOS tokens
-    const io::GgufReader f(folder);
-    if (!f.has("tokenizer.chat_template")) return nullptr;
-    const io::GgufValue& tokens = f.at("tokenizer.ggml.tokens");
-    const auto token = [&](const char* key) -> std::string {
-      if (!f.has(key)) return "";
-      const int64_t id = f.get_int(key);
-      check(id >= 0 && static_cast<std::size_t>(id) < tokens.strings.size(), folder, ": ", key, " ", id, " is no token");
-      return tokens.strings[static_cast<std::size_t>(id)];
-    };
-    return std::make_unique<text::ChatTemplate>(f.get_string("tokenizer.chat_template"), token("tokenizer.ggml.bos_token_id"),
-                                                token("tokenizer.ggml.eos_token_id"));
-  }
-  const fs::path path = fs::path(folder) / "tokenizer_config.json", jinja = fs::path(folder) / "chat_template.jinja";
-  if (!fs::exists(path)) return nullptr;
-  nlohmann::ordered_json config;
-  try {
-    config = nlohmann::ordered_json::parse(read_all(path.string()));
-  } catch (const nlohmann::ordered_json::exception& e) {
-    throw Error(str_cat(path.string(), ": invalid JSON (", e.what(), ")"));
-  }
-  check(config.is_object(), path.string(), ": expected a JSON object");
-  // NOTE: newer transformers save the template beside the config, in chat_template.jinja, and
-  // read that file in preference to the config's key.
-  if (fs::exists(jinja)) config["chat_template"] = read_all(jinja.string());
-  if (!text::ChatTemplate::has_chat_template(config)) return nullptr;
-  return std::make_unique<text::ChatTemplate>(text::ChatTemplate::from_tokenizer_config(config, path.string()));
+  return mode == "none" ? nullptr : text::load_chat_template(base);
 }
 
 // ---- collation ---------------------------------------------------------------------------

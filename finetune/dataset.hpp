@@ -86,12 +86,11 @@ struct RowFormat {
   int64_t pad_id() const;
 };
 
-// The chat template --chat-template selects for a model folder: "auto" reads
-// <folder>/tokenizer_config.json's chat_template (or <folder>/chat_template.jinja) when there is
-// one (null otherwise: an xgrad folder, a base model), or a GGUF file's tokenizer.chat_template;
-// "none" never. Another mode, or a template
-// the interpreter cannot parse, is an xg::Error naming the flag or the file.
-std::unique_ptr<text::ChatTemplate> chat_template_for(const std::string& folder, const std::string& mode);
+// The chat template --chat-template selects for a base: "auto" the one the model carries
+// (text::load_chat_template: null for an xgrad folder or a base model without one), "none"
+// never. Another mode, or a template the interpreter cannot parse, is an xg::Error naming the
+// flag or the file.
+std::unique_ptr<text::ChatTemplate> chat_template_for(const io::ModelSource& base, const std::string& mode);
 
 // Padded ids for causal-LM training on responses, shaped for losses::sft_loss and
 // losses::sequence_logprobs.

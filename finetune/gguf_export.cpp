@@ -10,17 +10,16 @@
 
 namespace xg::finetune {
 
-io::GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab) {
-  if (!io::is_gguf_file(base)) return text::gguf_tokenizer_metadata(base, n_vocab);
-  const io::GgufReader f(base);
+io::GgufMetadata base_tokenizer_metadata(const io::ModelSource& base, int64_t n_vocab) {
+  if (base.format != io::ModelFormat::Gguf) return text::gguf_tokenizer_metadata(base, n_vocab);
   io::GgufMetadata m;
-  for (const auto& [key, v] : f.metadata())
+  for (const auto& [key, v] : base.gguf->metadata())
     if (key.rfind("tokenizer.", 0) == 0) m.emplace_back(key, v);
-  check(!m.empty(), "GGUF export: ", base, " has no tokenizer metadata to copy");
+  check(!m.empty(), "GGUF export: ", base.path, " has no tokenizer metadata to copy");
   return m;
 }
 
-void save_gguf_model(const nn::DecoderLM& model, const std::string& base, const std::string& path,
+void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, const std::string& path,
                      const nn::GgufExportOptions& options) {
   io::GgufMetadata meta = nn::gguf_model_metadata(model, options);
   for (auto& kv : base_tokenizer_metadata(base, model.config().vocab_size)) meta.push_back(std::move(kv));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "io/gguf.hpp"
+#include "io/model_source.hpp"
 #include "nn/decoder.hpp"
 #include "nn/gguf_model.hpp"
 
@@ -13,11 +14,11 @@ namespace xg::finetune {
 
 // The tokenizer.* metadata of a base: copied from it when it is a GGUF file, else made from the
 // folder's tokenizer (text::gguf_tokenizer_metadata), padded to n_vocab.
-io::GgufMetadata base_tokenizer_metadata(const std::string& base, int64_t n_vocab);
+io::GgufMetadata base_tokenizer_metadata(const io::ModelSource& base, int64_t n_vocab);
 
 // Writes `model` (without LoRA adapters: merge them or leave them out first) as a GGUF model
 // with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file).
-void save_gguf_model(const nn::DecoderLM& model, const std::string& base, const std::string& path,
+void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, const std::string& path,
                      const nn::GgufExportOptions& options = {});
 
 // Writes the LoRA adapters of `model` as a GGUF adapter: general.type "adapter", adapter.type

@@ -1,6 +1,6 @@
 // Hugging Face model folders: load_hf (config.json, then the weights tensor by tensor from one
 // file or the shards of model.safetensors.index.json into the parameters), save_hf (a temporary
-// folder renamed into place) and load_model (xgrad or HF folder, told apart by config.json).
+// folder renamed into place) and load_model (a model of any source, io::ModelSource).
 #include "nn/hf.hpp"
 #include "nn/init.hpp"
 
@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "io/atomic_file.hpp"
+#include "nn/gguf_model.hpp"
 #include "nn/naming.hpp"
 
 namespace xg::nn {
@@ -25,8 +26,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr const char* kIndexFile = "model.safetensors.index.json";
-constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                            "generation_config.json"};
 
@@ -38,51 +37,6 @@ std::string read_file(const std::string& path, const char* who) {
   return ss.str();
 }
 
-json parse_json(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    throw Error(str_cat(source, ": not valid JSON (", e.what(), ")"));
-  }
-}
-
-// The weight files of a folder: shard file name -> the tensors the index puts there (empty
-// sets and no index for a single model.safetensors).
-struct WeightFiles {
-  std::string index_path;                                // empty without an index
-  std::map<std::string, std::set<std::string>> shards;  // file name -> tensor names (index only)
-  std::map<std::string, std::string> weight_map;        // tensor name -> file name (index only)
-};
-
-WeightFiles weight_files(const std::string& folder) {
-  WeightFiles w;
-  const fs::path index = fs::path(folder) / kIndexFile;
-  if (fs::exists(index)) {
-    w.index_path = index.string();
-    const json j = parse_json(read_file(w.index_path, "load_hf"), w.index_path);
-    check(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), w.index_path,
-          ": expected an object with a \"weight_map\" object of tensor name -> shard file");
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      check(it.value().is_string(), w.index_path, ": weight_map entry '", it.key(), "' must be a file name, got ",
-            it.value().dump());
-      const std::string file = it.value().get<std::string>();
-      check(!file.empty() && file.find('/') == std::string::npos && file != "." && file != "..", w.index_path,
-            ": weight_map entry '", it.key(), "' names '", file, "', not a file name inside the folder");
-      w.weight_map[it.key()] = file;
-      w.shards[file].insert(it.key());
-    }
-    check(!w.shards.empty(), w.index_path, ": weight_map is empty");
-    for (const auto& [file, names] : w.shards)
-      check(fs::is_regular_file(fs::path(folder) / file), w.index_path, ": shard '", file, "' (holding '",
-            *names.begin(), "') is not in the folder ", folder);
-    return w;
-  }
-  const fs::path single = fs::path(folder) / kWeightsFile;
-  check(fs::exists(single), "load_hf: ", folder, " has neither ", kWeightsFile, " nor ", kIndexFile);
-  w.shards[kWeightsFile] = {};
-  return w;
-}
-
 std::string first_few(const std::vector<std::string>& names) {
   std::string s;
   for (std::size_t i = 0; i < names.size() && i < 4; ++i) s += (s.empty() ? "'" : ", '") + names[i] + "'";
@@ -92,20 +46,18 @@ std::string first_few(const std::vector<std::string>& names) {
 
 }  // namespace
 
-bool is_hf_folder(const std::string& folder) {
-  const fs::path path = fs::path(folder) / "config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && (j.contains("architectures") || j.contains("model_type"));
+std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_out) {
+  return load_hf(io::ModelSource::open(folder, "load_hf"), config_out);
 }
 
-std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_out) {
-  const std::string config_path = (fs::path(folder) / "config.json").string();
+std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* config_out) {
+  const std::string& folder = source.path;
+  check(source.format == io::ModelFormat::HuggingFace, "load_hf: ", folder, " is a ",
+        io::model_format_name(source.format), ", not a Hugging Face folder");
+  check(!source.config_file.empty(), "load_hf: ", folder, " has no config.json");
+  const std::string& config_path = source.config_file;
   const HFConfig config = HFConfig::from_json(read_file(config_path, "load_hf"), config_path);
-  const WeightFiles files = weight_files(folder);  // before the model is built: fail fast
+  check(!source.shards.empty(), "load_hf: ", folder, " has neither model.safetensors nor model.safetensors.index.json");
   // Every parameter is read below (a missing one is an error), so none is drawn at random first:
   // the random init would cost more than reading the weights.
   std::shared_ptr<DecoderLM> model;
@@ -124,22 +76,23 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
 
   std::set<std::string> loaded;
   std::string tied_head_file;  // the file holding lm_head.weight of a tied model
-  for (const auto& [file, names] : files.shards) {
-    const std::string path = (fs::path(folder) / file).string();
+  for (const auto& [path, names] : source.shards) {
+    const std::string file = fs::path(path).filename().string();
     io::SafetensorsReader reader(path);
-    if (!files.index_path.empty())
+    if (source.sharded())
       for (const std::string& n : names)
-        check(reader.contains(n), files.index_path, ": weight_map puts '", n, "' in ", file, ", which does not hold it");
+        check(reader.contains(n), source.index_file, ": weight_map puts '", n, "' in ", file, ", which does not hold it");
     std::vector<std::pair<uint64_t, std::string>> order;  // file order: one pass over the file
     for (const auto& [name, e] : reader.entries()) order.emplace_back(e.begin, name);
     std::sort(order.begin(), order.end());
     for (const auto& [begin, name] : order) {
       if (scheme.ignores(name)) continue;
-      if (!files.index_path.empty()) {
-        auto w = files.weight_map.find(name);
-        check(w != files.weight_map.end() && w->second == file, path, ": tensor '", name, "' is ",
-              w == files.weight_map.end() ? std::string("not in the weight_map of ") + files.index_path
-                                          : "put in " + w->second + " by " + files.index_path);
+      if (source.sharded()) {
+        auto w = source.weight_map.find(name);
+        check(w != source.weight_map.end() && w->second == path, path, ": tensor '", name, "' is ",
+              w == source.weight_map.end()
+                  ? std::string("not in the weight_map of ") + source.index_file
+                  : "put in " + fs::path(w->second).filename().string() + " by " + source.index_file);
       }
       if (name == "lm_head.weight" && config.lm.tie_embeddings) {
         tied_head_file = path;
@@ -163,7 +116,7 @@ std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_o
     if (!loaded.count(n)) missing.push_back(n);
   check(missing.empty(), "load_hf: ", folder, ": missing tensor", missing.size() > 1 ? "s " : " ", first_few(missing),
         " (", arch, " with this config.json; weights from ",
-        files.index_path.empty() ? (fs::path(folder) / kWeightsFile).string() : files.index_path, ")");
+        source.sharded() ? source.index_file : source.shards.begin()->first, ")");
   if (!tied_head_file.empty()) {  // a tied model's copy of the embeddings must be that copy
     io::SafetensorsReader reader(tied_head_file);
     const Tensor emb = model->tok_embeddings()->weight();
@@ -198,8 +151,9 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
   }
   if (!options.source.empty()) {
     check(fs::is_directory(options.source), "save_hf: source folder ", options.source, " does not exist");
-    if (!options.config && is_hf_folder(options.source)) {
-      const std::string path = (fs::path(options.source) / "config.json").string();
+    const io::ModelSource source = io::ModelSource::open(options.source, "save_hf");
+    if (!options.config && source.format == io::ModelFormat::HuggingFace && !source.config_file.empty()) {
+      const std::string& path = source.config_file;
       const HFConfig src = HFConfig::from_json(read_file(path, "save_hf"), path);
       // The source's architecture name when it computes the same model (Mistral is Llama without biases).
       const bool same = src.architecture == config.architecture ||
@@ -245,8 +199,8 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
     written.insert("config.json");
     const std::map<std::string, std::string> metadata{{"format", "pt"}};
     if (shards.size() == 1) {
-      io::save_safetensors((tmp / kWeightsFile).string(), shards[0], metadata, options.dtype);
-      written.insert(kWeightsFile);
+      io::save_safetensors((tmp / io::kHfWeightsFile).string(), shards[0], metadata, options.dtype);
+      written.insert(io::kHfWeightsFile);
     } else {
       json index;
       index["metadata"] = {{"total_size", total}};
@@ -260,8 +214,8 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
         for (const auto& [t, v] : shards[i]) map[t] = name;
       }
       index["weight_map"] = map;
-      io::write_file_atomic((tmp / kIndexFile).string(), index.dump(2) + "\n", "save_hf");
-      written.insert(kIndexFile);
+      io::write_file_atomic((tmp / io::kHfIndexFile).string(), index.dump(2) + "\n", "save_hf");
+      written.insert(io::kHfIndexFile);
     }
     if (!options.source.empty())
       for (const char* f : kTokenizerFiles) {
@@ -275,7 +229,7 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
       // carried over as hard links (copies where links fail).
       for (const auto& entry : fs::directory_iterator(target)) {
         const std::string n = entry.path().filename().string();
-        const bool weights = n == kIndexFile || (n.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors");
+        const bool weights = n == io::kHfIndexFile || (n.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors");
         if (written.count(n) || weights || !entry.is_regular_file()) continue;
         fs::create_hard_link(entry.path(), tmp / n, ec);
         if (ec) fs::copy_file(entry.path(), tmp / n);
@@ -300,8 +254,15 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
   }
 }
 
-std::shared_ptr<DecoderLM> load_model(const std::string& folder) {
-  return is_hf_folder(folder) ? load_hf(folder) : load_pretrained(folder);
+std::shared_ptr<DecoderLM> load_model(const io::ModelSource& source) {
+  switch (source.format) {
+    case io::ModelFormat::HuggingFace: return load_hf(source);
+    case io::ModelFormat::Gguf: return load_gguf_model(*source.gguf);
+    case io::ModelFormat::Xgrad: break;
+  }
+  return load_pretrained(source.dir);
 }
+
+std::shared_ptr<DecoderLM> load_model(const std::string& path) { return load_model(io::ModelSource::open(path)); }
 
 }  // namespace xg::nn

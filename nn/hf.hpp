@@ -1,7 +1,8 @@
 // Hugging Face model folders: config.json of LlamaForCausalLM, MistralForCausalLM,
 // Qwen2ForCausalLM and Qwen3ForCausalLM mapped to and from LMConfig, weights read tensor by
 // tensor from model.safetensors or a sharded model.safetensors.index.json (F32, F16, BF16,
-// widened to float32), and written back the way the Hub lays them out.
+// widened to float32), and written back the way the Hub lays them out; load_model for a model
+// of any source.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/model_source.hpp"
 #include "io/safetensors.hpp"
 #include "nn/decoder.hpp"
 
@@ -44,9 +46,6 @@ struct HFConfig {
   static HFConfig from_lm(const LMConfig& lm);
 };
 
-// True when <folder>/config.json is a Hugging Face config ("architectures" or "model_type").
-bool is_hf_folder(const std::string& folder);
-
 // Builds the model of <folder>/config.json and reads its weights tensor by tensor straight
 // into the parameters (peak memory: the float32 model plus a block of the tensor being read;
 // the model is built without its random init, nn::init::SkipInitGuard, since every weight is read).
@@ -54,7 +53,9 @@ bool is_hf_folder(const std::string& folder);
 // model does not have, a missing one (lm_head.weight may be absent when tied; present, it
 // must equal the embeddings), a wrong shape or dtype, a shard the index names but the folder
 // lacks, or a malformed file is an xg::Error naming the file and the tensor. If `config` is
-// given it receives the folder's HFConfig.
+// given it receives the folder's HFConfig. The string form opens the folder (io::ModelSource)
+// first; a source of another format is an error naming it.
+std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* config = nullptr);
 std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config = nullptr);
 
 struct SaveHFOptions {
@@ -74,7 +75,9 @@ struct SaveHFOptions {
 // into place, so an error leaves <folder> as it was (and no half-written folder).
 void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOptions& options = {});
 
-// An xgrad folder (load_pretrained) or a Hugging Face folder (load_hf), told apart by config.json.
-std::shared_ptr<DecoderLM> load_model(const std::string& folder);
+// The model of any source: a Hugging Face folder (load_hf), an xgrad folder (load_pretrained) or
+// a GGUF file (load_gguf_model); the string form opens the path first (io::ModelSource).
+std::shared_ptr<DecoderLM> load_model(const io::ModelSource& source);
+std::shared_ptr<DecoderLM> load_model(const std::string& path);
 
 }  // namespace xg::nn

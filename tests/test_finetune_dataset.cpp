@@ -174,7 +174,7 @@ TEST(FinetuneDataset, ChatTemplateFormatsAnSftRowAndTrainsOnTheAssistantTurn) {
   // renders for a final reply, the reply and <|im_end|>. Ids by the vocabulary's spellings.
   const std::string folder = std::string(XGRAD_FIXTURE_DIR) + "/tokenizers/qwen3";
   const auto tok = xg::text::load_tokenizer(folder);
-  const std::unique_ptr<xg::text::ChatTemplate> chat = chat_template_for(folder, "auto");
+  const std::unique_ptr<xg::text::ChatTemplate> chat = chat_template_for(xg::io::ModelSource::open(folder), "auto");
   ASSERT_TRUE(chat != nullptr);
   auto id = [&](const std::string& token) {
     const int64_t i = tok->token_to_id(token);
@@ -204,7 +204,7 @@ TEST(FinetuneDataset, ChatTemplateFormatsAnSftRowAndTrainsOnTheAssistantTurn) {
 
   // Without the template: the plain format in this tokenizer's ids (Qwen adds no BOS), EOS
   // from tokenizer_config.json, padding with its pad_token.
-  EXPECT_TRUE(chat_template_for(folder, "none") == nullptr);
+  EXPECT_TRUE(chat_template_for(xg::io::ModelSource::open(folder), "none") == nullptr);
   const SftBatch plain = collate_sft(*tok, {{"Hi", "Hello"}, {"Hi", "Hello there"}}, 64);
   const int64_t eos = tok->eos_id(), pad = tok->pad_id();
   EXPECT_EQ(eos, end);
@@ -212,7 +212,7 @@ TEST(FinetuneDataset, ChatTemplateFormatsAnSftRowAndTrainsOnTheAssistantTurn) {
   EXPECT_EQ(ints(plain.input_ids), (std::vector<int64_t>{id("Hi"), nl, id("Hello"), eos, pad,  //
                                                          id("Hi"), nl, id("Hello"), id("\xC4\xA0there"), eos}));
   EXPECT_EQ(ints(plain.prompt_lengths), (std::vector<int64_t>{2, 2}));
-  EXPECT_XG_ERROR(chat_template_for(folder, "chatml"), "--chat-template: expected auto or none, got 'chatml'");
+  EXPECT_XG_ERROR(chat_template_for(xg::io::ModelSource::open(folder), "chatml"), "--chat-template: expected auto or none, got 'chatml'");
   // A folder without tokenizer_config.json has no template.
-  EXPECT_TRUE(chat_template_for(std::string(XGRAD_FIXTURE_DIR) + "/hf/mistral", "auto") == nullptr);
+  EXPECT_TRUE(chat_template_for(xg::io::ModelSource::open(std::string(XGRAD_FIXTURE_DIR) + "/hf/mistral"), "auto") == nullptr);
 }

@@ -38,7 +38,7 @@ TEST(NnGgufModel, ExportsAreTheFilesLlamaCppEvaluatedAndMatchItsLogprobs) {
     const fs::path gguf = dir / (std::string(name) + ".gguf");
     nn::GgufExportOptions o;
     o.name = name;  // xg-export's default: the base's folder name
-    finetune::save_gguf_model(*src.model, folder.string(), gguf.string(), o);
+    finetune::save_gguf_model(*src.model, io::ModelSource::open(folder.string()), gguf.string(), o);
     EXPECT_EQ(test::gguf_fnv1a64(gguf), c.at("model_fnv1a64").get<std::string>()) << "not the file llama.cpp evaluated";
 
     const std::vector<int64_t> ids = gguf_ids_of(c.at("ids"));
@@ -114,7 +114,7 @@ TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
     o.name = "trained";
     o.dtype = type;
     const fs::path gguf = dir / (std::string(name) + ".gguf");
-    finetune::save_gguf_model(*src.model, test::gguf_fixture("trained").string(), gguf.string(), o);
+    finetune::save_gguf_model(*src.model, io::ModelSource::open(test::gguf_fixture("trained").string()), gguf.string(), o);
     EXPECT_EQ(test::gguf_fnv1a64(gguf), c.at("model_fnv1a64").get<std::string>()) << "not the file llama.cpp evaluated";
     finetune::BaseModel back = finetune::load_base(gguf.string(), "test");
     expect_logprobs(*back.model, c, tol);

@@ -111,10 +111,10 @@ TEST(NnHf, ConfigMapsEachArchitecture) {
 
 TEST(NnHf, LoadModelTellsTheFolderKindsApart) {
   const fs::path dir = fresh_test_dir();
-  EXPECT_TRUE(nn::is_hf_folder(hf_fixture("mistral")));
+  EXPECT_EQ(xg::io::ModelSource::open(hf_fixture("mistral")).format, xg::io::ModelFormat::HuggingFace);
   auto hf = nn::load_model(hf_fixture("mistral"));
   nn::save_pretrained(*hf, (dir / "xgrad").string());
-  EXPECT_FALSE(nn::is_hf_folder((dir / "xgrad").string()));
+  EXPECT_EQ(xg::io::ModelSource::open((dir / "xgrad").string()).format, xg::io::ModelFormat::Xgrad);
   auto back = nn::load_model((dir / "xgrad").string());
   const Tensor tokens = fixture("hf").at("mistral.tokens");
   EXPECT_TRUE(tensors_close(hf_logits(*back, tokens), hf_logits(*hf, tokens), 0, 0));

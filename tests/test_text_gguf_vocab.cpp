@@ -21,7 +21,7 @@ std::string gguf_vocab_file(const fs::path& dir, const io::GgufMetadata& meta) {
 
 TEST(TextGgufVocab, ByteTokenizerRoundTrips) {
   const fs::path dir = test::fresh_test_dir();
-  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(test::gguf_fixture("trained").string(), 300);
+  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(xg::io::ModelSource::open(test::gguf_fixture("trained").string()), 300);
   io::GgufReader f(gguf_vocab_file(dir, meta));
   EXPECT_EQ(f.at("tokenizer.ggml.tokens").size(), 300u);  // padded with [PAD<id>] to the model's vocabulary
   EXPECT_EQ(f.at("tokenizer.ggml.tokens").strings[32], "Ġ");
@@ -35,13 +35,13 @@ TEST(TextGgufVocab, PreTokenizerFollowsTheSplitRegex) {
   const fs::path dir = test::fresh_test_dir();
   const fs::path q = test::gguf_source_folder("qwen3", dir), l = test::gguf_source_folder("llama3", dir);
   for (const auto& [folder, pre] : {std::pair<fs::path, const char*>{q, "qwen2"}, {l, "llama-bpe"}}) {
-    io::GgufMetadata meta = text::gguf_tokenizer_metadata(folder.string(), 151936);
+    io::GgufMetadata meta = text::gguf_tokenizer_metadata(xg::io::ModelSource::open(folder.string()), 151936);
     for (const auto& [k, v] : meta)
       if (k == "tokenizer.ggml.pre") {
         EXPECT_EQ(v.strings[0], pre);
       }
   }
-  io::GgufMetadata meta = text::gguf_tokenizer_metadata(q.string(), 151936);
+  io::GgufMetadata meta = text::gguf_tokenizer_metadata(xg::io::ModelSource::open(q.string()), 151936);
   for (auto& [k, v] : meta)
     if (k == "tokenizer.ggml.pre") v = io::GgufValue::string("deepseek-llm");
   io::GgufReader f(gguf_vocab_file(dir, meta));
@@ -57,7 +57,7 @@ TEST(TextGgufVocab, SentencePieceIdsAreLlamaCpps) {
   const fs::path dir = test::fresh_test_dir();
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     fs::copy_file(fs::path(XGRAD_FIXTURE_DIR) / "tokenizers" / "llama2" / f, dir / f);
-  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(dir.string(), 32000);
+  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(xg::io::ModelSource::open(dir.string()), 32000);
   io::GgufReader f(gguf_vocab_file(dir, meta));
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
   EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_space_prefix"));

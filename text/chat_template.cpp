@@ -11,6 +11,14 @@
 namespace xg::text {
 namespace {
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(str_cat(path, ": cannot open file"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 jinja::TemplateOptions chat_options() {
   jinja::TemplateOptions o;
   o.name = "chat template";
@@ -155,6 +163,37 @@ nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const ChatMessage& m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
   return out;
+}
+
+std::unique_ptr<ChatTemplate> load_chat_template(const io::ModelSource& source) {
+  if (source.format == io::ModelFormat::Gguf) {  // tokenizer.chat_template, with the file's BOS and EOS tokens
+    const io::GgufReader& f = *source.gguf;
+    if (!f.has("tokenizer.chat_template")) return nullptr;
+    const io::GgufValue& tokens = f.at("tokenizer.ggml.tokens");
+    const auto token = [&](const char* key) -> std::string {
+      if (!f.has(key)) return "";
+      const int64_t id = f.get_int(key);
+      check(id >= 0 && static_cast<std::size_t>(id) < tokens.strings.size(), source.path, ": ", key, " ", id,
+            " is no token");
+      return tokens.strings[static_cast<std::size_t>(id)];
+    };
+    return std::make_unique<ChatTemplate>(f.get_string("tokenizer.chat_template"), token("tokenizer.ggml.bos_token_id"),
+                                          token("tokenizer.ggml.eos_token_id"));
+  }
+  if (source.tokenizer_config_file.empty()) return nullptr;
+  const std::string& path = source.tokenizer_config_file;
+  nlohmann::ordered_json config;
+  try {
+    config = nlohmann::ordered_json::parse(read_text(path));
+  } catch (const nlohmann::ordered_json::exception& e) {
+    throw Error(str_cat(path, ": invalid JSON (", e.what(), ")"));
+  }
+  check(config.is_object(), path, ": expected a JSON object");
+  // NOTE: newer transformers save the template beside the config, in chat_template.jinja, and
+  // read that file in preference to the config's key.
+  if (!source.chat_template_file.empty()) config["chat_template"] = read_text(source.chat_template_file);
+  if (!ChatTemplate::has_chat_template(config)) return nullptr;
+  return std::make_unique<ChatTemplate>(ChatTemplate::from_tokenizer_config(config, path));
 }
 
 }  // namespace xg::text

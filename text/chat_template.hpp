@@ -3,11 +3,13 @@
 // lstrip_blocks), and the prompt/completion split the SFT, DPO and GRPO data paths need.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "io/model_source.hpp"
 #include "text/jinja.hpp"
 
 namespace xg::text {
@@ -72,5 +74,10 @@ class ChatTemplate {
 
 // Messages as JSON objects {"role", "content"}.
 nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages);
+
+// The chat template a model carries, or null when it has none: a Hugging Face folder's
+// chat_template.jinja, else tokenizer_config.json's "chat_template" (with its special tokens);
+// a GGUF's tokenizer.chat_template, with the file's BOS and EOS tokens; an xgrad folder has none.
+std::unique_ptr<ChatTemplate> load_chat_template(const io::ModelSource& source);
 
 }  // namespace xg::text

@@ -368,15 +368,16 @@ std::unique_ptr<Tokenizer> load_spm_tokenizer(const io::GgufReader& f) {
 
 }  // namespace
 
-io::GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab) {
-  const fs::path tj = fs::path(folder) / "tokenizer.json";
-  if (!fs::exists(tj)) {
-    load_tokenizer(folder);  // an xgrad folder's byte tokenizer, or the error saying what the folder lacks
+io::GgufMetadata gguf_tokenizer_metadata(const io::ModelSource& source, int64_t n_vocab) {
+  const std::string& folder = source.path;
+  if (source.tokenizer_file.empty()) {
+    load_tokenizer(source);  // an xgrad folder's byte tokenizer, or the error saying what the folder lacks
     check(n_vocab >= ByteTokenizer::kVocabSize, "GGUF export: ", folder, " has no tokenizer.json, so its tokenizer is the ",
           "byte tokenizer (", ByteTokenizer::kVocabSize, " ids), but the model has ", n_vocab);
     return byte_tokenizer_metadata(n_vocab);
   }
-  const std::unique_ptr<Tokenizer> tok = load_tokenizer(folder);  // validates, and knows the special ids
+  const std::unique_ptr<Tokenizer> tok = load_tokenizer(source);  // validates, and knows the special ids
+  const fs::path tj = source.tokenizer_file;
   const json doc = read_json(tj);
   const std::string file = tj.string();
   if (is_sentencepiece(doc)) return spm_tokenizer_metadata(*tok, doc, folder, n_vocab);

@@ -26,7 +26,7 @@ enum class GgufTokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserD
 // merge that makes a piece), token types (unknown, control, byte, normal), add_space_prefix.
 // A tokenizer llama.cpp would split differently (another regex or normalizer) is an xg::Error
 // naming the file and the component.
-io::GgufMetadata gguf_tokenizer_metadata(const std::string& folder, int64_t n_vocab);
+io::GgufMetadata gguf_tokenizer_metadata(const io::ModelSource& source, int64_t n_vocab);
 
 // The tokenizer of a GGUF file: xgrad's byte tokenizer when the vocabulary is exactly the one
 // gguf_tokenizer_metadata writes for it, else a byte-level BPE tokenizer built from

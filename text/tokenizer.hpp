@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "io/model_source.hpp"
+
 namespace xg::text {
 
 class Tokenizer {
@@ -35,9 +37,11 @@ class Tokenizer {
   virtual std::string id_to_token(int64_t id) const = 0;
 };
 
-// The tokenizer of a model folder: a Hugging Face folder (tokenizer.json, with
-// tokenizer_config.json when present), an xgrad folder (config.json and no tokenizer.json:
-// the byte tokenizer) or a GGUF file (text/gguf_vocab.hpp). Anything else throws, naming the folder.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder);
+// The tokenizer of a model: a Hugging Face folder's (tokenizer.json, with tokenizer_config.json
+// when present), an xgrad folder's (the byte tokenizer) or a GGUF file's (text/gguf_vocab.hpp).
+// A Hugging Face folder without tokenizer.json throws, naming the folder. The string form opens
+// the path first (io::ModelSource).
+std::unique_ptr<Tokenizer> load_tokenizer(const io::ModelSource& source);
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
 }  // namespace xg::text

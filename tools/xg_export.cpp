@@ -70,9 +70,10 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
-        xg::check(to == "gguf" || !xg::io::is_gguf_file(base), kProg,
+        const xg::io::ModelSource source = xg::io::ModelSource::open(base, kProg);
+        xg::check(to == "gguf" || source.format != xg::io::ModelFormat::Gguf, kProg,
                   ": --to hf from a GGUF base is not written (its tokenizer has no tokenizer.json)");
-        ft::BaseModel loaded = ft::load_base(base, kProg);
+        ft::BaseModel loaded = ft::load_base(source, kProg);
         std::shared_ptr<nn::DecoderLM> model = loaded.model;
         if (name.empty()) {
           const std::string trimmed = base.back() == '/' ? base.substr(0, base.size() - 1) : base;
@@ -90,10 +91,10 @@ int main(int argc, char** argv) {
         if (!adapter.empty()) ft::merge(*model);
         const std::shared_ptr<nn::DecoderLM> plain = adapter.empty() ? model : plain_copy(*model);
         if (to == "gguf") {
-          ft::save_gguf_model(*plain, base, out, o);
+          ft::save_gguf_model(*plain, source, out, o);
         } else {
           nn::SaveHFOptions h;
-          if (loaded.hf) h.source = base;
+          if (loaded.hf()) h.source = base;
           nn::save_hf(*plain, out, h);
         }
         std::printf("%s: wrote %s%s as %s\n", kProg, base.c_str(), adapter.empty() ? "" : " with the adapter merged",

@@ -66,8 +66,9 @@ struct Flags {
 // The base with the adapters folded into its weights, written to `dir`: an HF folder (float32,
 // the base's tokenizer files and config ids) for an HF base, a GGUF file (F32, the base's
 // tokenizer metadata) for a GGUF base, else an xgrad folder.
-void write_merged(nn::DecoderLM& model, const std::string& dir, const std::string& base, bool hf, bool gguf,
+void write_merged(nn::DecoderLM& model, const std::string& dir, const io::ModelSource& base,
                   const std::string& objective) {
+  const bool gguf = base.format == io::ModelFormat::Gguf;
   ft::merge(model);
   std::unique_ptr<nn::DecoderLM> made;
   {
@@ -81,9 +82,9 @@ void write_merged(nn::DecoderLM& model, const std::string& dir, const std::strin
   plain.load_state_dict(state, true);
   if (gguf) {
     ft::save_gguf_model(plain, base, dir);
-  } else if (hf) {
+  } else if (base.format == io::ModelFormat::HuggingFace) {
     nn::SaveHFOptions options;
-    options.source = base;
+    options.source = base.path;
     nn::save_hf(plain, dir, options);
   } else {
     nn::save_pretrained(plain, dir);
@@ -95,14 +96,13 @@ void write_merged(nn::DecoderLM& model, const std::string& dir, const std::strin
 // The merged model saved as `dir` (write_merged's folder, or with a GGUF base the file
 // <dir>.gguf). Written into <that>.tmp.<pid> and renamed: a failed or killed merge leaves no
 // partial folder or file (the next start removes the temporary of a dead process).
-void save_merged(nn::DecoderLM& model, std::string dir, const std::string& base, bool hf, bool gguf,
-                 const std::string& objective) {
+void save_merged(nn::DecoderLM& model, std::string dir, const io::ModelSource& base, const std::string& objective) {
   namespace fs = std::filesystem;
-  if (gguf) dir += ".gguf";
+  if (base.format == io::ModelFormat::Gguf) dir += ".gguf";
   const std::string tmp = str_cat(dir, ".tmp.", ::getpid());
   fs::remove_all(tmp);
   try {
-    write_merged(model, tmp, base, hf, gguf, objective);
+    write_merged(model, tmp, base, objective);
     fs::remove_all(dir);
     fs::rename(tmp, dir);
   } catch (...) {
@@ -269,11 +269,11 @@ int main(int argc, char** argv) {
         // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
         // byte tokenizer and xgrad's names.
         ft::BaseModel base = ft::load_base(f.base, kProg);
-        const bool hf = base.hf;
+        const bool hf = base.hf();
         const std::string& naming = base.naming;
         std::shared_ptr<nn::DecoderLM> model = base.model;
         const std::unique_ptr<text::Tokenizer>& tok = base.tokenizer;
-        const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(f.base, f.chat_template);
+        const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(base.source, f.chat_template);
         check(f.system.empty() || chat != nullptr, kProg, ": --system: ", f.base,
               " has no chat template (tokenizer_config.json has no chat_template)");
         const ft::RowFormat format{tok.get(), chat.get(), f.system};
@@ -401,13 +401,13 @@ int main(int argc, char** argv) {
         const ft::Metrics last = loop.run();
         if (!main_rank) return 0;
         ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
-        if (f.merge) save_merged(*model, o.out_dir + "/merged", f.base, hf, base.gguf, f.objective);
+        if (f.merge) save_merged(*model, o.out_dir + "/merged", base.source, f.objective);
         json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
                         {"adapted_modules", adapted}};
         for (const auto& [k, v] : last) summary["final_" + k] = v;
         io::write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
         std::printf("%s: wrote %s/{adapter_model.safetensors,adapter_config.json}%s\n", kProg, o.out_dir.c_str(),
-                    f.merge ? (base.gguf ? " and merged.gguf" : " and merged/") : "");
+                    f.merge ? (base.gguf() ? " and merged.gguf" : " and merged/") : "");
         return 0;
       });
 }

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
         }
         model->eval();
         const std::unique_ptr<text::ChatTemplate> chat =
-            format == "instruct" ? ft::chat_template_for(base, chat_template) : nullptr;
+            format == "instruct" ? ft::chat_template_for(loaded.source, chat_template) : nullptr;
         check(system.empty() || chat != nullptr, "xg-generate: --system: ", base,
               " has no chat template (tokenizer_config.json has no chat_template)");
         const ft::RowFormat row_format{tok.get(), chat.get(), system};
