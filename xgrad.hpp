@@ -7,6 +7,7 @@
 #include "autograd/gemm_backend.hpp"
 #include "autograd/gradcheck.hpp"
 #include "autograd/ops.hpp"
+#include "autograd/settings.hpp"
 #include "autograd/threads.hpp"
 #include "autograd/xarray.hpp"
 // xgrad::io

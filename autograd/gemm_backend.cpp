@@ -15,6 +15,7 @@
 
 #include "autograd/detail/blas.hpp"
 #include "autograd/error.hpp"
+#include "autograd/settings.hpp"
 
 namespace xg {
 
@@ -104,8 +105,8 @@ GemmBackend chosen() {
 
 GemmFacts gemm_facts() {
   GemmFacts f;
-  if (const char* v = std::getenv("XGRAD_GEMM")) f.xgrad_gemm = v;
-  if (const char* v = std::getenv("OPENBLAS_CORETYPE")) f.openblas_coretype = v;
+  f.xgrad_gemm = settings().gemm;
+  f.openblas_coretype = settings().openblas_coretype;
   f.openblas_core = openblas_get_corename();
   f.openblas_version = openblas_version();
   f.cpu_avx2_fma = cpu_has_avx2_fma();

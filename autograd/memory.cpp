@@ -8,14 +8,15 @@
 #include <string>
 
 #include "autograd/error.hpp"
+#include "autograd/settings.hpp"
 
 namespace xg {
 
 double physical_memory_bytes() {
-  if (const char* limit = std::getenv("XGRAD_MEMORY_LIMIT")) {
+  if (const std::string& limit = settings().memory_limit; !limit.empty()) {
     char* end = nullptr;
-    const double v = std::strtod(limit, &end);
-    check(end != limit && *end == '\0' && v > 0, "XGRAD_MEMORY_LIMIT: expected a positive number of bytes, got '",
+    const double v = std::strtod(limit.c_str(), &end);
+    check(end != limit.c_str() && *end == '\0' && v > 0, "XGRAD_MEMORY_LIMIT: expected a positive number of bytes, got '",
           limit, "'");
     return v;
   }

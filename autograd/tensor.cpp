@@ -14,6 +14,7 @@
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/settings.hpp"
 #include "autograd/threads.hpp"
 
 namespace xg {
@@ -234,10 +235,7 @@ class BufferCache {
   std::size_t peak_cur_ = 0, peak_prev_ = 0;  // the most live at once in this window, the last one
   std::size_t window_bytes_ = 0;              // allocated in this window
   uint64_t tick_ = 0;
-  const bool enabled_ = [] {
-    const char* off = std::getenv("XGRAD_NO_BUFFER_CACHE");
-    return !(off && *off && std::string(off) != "0");
-  }();
+  const bool enabled_ = settings().buffer_cache;
 };
 
 // NOTE: what xgrad does not allocate itself comes from glibc's malloc, and glibc hands freed
@@ -250,10 +248,7 @@ class BufferCache {
 // use. A user's own malloc settings (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_,
 // MALLOC_TRIM_THRESHOLD_) are left as they are.
 const bool malloc_tuned = [] {
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  const bool user = (tunables && std::strstr(tunables, "glibc.malloc.")) || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
-                    std::getenv("MALLOC_TRIM_THRESHOLD_");
-  if (user) return false;
+  if (settings().user_malloc) return false;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   return true;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "autograd/error.hpp"
+#include "autograd/settings.hpp"
 
 // libxgrad_wait_policy.so (autograd/startup/wait_policy.cpp).
 extern "C" int xgrad_wait_policy_defaulted();
@@ -26,7 +27,7 @@ namespace {
 
 // The thread count follows the load unless someone chose it: OMP_NUM_THREADS in the
 // environment, or set_num_threads (--threads N).
-std::atomic<bool> g_chosen{std::getenv("OMP_NUM_THREADS") != nullptr};
+std::atomic<bool> g_chosen{settings().threads > 0};
 std::atomic<int64_t> g_next_check_ns{0};
 std::mutex g_load_mutex;
 std::atomic<int> g_full{0};  // the threads on free cores (libgomp's count before any change)
@@ -119,6 +120,7 @@ void follow_load() {
 void set_num_threads(int n) {
   check(n >= 1, "set_num_threads: expected at least 1 thread, got ", n);
   g_chosen = true;
+  detail::record_threads(n);
   omp_set_num_threads(n);
   g_set_count.store(n, std::memory_order_relaxed);
   t_applied_calls = g_set_calls.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -136,8 +138,8 @@ std::string threads_description() {
   if (follows && n > 1) s += " (fewer while other programs keep these cores busy)";
   if (xgrad_wait_policy_defaulted())
     return s + ", short spin wait (xgrad's default, GOMP_SPINCOUNT=10000; OMP_WAIT_POLICY=passive to sleep at once)";
-  if (const char* p = std::getenv("OMP_WAIT_POLICY")) return s + ", OMP_WAIT_POLICY=" + p;
-  if (const char* c = std::getenv("GOMP_SPINCOUNT")) return s + ", GOMP_SPINCOUNT=" + c;
+  if (!settings().omp_wait_policy.empty()) return s + ", OMP_WAIT_POLICY=" + settings().omp_wait_policy;
+  if (!settings().gomp_spincount.empty()) return s + ", GOMP_SPINCOUNT=" + settings().gomp_spincount;
   return s + ", libgomp's default wait (spin, then sleep)";
 }
 

@@ -17,6 +17,7 @@
 #include "nn/hf.hpp"
 #include "step_util.hpp"
 #include "tools/cli/flags.hpp"
+#include "tools/cli/output.hpp"
 #include "tools/cli/run_main.hpp"
 #include "tools/cli/threads.hpp"
 #include "xgrad.hpp"
@@ -143,6 +144,7 @@ json run(const Options& o) {
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();
   j["thread_policy"] = xg::threads_description();
+  j["settings"] = xg::cli::settings_json();
   j["loss_first"] = first_loss;
   j["loss_last"] = last_loss;
   j["seed"] = o.seed;

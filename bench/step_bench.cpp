@@ -20,6 +20,7 @@
 
 #include "step_util.hpp"
 #include "tools/cli/flags.hpp"
+#include "tools/cli/output.hpp"
 #include "tools/cli/run_main.hpp"
 #include "tools/cli/threads.hpp"
 #include "xgrad.hpp"
@@ -177,6 +178,7 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["attention_products"] =
       xg::attention_products_for(c.d / c.heads, c.d / c.heads, c.seq) == xg::AttentionProducts::Tiled ? "tiled" : "blas";
   j["thread_policy"] = xg::threads_description();
+  j["settings"] = xg::cli::settings_json();
   j["loss_first"] = first_loss;
   j["loss_last"] = last_loss;
   j["seed"] = seed;
@@ -259,6 +261,7 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   j["flop_formula"] = kFlopFormula;
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();
+  j["settings"] = xg::cli::settings_json();
   // Per kind: forward + both gradients at 6 M in out per product (the attention at the formula's
   // 12 T d per token and layer, over the full T x T though the causal half is skipped).
   json kinds = json::array();
@@ -321,6 +324,7 @@ json sgemm_peak(const std::string& impl, int64_t n, int64_t reps) {
   j["gflops_best"] = flop / *std::min_element(secs.begin(), secs.end()) / 1e9;
   j["flop_formula"] = "2*n^3 per call";
   j["threads"] = omp_get_max_threads();
+  j["settings"] = xg::cli::settings_json();
   return j;
 }
 

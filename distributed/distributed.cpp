@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "autograd/error.hpp"
+#include "autograd/settings.hpp"
 #include "autograd/threads.hpp"
 #include "finetune/world.hpp"
 
@@ -25,13 +26,6 @@ namespace {
 #ifdef XGRAD_WITH_MPI
 bool g_mpi = false;  // MPI_Init was called (and MPI_Finalize not yet)
 #endif
-
-// Whether an MPI launcher started this process (OpenMPI, PMIx, MPICH/Hydra set these).
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
-    if (std::getenv(v)) return true;
-  return false;
-}
 
 #ifdef XGRAD_WITH_MPI
 void mpi_check(int rc, const char* what) {
@@ -54,14 +48,6 @@ void allreduce_in_place(void* data, int64_t n, Dtype d) {
               "MPI_Allreduce of gradients");
     done += count;
   }
-}
-
-// The number of ranks sharing this machine (mpirun sets it; 1 when unknown).
-int local_size() {
-  const char* v = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!v) v = std::getenv("MPI_LOCALNRANKS");
-  const int n = v ? std::atoi(v) : 1;
-  return n > 0 ? n : 1;
 }
 
 // MPI_COMM_WORLD as the train loop's world.
@@ -176,7 +162,7 @@ bool built_with_mpi() {
 
 Session::Session(int* argc, char*** argv) {
 #ifdef XGRAD_WITH_MPI
-  if (g_mpi || !launched_by_mpi()) return;
+  if (g_mpi || !settings().mpi_launched) return;
   int provided = 0;
   mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   g_mpi = true;
@@ -184,15 +170,15 @@ Session::Session(int* argc, char*** argv) {
   // libgomp sizes its pool from the cores this process may run on: mpirun binds each of
   // N <= cores ranks to its own core (1 thread each); unbound ranks on one machine share
   // the cores. An explicit OMP_NUM_THREADS wins.
-  if (w->size() > 1 && !std::getenv("OMP_NUM_THREADS")) {
-    const int threads = std::max(1, omp_get_num_procs() / local_size());
+  if (w->size() > 1 && settings().threads == 0) {
+    const int threads = std::max(1, omp_get_num_procs() / settings().mpi_local_ranks);
     xg::set_num_threads(std::min(threads, omp_get_max_threads()));
   }
   finetune::set_world(std::move(w));
 #else
   (void)argc;
   (void)argv;
-  if (launched_by_mpi())
+  if (settings().mpi_launched)
     std::cerr << "xgrad: started by an MPI launcher, but built without MPI (cmake -DXGRAD_MPI=ON needs "
                  "libopenmpi-dev): every rank runs the whole job alone\n";
 #endif

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "autograd/settings.hpp"
 #include "autograd/tensor.hpp"
 
 namespace xg::io {
@@ -36,10 +37,9 @@ std::string parent_dir(const std::string& path) {
 // the n-th write of a file with that name SIGKILL the process after the temporary file is
 // written and before the rename, as a power cut or `kill -9` at the worst moment would.
 void maybe_die_mid_write(const std::string& path) {
-  static const char* spec = std::getenv("XGRAD_FAULT_KILL_IN_WRITE");
+  const std::string& s = settings().fault_kill_in_write;
   static int writes = 0;
-  if (!spec) return;
-  const std::string s = spec;
+  if (s.empty()) return;
   const auto colon = s.rfind(':');
   const std::string name = s.substr(0, colon);
   if (path.size() < name.size() || path.compare(path.size() - name.size(), name.size(), name) != 0) return;

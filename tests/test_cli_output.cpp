@@ -1,5 +1,5 @@
 // tools/cli/output.cpp: the executables' output folder and files, printf formatting, the git revision
-// and the experiments' JSON header, and the "no plot" note said once.
+// and the experiments' JSON header, the run's settings, and the "no plot" note said once.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,6 +7,9 @@
 #include <string>
 
 #include "cli_run.hpp"
+#include "autograd/gemm_backend.hpp"
+#include "autograd/settings.hpp"
+#include "autograd/threads.hpp"
 #include "tools/cli/output.hpp"
 
 namespace cli = xg::cli;
@@ -38,7 +41,22 @@ TEST(CliOutput, ExperimentHeader) {
   EXPECT_EQ(j["git_revision"], cli::git_revision());
   EXPECT_GT(std::strlen(cli::git_revision()), 0u);
   EXPECT_EQ(j["gemm"], xg::gemm_backend_description());  // which library and kernels ran the products
-  EXPECT_EQ(j.size(), 5u) << j.dump();
+  EXPECT_EQ(j["settings"], cli::settings_json());          // and under which settings
+  EXPECT_EQ(j.size(), 6u) << j.dump();
+}
+
+TEST(CliOutput, SettingsAreEveryVariableAndWhatTheyResolvedTo) {
+  xg::Settings s = xg::settings();
+  s.gemm = "onednn";
+  s.memory_limit = "1e9";
+  xg::SettingsGuard guard(s);
+  const nlohmann::json j = cli::settings_json();
+  EXPECT_EQ(j.size(), s.table().size() + 2) << j.dump();
+  for (const auto& [name, value] : s.table()) EXPECT_EQ(j.at(name), value) << name;
+  EXPECT_EQ(j["XGRAD_GEMM"], "onednn");
+  EXPECT_EQ(j["XGRAD_MEMORY_LIMIT"], "1e9");
+  EXPECT_EQ(j["gemm backend"], xg::gemm_backend_description());
+  EXPECT_EQ(j["thread policy"], xg::threads_description());
 }
 
 TEST(CliOutput, ReportPlotSaysNoPlotOnce) {

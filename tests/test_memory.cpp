@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "autograd/memory.hpp"
+#include "autograd/settings.hpp"
 #include "tests/torch_fixture.hpp"
 
 TEST(Memory, ByteSizesForMessages) {
@@ -16,12 +17,17 @@ TEST(Memory, ByteSizesForMessages) {
 
 TEST(Memory, RefusesWhatTheMachineCannotHold) {
   EXPECT_GT(xg::physical_memory_bytes(), 64.0 * 1024 * 1024);  // any machine that runs the suite
-  ::setenv("XGRAD_MEMORY_LIMIT", "2147483648", 1);
-  EXPECT_EQ(xg::physical_memory_bytes(), 2147483648.0);
-  xg::check_memory(2147483648.0, "--batch 4");  // exactly fits
-  EXPECT_XG_ERROR(xg::check_memory(3 * 1073741824.0, "--batch 100000000"),
-                  "--batch 100000000 needs about 3 GB, more than this machine's 2 GB of memory");
-  ::setenv("XGRAD_MEMORY_LIMIT", "lots", 1);
+  xg::Settings small = xg::settings();
+  small.memory_limit = "2147483648";  // XGRAD_MEMORY_LIMIT=2147483648
+  {
+    xg::SettingsGuard guard(small);
+    EXPECT_EQ(xg::physical_memory_bytes(), 2147483648.0);
+    xg::check_memory(2147483648.0, "--batch 4");  // exactly fits
+    EXPECT_XG_ERROR(xg::check_memory(3 * 1073741824.0, "--batch 100000000"),
+                    "--batch 100000000 needs about 3 GB, more than this machine's 2 GB of memory");
+  }
+  EXPECT_GT(xg::physical_memory_bytes(), 64.0 * 1024 * 1024);  // the guard put the machine's back
+  small.memory_limit = "lots";
+  xg::SettingsGuard guard(small);
   EXPECT_XG_ERROR(xg::physical_memory_bytes(), "XGRAD_MEMORY_LIMIT: expected a positive number of bytes, got 'lots'");
-  ::unsetenv("XGRAD_MEMORY_LIMIT");
 }

@@ -12,6 +12,7 @@
 
 #include "autograd/graph.hpp"
 #include "autograd/index.hpp"
+#include "autograd/settings.hpp"
 #include "autograd/shape.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -495,7 +496,9 @@ TEST(NnDecoderConfig, AModelTooLargeForTheMachineIsRefusedBeforeAllocating) {
   const std::string config = (d / "config.json").string();
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(config));
   // A stand-in for a machine of 1 GB, so that the figures do not depend on this one.
-  ::setenv("XGRAD_MEMORY_LIMIT", "1073741824", 1);
+  Settings one_gb = settings();
+  one_gb.memory_limit = "1073741824";
+  auto guard = std::make_unique<SettingsGuard>(one_gb);
   j["n_layers"] = 1000000000;
   std::ofstream(config) << j.dump();
   EXPECT_XG_ERROR(load_pretrained(d.string()),
@@ -506,7 +509,7 @@ TEST(NnDecoderConfig, AModelTooLargeForTheMachineIsRefusedBeforeAllocating) {
   j["block"]["max_seq_len"] = 200000000;
   std::ofstream(config) << j.dump();
   EXPECT_XG_ERROR(load_pretrained(d.string()), "position tables (field 'max_seq_len' 200000000) needs about 11.9 GB");
-  ::unsetenv("XGRAD_MEMORY_LIMIT");
+  guard.reset();
   // The estimate without building is about what the built model holds (its parameters, plus
   // the position tables it counts at d_model wide).
   c.n_layers = 3;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/settings.hpp"
 #include "nn/hf.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/torch_fixture.hpp"
@@ -109,10 +110,11 @@ TEST(NnHfErrors, AModelTooLargeForTheMachineNamesTheFile) {
   ojson j = hferr_config("qwen2");
   j["num_hidden_layers"] = 100000000;
   hferr_write(dir / "config.json", j.dump());
-  ::setenv("XGRAD_MEMORY_LIMIT", "1073741824", 1);  // a machine of 1 GB
+  Settings one_gb = settings();
+  one_gb.memory_limit = "1073741824";  // a machine of 1 GB
+  SettingsGuard guard(one_gb);
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), (dir / "config.json").string() + ": DecoderLM: field 'n_layers' 100000000 (");
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), "more than this machine's 1 GB of memory");
-  ::unsetenv("XGRAD_MEMORY_LIMIT");
 }
 
 TEST(NnHfErrors, MissingShardNamesTheFile) {

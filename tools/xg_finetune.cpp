@@ -360,7 +360,7 @@ int main(int argc, char** argv) {
           if (!f.eval_data.empty()) inputs["eval-data"] = cli::input_checksum(f.eval_data);
           run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs}, {"steps", o.steps},
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
-                                {"ranks", ft::world().size()}});
+                                {"settings", cli::settings_json()}, {"ranks", ft::world().size()}});
         }
         const nn::NamedTensors trainable = ft::named_lora_parameters(*model);
         int64_t n_train = 0;

@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
           if (heldout) inputs["eval-data"] = "crc32:" + io::crc32_hex(heldout->text());
           run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs},
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
-                                {"ranks", ft::world().size()}});
+                                {"settings", cli::settings_json()}, {"ranks", ft::world().size()}});
         }
         const double baseline =
             heldout ? unigram_bits_per_byte(train.text(), heldout->text()) : std::nan("");

@@ -12,6 +12,8 @@
 #include <stdexcept>
 
 #include "autograd/gemm_backend.hpp"
+#include "autograd/settings.hpp"
+#include "autograd/threads.hpp"
 
 #ifndef XGRAD_GIT_REVISION
 #define XGRAD_GIT_REVISION "unknown"
@@ -46,11 +48,19 @@ std::string fmt(const char* f, double v) {
 
 const char* git_revision() { return XGRAD_GIT_REVISION; }
 
+nlohmann::json settings_json() {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : settings().table()) j[name] = value;
+  j["gemm backend"] = gemm_backend_description();
+  j["thread policy"] = threads_description();
+  return j;
+}
+
 nlohmann::json experiment_json(const std::string& prog, const std::string& part, uint64_t seed,
                                const nlohmann::json& flags) {
   return nlohmann::json{
       {"experiment", prog + " " + part}, {"git_revision", git_revision()}, {"gemm", gemm_backend_description()},
-      {"seed", seed}, {"flags", flags}};
+      {"seed", seed}, {"flags", flags}, {"settings", settings_json()}};
 }
 
 void report_plot(const std::string& dir, const std::string& stem, bool ok, const std::string& why, bool& warned) {

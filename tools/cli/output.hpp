@@ -23,6 +23,11 @@ const char* git_revision();
 
 // The header of every experiment's JSON output: {"experiment": "PROG PART", "git_revision",
 // "seed", "flags"}.
+// The run's settings (xg::settings(): every environment variable xgrad reads, and --threads),
+// with the gemm backend and the thread policy they resolved to: what the run log, args.json and
+// the benchmarks' JSON record of how a number was made.
+nlohmann::json settings_json();
+
 nlohmann::json experiment_json(const std::string& prog, const std::string& part, uint64_t seed,
                                const nlohmann::json& flags);
 
