@@ -10,6 +10,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "autograd/gemm_backend.hpp"
+#include "distributed/distributed.hpp"
 #include "finetune/base_model.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/gguf_export.hpp"
@@ -17,8 +19,13 @@
 #include "finetune/objectives.hpp"
 #include "finetune/packing.hpp"
 #include "finetune/peft.hpp"
+#include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
+#include "io/safetensors.hpp"
+#include "losses/losses.hpp"
+#include "nn/decoder.hpp"
 #include "nn/hf.hpp"
+#include "nn/init.hpp"
 #include "text/chat_template.hpp"
 #include "text/tokenizer.hpp"
 #include "tools/cli/flags.hpp"
@@ -27,7 +34,6 @@
 #include "tools/cli/run_dir.hpp"
 #include "tools/cli/run_main.hpp"
 #include "tools/cli/threads.hpp"
-#include "xgrad.hpp"
 
 using namespace xg;
 namespace ft = xg::finetune;

@@ -8,12 +8,13 @@
 #include "finetune/dataset.hpp"
 #include "finetune/lora.hpp"
 #include "finetune/peft.hpp"
+#include "nn/decoder.hpp"
+#include "nn/sampling.hpp"
 #include "text/chat_template.hpp"
 #include "text/tokenizer.hpp"
 #include "tools/cli/flags.hpp"
 #include "tools/cli/run_main.hpp"
 #include "tools/cli/threads.hpp"
-#include "xgrad.hpp"
 
 using namespace xg;
 namespace ft = xg::finetune;

@@ -4,16 +4,22 @@
 #include <cmath>
 #include <filesystem>
 
+#include "autograd/gemm_backend.hpp"
+#include "distributed/distributed.hpp"
 #include "finetune/dataset.hpp"
 #include "finetune/train_loop.hpp"
+#include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
+#include "io/safetensors.hpp"
+#include "losses/losses.hpp"
+#include "nn/decoder.hpp"
+#include "nn/init.hpp"
 #include "tools/cli/flags.hpp"
 #include "tools/cli/loop_flags.hpp"
 #include "tools/cli/output.hpp"
 #include "tools/cli/run_dir.hpp"
 #include "tools/cli/run_main.hpp"
 #include "tools/cli/threads.hpp"
-#include "xgrad.hpp"
 
 using namespace xg;
 namespace ft = xg::finetune;
