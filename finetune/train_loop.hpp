@@ -1,9 +1,9 @@
 // The loop every trainer shares (pre-training, SFT, DPO, GRPO): an optimizer over the
 // trainable parameters (AdamW with weight-decay groups unless given one), LR schedule, gradient accumulation, clipping, periodic evaluation, logging and
-// checkpoints that resume bit for bit. Under mpirun it is data-parallel (finetune/
-// distributed.hpp): each rank runs its grad_accum micro-batches of the step, the gradients
-// are summed over the ranks, every rank takes the same optimizer step, and rank 0 alone
-// evaluates, logs and writes checkpoints.
+// checkpoints that resume bit for bit. It runs in the world finetune::world() says (one
+// process, or under mpirun the ranks distributed::Session installed): each rank runs its
+// grad_accum micro-batches of the step, the gradients are summed over the ranks, every rank
+// takes the same optimizer step, and rank 0 alone evaluates, logs and writes checkpoints.
 #pragma once
 
 #include <functional>
