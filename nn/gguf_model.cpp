@@ -8,7 +8,6 @@
 #include <cmath>
 #include <set>
 
-#include "nn/attention.hpp"
 #include "nn/hf.hpp"
 #include "nn/init.hpp"
 
@@ -46,22 +45,19 @@ std::vector<float> rope_divisors(int64_t head_dim, double base, const RopeScalin
 struct Dims {
   int64_t d_model, heads, kv_heads, head_dim, d_ff;
 };
-Dims dims_of(const LMConfig& lm) {
-  const BlockConfig& b = lm.block;
-  const GQASpec& g = std::get<GQASpec>(b.attention);
-  return {b.d_model, g.n_heads, g.n_kv_heads > 0 ? g.n_kv_heads : g.n_heads, g.head_dim > 0 ? g.head_dim : b.d_model / g.n_heads,
-          std::get<SwiGLUSpec>(b.ffn).d_ff};
+Dims dims_of(const HFConfig& hf) {
+  const GQAShape g = hf.attention();
+  return {hf.lm.block.d_model, g.n_heads, g.n_kv_heads, g.head_dim, hf.mlp().d_ff};
 }
 
 }  // namespace
 
 std::string gguf_architecture(const LMConfig& config) {
   const HFConfig hf = HFConfig::from_lm(config);  // refuses what llama.cpp's llama family cannot express either
-  const GQASpec& g = std::get<GQASpec>(hf.lm.block.attention);
   switch (hf.architecture) {
     case HFArchitecture::Qwen3:
       // llama.cpp's qwen3 graph has no attention biases (llama-model.cpp, LLM_ARCH_QWEN3).
-      check(!g.qkv_bias, "GGUF export: a model with QK-Norm is llama.cpp's qwen3, which has no attention biases");
+      check(!hf.attention().qkv_bias, "GGUF export: a model with QK-Norm is llama.cpp's qwen3, which has no attention biases");
       return "qwen3";
     case HFArchitecture::Qwen2: return "qwen2";
     default: return "llama";
@@ -97,7 +93,7 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
   const std::string arch = gguf_architecture(model.config());
   const HFConfig hf = HFConfig::from_lm(model.config());
   const BlockConfig& b = hf.lm.block;
-  const Dims d = dims_of(hf.lm);
+  const Dims d = dims_of(hf);
   const std::string a = arch + ".";
   io::GgufMetadata m;
   m.emplace_back("general.architecture", io::GgufValue::string(arch));
@@ -146,7 +142,7 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
   add("token_embd.weight");
   const BlockConfig& b = model.config().block;
   if (b.rope_scaling.kind == RopeScalingKind::Llama3) {
-    const Dims d = dims_of(HFConfig::from_lm(model.config()).lm);
+    const Dims d = dims_of(HFConfig::from_lm(model.config()));
     const std::vector<float> div = rope_divisors(d.head_dim, b.rope_base, b.rope_scaling);
     out.push_back({kRopeFreqs, from_vector(std::vector<double>(div.begin(), div.end()), {static_cast<int64_t>(div.size())}),
                    io::GgmlType::F32});
@@ -217,12 +213,11 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
   b.norm = RMSNormSpec{eps};
   b.rope_base = f.has(a + "rope.freq_base") ? f.get_float(a + "rope.freq_base") : 10000.0;
   b.max_seq_len = positive(a + "context_length");
-  GQASpec& g = std::get<GQASpec>(b.attention);
-  g.head_dim = head_dim == d_model / heads && d_model % heads == 0 ? 0 : head_dim;
-  const bool q_bias = f.has_tensor("blk.0.attn_q.bias");
-  g.qkv_bias = arch == "qwen2" || q_bias;
+  GQAShape g{heads, kv_heads, head_dim};
+  g.qkv_bias = arch == "qwen2" || f.has_tensor("blk.0.attn_q.bias");
   g.out_bias = arch == "llama" && f.has_tensor("blk.0.attn_output.bias");
   g.qk_norm = arch == "qwen3";
+  b.attention = GQASpec::of(g, d_model);
   SwiGLUSpec ffn;
   ffn.d_ff = positive(a + "feed_forward_length");
   b.ffn = ffn;

@@ -40,9 +40,11 @@ struct NamingScheme {
   // true: every tensor must match a rule (a complete table, e.g. Hugging Face's Llama);
   // false: a tensor no rule matches keeps its xgrad name.
   bool complete = false;
-  // The checkpoint's RoPE layout: q/k projection rows (and biases and QK-Norm weights) of a
-  // GroupedQueryAttention whose layout differs are permuted between the two pair orders
-  // (Hugging Face's Llama conversion does the same to Meta's weights). Unset: as the model.
+  // The checkpoint's RoPE layout: the rows an attention whose layout differs names in its
+  // rope_params() (GQA's q/k projections, their biases and QK-Norm weights) are permuted
+  // between the two pair orders (Hugging Face's Llama conversion does the same to Meta's
+  // weights); an attention whose rows cannot be permuted (MLA) must be in this layout. Unset:
+  // as the model.
   std::optional<RopeLayout> rope_layout;
   // External tensors a checkpoint may hold that the model does not need (patterns as in
   // NameRule; Hugging Face's older Llama checkpoints keep RoPE's rotary_emb.inv_freq):

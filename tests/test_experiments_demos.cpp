@@ -116,15 +116,15 @@ TEST(DemosKVCache, LLaMA7BAndDim512Tables) {
   EXPECT_EQ(s9[3].bytes, 64LL * 4096 * 2);  // MLA: the latent alone
   EXPECT_DOUBLE_EQ(s9[3].percent_of_first, 6.25);
   // The per-token formula is the module's.
-  xg::nn::GroupedQueryAttentionOptions o;
-  o.d_model = 32 * 128;
+  xg::nn::SublayerContext ctx;
+  ctx.d_model = 32 * 128;
+  xg::nn::GQASpec o;
   o.n_heads = 32;
   o.n_kv_heads = 4;
-  EXPECT_EQ(xg::nn::GroupedQueryAttention::kv_cache_bytes_per_token(o, 2), s7[1].bytes_per_token);
-  xg::nn::MultiLatentAttentionOptions m;
-  m.latent_dim = 64;
-  m.rope_dim = 0;
-  EXPECT_EQ(xg::nn::MultiLatentAttention::kv_cache_bytes_per_token(m, 2), s9[3].bytes_per_token);
+  EXPECT_EQ(o.kv_cache_bytes_per_token(ctx, 2), s7[1].bytes_per_token);
+  xg::nn::MLASpec m;
+  m.latent_dim = 64;  // without RoPE: no RoPE part
+  EXPECT_EQ(m.kv_cache_bytes_per_token(ctx, 2), s9[3].bytes_per_token);
 }
 
 TEST(DemosKVCache, MeasuredCacheEqualsTheFormula) {

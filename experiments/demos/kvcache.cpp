@@ -82,40 +82,41 @@ std::vector<CacheCheck> check_caches(const CacheCheckConfig& c) {
     out.push_back({name, per_token_elements * c.batch * tokens, cache.bytes() / 4, cache.length,
                    module_bytes_per_token});
   };
+  // The block settings every layer is built with; RoPE tables of 4096 positions.
+  nn::SublayerContext plain_ctx;
+  plain_ctx.d_model = c.d_model;
+  plain_ctx.max_seq_len = 4096;
+  nn::SublayerContext rope_ctx = plain_ctx;
+  rope_ctx.rope = true;
   std::vector<std::pair<std::string, int64_t>> gqa = {{"MHA", c.heads}};
   for (int64_t kv = c.heads / 2; kv > 1; kv /= 2)
     if (c.heads % kv == 0) gqa.push_back({"GQA-" + std::to_string(kv), kv});
   if (c.heads > 1) gqa.push_back({"MQA", 1});
   for (const auto& [name, kv] : gqa) {
-    nn::GroupedQueryAttentionOptions o;
-    o.d_model = c.d_model;
+    nn::GQASpec o;
     o.n_heads = c.heads;
     o.n_kv_heads = kv;
-    o.rope = true;
-    nn::GroupedQueryAttention attn(o);
+    o.out_bias = true;
+    nn::GroupedQueryAttention attn(o, rope_ctx);
     record(name, decode(attn, c.d_model, c, gen), 2 * kv * hs, attn.kv_cache_bytes_per_token(4));
   }
   {  // minimal MLA (W_q, W_kv_down, W_k_up, W_v_up, W_o): latent only, no RoPE, no q compression
-    nn::MultiLatentAttentionOptions o;
-    o.model_dim = c.d_model;
-    o.head_num = c.heads;
+    nn::MLASpec o;
+    o.n_heads = c.heads;
     o.head_dim = hs;
     o.latent_dim = c.latent_dim;
-    o.rope_dim = 0;
     o.q_latent_dim = 0;
-    o.naming = nn::LatentAttentionNaming::Capitalized;
-    nn::MultiLatentAttention attn(o);
+    nn::MultiLatentAttention attn(o, plain_ctx, nn::LatentAttentionNaming::Capitalized);
     record("MLA", decode(attn, c.d_model, c, gen), c.latent_dim, attn.kv_cache_bytes_per_token(4));
   }
   if (c.rope_dim > 0) {  // DeepSeek-V2: a shared RoPE key cached beside the latent
-    nn::MultiLatentAttentionOptions o;
-    o.model_dim = c.d_model;
-    o.head_num = c.heads;
+    nn::MLASpec o;
+    o.n_heads = c.heads;
     o.head_dim = hs;
     o.latent_dim = c.latent_dim;
     o.rope_dim = c.rope_dim;
     o.decoupled_rope_key = true;
-    nn::MultiLatentAttention attn(o);
+    nn::MultiLatentAttention attn(o, rope_ctx);
     record("MLA+RoPE key", decode(attn, c.d_model, c, gen), c.latent_dim + c.rope_dim,
            attn.kv_cache_bytes_per_token(4));
   }

@@ -76,11 +76,13 @@ QKNormResult run_qknorm(const QKNormConfig& c) {
   NoGradGuard no_grad;
   const int64_t hs = c.d_head, T = c.seq_len;
   // The attention's own QK-Norm: RMSNorm(d_head, eps 1e-6) over each head's features.
-  nn::GroupedQueryAttentionOptions o;
-  o.d_model = hs;
+  nn::GQASpec o;
   o.n_heads = o.n_kv_heads = 1;
+  o.out_bias = true;
   o.qk_norm = true;
-  nn::GroupedQueryAttention attn(o);
+  nn::SublayerContext ctx;
+  ctx.d_model = hs;
+  nn::GroupedQueryAttention attn(o, ctx);
   const nn::RMSNorm& q_norm = *attn.q_norm();
   const nn::RMSNorm& k_norm = *attn.k_norm();
 
