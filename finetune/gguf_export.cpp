@@ -57,7 +57,7 @@ void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::
     if (const std::optional<nn::RopeParams> rope = attention ? attention->rope_params() : std::nullopt) {
       auto rows = rope->rows.find(leaf + ".weight");
       if (rows != rope->rows.end())
-        B = nn::permute_rope_rows(B, rows->second.heads, rows->second.head_dim, rope->layout, *scheme.rope_layout);
+        B = nn::permute_rope_rows(B, rows->second.n_heads, rows->second.head_dim, rope->layout, *scheme.rope_layout);
     }
     tensors.push_back({*w + ".lora_a", a->A().detach(), dtype});
     tensors.push_back({*w + ".lora_b", B, dtype});

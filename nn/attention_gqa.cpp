@@ -80,10 +80,10 @@ std::optional<RopeParams> GroupedQueryAttention::rope_params() const {
   RopeParams p;
   p.layout = ctx_.rope_layout;
   const bool upper = naming_ == AttentionNaming::Uppercase;
-  for (const auto& [proj, name, heads] : {std::tuple{w_q_.get(), upper ? "W_q" : "w_q", spec_.n_heads},
+  for (const auto& [proj, name, n_heads] : {std::tuple{w_q_.get(), upper ? "W_q" : "w_q", spec_.n_heads},
                                           std::tuple{w_k_.get(), upper ? "W_k" : "w_k", n_kv_heads_}}) {
-    p.rows[str_cat(name, ".weight")] = RopeRows{heads, head_dim_};
-    if (proj->bias().defined()) p.rows[str_cat(name, ".bias")] = RopeRows{heads, head_dim_};
+    p.rows[str_cat(name, ".weight")] = RopeRows{n_heads, head_dim_};
+    if (proj->bias().defined()) p.rows[str_cat(name, ".bias")] = RopeRows{n_heads, head_dim_};
   }
   if (q_norm_) p.rows["q_norm.weight"] = p.rows["k_norm.weight"] = RopeRows{1, head_dim_};
   return p;

@@ -253,23 +253,24 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   lm.tie_embeddings = k.boolean("tie_word_embeddings", false);
   lm.final_norm = true;
   lm.dtype = kFloat32;
-  const int64_t hidden = k.positive("hidden_size", d.hidden_size);
-  const int64_t heads = k.positive("num_attention_heads", d.num_attention_heads);
-  const int64_t kv_heads = k.positive("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : heads);
-  if (heads % kv_heads != 0)
-    k.bad("num_key_value_heads", str_cat("a divisor of num_attention_heads (", heads, ")"));
+  const int64_t d_model = k.positive("hidden_size", d.hidden_size);
+  const int64_t n_heads = k.positive("num_attention_heads", d.num_attention_heads);
+  const int64_t n_kv_heads =
+      k.positive("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : n_heads);
+  if (n_heads % n_kv_heads != 0)
+    k.bad("num_key_value_heads", str_cat("a divisor of num_attention_heads (", n_heads, ")"));
   int64_t head_dim = d.head_dim;
   if (k.has("head_dim")) head_dim = k.positive("head_dim", 0);
   if (head_dim < 0) {
-    if (hidden % heads != 0)
-      k.bad("hidden_size", str_cat("a multiple of num_attention_heads (", heads, ") when head_dim is not given"));
-    head_dim = hidden / heads;
+    if (d_model % n_heads != 0)
+      k.bad("hidden_size", str_cat("a multiple of num_attention_heads (", n_heads, ") when head_dim is not given"));
+    head_dim = d_model / n_heads;
   }
   if (head_dim % 2 != 0) k.bad("head_dim", "even (RoPE rotates pairs of features)");
   const int64_t max_pos = k.positive("max_position_embeddings", d.max_position_embeddings);
   check_sliding_window(k, arch, max_pos, lm.n_layers);
 
-  BlockConfig b = BlockConfig::llama(hidden, heads, kv_heads);
+  BlockConfig b = BlockConfig::llama(d_model, n_heads, n_kv_heads);
   b.rope_layout = RopeLayout::RotateHalf;  // HF's layout: no q/k row permutation
   const double eps = k.number("rms_norm_eps", d.rms_norm_eps);
   if (!(eps > 0)) k.bad("rms_norm_eps", "positive");
@@ -278,7 +279,7 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   if (!(b.rope_base > 0)) k.bad("rope_theta", "positive");
   b.rope_scaling = read_rope_scaling(k, j, source);
   b.max_seq_len = max_pos;
-  GQAShape gqa{heads, kv_heads, head_dim};
+  GQAShape gqa{n_heads, n_kv_heads, head_dim};
   const bool attention_bias = k.boolean("attention_bias", false);
   switch (arch) {
     case HFArchitecture::Llama:
@@ -294,7 +295,7 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
       break;
   }
   gqa.qk_norm = arch == HFArchitecture::Qwen3;
-  b.attention = GQASpec::of(gqa, hidden);
+  b.attention = GQASpec::of(gqa, d_model);
   SwiGLUSpec ffn;
   ffn.d_ff = k.positive("intermediate_size", d.intermediate_size);
   ffn.bias = false;

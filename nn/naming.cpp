@@ -162,8 +162,8 @@ std::map<std::string, LaidOutRows> rope_rows(const Module& m) {
 Tensor permute_rope_rows(const Tensor& t, const RopeRows& r, RopeLayout from, RopeLayout to) {
   if (from == to) return t;
   const int64_t hs = r.head_dim, half = hs / 2;
-  std::vector<int64_t> index(static_cast<std::size_t>(r.heads * hs));
-  for (int64_t h = 0; h < r.heads; ++h)
+  std::vector<int64_t> index(static_cast<std::size_t>(r.n_heads * hs));
+  for (int64_t h = 0; h < r.n_heads; ++h)
     for (int64_t i = 0; i < half; ++i)
       for (int64_t p = 0; p < 2; ++p) {
         const int64_t inter = h * hs + 2 * i + p, rot = h * hs + p * half + i;
@@ -174,7 +174,7 @@ Tensor permute_rope_rows(const Tensor& t, const RopeRows& r, RopeLayout from, Ro
           index[static_cast<std::size_t>(inter)] = rot;
       }
   NoGradGuard no_grad;
-  return index_select(t.detach(), 0, from_vector(index, {r.heads * hs}));
+  return index_select(t.detach(), 0, from_vector(index, {r.n_heads * hs}));
 }
 
 // An attention whose RoPE rows cannot be permuted must already be in the scheme's layout.
@@ -314,10 +314,10 @@ std::map<std::string, ExternalTensor> external_tensors(const Module& m, const Na
   return out;
 }
 
-Tensor permute_rope_rows(const Tensor& t, int64_t heads, int64_t head_dim, RopeLayout from, RopeLayout to) {
-  check(t.dim() >= 1 && t.size(0) == heads * head_dim, "permute_rope_rows: ", shape_str(t.shape()), " does not have ",
-        heads, " x ", head_dim, " rows");
-  return permute_rope_rows(t, RopeRows{heads, head_dim}, from, to);
+Tensor permute_rope_rows(const Tensor& t, int64_t n_heads, int64_t head_dim, RopeLayout from, RopeLayout to) {
+  check(t.dim() >= 1 && t.size(0) == n_heads * head_dim, "permute_rope_rows: ", shape_str(t.shape()), " does not have ",
+        n_heads, " x ", head_dim, " rows");
+  return permute_rope_rows(t, RopeRows{n_heads, head_dim}, from, to);
 }
 
 std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {

@@ -90,7 +90,7 @@ std::map<std::string, ExternalTensor> external_tensors(const Module& m, const Na
 // Reorders the rows of t ([heads * head_dim, ...]: a q/k projection's weight, bias or LoRA B)
 // from RoPE layout `from` to `to`; within a head, interleaved pairs (2i, 2i+1) are rotate-half
 // features (i, i + head_dim/2). t itself when the layouts are the same.
-Tensor permute_rope_rows(const Tensor& t, int64_t heads, int64_t head_dim, RopeLayout from, RopeLayout to);
+Tensor permute_rope_rows(const Tensor& t, int64_t n_heads, int64_t head_dim, RopeLayout from, RopeLayout to);
 
 // The name in `candidates` closest to `name` (Levenshtein distance), for error hints; empty
 // when there are none.

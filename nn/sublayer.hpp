@@ -27,7 +27,7 @@ class Norm : public UnaryModule {};
 // The rows of a parameter that hold RoPE-rotated features: heads x head_dim of them, each
 // head's features in the attention's RoPE layout.
 struct RopeRows {
-  int64_t heads = 0;
+  int64_t n_heads = 0;
   int64_t head_dim = 0;
 };
 

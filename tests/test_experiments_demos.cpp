@@ -65,7 +65,7 @@ TEST(DemosPositions, NoPositionalEncodingGivesAFlatMap) {
 TEST(DemosPositions, WeightsAreTheSoftmaxOfTheScoresAndProfilesAverageDiagonals) {
   dm::PositionsConfig c;
   c.seq_len = 6;
-  c.d_model = c.d_head = 8;
+  c.d_model = c.head_dim = 8;
   c.gain = 3;
   dm::PositionsResult r = dm::run_positions(c);
   for (const dm::PositionScheme* s : {&r.none, &r.sinusoidal, &r.rope}) {
@@ -88,7 +88,7 @@ TEST(DemosPositions, BadConfigIsAnError) {
   c.seq_len = 1;
   EXPECT_XG_ERROR(dm::run_positions(c), "positions: --seq-len must be at least 2, got 1");
   c = dm::PositionsConfig{};
-  c.d_head = 7;
+  c.head_dim = 7;
   EXPECT_XG_ERROR(dm::run_positions(c), "--d-head must be a positive even number");
 }
 
@@ -143,7 +143,7 @@ TEST(DemosKVCache, MeasuredCacheEqualsTheFormula) {
 
 TEST(DemosKVCache, BadConfigIsAnError) {
   dm::CacheCheckConfig c;
-  c.heads = 3;
+  c.n_heads = 3;
   EXPECT_XG_ERROR(dm::check_caches(c), "kvcache: --check-heads must divide --check-d-model 64, got 3");
   dm::CacheTableConfig t = dm::seed_section7();
   t.schemes.push_back({"GQA-5", dm::CacheKind::GQA, 5});
