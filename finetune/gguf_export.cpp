@@ -53,11 +53,10 @@ void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::
     const std::string parent = module_path.substr(0, module_path.rfind('.'));
     const std::string leaf = module_path.substr(module_path.rfind('.') + 1);
     auto it = modules.find(parent);
-    const auto* attention = it == modules.end() ? nullptr : dynamic_cast<const nn::Attention*>(it->second.get());
-    if (const std::optional<nn::RopeParams> rope = attention ? attention->rope_params() : std::nullopt) {
-      auto rows = rope->rows.find(leaf + ".weight");
-      if (rows != rope->rows.end())
-        B = nn::permute_rope_rows(B, rows->second.n_heads, rows->second.head_dim, rope->layout, *scheme.rope_layout);
+    const std::optional<nn::RopeParams> rope = it == modules.end() ? std::nullopt : nn::rope_params_of(*it->second);
+    if (rope && rope->rows.count(leaf + ".weight")) {
+      const nn::RopeRows& rows = rope->rows.at(leaf + ".weight");
+      B = nn::permute_rope_rows(B, rows.n_heads, rows.head_dim, rope->layout, *scheme.rope_layout);
     }
     tensors.push_back({*w + ".lora_a", a->A().detach(), dtype});
     tensors.push_back({*w + ".lora_b", B, dtype});

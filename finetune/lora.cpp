@@ -214,8 +214,7 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
   // weights): a model whose layout differs from the scheme's would get wrong q/k adapters.
   if (scheme.rope_layout)
     for (const auto& [path, m] : model.named_modules()) {
-      const auto* attention = dynamic_cast<const nn::Attention*>(m.get());
-      const std::optional<nn::RopeParams> rope = attention ? attention->rope_params() : std::nullopt;
+      const std::optional<nn::RopeParams> rope = nn::rope_params_of(*m);
       check(!rope || rope->layout == *scheme.rope_layout, "naming scheme '", naming, "' names adapters of a model in the ",
             rope_layout_name(*scheme.rope_layout), " RoPE layout, but '", path, "' uses the ",
             rope_layout_name(rope ? rope->layout : *scheme.rope_layout), " layout");

@@ -149,8 +149,7 @@ struct LaidOutRows {
 std::map<std::string, LaidOutRows> rope_rows(const Module& m) {
   std::map<std::string, LaidOutRows> out;
   for (const auto& [path, child] : m.named_modules()) {
-    const auto* attention = dynamic_cast<const Attention*>(child.get());
-    const std::optional<RopeParams> rope = attention ? attention->rope_params() : std::nullopt;
+    const std::optional<RopeParams> rope = rope_params_of(*child);
     if (!rope) continue;
     for (const auto& [name, rows] : rope->rows) out[path + "." + name] = LaidOutRows{rows, rope->layout};
   }
@@ -181,8 +180,7 @@ Tensor permute_rope_rows(const Tensor& t, const RopeRows& r, RopeLayout from, Ro
 void check_rope_supported(const Module& m, const NamingScheme& s) {
   if (!s.rope_layout) return;
   for (const auto& [path, child] : m.named_modules()) {
-    const auto* attention = dynamic_cast<const Attention*>(child.get());
-    const std::optional<RopeParams> rope = attention ? attention->rope_params() : std::nullopt;
+    const std::optional<RopeParams> rope = rope_params_of(*child);
     check(!rope || rope->permutable || rope->layout == *s.rope_layout, "naming scheme '", s.name,
           "' stores RoPE weights in the ", rope_layout_name(*s.rope_layout), " layout, but '", path, "' is a ",
           child->name(), " in the ", rope_layout_name(rope ? rope->layout : *s.rope_layout),

@@ -62,6 +62,12 @@ class Attention : public Module {
   virtual std::optional<RopeParams> rope_params() const { return std::nullopt; }
 };
 
+// Any module's RoPE layout and rows: an attention's rope_params(), nullopt for other modules.
+inline std::optional<RopeParams> rope_params_of(const Module& m) {
+  const auto* attention = dynamic_cast<const Attention*>(&m);
+  return attention ? attention->rope_params() : std::nullopt;
+}
+
 // What a routed FFN returns besides its output: aux_loss is its load-balancing loss times
 // its coefficient (0-d), undefined for a dense FFN.
 struct FFNOutput {
