@@ -37,7 +37,7 @@ namespace po = boost::program_options;
 // The reference workload's shapes (bench/README.md). Defaults for warm-up and timed steps
 // keep one run near 10-30 s on 2 cores.
 struct BenchConfig {
-  int64_t d, layers, heads, seq, batch, warmup, steps;
+  int64_t d, n_layers, n_heads, seq, batch, warmup, steps;
 };
 
 const std::map<std::string, BenchConfig>& configs() {
@@ -72,12 +72,12 @@ constexpr const char* kFlopFormula =
     "per step times B*T tokens";
 
 int64_t matmul_params(const BenchConfig& c) {
-  return c.layers * (4 * c.d * c.d + 3 * c.d * ffn_dim(c.d)) + c.d * kVocab;
+  return c.n_layers * (4 * c.d * c.d + 3 * c.d * ffn_dim(c.d)) + c.d * kVocab;
 }
 
 double flop_per_step(const BenchConfig& c) {
   const double per_token = 6.0 * static_cast<double>(matmul_params(c)) +
-                           12.0 * static_cast<double>(c.layers * c.seq * c.d);
+                           12.0 * static_cast<double>(c.n_layers * c.seq * c.d);
   return per_token * static_cast<double>(c.batch * c.seq);
 }
 
@@ -86,8 +86,8 @@ double flop_per_step(const BenchConfig& c) {
 xg::nn::LMConfig model_config(const BenchConfig& c) {
   xg::nn::LMConfig m;
   m.vocab_size = kVocab;
-  m.n_layers = c.layers;
-  m.block = xg::nn::BlockConfig::llama(c.d, c.heads, c.heads);  // n_kv_heads = n_heads: MHA
+  m.n_layers = c.n_layers;
+  m.block = xg::nn::BlockConfig::llama(c.d, c.n_heads, c.n_heads);  // n_kv_heads = n_heads: MHA
   m.block.rope_layout = xg::RopeLayout::RotateHalf;              // llama() picks Interleaved
   xg::nn::SwiGLUSpec ffn;
   ffn.d_ff = ffn_dim(c.d);
@@ -151,8 +151,8 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["impl"] = "xgrad";
   j["config"] = name;
   j["d_model"] = c.d;
-  j["n_layers"] = c.layers;
-  j["n_heads"] = c.heads;
+  j["n_layers"] = c.n_layers;
+  j["n_heads"] = c.n_heads;
   j["seq_len"] = c.seq;
   j["batch"] = c.batch;
   j["d_ff"] = ffn_dim(c.d);
@@ -176,7 +176,8 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["gemm"] = xg::gemm_backend_description();  // the library and kernels of the products
   // attention's per-head products (autograd/attention.hpp): register-tiled or BLAS's
   j["attention_products"] =
-      xg::attention_products_for(c.d / c.heads, c.d / c.heads, c.seq) == xg::AttentionProducts::Tiled ? "tiled" : "blas";
+      xg::attention_products_for(c.d / c.n_heads, c.d / c.n_heads, c.seq) == xg::AttentionProducts::Tiled ? "tiled"
+                                                                                                         : "blas";
   j["thread_policy"] = xg::threads_description();
   j["settings"] = xg::cli::settings_json();
   j["loss_first"] = first_loss;
@@ -196,16 +197,16 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
 // ceiling against which "xgrad of the sgemm peak" is read. Median of `reps` passes.
 json products_only(const std::string& name, const BenchConfig& c, int64_t reps) {
   xg::Generator gen(0);
-  const int64_t M = c.batch * c.seq, d = c.d, F = ffn_dim(c.d), hs = c.d / c.heads;
+  const int64_t M = c.batch * c.seq, d = c.d, F = ffn_dim(c.d), hs = c.d / c.n_heads;
   auto param = [&](const xg::Shape& shape) { return xg::randn(shape, xg::kFloat32, &gen).requires_grad_(); };
   struct Proj {
     const char* name;
     int64_t in, out, count;  // count: how many of this shape a step runs
   };
-  const std::vector<Proj> projs = {{"q, k, v (three d -> d products into one d -> 3d output)", d, 3 * d, c.layers},
-                                   {"o (d -> d)", d, d, c.layers},
-                                   {"gate, up (d -> d_ff)", d, F, 2 * c.layers},
-                                   {"down (d_ff -> d)", F, d, c.layers},
+  const std::vector<Proj> projs = {{"q, k, v (three d -> d products into one d -> 3d output)", d, 3 * d, c.n_layers},
+                                   {"o (d -> d)", d, d, c.n_layers},
+                                   {"gate, up (d -> d_ff)", d, F, 2 * c.n_layers},
+                                   {"down (d_ff -> d)", F, d, c.n_layers},
                                    {"LM head (d -> vocab)", d, kVocab, 1}};
   struct Operands {
     xg::Tensor x;
@@ -223,8 +224,8 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   }
   // Each kind's time within a pass, to show which shapes hold the products below the peak.
   std::vector<std::vector<double>> kind_secs(projs.size() + 1);
-  xg::Tensor qkv = param({c.batch, c.seq, 3 * c.heads, hs});
-  const xg::Tensor go = xg::randn({c.batch, c.seq, c.heads * hs}, xg::kFloat32, &gen);
+  xg::Tensor qkv = param({c.batch, c.seq, 3 * c.n_heads, hs});
+  const xg::Tensor go = xg::randn({c.batch, c.seq, c.n_heads * hs}, xg::kFloat32, &gen);
   // One pass runs every product of a step back to back, as the step does; the gradients are
   // dropped after each call (a step's parameter gradients start from none).
   auto pass = [&](bool timed) {
@@ -240,8 +241,8 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
       if (timed) kind_secs[kind].push_back(seconds_since(tk));
     }
     const auto ta = std::chrono::steady_clock::now();
-    for (int64_t l = 0; l < c.layers; ++l) {
-      xg::scaled_dot_product_attention_packed(qkv, c.heads, c.heads, xg::AttnMask::causal_mask()).backward(go);
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      xg::scaled_dot_product_attention_packed(qkv, c.n_heads, c.n_heads, xg::AttnMask::causal_mask()).backward(go);
       qkv.zero_grad();
     }
     if (timed) kind_secs.back().push_back(seconds_since(ta));
@@ -267,7 +268,7 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   json kinds = json::array();
   for (std::size_t kind = 0; kind <= projs.size(); ++kind) {
     const bool attn = kind == projs.size();
-    const double flop = attn ? 12.0 * static_cast<double>(c.layers * c.seq * c.d * M)
+    const double flop = attn ? 12.0 * static_cast<double>(c.n_layers * c.seq * c.d * M)
                              : 6.0 * static_cast<double>(M * projs[kind].in * projs[kind].out * projs[kind].count);
     const double t = median(kind_secs[kind]);
     kinds.push_back({{"kind", attn ? "causal attention (QK^T, PV)" : projs[kind].name},

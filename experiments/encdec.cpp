@@ -48,8 +48,8 @@ double w2_grad_norm(const nn::FFN& f) {
 
 }  // namespace
 
-EncoderLayer::EncoderLayer(int64_t d, int64_t heads) {
-  self_attn_ = register_module("self_attn", std::make_shared<nn::MultiHeadAttention>(d, heads));
+EncoderLayer::EncoderLayer(int64_t d, int64_t n_heads) {
+  self_attn_ = register_module("self_attn", std::make_shared<nn::MultiHeadAttention>(d, n_heads));
   ffn_ = register_module("ffn", std::make_shared<nn::FFN>(d, 4 * d, nn::Activation::ReLU, 0.0, true, nn::FFNNaming::FC));
   norm1_ = register_module("norm1", std::make_shared<nn::LayerNorm>(d));
   norm2_ = register_module("norm2", std::make_shared<nn::LayerNorm>(d));
@@ -67,9 +67,9 @@ Tensor EncoderLayer::forward(const Tensor& h0, bool pre, double p) const {
   return (*norm2_)(h + drop((*ffn_)(h), p));
 }
 
-DecoderLayer::DecoderLayer(int64_t d, int64_t heads) {
-  self_attn_ = register_module("self_attn", std::make_shared<nn::MultiHeadAttention>(d, heads));
-  cross_attn_ = register_module("cross_attn", std::make_shared<nn::MultiHeadAttention>(d, heads));
+DecoderLayer::DecoderLayer(int64_t d, int64_t n_heads) {
+  self_attn_ = register_module("self_attn", std::make_shared<nn::MultiHeadAttention>(d, n_heads));
+  cross_attn_ = register_module("cross_attn", std::make_shared<nn::MultiHeadAttention>(d, n_heads));
   ffn_ = register_module("ffn", std::make_shared<nn::FFN>(d, 4 * d, nn::Activation::ReLU, 0.0, true, nn::FFNNaming::FC));
   norm1_ = register_module("norm1", std::make_shared<nn::LayerNorm>(d));
   norm2_ = register_module("norm2", std::make_shared<nn::LayerNorm>(d));
@@ -95,7 +95,7 @@ Tensor DecoderLayer::forward(const Tensor& h0, const Tensor& memory, bool pre, d
 EncoderDecoder::EncoderDecoder(const EncDecConfig& c, int64_t enc_layers, int64_t dec_layers) : config_(c) {
   check(enc_layers >= 1 && dec_layers >= 1, "xiong: encoder and decoder need at least 1 layer each, got ",
         enc_layers, " and ", dec_layers);
-  check(c.heads >= 1 && c.d_model % c.heads == 0, "xiong: heads ", c.heads, " must divide d_model ", c.d_model);
+  check(c.n_heads >= 1 && c.d_model % c.n_heads == 0, "xiong: heads ", c.n_heads, " must divide d_model ", c.d_model);
   embed_ = register_module("embed", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
   Tensor e = embed_->weight();
   nn::init::normal_(e, 0.0, 1.0 / std::sqrt(static_cast<double>(c.d_model)));  // fairseq's Embedding()
@@ -103,8 +103,8 @@ EncoderDecoder::EncoderDecoder(const EncDecConfig& c, int64_t enc_layers, int64_
                                     c.d_model, std::max(c.src_len, c.tgt_len)));
   enc_ = register_module("encoder", std::make_shared<nn::ModuleList<EncoderLayer>>());
   dec_ = register_module("decoder", std::make_shared<nn::ModuleList<DecoderLayer>>());
-  for (int64_t i = 0; i < enc_layers; ++i) enc_->push_back(std::make_shared<EncoderLayer>(c.d_model, c.heads));
-  for (int64_t i = 0; i < dec_layers; ++i) dec_->push_back(std::make_shared<DecoderLayer>(c.d_model, c.heads));
+  for (int64_t i = 0; i < enc_layers; ++i) enc_->push_back(std::make_shared<EncoderLayer>(c.d_model, c.n_heads));
+  for (int64_t i = 0; i < dec_layers; ++i) dec_->push_back(std::make_shared<DecoderLayer>(c.d_model, c.n_heads));
   enc_norm_ = register_module("encoder_norm", std::make_shared<nn::LayerNorm>(c.d_model));
   dec_norm_ = register_module("decoder_norm", std::make_shared<nn::LayerNorm>(c.d_model));
 }

@@ -18,7 +18,7 @@ namespace xg::experiments {
 
 struct EncDecConfig {
   int64_t d_model = 64;
-  int64_t heads = 4;
+  int64_t n_heads = 4;
   int64_t batch = 4;
   int64_t src_len = 16, tgt_len = 16;
   int64_t vocab = 64;               // one vocabulary, shared by source, target and output (tied)
@@ -31,7 +31,7 @@ struct EncDecConfig {
 // One encoder layer: self-attention and a ReLU FFN (d_ff 4 d), norm1/norm2.
 class EncoderLayer : public nn::Module {
  public:
-  EncoderLayer(int64_t d_model, int64_t heads);
+  EncoderLayer(int64_t d_model, int64_t n_heads);
   // Post-LN: h = LN1(h + sa(h)), h = LN2(h + ffn(h)); Pre-LN: h = h + sa(LN1 h), h = h + ffn(LN2 h).
   Tensor forward(const Tensor& h, bool pre, double dropout) const;
   const nn::FFN& ffn() const { return *ffn_; }
@@ -46,7 +46,7 @@ class EncoderLayer : public nn::Module {
 // One decoder layer: causal self-attention, cross-attention to the encoder's output, FFN.
 class DecoderLayer : public nn::Module {
  public:
-  DecoderLayer(int64_t d_model, int64_t heads);
+  DecoderLayer(int64_t d_model, int64_t n_heads);
   // Post-LN: LN1(h + sa(h)), LN2(h + ca(h, memory)), LN3(h + ffn(h)); Pre-LN: the norms move
   // onto the sublayer inputs (the memory is already normalised by the encoder's final norm).
   Tensor forward(const Tensor& h, const Tensor& memory, bool pre, double dropout) const;

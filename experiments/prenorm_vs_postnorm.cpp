@@ -265,8 +265,8 @@ std::vector<ex::Quartiles> layer_quartiles(const std::vector<std::vector<double>
 void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, int64_t seeds, const std::string& out,
            const json& flags, bool& warned) {
   std::cout << "\n=== Encoder-decoder at initialisation (Xiong et al. 2020, fig. 3): FFN W2 gradient norm per layer ===\n";
-  std::cout << "d_model " << base.d_model << ", " << base.heads << " heads, batch " << base.batch << " x " << base.src_len
-            << " source / " << base.tgt_len << " target tokens (random), vocabulary " << base.vocab
+  std::cout << "d_model " << base.d_model << ", " << base.n_heads << " heads, batch " << base.batch << " x "
+            << base.src_len << " source / " << base.tgt_len << " target tokens (random), vocabulary " << base.vocab
             << " (tied), label smoothing " << base.label_smoothing << ", fairseq init, " << seeds
             << " seeds; expected-loss gradient = mean over " << base.batches << " batches\n";
   const char* stacks[] = {"encoder", "decoder"};
@@ -350,7 +350,7 @@ void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, int
   cli::write_text(out + "/xiong.csv", csv.str());
   json j = base_json("--xiong", flags, base.seed);
   j["d_model"] = base.d_model;
-  j["heads"] = base.heads;
+  j["heads"] = base.n_heads;
   j["seeds"] = seeds;
   j["expected_loss_batches"] = base.batches;
   j["label_smoothing"] = base.label_smoothing;
@@ -383,7 +383,7 @@ void part4(const ex::TrainConfig& tc, const std::vector<int64_t>& depths, const 
   auto corpus = ex::read_corpus(tc.corpus, 4 * tc.seq_len);
   std::cout << "\n=== Training stability: byte-level decoder LMs on " << tc.corpus << " (" << corpus.size()
             << " bytes) ===\n";
-  std::cout << "d_model " << tc.d_model << ", " << tc.heads << " heads, " << tc.batch << " x " << tc.seq_len
+  std::cout << "d_model " << tc.d_model << ", " << tc.n_heads << " heads, " << tc.batch << " x " << tc.seq_len
             << " tokens per step, " << tc.steps << " steps of AdamW (no clipping), linear warmup " << tc.warmup
             << " steps when on, " << train_seeds << " seeds\n\n";
   std::printf("%-9s %5s %8s %7s %4s  %10s %10s %10s %10s  %s\n", "norm", "depth", "lr", "warmup", "seed", "first loss",
@@ -574,7 +574,7 @@ int main(int argc, char** argv) {
     ("d-model", po::value<int64_t>(&c.d_model)->default_value(4), "width of the residual stream")
     ("batch", po::value<int64_t>(&c.batch)->default_value(2), "rows of the random input")
     ("seq-len", po::value<int64_t>(&c.seq_len)->default_value(4), "tokens per row (attention, block sublayers)")
-    ("heads", po::value<int64_t>(&c.heads)->default_value(1), "attention heads (attention, block sublayers)")
+    ("heads", po::value<int64_t>(&c.n_heads)->default_value(1), "attention heads (attention, block sublayers)")
     ("seed", po::value<uint64_t>(&c.seed)->default_value(42), "seed of xgrad's generator (init, x, target)")
     ("norm", po::value<std::string>(&norm)->default_value("layernorm"), "layernorm | rmsnorm")
     ("final-norm", po::bool_switch(&c.final_norm), "end the Pre-Norm net with a norm (by default it has none)")
@@ -594,7 +594,7 @@ int main(int argc, char** argv) {
     ("xiong", "also measure an encoder-decoder Transformer at init (part 3, Xiong et al. 2020)")
     ("xiong-depths", po::value<std::string>(&xiong_s)->default_value("3,6,12"), "encoder-decoder depths (L encoder + L decoder layers)")
     ("xiong-d-model", po::value<int64_t>(&xc.d_model)->default_value(64), "encoder-decoder width")
-    ("xiong-heads", po::value<int64_t>(&xc.heads)->default_value(4), "encoder-decoder heads")
+    ("xiong-heads", po::value<int64_t>(&xc.n_heads)->default_value(4), "encoder-decoder heads")
     ("xiong-seeds", po::value<int64_t>(&xiong_seeds)->default_value(10), "encoder-decoder seeds per depth")
     ("xiong-batches", po::value<int64_t>(&ec.batches)->default_value(32), "batches averaged for the expected-loss gradient")
     ("train", "also train Post-Norm, Pre-Norm, DeepNorm and Admin decoder LMs with and without warmup (part 4)")
@@ -633,7 +633,7 @@ int main(int argc, char** argv) {
       if (vm["xiong-seeds"].defaulted()) xiong_seeds = 2;
       if (vm["xiong-batches"].defaulted()) ec.batches = 2;
       if (vm["xiong-d-model"].defaulted()) xc.d_model = 16;
-      if (vm["xiong-heads"].defaulted()) xc.heads = 2;
+      if (vm["xiong-heads"].defaulted()) xc.n_heads = 2;
       xc.batch = 2;
       xc.seq_len = 8;
       if (vm["train-depths"].defaulted()) train_depths_s = "2";
@@ -653,9 +653,9 @@ int main(int argc, char** argv) {
     train_depths = parse_positive_ints("train-depths", train_depths_s);
     lrs = cli::parse_doubles("train-lrs", lrs_s, /*positive=*/true, /*finite=*/false);
     if (train_seeds < 1) throw cli::UsageError("--train-seeds: must be at least 1, got " + std::to_string(train_seeds));
-    if (tc.d_model < tc.heads || tc.d_model % tc.heads != 0)
-      throw cli::UsageError("--train-d-model: must be a multiple of the " + std::to_string(tc.heads) + " heads, got " +
-                            std::to_string(tc.d_model));
+    if (tc.d_model < tc.n_heads || tc.d_model % tc.n_heads != 0)
+      throw cli::UsageError("--train-d-model: must be a multiple of the " + std::to_string(tc.n_heads) +
+                            " heads, got " + std::to_string(tc.d_model));
     if (tc.steps < 1) throw cli::UsageError("--train-steps: must be at least 1, got " + std::to_string(tc.steps));
     if (tc.warmup < 1) throw cli::UsageError("--warmup: must be at least 1, got " + std::to_string(tc.warmup));
     depths = parse_positive_ints("depths", depths_s);
@@ -664,7 +664,7 @@ int main(int argc, char** argv) {
     if (xiong_seeds < 1) throw cli::UsageError("--xiong-seeds: must be at least 1, got " + std::to_string(xiong_seeds));
     if (ec.batches < 1) throw cli::UsageError("--xiong-batches: must be at least 1, got " + std::to_string(ec.batches));
     if (seeds < 1) throw cli::UsageError("--seeds: must be at least 1, got " + std::to_string(seeds));
-    if (xc.d_model < 1 || xc.heads < 1 || xc.d_model % xc.heads != 0)
+    if (xc.d_model < 1 || xc.n_heads < 1 || xc.d_model % xc.n_heads != 0)
       throw cli::UsageError("--xiong-heads: must be at least 1 and divide --xiong-d-model " + std::to_string(xc.d_model));
     c.validate();
   } catch (const std::exception& e) {  // po::error, UsageError, xg::Error from validation
@@ -674,7 +674,7 @@ int main(int argc, char** argv) {
   xc.seed = c.seed;
   tc.seed = c.seed;
   ec.d_model = xc.d_model;
-  ec.heads = xc.heads;
+  ec.n_heads = xc.n_heads;
   ec.batch = xc.batch;
   ec.src_len = ec.tgt_len = xc.seq_len;
   ec.seed = c.seed;

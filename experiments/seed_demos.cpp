@@ -113,7 +113,7 @@ void add_positions(po::options_description& o, Flags& f) {
   o.add_options()
     ("seq-len", po::value<int64_t>(&f.pos.seq_len)->default_value(16), "tokens")
     ("d-model", po::value<int64_t>(&f.pos.d_model)->default_value(32), "token width")
-    ("d-head", po::value<int64_t>(&f.pos.d_head)->default_value(32), "q/k width (one head)")
+    ("d-head", po::value<int64_t>(&f.pos.head_dim)->default_value(32), "q/k width (one head)")
     ("noise", po::value<double>(&f.pos.noise)->default_value(0.03), "per-token noise on the shared vector (0: identical tokens)")
     ("token-scale", po::value<double>(&f.pos.token_scale)->default_value(0.5), "scale of the shared token vector")
     ("gain", po::value<double>(&f.pos.gain)->default_value(0.5), "xavier_normal_ gain of W_q and W_k")
@@ -127,7 +127,7 @@ void add_kvcache(po::options_description& o, Flags& f) {
     ("seq-len", po::value<int64_t>(&f.kv_seq_len)->default_value(4096), "context length of the tables")
     ("dtype-bytes", po::value<int64_t>(&f.kv_bytes)->default_value(2), "bytes per cached number (2: bf16)")
     ("check-d-model", po::value<int64_t>(&f.kv_check.d_model)->default_value(64), "cross-check model width")
-    ("check-heads", po::value<int64_t>(&f.kv_check.heads)->default_value(4), "cross-check query heads")
+    ("check-heads", po::value<int64_t>(&f.kv_check.n_heads)->default_value(4), "cross-check query heads")
     ("check-latent", po::value<int64_t>(&f.kv_check.latent_dim)->default_value(16), "cross-check MLA latent size")
     ("check-rope-dim", po::value<int64_t>(&f.kv_check.rope_dim)->default_value(8), "cross-check decoupled RoPE key size (0: skip)")
     ("batch", po::value<int64_t>(&f.kv_check.batch)->default_value(2), "cross-check batch")
@@ -139,7 +139,7 @@ void add_kvcache(po::options_description& o, Flags& f) {
 void add_qknorm(po::options_description& o, Flags& f) {
   // clang-format off
   o.add_options()
-    ("d-head", po::value<int64_t>(&f.qk.d_head)->default_value(8), "head width")
+    ("d-head", po::value<int64_t>(&f.qk.head_dim)->default_value(8), "head width")
     ("seq-len", po::value<int64_t>(&f.qk.seq_len)->default_value(4), "keys per query")
     ("k-scale", po::value<double>(&f.qk.k_scale)->default_value(8.0), "key scale of the example: K = randn * k-scale")
     ("scales", po::value<std::string>(&f.qk_scales), "key scales of the sweep (default 2^-2 .. 2^7)")
@@ -185,7 +185,7 @@ void run_positions(const Flags& f, Run& run) {
   std::cout << "=== Positional encodings: none vs sinusoidal vs RoPE ===\n"
             << "All tokens are nearly the same vector (randn * " << c.token_scale << " + randn * " << c.noise
             << "), so differences in attention come from positions alone.\n"
-            << "seq_len " << T << ", d_model " << c.d_model << ", d_head " << c.d_head
+            << "seq_len " << T << ", d_model " << c.d_model << ", d_head " << c.head_dim
             << ", W_q/W_k xavier_normal_(gain " << c.gain << "), xgrad generator seed " << c.seed
             << "; RoPE in interleaved pairs (2i, 2i+1)\n\n";
   std::printf("Mean attention weight by relative distance |i-j| (uniform = %.4f):\n", 1.0 / T);
@@ -292,13 +292,13 @@ void run_kvcache(const Flags& f, Run& run) {
     bars.series = {"KV cache (MiB)"};
     for (const auto& r : rows) {
       std::printf("%-8s %8s %12s %12lld %10.1f MiB %8.1f%%\n", r.name.c_str(),
-                  r.kv_heads ? std::to_string(r.kv_heads).c_str() : "-",
+                  r.n_kv_heads ? std::to_string(r.n_kv_heads).c_str() : "-",
                   r.q_per_group ? std::to_string(r.q_per_group).c_str() : "-", static_cast<long long>(r.bytes_per_token),
                   r.mib, r.percent_of_first);
-      csv << section << "," << r.name << "," << r.kv_heads << "," << r.q_per_group << "," << r.elements_per_token << ","
-          << r.bytes_per_token << "," << r.bytes << "," << fmt("%.6g", r.mib) << "," << fmt("%.6g", r.percent_of_first)
-          << "\n";
-      jrows.push_back({{"scheme", r.name}, {"kv_heads", r.kv_heads}, {"q_per_group", r.q_per_group},
+      csv << section << "," << r.name << "," << r.n_kv_heads << "," << r.q_per_group << "," << r.elements_per_token
+          << "," << r.bytes_per_token << "," << r.bytes << "," << fmt("%.6g", r.mib) << ","
+          << fmt("%.6g", r.percent_of_first) << "\n";
+      jrows.push_back({{"scheme", r.name}, {"kv_heads", r.n_kv_heads}, {"q_per_group", r.q_per_group},
                        {"elements_per_token", r.elements_per_token}, {"bytes_per_token", r.bytes_per_token},
                        {"bytes", r.bytes}, {"mib", r.mib}, {"percent_of_mha", r.percent_of_first}});
       bars.categories.push_back(r.name);
@@ -311,7 +311,7 @@ void run_kvcache(const Flags& f, Run& run) {
       std::printf("  GQA-4 -> MLA  saves %.1f%%\n",
                   100.0 * (1.0 - static_cast<double>(rows[3].bytes) / static_cast<double>(rows[1].bytes)));
     std::printf("\n");
-    j["section" + std::to_string(section)] = {{"title", c.title}, {"q_heads", c.q_heads}, {"head_dim", c.head_dim},
+    j["section" + std::to_string(section)] = {{"title", c.title}, {"q_heads", c.n_heads}, {"head_dim", c.head_dim},
                                               {"seq_len", c.seq_len}, {"bytes_per_element", c.bytes_per_element},
                                               {"rows", jrows}};
     std::string why;
@@ -322,7 +322,7 @@ void run_kvcache(const Flags& f, Run& run) {
   auto checks = dm::check_caches(cc);
   const int64_t tokens = cc.prefill + cc.decode;
   std::cout << "=== Cross-check: floats in xgrad's KVCache after a real cached decode ===\n"
-            << "float32, d_model " << cc.d_model << ", " << cc.heads << " query heads x " << cc.d_model / cc.heads
+            << "float32, d_model " << cc.d_model << ", " << cc.n_heads << " query heads x " << cc.d_model / cc.n_heads
             << ", MLA latent " << cc.latent_dim << ", batch " << cc.batch << ", " << cc.prefill << " prompt tokens + "
             << cc.decode << " decoded one by one\n\n";
   std::printf("%-13s %16s %14s %12s %22s  %s\n", "scheme", "formula floats", "cached floats", "cache length",
@@ -345,9 +345,9 @@ void run_kvcache(const Flags& f, Run& run) {
                   {"match", match}});
   }
   std::printf("\n");
-  j["check"] = {{"d_model", cc.d_model}, {"heads", cc.heads}, {"latent_dim", cc.latent_dim}, {"rope_dim", cc.rope_dim},
-                {"batch", cc.batch}, {"prefill", cc.prefill}, {"decode", cc.decode}, {"rows", jc},
-                {"all_match", all_match}};
+  j["check"] = {{"d_model", cc.d_model}, {"heads", cc.n_heads}, {"latent_dim", cc.latent_dim},
+                {"rope_dim", cc.rope_dim}, {"batch", cc.batch},     {"prefill", cc.prefill},
+                {"decode", cc.decode},     {"rows", jc},            {"all_match", all_match}};
   cli::write_text(run.out + "/kvcache.csv", csv.str());
   cli::write_text(run.out + "/kvcache_check.csv", ccsv.str());
   cli::write_text(run.out + "/kvcache.json", j.dump(2) + "\n");
@@ -364,7 +364,7 @@ void run_qknorm(const Flags& f, Run& run) {
   if (run.quick && c.trials == 32) c.trials = 8;
   dm::QKNormResult r = dm::run_qknorm(c);
   std::cout << "=== QK-Norm: attention logit degeneration ===\n"
-            << "d_head " << c.d_head << ", " << c.seq_len << " keys; Q ~ N(0, 1), K ~ N(0, 1) * " << c.k_scale
+            << "d_head " << c.head_dim << ", " << c.seq_len << " keys; Q ~ N(0, 1), K ~ N(0, 1) * " << c.k_scale
             << " (keys grown large late in training); xgrad generator seed " << c.seed << "\n\n";
   auto show = [&](const char* title, const dm::QKExample& e, const char* note) {
     std::printf("%s:\n", title);
@@ -386,7 +386,7 @@ void run_qknorm(const Flags& f, Run& run) {
   csv << "scale,entropy_plain,max_prob_plain,max_logit_plain,entropy_qknorm,max_prob_qknorm,max_logit_qknorm\n";
   json pts = json::array();
   ex::PlotSpec ent, mp;
-  ent.title = "Attention entropy as the keys grow (d_head " + std::to_string(c.d_head) + ", " +
+  ent.title = "Attention entropy as the keys grow (d_head " + std::to_string(c.head_dim) + ", " +
               std::to_string(c.seq_len) + " keys)";
   ent.xlabel = "key scale s";
   ent.ylabel = "mean entropy of the weights (nats)";

@@ -41,8 +41,8 @@ void StudyConfig::validate() const {
   check(d_model >= 1, "--d-model: must be at least 1, got ", d_model);
   check(batch >= 1, "--batch: must be at least 1, got ", batch);
   check(seq_len >= 1, "--seq-len: must be at least 1, got ", seq_len);
-  check(heads >= 1 && d_model % heads == 0, "--heads: must be at least 1 and divide --d-model ", d_model,
-        ", got ", heads);
+  check(n_heads >= 1 && d_model % n_heads == 0, "--heads: must be at least 1 and divide --d-model ", d_model,
+        ", got ", n_heads);
 }
 
 namespace {
@@ -88,10 +88,10 @@ DeepNet::DeepNet(const StudyConfig& c, nn::NormPosition position) : config_(c), 
                                                      nn::FFNNaming::FC));
         break;
       case Sublayer::Attention:
-        layers_->push_back(std::make_shared<nn::MultiHeadAttention>(c.d_model, c.heads));
+        layers_->push_back(std::make_shared<nn::MultiHeadAttention>(c.d_model, c.n_heads));
         break;
       case Sublayer::Block: {
-        nn::BlockConfig b = nn::BlockConfig::teaching(c.d_model, c.heads);
+        nn::BlockConfig b = nn::BlockConfig::teaching(c.d_model, c.n_heads);
         b.norm_position = position;
         if (c.norm == nn::NormKind::LayerNorm)
           b.norm = nn::LayerNormSpec{kNormEps};
@@ -339,12 +339,13 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
 
 XiongProfile run_xiong(const XiongConfig& xc, int64_t depth) {
   check(depth >= 1, "--xiong-depths: each depth must be at least 1, got ", depth);
-  check(xc.heads >= 1 && xc.d_model % xc.heads == 0, "xiong: heads ", xc.heads, " must divide d_model ", xc.d_model);
+  check(xc.n_heads >= 1 && xc.d_model % xc.n_heads == 0, "xiong: heads ", xc.n_heads, " must divide d_model ",
+        xc.d_model);
   XiongProfile prof;
   prof.depth = depth;
   manual_seed(xc.seed);
   auto block_config = [&](nn::NormPosition pos) {
-    nn::BlockConfig b = nn::BlockConfig::teaching(xc.d_model, xc.heads);
+    nn::BlockConfig b = nn::BlockConfig::teaching(xc.d_model, xc.n_heads);
     b.norm_position = pos;
     b.position = nn::PositionKind::None;
     b.n_layers = depth;

@@ -33,7 +33,7 @@ struct StudyConfig {
   int64_t d_model = 4;
   int64_t batch = 2;
   int64_t seq_len = 4;  // tokens per sequence (attention and block sublayers only)
-  int64_t heads = 1;    // attention heads (attention and block sublayers); must divide d_model
+  int64_t n_heads = 1;    // attention heads (attention and block sublayers); must divide d_model
   uint64_t seed = 42;
   nn::NormKind norm = nn::NormKind::LayerNorm;
   // A final norm after the last layer of the Pre-Norm net ("final_norm"), as real Pre-Norm
@@ -127,7 +127,7 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
 
 struct XiongConfig {
   int64_t d_model = 64;
-  int64_t heads = 4;
+  int64_t n_heads = 4;
   int64_t batch = 4;
   int64_t seq_len = 16;
   int64_t vocab = 64;  // size of the linear head trained with cross-entropy on random labels

@@ -99,7 +99,7 @@ TrainRun train_run(const TrainConfig& tc, const std::vector<uint8_t>& corpus, Tr
   lc.n_layers = depth;
   lc.block.d_model = tc.d_model;
   nn::MHASpec mha;
-  mha.n_heads = tc.heads;
+  mha.n_heads = tc.n_heads;
   lc.block.attention = mha;
   lc.block.norm_position = norm;
   lc.block.norm = nn::LayerNormSpec{};

@@ -15,7 +15,7 @@ namespace xg::experiments {
 struct TrainConfig {
   std::string corpus = "/usr/share/common-licenses/GPL-3";  // any text file (Debian's base-files has this one)
   int64_t d_model = 32;
-  int64_t heads = 4;
+  int64_t n_heads = 4;
   int64_t seq_len = 32;
   int64_t batch = 8;
   int64_t steps = 150;

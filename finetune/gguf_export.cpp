@@ -4,7 +4,7 @@
 #include <map>
 
 #include "finetune/lora.hpp"
-#include "nn/attention.hpp"
+#include "nn/sublayer.hpp"
 #include "nn/naming.hpp"
 #include "text/gguf_vocab.hpp"
 
@@ -52,11 +52,11 @@ void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::
     const std::string parent = module_path.substr(0, module_path.rfind('.'));
     const std::string leaf = module_path.substr(module_path.rfind('.') + 1);
     auto it = modules.find(parent);
-    if (it != modules.end())
-      if (const auto* gqa = dynamic_cast<const nn::GroupedQueryAttention*>(it->second.get()); gqa && gqa->options().rope) {
-        const int64_t heads = leaf == "w_q" ? gqa->options().n_heads : leaf == "w_k" ? gqa->options().n_kv_heads : 0;
-        if (heads > 0) B = nn::permute_rope_rows(B, heads, gqa->head_dim(), gqa->options().rope_layout, *scheme.rope_layout);
-      }
+    const std::optional<nn::RopeParams> rope = it == modules.end() ? std::nullopt : nn::rope_params_of(*it->second);
+    if (rope && rope->rows.count(leaf + ".weight")) {
+      const nn::RopeRows& rows = rope->rows.at(leaf + ".weight");
+      B = nn::permute_rope_rows(B, rows.n_heads, rows.head_dim, rope->layout, *scheme.rope_layout);
+    }
     tensors.push_back({*w + ".lora_a", a->A().detach(), dtype});
     tensors.push_back({*w + ".lora_b", B, dtype});
   }

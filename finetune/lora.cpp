@@ -15,7 +15,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/matmul.hpp"
-#include "nn/attention.hpp"
+#include "nn/sublayer.hpp"
 #include "nn/init.hpp"
 #include "nn/naming.hpp"
 
@@ -214,10 +214,10 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
   // weights): a model whose layout differs from the scheme's would get wrong q/k adapters.
   if (scheme.rope_layout)
     for (const auto& [path, m] : model.named_modules()) {
-      const auto* gqa = dynamic_cast<const nn::GroupedQueryAttention*>(m.get());
-      check(!gqa || !gqa->options().rope || gqa->options().rope_layout == *scheme.rope_layout, "naming scheme '",
-            naming, "' names adapters of a model in the ", rope_layout_name(*scheme.rope_layout), " RoPE layout, but '",
-            path, "' uses the ", rope_layout_name(gqa ? gqa->options().rope_layout : *scheme.rope_layout), " layout");
+      const std::optional<nn::RopeParams> rope = nn::rope_params_of(*m);
+      check(!rope || rope->layout == *scheme.rope_layout, "naming scheme '", naming, "' names adapters of a model in the ",
+            rope_layout_name(*scheme.rope_layout), " RoPE layout, but '", path, "' uses the ",
+            rope_layout_name(rope ? rope->layout : *scheme.rope_layout), " layout");
     }
   const std::string suffix = ".weight";
   for (auto& [path, lin] : lins) {
@@ -231,7 +231,8 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
 
 namespace {
 
-// The repo's names for each short target name (nn/attention.cpp, nn/ffn.cpp).
+// The module names each short target name stands for: those of xgrad's attention and FFN kinds
+// (nn/attention_*.hpp, nn/ffn.hpp) and of Hugging Face's checkpoints.
 const std::map<std::string, std::vector<std::string>>& short_names() {
   static const std::map<std::string, std::vector<std::string>> m = {
       {"q", {"w_q", "W_q", "q_proj"}},

@@ -81,8 +81,6 @@ void BlockConfig::validate(const std::string& who) const {
   if (c.rope_scaling.active()) {
     check(c.position == PositionKind::RoPE, who, ": field 'rope_scaling' needs position = rope, got ",
           position_kind_name(c.position));
-    check(!std::holds_alternative<MLASpec>(c.attention), who,
-          ": field 'rope_scaling' is supported with gqa and mha attention, not mla");
     c.rope_scaling.validate(who);
   }
   const SublayerContext ctx = context();

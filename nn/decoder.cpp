@@ -620,7 +620,8 @@ double activation_bytes(const LMConfig& config, int64_t rows, int64_t T) {
   const double d = static_cast<double>(config.block.d_model);
   // NOTE: the FFN's hidden width is taken as 4 d_model (the MLP default; SwiGLU's 8/3 d_model
   // has three such tensors): an estimate for refusals, not an accounting.
-  const double heads = static_cast<double>(config.block.n_heads()), per_layer = 16 * d + 3 * 4 * d + 2 * heads * static_cast<double>(T);
+  const double n_heads = static_cast<double>(config.block.n_heads());
+  const double per_layer = 16 * d + 3 * 4 * d + 2 * n_heads * static_cast<double>(T);
   return 4 * tokens * (static_cast<double>(config.n_layers) * per_layer + 3 * static_cast<double>(config.vocab_size));
 }
 

@@ -1,4 +1,4 @@
-// FFN, SwiGLU and MoE.
+// FFN, SwiGLU and MoE, and their specs.
 #include "nn/ffn.hpp"
 
 #include <algorithm>
@@ -38,8 +38,8 @@ void check_input(const Tensor& x, int64_t d_model, const std::string& who) {
 // ---------------------------------------------------------------------------------------
 // FFN
 
-FFN::FFN(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool bias, FFNNaming naming)
-    : d_model_(d_model), d_ff_(d_ff == 0 ? 4 * d_model : d_ff), act_(act), dropout_(dropout) {
+FFN::FFN(int64_t d_model, int64_t d_ff, Activation activation, double dropout, bool bias, FFNNaming naming)
+    : d_model_(d_model), d_ff_(d_ff == 0 ? 4 * d_model : d_ff), activation_(activation), dropout_(dropout) {
   check(d_model > 0 && d_ff_ > 0, "FFN: d_model and d_ff must be positive, got ", d_model, " and ", d_ff);
   check(dropout >= 0 && dropout <= 1, "FFN: dropout must be in [0, 1], got ", dropout);
   const char* up_name = naming == FFNNaming::UpDown ? "w_up" : naming == FFNNaming::FC ? "fc1" : "0";
@@ -48,6 +48,9 @@ FFN::FFN(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool bia
   down_ = register_module(down_name, std::make_shared<Linear>(d_ff_, d_model_, bias));
 }
 
+FFN::FFN(const MLPSpec& spec, const SublayerContext& ctx)
+    : FFN(ctx.d_model, spec.d_ff, spec.activation, 0.0, spec.bias, spec.naming) {}
+
 // x: [..., d_model] -> [..., d_model]
 // NOTE: hand-written FFNs named w_up/w_down are sometimes coded as relu(w_down(w_up(x))):
 // no activation between the projections (so the two Linears collapse into one) and a ReLU on
@@ -55,13 +58,13 @@ FFN::FFN(int64_t d_model, int64_t d_ff, Activation act, double dropout, bool bia
 // Transformer (Vaswani et al. 2017) and of PyTorch's nn.TransformerEncoderLayer.
 Tensor FFN::forward(const Tensor& x) const {
   check_input(x, d_model_, str_cat("FFN(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
-  Tensor h = activation((*up_)(x), act_);
+  Tensor h = nn::activation((*up_)(x), activation_);
   if (dropout_ > 0) h = xg::dropout(h, dropout_, is_training());
   return (*down_)(h);
 }
 
 std::string FFN::extra_repr() const {
-  return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", activation=", activation_name(act_), ", dropout=", dropout_,
+  return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", activation=", activation_name(activation_), ", dropout=", dropout_,
              ", bias=", up_->bias().defined() ? "true" : "false");
 }
 
@@ -91,6 +94,8 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, bool bias, SwiGLUNaming naming)
   down_ = register_module(llama ? "w2" : lower ? "w_down" : "W_down", std::make_shared<Linear>(d_ff_, d_model_, bias));
 }
 
+SwiGLU::SwiGLU(const SwiGLUSpec& spec, const SublayerContext& ctx) : SwiGLU(ctx.d_model, spec.d_ff, spec.bias, spec.naming) {}
+
 // x: [..., d_model] -> [..., d_model]
 Tensor SwiGLU::forward(const Tensor& x) const {
   check_input(x, d_model_, str_cat("SwiGLU(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
@@ -104,22 +109,21 @@ std::string SwiGLU::extra_repr() const {
 // ---------------------------------------------------------------------------------------
 // MoE
 
-MoE::MoE(const MoEOptions& opts) : opts_(opts) {
-  check(opts.d_model > 0, "MoE: d_model must be positive, got ", opts.d_model);
-  check(opts.d_ff >= 0, "MoE: d_ff must be non-negative (0 = default), got ", opts.d_ff);
-  check(opts.num_experts > 0, "MoE: num_experts must be positive, got ", opts.num_experts);
-  check(opts.top_k > 0, "MoE: top_k must be positive, got ", opts.top_k);
-  check(opts.top_k <= opts.num_experts, "MoE: top_k ", opts.top_k, " exceeds num_experts ", opts.num_experts);
-  if (opts_.d_ff == 0)
-    opts_.d_ff = opts.expert == ExpertKind::FFN ? 4 * opts.d_model : SwiGLU::default_d_ff(opts.d_model);
-  router_ = register_module("router", std::make_shared<Linear>(opts.d_model, opts.num_experts, false));
+MoE::MoE(const MoESpec& spec, const SublayerContext& ctx) : spec_(spec), d_model_(ctx.d_model), d_ff_(spec.d_ff) {
+  const int64_t d = d_model_;
+  check(d > 0, "MoE: d_model must be positive, got ", d);
+  check(spec.d_ff >= 0, "MoE: d_ff must be non-negative (0 = default), got ", spec.d_ff);
+  check(spec.num_experts > 0, "MoE: num_experts must be positive, got ", spec.num_experts);
+  check(spec.top_k > 0, "MoE: top_k must be positive, got ", spec.top_k);
+  check(spec.top_k <= spec.num_experts, "MoE: top_k ", spec.top_k, " exceeds num_experts ", spec.num_experts);
+  if (d_ff_ == 0) d_ff_ = spec.expert == ExpertKind::FFN ? 4 * d : SwiGLU::default_d_ff(d);
+  router_ = register_module("router", std::make_shared<Linear>(d, spec.num_experts, false));
   experts_ = register_module("experts", std::make_shared<ModuleList<FeedForward>>());
-  for (int64_t e = 0; e < opts.num_experts; ++e) {
-    if (opts.expert == ExpertKind::FFN)
-      experts_->push_back(
-          std::make_shared<FFN>(opts.d_model, opts_.d_ff, opts.activation, 0.0, true, FFNNaming::Sequential));
+  for (int64_t e = 0; e < spec.num_experts; ++e) {
+    if (spec.expert == ExpertKind::FFN)
+      experts_->push_back(std::make_shared<FFN>(d, d_ff_, spec.activation, 0.0, true, FFNNaming::Sequential));
     else
-      experts_->push_back(std::make_shared<SwiGLU>(opts.d_model, opts_.d_ff, false, opts.swiglu_naming));
+      experts_->push_back(std::make_shared<SwiGLU>(d, d_ff_, false, spec.swiglu_naming));
   }
 }
 
@@ -143,7 +147,7 @@ MoE::MoE(const MoEOptions& opts) : opts_(opts) {
 // NOTE: Hugging Face's Mixtral loss divides the counts by T instead of T*k (its value is k
 // times this one).
 MoEOutput MoE::forward_with_aux(const Tensor& x) const {
-  const int64_t C = opts_.d_model, E = opts_.num_experts, K = opts_.top_k;
+  const int64_t C = d_model_, E = spec_.num_experts, K = spec_.top_k;
   check_input(x, C, str_cat("MoE(d_model=", C, ", num_experts=", E, ", top_k=", K, ")"));
   const Tensor xf = reshape(x, {-1, C});  // [T, C]
   const int64_t T = xf.size(0);
@@ -185,14 +189,14 @@ MoEOutput MoE::forward_with_aux(const Tensor& x) const {
         static_cast<double>(start[static_cast<std::size_t>(e + 1)] - start[static_cast<std::size_t>(e)]) /
         static_cast<double>(T * K);
   const Tensor P = mean(softmax(logits, -1), {0});  // [E]
-  const Tensor aux = sum(from_vector(frac, {E}, x.dtype()) * P) * (opts_.aux_loss_coef * static_cast<double>(E));
+  const Tensor aux = sum(from_vector(frac, {E}, x.dtype()) * P) * (spec_.aux_loss_coef * static_cast<double>(E));
   return {reshape(out, x.shape()), aux};
 }
 
 std::string MoE::extra_repr() const {
-  return str_cat("d_model=", opts_.d_model, ", d_ff=", opts_.d_ff, ", num_experts=", opts_.num_experts,
-             ", top_k=", opts_.top_k, ", expert=", opts_.expert == ExpertKind::FFN ? "ffn" : "swiglu",
-             ", aux_loss_coef=", opts_.aux_loss_coef);
+  return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", num_experts=", spec_.num_experts,
+             ", top_k=", spec_.top_k, ", expert=", spec_.expert == ExpertKind::FFN ? "ffn" : "swiglu",
+             ", aux_loss_coef=", spec_.aux_loss_coef);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -202,14 +206,20 @@ void MLPSpec::validate(const SublayerContext&, const std::string& who) const {
   check(d_ff >= 0, who, ": field 'ffn.d_ff' must be >= 0 (0 = 4 d_model), got ", d_ff);
 }
 std::shared_ptr<FeedForward> MLPSpec::build(const SublayerContext& ctx) const {
-  return std::make_shared<FFN>(ctx.d_model, d_ff, activation, 0.0, bias, naming);
+  return std::make_shared<FFN>(*this, ctx);
+}
+std::optional<DenseFFNShape> MLPSpec::dense_shape(const SublayerContext& ctx) const {
+  return DenseFFNShape{d_ff > 0 ? d_ff : 4 * ctx.d_model, false, activation_name(activation), bias};
 }
 
 void SwiGLUSpec::validate(const SublayerContext&, const std::string& who) const {
   check(d_ff >= 0, who, ": field 'ffn.d_ff' must be >= 0 (0 = SwiGLU's default), got ", d_ff);
 }
 std::shared_ptr<FeedForward> SwiGLUSpec::build(const SublayerContext& ctx) const {
-  return std::make_shared<SwiGLU>(ctx.d_model, d_ff, bias, naming);
+  return std::make_shared<SwiGLU>(*this, ctx);
+}
+std::optional<DenseFFNShape> SwiGLUSpec::dense_shape(const SublayerContext& ctx) const {
+  return DenseFFNShape{d_ff > 0 ? d_ff : SwiGLU::default_d_ff(ctx.d_model), true, "silu", bias};
 }
 
 void MoESpec::validate(const SublayerContext&, const std::string& who) const {
@@ -220,16 +230,7 @@ void MoESpec::validate(const SublayerContext&, const std::string& who) const {
   check(aux_loss_coef >= 0, who, ": field 'ffn.aux_loss_coef' must be >= 0, got ", aux_loss_coef);
 }
 std::shared_ptr<FeedForward> MoESpec::build(const SublayerContext& ctx) const {
-  MoEOptions o;
-  o.d_model = ctx.d_model;
-  o.d_ff = d_ff;
-  o.num_experts = num_experts;
-  o.top_k = top_k;
-  o.expert = expert;
-  o.activation = activation;
-  o.swiglu_naming = swiglu_naming;
-  o.aux_loss_coef = aux_loss_coef;
-  return std::make_shared<MoE>(o);
+  return std::make_shared<MoE>(*this, ctx);
 }
 
 }  // namespace xg::nn

@@ -1,8 +1,10 @@
 // Feed-forward layers: the two-layer FFN (ReLU / GELU), SwiGLU (LLaMA) and a top-k Mixture
-// of Experts with the Switch Transformer load-balancing loss.
+// of Experts with the Switch Transformer load-balancing loss, each with its block spec.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "nn/linear.hpp"
 #include "nn/sublayer.hpp"
@@ -21,28 +23,6 @@ enum class FFNNaming {
   Sequential,  // "0", "2": nn.Sequential(Linear, act, Linear), as MoE experts are usually written
 };
 
-// out = down(dropout(act(up(x)))), up: d_model -> d_ff, down: d_ff -> d_model.
-// d_ff = 0 means 4 * d_model (the original Transformer's ratio, Vaswani et al. 2017).
-class FFN : public FeedForward {
- public:
-  FFN(int64_t d_model, int64_t d_ff, Activation act = Activation::ReLU, double dropout = 0.0, bool bias = true,
-      FFNNaming naming = FFNNaming::UpDown);
-  Tensor forward(const Tensor& x) const override;  // x: [..., d_model] -> [..., d_model]
-  const std::shared_ptr<Linear>& up() const { return up_; }
-  const std::shared_ptr<Linear>& down() const { return down_; }
-  int64_t d_model() const override { return d_model_; }
-  int64_t d_ff() const override { return d_ff_; }
-  Activation act() const { return act_; }
-  std::string name() const override { return "FFN"; }
-  std::string extra_repr() const override;
-
- private:
-  int64_t d_model_, d_ff_;
-  Activation act_;
-  double dropout_;
-  std::shared_ptr<Linear> up_, down_;
-};
-
 // Attribute names of SwiGLU's three projections.
 enum class SwiGLUNaming {
   Capitalized,  // W_gate, W_up, W_down: the formula's matrix names, common in hand-written code
@@ -50,70 +30,9 @@ enum class SwiGLUNaming {
   LLaMA,        // w1 (gate), w2 (down), w3 (up): Meta's LLaMA checkpoints
 };
 
-// out = down(silu(gate(x)) * up(x)), gate/up: d_model -> d_ff, down: d_ff -> d_model.
-// d_ff = 0 means default_d_ff(d_model).
-class SwiGLU : public FeedForward {
- public:
-  SwiGLU(int64_t d_model, int64_t d_ff = 0, bool bias = false, SwiGLUNaming naming = SwiGLUNaming::Capitalized);
-  Tensor forward(const Tensor& x) const override;
-  // LLaMA's rule: int(8/3 * d_model) (two thirds of a two-matrix FFN's 4 d_model, so that the
-  // three matrices hold as many parameters; Shazeer 2020) rounded up to a multiple of
-  // `multiple_of`, and at least d_model (512 -> 1536, 4096 -> 11008 as in LLaMA-7B).
-  static int64_t default_d_ff(int64_t d_model, int64_t multiple_of = 256);
-  const std::shared_ptr<Linear>& gate() const { return gate_; }
-  const std::shared_ptr<Linear>& up() const { return up_; }
-  const std::shared_ptr<Linear>& down() const { return down_; }
-  int64_t d_model() const override { return d_model_; }
-  int64_t d_ff() const override { return d_ff_; }
-  std::string name() const override { return "SwiGLU"; }
-  std::string extra_repr() const override;
-
- private:
-  int64_t d_model_, d_ff_;
-  std::shared_ptr<Linear> gate_, up_, down_;
-};
-
 enum class ExpertKind {
   FFN,     // nn.Sequential(Linear(d, d_ff), act, Linear(d_ff, d)) with bias, the usual hand-written expert
   SwiGLU,  // SwiGLU without bias (Mixtral-style experts)
-};
-
-struct MoEOptions {
-  int64_t d_model = 0;
-  int64_t d_ff = 0;  // 0: 4 * d_model for FFN experts, SwiGLU::default_d_ff for SwiGLU
-  int64_t num_experts = 8;
-  int64_t top_k = 2;
-  ExpertKind expert = ExpertKind::FFN;
-  SwiGLUNaming swiglu_naming = SwiGLUNaming::Capitalized;  // of SwiGLU experts (LLaMA: w1, w3, w2 as Mixtral's)
-  Activation activation = Activation::ReLU;  // of FFN experts
-  double aux_loss_coef = 0.01;               // the Switch Transformer's alpha
-};
-
-// out [..., d_model] and aux_loss (0-d): aux_loss_coef * load-balancing loss (add it to the
-// training loss).
-using MoEOutput = FFNOutput;
-
-// Sparse mixture of experts (top-k gating, Shazeer et al. 2017; as in Mixtral): a bias-free
-// Linear "router" scores the experts, each token goes to its top_k experts, weighted by a
-// softmax over those k scores; the experts live in the ModuleList "experts".
-class MoE : public FeedForward {
- public:
-  explicit MoE(const MoEOptions& opts);
-  // x: [..., d_model] -> the output and the auxiliary loss; forward(x) is the output alone.
-  MoEOutput forward_with_aux(const Tensor& x) const override;
-  Tensor forward(const Tensor& x) const override { return forward_with_aux(x).out; }
-  int64_t d_model() const override { return opts_.d_model; }
-  int64_t d_ff() const override { return opts_.d_ff; }
-  const std::shared_ptr<Linear>& router() const { return router_; }
-  const std::shared_ptr<ModuleList<FeedForward>>& experts() const { return experts_; }
-  const MoEOptions& options() const { return opts_; }
-  std::string name() const override { return "MoE"; }
-  std::string extra_repr() const override;
-
- private:
-  MoEOptions opts_;
-  std::shared_ptr<Linear> router_;
-  std::shared_ptr<ModuleList<FeedForward>> experts_;
 };
 
 template <>
@@ -137,7 +56,12 @@ struct EnumNames<ExpertKind> {
       {{ExpertKind::FFN, "ffn"}, {ExpertKind::SwiGLU, "swiglu"}}};
 };
 
-// The block's FFN kinds (nn/registry.hpp). d_ff = 0 picks the kind's default.
+// The block's FFN kinds (nn/registry.hpp): each spec's fields are its config.json fields, and
+// d_ff = 0 picks the kind's default. The block gives d_model (SublayerContext); its dropout is
+// applied by the block to the FFN's output, not inside the FFN.
+
+// --- the two-layer FFN -----------------------------------------------------------------------------
+
 // "mlp": down(act(up(x))), the original Transformer's FFN (ReLU) and GPT-2's (GELU).
 struct MLPSpec {
   static constexpr const char* kind = "mlp";
@@ -154,7 +78,36 @@ struct MLPSpec {
   }
   void validate(const SublayerContext& ctx, const std::string& who) const;
   std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
+  std::optional<DenseFFNShape> dense_shape(const SublayerContext& ctx) const;
 };
+
+// out = down(dropout(act(up(x)))), up: d_model -> d_ff, down: d_ff -> d_model.
+// d_ff = 0 means 4 * d_model (the original Transformer's ratio, Vaswani et al. 2017).
+class FFN : public FeedForward {
+ public:
+  // As hand-written FeedForward(d_model, d_ff, dropout) classes take it, for use outside a
+  // block (MoE's experts); the dropout is between the two layers.
+  FFN(int64_t d_model, int64_t d_ff, Activation activation = Activation::ReLU, double dropout = 0.0, bool bias = true,
+      FFNNaming naming = FFNNaming::UpDown);
+  // The block's: d_model from ctx, no dropout inside.
+  FFN(const MLPSpec& spec, const SublayerContext& ctx);
+  Tensor forward(const Tensor& x) const override;  // x: [..., d_model] -> [..., d_model]
+  const std::shared_ptr<Linear>& up() const { return up_; }
+  const std::shared_ptr<Linear>& down() const { return down_; }
+  int64_t d_model() const override { return d_model_; }
+  int64_t d_ff() const override { return d_ff_; }
+  Activation activation() const { return activation_; }
+  std::string name() const override { return "FFN"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t d_model_, d_ff_;
+  Activation activation_;
+  double dropout_;
+  std::shared_ptr<Linear> up_, down_;
+};
+
+// --- SwiGLU ----------------------------------------------------------------------------------------
 
 // "swiglu": down(silu(gate(x)) * up(x)) (Shazeer 2020; LLaMA).
 struct SwiGLUSpec {
@@ -170,7 +123,36 @@ struct SwiGLUSpec {
   }
   void validate(const SublayerContext& ctx, const std::string& who) const;
   std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
+  std::optional<DenseFFNShape> dense_shape(const SublayerContext& ctx) const;
 };
+
+// out = down(silu(gate(x)) * up(x)), gate/up: d_model -> d_ff, down: d_ff -> d_model.
+// d_ff = 0 means default_d_ff(d_model).
+class SwiGLU : public FeedForward {
+ public:
+  // As hand-written SwiGLU(d_model, d_ff) classes take it, for use outside a block.
+  SwiGLU(int64_t d_model, int64_t d_ff = 0, bool bias = false, SwiGLUNaming naming = SwiGLUNaming::Capitalized);
+  // The block's: d_model from ctx.
+  SwiGLU(const SwiGLUSpec& spec, const SublayerContext& ctx);
+  Tensor forward(const Tensor& x) const override;
+  // LLaMA's rule: int(8/3 * d_model) (two thirds of a two-matrix FFN's 4 d_model, so that the
+  // three matrices hold as many parameters; Shazeer 2020) rounded up to a multiple of
+  // `multiple_of`, and at least d_model (512 -> 1536, 4096 -> 11008 as in LLaMA-7B).
+  static int64_t default_d_ff(int64_t d_model, int64_t multiple_of = 256);
+  const std::shared_ptr<Linear>& gate() const { return gate_; }
+  const std::shared_ptr<Linear>& up() const { return up_; }
+  const std::shared_ptr<Linear>& down() const { return down_; }
+  int64_t d_model() const override { return d_model_; }
+  int64_t d_ff() const override { return d_ff_; }
+  std::string name() const override { return "SwiGLU"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t d_model_, d_ff_;
+  std::shared_ptr<Linear> gate_, up_, down_;
+};
+
+// --- mixture of experts ----------------------------------------------------------------------------
 
 // "moe": top-k routed experts with the Switch Transformer's load-balancing loss.
 struct MoESpec {
@@ -178,10 +160,10 @@ struct MoESpec {
   int64_t d_ff = 0;  // 0: 4 d_model for FFN experts, SwiGLU::default_d_ff for SwiGLU ones
   int64_t num_experts = 8;
   int64_t top_k = 2;
-  double aux_loss_coef = 0.01;
+  double aux_loss_coef = 0.01;               // the Switch Transformer's alpha
   ExpertKind expert = ExpertKind::FFN;       // ReLU experts with bias, named "0" and "2"
   Activation activation = Activation::ReLU;  // of FFN experts
-  SwiGLUNaming swiglu_naming = SwiGLUNaming::Capitalized;  // of SwiGLU experts: W_gate, W_up, W_down
+  SwiGLUNaming swiglu_naming = SwiGLUNaming::Capitalized;  // of SwiGLU experts: W_gate, W_up, W_down (LLaMA: w1, w3, w2 as Mixtral's)
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
     f("d_ff", s.d_ff);
@@ -194,6 +176,37 @@ struct MoESpec {
   }
   void validate(const SublayerContext& ctx, const std::string& who) const;
   std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
+  // Routed, not one dense FFN.
+  std::optional<DenseFFNShape> dense_shape(const SublayerContext&) const { return std::nullopt; }
+};
+
+// out [..., d_model] and aux_loss (0-d): aux_loss_coef * load-balancing loss (add it to the
+// training loss).
+using MoEOutput = FFNOutput;
+
+// Sparse mixture of experts (top-k gating, Shazeer et al. 2017; as in Mixtral): a bias-free
+// Linear "router" scores the experts, each token goes to its top_k experts, weighted by a
+// softmax over those k scores; the experts live in the ModuleList "experts".
+class MoE : public FeedForward {
+ public:
+  // d_model from ctx.
+  MoE(const MoESpec& spec, const SublayerContext& ctx);
+  // x: [..., d_model] -> the output and the auxiliary loss; forward(x) is the output alone.
+  MoEOutput forward_with_aux(const Tensor& x) const override;
+  Tensor forward(const Tensor& x) const override { return forward_with_aux(x).out; }
+  int64_t d_model() const override { return d_model_; }
+  int64_t d_ff() const override { return d_ff_; }  // the experts' (the default resolved)
+  const std::shared_ptr<Linear>& router() const { return router_; }
+  const std::shared_ptr<ModuleList<FeedForward>>& experts() const { return experts_; }
+  const MoESpec& spec() const { return spec_; }  // as given (0 for the defaults)
+  std::string name() const override { return "MoE"; }
+  std::string extra_repr() const override;
+
+ private:
+  MoESpec spec_;
+  int64_t d_model_, d_ff_;
+  std::shared_ptr<Linear> router_;
+  std::shared_ptr<ModuleList<FeedForward>> experts_;
 };
 
 }  // namespace xg::nn

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <set>
 
-#include "nn/attention.hpp"
 #include "nn/hf.hpp"
 #include "nn/init.hpp"
 
@@ -44,24 +43,21 @@ std::vector<float> rope_divisors(int64_t head_dim, double base, const RopeScalin
 }
 
 struct Dims {
-  int64_t d_model, heads, kv_heads, head_dim, d_ff;
+  int64_t d_model, n_heads, n_kv_heads, head_dim, d_ff;
 };
-Dims dims_of(const LMConfig& lm) {
-  const BlockConfig& b = lm.block;
-  const GQASpec& g = std::get<GQASpec>(b.attention);
-  return {b.d_model, g.n_heads, g.n_kv_heads > 0 ? g.n_kv_heads : g.n_heads, g.head_dim > 0 ? g.head_dim : b.d_model / g.n_heads,
-          std::get<SwiGLUSpec>(b.ffn).d_ff};
+Dims dims_of(const HFConfig& hf) {
+  const GQAShape g = hf.attention();
+  return {hf.lm.block.d_model, g.n_heads, g.n_kv_heads, g.head_dim, hf.mlp().d_ff};
 }
 
 }  // namespace
 
 std::string gguf_architecture(const LMConfig& config) {
   const HFConfig hf = HFConfig::from_lm(config);  // refuses what llama.cpp's llama family cannot express either
-  const GQASpec& g = std::get<GQASpec>(hf.lm.block.attention);
   switch (hf.architecture) {
     case HFArchitecture::Qwen3:
       // llama.cpp's qwen3 graph has no attention biases (llama-model.cpp, LLM_ARCH_QWEN3).
-      check(!g.qkv_bias, "GGUF export: a model with QK-Norm is llama.cpp's qwen3, which has no attention biases");
+      check(!hf.attention().qkv_bias, "GGUF export: a model with QK-Norm is llama.cpp's qwen3, which has no attention biases");
       return "qwen3";
     case HFArchitecture::Qwen2: return "qwen2";
     default: return "llama";
@@ -97,7 +93,7 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
   const std::string arch = gguf_architecture(model.config());
   const HFConfig hf = HFConfig::from_lm(model.config());
   const BlockConfig& b = hf.lm.block;
-  const Dims d = dims_of(hf.lm);
+  const Dims d = dims_of(hf);
   const std::string a = arch + ".";
   io::GgufMetadata m;
   m.emplace_back("general.architecture", io::GgufValue::string(arch));
@@ -110,8 +106,8 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
   m.emplace_back(a + "embedding_length", io::GgufValue::u32(static_cast<uint32_t>(d.d_model)));
   m.emplace_back(a + "block_count", io::GgufValue::u32(static_cast<uint32_t>(hf.lm.n_layers)));
   m.emplace_back(a + "feed_forward_length", io::GgufValue::u32(static_cast<uint32_t>(d.d_ff)));
-  m.emplace_back(a + "attention.head_count", io::GgufValue::u32(static_cast<uint32_t>(d.heads)));
-  m.emplace_back(a + "attention.head_count_kv", io::GgufValue::u32(static_cast<uint32_t>(d.kv_heads)));
+  m.emplace_back(a + "attention.head_count", io::GgufValue::u32(static_cast<uint32_t>(d.n_heads)));
+  m.emplace_back(a + "attention.head_count_kv", io::GgufValue::u32(static_cast<uint32_t>(d.n_kv_heads)));
   // llama.cpp takes the head width from key_length (default n_embd / n_head): Qwen3's may differ.
   m.emplace_back(a + "attention.key_length", io::GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
   m.emplace_back(a + "attention.value_length", io::GgufValue::u32(static_cast<uint32_t>(d.head_dim)));
@@ -146,7 +142,7 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
   add("token_embd.weight");
   const BlockConfig& b = model.config().block;
   if (b.rope_scaling.kind == RopeScalingKind::Llama3) {
-    const Dims d = dims_of(HFConfig::from_lm(model.config()).lm);
+    const Dims d = dims_of(HFConfig::from_lm(model.config()));
     const std::vector<float> div = rope_divisors(d.head_dim, b.rope_base, b.rope_scaling);
     out.push_back({kRopeFreqs, from_vector(std::vector<double>(div.begin(), div.end()), {static_cast<int64_t>(div.size())}),
                    io::GgmlType::F32});
@@ -179,12 +175,13 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
     return v;
   };
   const int64_t d_model = positive(a + "embedding_length");
-  const int64_t heads = positive(a + "attention.head_count");
-  const int64_t kv_heads = f.has(a + "attention.head_count_kv") ? positive(a + "attention.head_count_kv") : heads;
-  check(heads % kv_heads == 0, path, ": ", a, "attention.head_count_kv (", kv_heads, ") must divide head_count (", heads, ")");
+  const int64_t n_heads = positive(a + "attention.head_count");
+  const int64_t n_kv_heads = f.has(a + "attention.head_count_kv") ? positive(a + "attention.head_count_kv") : n_heads;
+  check(n_heads % n_kv_heads == 0, path, ": ", a, "attention.head_count_kv (", n_kv_heads, ") must divide head_count (",
+        n_heads, ")");
   const int64_t head_dim = f.has(a + "attention.key_length") ? positive(a + "attention.key_length")
-                                                              : (d_model % heads == 0 ? d_model / heads : 0);
-  check(head_dim > 0, path, ": ", a, "embedding_length ", d_model, " is not a multiple of head_count ", heads,
+                                                              : (d_model % n_heads == 0 ? d_model / n_heads : 0);
+  check(head_dim > 0, path, ": ", a, "embedding_length ", d_model, " is not a multiple of head_count ", n_heads,
         " and attention.key_length is not given");
   if (f.has(a + "attention.value_length"))
     check(f.get_int(a + "attention.value_length") == head_dim, path, ": ", a, "attention.value_length ",
@@ -210,19 +207,18 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
   lm.n_layers = positive(a + "block_count");
   lm.tie_embeddings = !f.has_tensor("output.weight");
   lm.final_norm = true;
-  BlockConfig b = BlockConfig::llama(d_model, heads, kv_heads);
+  BlockConfig b = BlockConfig::llama(d_model, n_heads, n_kv_heads);
   b.rope_layout = arch == "llama" ? RopeLayout::Interleaved : RopeLayout::RotateHalf;  // the file's: no permutation
   const double eps = f.get_float(a + "attention.layer_norm_rms_epsilon");
   check(eps > 0, path, ": ", a, "attention.layer_norm_rms_epsilon must be positive, got ", eps);
   b.norm = RMSNormSpec{eps};
   b.rope_base = f.has(a + "rope.freq_base") ? f.get_float(a + "rope.freq_base") : 10000.0;
   b.max_seq_len = positive(a + "context_length");
-  GQASpec& g = std::get<GQASpec>(b.attention);
-  g.head_dim = head_dim == d_model / heads && d_model % heads == 0 ? 0 : head_dim;
-  const bool q_bias = f.has_tensor("blk.0.attn_q.bias");
-  g.qkv_bias = arch == "qwen2" || q_bias;
+  GQAShape g{n_heads, n_kv_heads, head_dim};
+  g.qkv_bias = arch == "qwen2" || f.has_tensor("blk.0.attn_q.bias");
   g.out_bias = arch == "llama" && f.has_tensor("blk.0.attn_output.bias");
   g.qk_norm = arch == "qwen3";
+  b.attention = GQASpec::of(g, d_model);
   SwiGLUSpec ffn;
   ffn.d_ff = positive(a + "feed_forward_length");
   b.ffn = ffn;
@@ -269,7 +265,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
     check(f.tensor(name).shape == shape, path, ": tensor '", name, "' has shape ", shape_str(f.tensor(name).shape),
           ", the metadata gives ", shape_str(shape));
   };
-  expect_shape("blk.0.attn_q.weight", {heads * head_dim, d_model});
+  expect_shape("blk.0.attn_q.weight", {n_heads * head_dim, d_model});
   expect_shape("blk.0.ffn_gate.weight", {ffn.d_ff, d_model});
   expect_shape(str_cat("blk.", lm.n_layers - 1, ".attn_norm.weight"), {d_model});
 

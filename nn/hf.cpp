@@ -158,7 +158,7 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
       // The source's architecture name when it computes the same model (Mistral is Llama without biases).
       const bool same = src.architecture == config.architecture ||
                         (src.architecture == HFArchitecture::Mistral && config.architecture == HFArchitecture::Llama &&
-                         !std::get<GQASpec>(config.lm.block.attention).qkv_bias);
+                         !config.attention().qkv_bias);
       if (same) config.architecture = src.architecture;
       config.bos_token_id = src.bos_token_id;
       config.eos_token_ids = src.eos_token_ids;

@@ -44,6 +44,11 @@ struct HFConfig {
   // without an output bias: Qwen2; else Llama). A model HF's classes cannot express (another
   // norm, FFN or attention kind, Post-Norm, no final norm, ...) is an error naming the field.
   static HFConfig from_lm(const LMConfig& lm);
+  // lm's attention heads and MLP width, asked of its specs (nn/sublayer.hpp): a GQA-shaped
+  // attention and a gated silu MLP without bias, as from_json and from_lm make them; another
+  // kind is an xg::Error naming it.
+  GQAShape attention() const;
+  DenseFFNShape mlp() const;
 };
 
 // Builds the model of <folder>/config.json and reads its weights tensor by tensor straight

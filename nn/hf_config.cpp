@@ -253,23 +253,24 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   lm.tie_embeddings = k.boolean("tie_word_embeddings", false);
   lm.final_norm = true;
   lm.dtype = kFloat32;
-  const int64_t hidden = k.positive("hidden_size", d.hidden_size);
-  const int64_t heads = k.positive("num_attention_heads", d.num_attention_heads);
-  const int64_t kv_heads = k.positive("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : heads);
-  if (heads % kv_heads != 0)
-    k.bad("num_key_value_heads", str_cat("a divisor of num_attention_heads (", heads, ")"));
+  const int64_t d_model = k.positive("hidden_size", d.hidden_size);
+  const int64_t n_heads = k.positive("num_attention_heads", d.num_attention_heads);
+  const int64_t n_kv_heads =
+      k.positive("num_key_value_heads", d.num_key_value_heads > 0 ? d.num_key_value_heads : n_heads);
+  if (n_heads % n_kv_heads != 0)
+    k.bad("num_key_value_heads", str_cat("a divisor of num_attention_heads (", n_heads, ")"));
   int64_t head_dim = d.head_dim;
   if (k.has("head_dim")) head_dim = k.positive("head_dim", 0);
   if (head_dim < 0) {
-    if (hidden % heads != 0)
-      k.bad("hidden_size", str_cat("a multiple of num_attention_heads (", heads, ") when head_dim is not given"));
-    head_dim = hidden / heads;
+    if (d_model % n_heads != 0)
+      k.bad("hidden_size", str_cat("a multiple of num_attention_heads (", n_heads, ") when head_dim is not given"));
+    head_dim = d_model / n_heads;
   }
   if (head_dim % 2 != 0) k.bad("head_dim", "even (RoPE rotates pairs of features)");
   const int64_t max_pos = k.positive("max_position_embeddings", d.max_position_embeddings);
   check_sliding_window(k, arch, max_pos, lm.n_layers);
 
-  BlockConfig b = BlockConfig::llama(hidden, heads, kv_heads);
+  BlockConfig b = BlockConfig::llama(d_model, n_heads, n_kv_heads);
   b.rope_layout = RopeLayout::RotateHalf;  // HF's layout: no q/k row permutation
   const double eps = k.number("rms_norm_eps", d.rms_norm_eps);
   if (!(eps > 0)) k.bad("rms_norm_eps", "positive");
@@ -278,8 +279,7 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   if (!(b.rope_base > 0)) k.bad("rope_theta", "positive");
   b.rope_scaling = read_rope_scaling(k, j, source);
   b.max_seq_len = max_pos;
-  GQASpec& gqa = std::get<GQASpec>(b.attention);
-  gqa.head_dim = head_dim == hidden / heads && hidden % heads == 0 ? 0 : head_dim;
+  GQAShape gqa{n_heads, n_kv_heads, head_dim};
   const bool attention_bias = k.boolean("attention_bias", false);
   switch (arch) {
     case HFArchitecture::Llama:
@@ -295,6 +295,7 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
       break;
   }
   gqa.qk_norm = arch == HFArchitecture::Qwen3;
+  b.attention = GQASpec::of(gqa, d_model);
   SwiGLUSpec ffn;
   ffn.d_ff = k.positive("intermediate_size", d.intermediate_size);
   ffn.bias = false;
@@ -321,9 +322,7 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
 std::string HFConfig::to_json() const {
   lm.validate("HFConfig");
   const BlockConfig& b = lm.block;
-  const GQASpec& gqa = std::get<GQASpec>(b.attention);
-  const int64_t heads = gqa.n_heads, kv_heads = gqa.n_kv_heads > 0 ? gqa.n_kv_heads : gqa.n_heads;
-  const int64_t head_dim = gqa.head_dim > 0 ? gqa.head_dim : b.d_model / heads;
+  const GQAShape gqa = attention();
   json j;
   j["architectures"] = {hf_architecture_name(architecture)};
   j["model_type"] = hf_model_type(architecture);
@@ -336,15 +335,15 @@ std::string HFConfig::to_json() const {
     j["eos_token_id"] = eos_token_ids;
   else
     j["eos_token_id"] = eos_token_ids[0];
-  j["head_dim"] = head_dim;
+  j["head_dim"] = gqa.head_dim;
   j["hidden_act"] = "silu";
   j["hidden_size"] = b.d_model;
-  j["intermediate_size"] = std::get<SwiGLUSpec>(b.ffn).d_ff;
+  j["intermediate_size"] = mlp().d_ff;
   j["max_position_embeddings"] = b.max_seq_len;
   if (architecture == HFArchitecture::Llama) j["mlp_bias"] = false;
-  j["num_attention_heads"] = heads;
+  j["num_attention_heads"] = gqa.n_heads;
   j["num_hidden_layers"] = lm.n_layers;
-  j["num_key_value_heads"] = kv_heads;
+  j["num_key_value_heads"] = gqa.n_kv_heads;
   j["rms_norm_eps"] = norm_eps(b.norm);
   if (b.rope_scaling.kind == RopeScalingKind::Llama3)
     j["rope_scaling"] = {{"factor", b.rope_scaling.factor},
@@ -364,39 +363,52 @@ std::string HFConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3 model needs ";
+
+}  // namespace
+
+GQAShape HFConfig::attention() const {
+  const std::optional<GQAShape> g = gqa_shape(lm.block.attention, lm.block.context());
+  check(g.has_value(), kNeeds, "attention gqa or mha, got ", spec_kind(lm.block.attention));
+  return *g;
+}
+
+DenseFFNShape HFConfig::mlp() const {
+  const std::optional<DenseFFNShape> f = dense_shape(lm.block.ffn, lm.block.context());
+  check(f && f->gated && f->activation == "silu" && !f->bias, kNeeds, "ffn swiglu without bias, got ",
+        spec_kind(lm.block.ffn));
+  return *f;
+}
+
 HFConfig HFConfig::from_lm(const LMConfig& given) {
   LMConfig lm = given;
   lm.block.n_layers = lm.n_layers;
   lm.validate("save_hf");
   const BlockConfig& b = lm.block;
-  const std::string who = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3 model needs ";
-  check(b.norm_position == NormPosition::Pre, who, "norm_position pre, got ", norm_position_name(b.norm_position));
-  check(std::holds_alternative<RMSNormSpec>(b.norm), who, "norm rmsnorm, got ", spec_kind(b.norm));
-  check(b.position == PositionKind::RoPE, who, "position rope, got ", position_kind_name(b.position));
-  check(lm.final_norm, who, "final_norm true");
-  check(std::holds_alternative<SwiGLUSpec>(b.ffn) && !std::get<SwiGLUSpec>(b.ffn).bias, who,
-        "ffn swiglu without bias, got ", spec_kind(b.ffn));
+  check(b.norm_position == NormPosition::Pre, kNeeds, "norm_position pre, got ", norm_position_name(b.norm_position));
+  check(std::holds_alternative<RMSNormSpec>(b.norm), kNeeds, "norm rmsnorm, got ", spec_kind(b.norm));
+  check(b.position == PositionKind::RoPE, kNeeds, "position rope, got ", position_kind_name(b.position));
+  check(lm.final_norm, kNeeds, "final_norm true");
   HFConfig c;
   c.lm = lm;
-  SwiGLUSpec& ffn = std::get<SwiGLUSpec>(c.lm.block.ffn);
-  if (ffn.d_ff == 0) ffn.d_ff = SwiGLU::default_d_ff(b.d_model);  // what the module was built with
-  if (const auto* mha = std::get_if<MHASpec>(&b.attention)) {  // the same parameters as GQA with n_kv_heads = n_heads
-    GQASpec g;
-    g.n_heads = mha->n_heads;
-    g.qkv_bias = g.out_bias = mha->bias;
-    g.qk_norm = mha->qk_norm;
-    c.lm.block.attention = g;
-  }
-  check(std::holds_alternative<GQASpec>(c.lm.block.attention), who, "attention gqa or mha, got ", spec_kind(b.attention));
-  const GQASpec& gqa = std::get<GQASpec>(c.lm.block.attention);
+  const DenseFFNShape mlp = c.mlp();
+  const GQAShape gqa = c.attention();
+  // HF's block as from_json builds it, whatever kinds of spec described these shapes (MHA is
+  // GQA with n_kv_heads = n_heads: the same parameters).
+  c.lm.block.attention = GQASpec::of(gqa, b.d_model);
+  SwiGLUSpec ffn;
+  ffn.d_ff = mlp.d_ff;
+  c.lm.block.ffn = ffn;
   if (gqa.qk_norm) {
     c.architecture = HFArchitecture::Qwen3;
-    check(gqa.qkv_bias == gqa.out_bias, who, "q/k/v and output biases alike with QK-Norm (Qwen3's attention_bias)");
+    check(gqa.qkv_bias == gqa.out_bias, kNeeds, "q/k/v and output biases alike with QK-Norm (Qwen3's attention_bias)");
   } else if (gqa.qkv_bias && !gqa.out_bias) {
     c.architecture = HFArchitecture::Qwen2;
   } else {
     c.architecture = HFArchitecture::Llama;
-    check(gqa.qkv_bias == gqa.out_bias, who, "q/k/v and output biases alike (Llama's attention_bias)");
+    check(gqa.qkv_bias == gqa.out_bias, kNeeds, "q/k/v and output biases alike (Llama's attention_bias)");
   }
   // What HF's layout is: rotate-half (the hf_llama scheme permutes an interleaved model's rows).
   c.lm.block.rope_layout = RopeLayout::RotateHalf;

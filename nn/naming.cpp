@@ -8,7 +8,7 @@
 #include "autograd/graph.hpp"
 #include "autograd/index.hpp"
 #include "autograd/shape.hpp"
-#include "nn/attention.hpp"
+#include "nn/sublayer.hpp"
 
 namespace xg::nn {
 
@@ -139,27 +139,19 @@ std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
 // --- RoPE row order ---------------------------------------------------------------------------
 
 // A tensor whose rows are heads x head_dim features in one RoPE layout.
-struct RopeRows {
-  int64_t heads = 0, head_dim = 0;
+struct LaidOutRows {
+  RopeRows rows;
   RopeLayout layout = RopeLayout::RotateHalf;
 };
 
-// xgrad name -> its rows' layout, for the q/k projections of every GroupedQueryAttention
-// with RoPE (and their biases and QK-Norm weights).
-std::map<std::string, RopeRows> rope_rows(const Module& m) {
-  std::map<std::string, RopeRows> out;
+// xgrad name -> its rows' layout, for the parameters every attention with RoPE says hold
+// rotated features (GQA's q/k projections, their biases and QK-Norm weights).
+std::map<std::string, LaidOutRows> rope_rows(const Module& m) {
+  std::map<std::string, LaidOutRows> out;
   for (const auto& [path, child] : m.named_modules()) {
-    const auto* gqa = dynamic_cast<const GroupedQueryAttention*>(child.get());
-    if (!gqa || !gqa->options().rope) continue;
-    const GroupedQueryAttentionOptions& o = gqa->options();
-    for (const auto& [n, t] : gqa->named_parameters()) {
-      const std::string mod = n.substr(0, n.find('.'));
-      int64_t heads = 0;
-      if (mod == "w_q" || mod == "W_q") heads = o.n_heads;
-      if (mod == "w_k" || mod == "W_k") heads = o.n_kv_heads;
-      if (mod == "q_norm" || mod == "k_norm") heads = 1;
-      if (heads > 0) out[path + "." + n] = RopeRows{heads, gqa->head_dim(), o.rope_layout};
-    }
+    const std::optional<RopeParams> rope = rope_params_of(*child);
+    if (!rope) continue;
+    for (const auto& [name, rows] : rope->rows) out[path + "." + name] = LaidOutRows{rows, rope->layout};
   }
   return out;
 }
@@ -169,8 +161,8 @@ std::map<std::string, RopeRows> rope_rows(const Module& m) {
 Tensor permute_rope_rows(const Tensor& t, const RopeRows& r, RopeLayout from, RopeLayout to) {
   if (from == to) return t;
   const int64_t hs = r.head_dim, half = hs / 2;
-  std::vector<int64_t> index(static_cast<std::size_t>(r.heads * hs));
-  for (int64_t h = 0; h < r.heads; ++h)
+  std::vector<int64_t> index(static_cast<std::size_t>(r.n_heads * hs));
+  for (int64_t h = 0; h < r.n_heads; ++h)
     for (int64_t i = 0; i < half; ++i)
       for (int64_t p = 0; p < 2; ++p) {
         const int64_t inter = h * hs + 2 * i + p, rot = h * hs + p * half + i;
@@ -181,16 +173,17 @@ Tensor permute_rope_rows(const Tensor& t, const RopeRows& r, RopeLayout from, Ro
           index[static_cast<std::size_t>(inter)] = rot;
       }
   NoGradGuard no_grad;
-  return index_select(t.detach(), 0, from_vector(index, {r.heads * hs}));
+  return index_select(t.detach(), 0, from_vector(index, {r.n_heads * hs}));
 }
 
+// An attention whose RoPE rows cannot be permuted must already be in the scheme's layout.
 void check_rope_supported(const Module& m, const NamingScheme& s) {
   if (!s.rope_layout) return;
   for (const auto& [path, child] : m.named_modules()) {
-    const auto* mla = dynamic_cast<const MultiLatentAttention*>(child.get());
-    check(!mla || mla->options().rope_dim == 0 || mla->options().rope_layout == *s.rope_layout, "naming scheme '",
-          s.name, "' stores RoPE weights in the ", rope_layout_name(*s.rope_layout), " layout, but '", path,
-          "' is a MultiLatentAttention in the ", rope_layout_name(mla ? mla->options().rope_layout : *s.rope_layout),
+    const std::optional<RopeParams> rope = rope_params_of(*child);
+    check(!rope || rope->permutable || rope->layout == *s.rope_layout, "naming scheme '", s.name,
+          "' stores RoPE weights in the ", rope_layout_name(*s.rope_layout), " layout, but '", path, "' is a ",
+          child->name(), " in the ", rope_layout_name(rope ? rope->layout : *s.rope_layout),
           " layout (convert its rows yourself or build the model in that layout)");
   }
 }
@@ -304,7 +297,7 @@ bool NamingScheme::ignores(const std::string& external) const {
 std::map<std::string, ExternalTensor> external_tensors(const Module& m, const NamingScheme& scheme) {
   check_rope_supported(m, scheme);
   const TensorMap own = m.state_dict();
-  const std::map<std::string, RopeRows> rope = rope_rows(m);
+  const std::map<std::string, LaidOutRows> rope = rope_rows(m);
   std::map<std::string, ExternalTensor> out;
   for (const auto& [external, e] : plan(m, scheme)) {
     ExternalTensor x{e.parts, e.dim, own.at(e.parts[0]).shape(), false};
@@ -319,10 +312,10 @@ std::map<std::string, ExternalTensor> external_tensors(const Module& m, const Na
   return out;
 }
 
-Tensor permute_rope_rows(const Tensor& t, int64_t heads, int64_t head_dim, RopeLayout from, RopeLayout to) {
-  check(t.dim() >= 1 && t.size(0) == heads * head_dim, "permute_rope_rows: ", shape_str(t.shape()), " does not have ",
-        heads, " x ", head_dim, " rows");
-  return permute_rope_rows(t, RopeRows{heads, head_dim, from}, from, to);
+Tensor permute_rope_rows(const Tensor& t, int64_t n_heads, int64_t head_dim, RopeLayout from, RopeLayout to) {
+  check(t.dim() >= 1 && t.size(0) == n_heads * head_dim, "permute_rope_rows: ", shape_str(t.shape()), " does not have ",
+        n_heads, " x ", head_dim, " rows");
+  return permute_rope_rows(t, RopeRows{n_heads, head_dim}, from, to);
 }
 
 std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
@@ -356,12 +349,13 @@ std::string closest_name(const std::string& name, const std::vector<std::string>
 TensorMap Module::state_dict(const NamingScheme& scheme) const {
   check_rope_supported(*this, scheme);
   const TensorMap own = state_dict();
-  const std::map<std::string, RopeRows> rope = rope_rows(*this);
+  const std::map<std::string, LaidOutRows> rope = rope_rows(*this);
   NoGradGuard no_grad;
   auto out_tensor = [&](const std::string& name) {
     Tensor t = own.at(name);
     auto r = rope.find(name);
-    if (scheme.rope_layout && r != rope.end()) t = permute_rope_rows(t, r->second, r->second.layout, *scheme.rope_layout);
+    if (scheme.rope_layout && r != rope.end())
+      t = permute_rope_rows(t, r->second.rows, r->second.layout, *scheme.rope_layout);
     return t;
   };
   TensorMap out;
@@ -419,7 +413,7 @@ void Module::load_state_dict(const TensorMap& given, const NamingScheme& scheme)
     for (const auto& p : problems) msg += (msg.empty() ? "" : "; ") + p;
     throw Error(str_cat("load_state_dict (naming scheme '", scheme.name, "', ", name(), "): ", msg));
   }
-  const std::map<std::string, RopeRows> rope = rope_rows(*this);
+  const std::map<std::string, LaidOutRows> rope = rope_rows(*this);
   NoGradGuard no_grad;
   TensorMap internal;
   for (const auto& [external, e] : expected) {
@@ -430,7 +424,8 @@ void Module::load_state_dict(const TensorMap& given, const NamingScheme& scheme)
       Tensor part = e.parts.size() == 1 ? t : narrow(t, e.dim, offset, len);
       offset += len;
       auto r = rope.find(p);
-      if (scheme.rope_layout && r != rope.end()) part = permute_rope_rows(part, r->second, *scheme.rope_layout, r->second.layout);
+      if (scheme.rope_layout && r != rope.end())
+        part = permute_rope_rows(part, r->second.rows, *scheme.rope_layout, r->second.layout);
       internal.emplace(p, part);
     }
   }

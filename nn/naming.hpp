@@ -40,9 +40,11 @@ struct NamingScheme {
   // true: every tensor must match a rule (a complete table, e.g. Hugging Face's Llama);
   // false: a tensor no rule matches keeps its xgrad name.
   bool complete = false;
-  // The checkpoint's RoPE layout: q/k projection rows (and biases and QK-Norm weights) of a
-  // GroupedQueryAttention whose layout differs are permuted between the two pair orders
-  // (Hugging Face's Llama conversion does the same to Meta's weights). Unset: as the model.
+  // The checkpoint's RoPE layout: the rows an attention whose layout differs names in its
+  // rope_params() (GQA's q/k projections, their biases and QK-Norm weights) are permuted
+  // between the two pair orders (Hugging Face's Llama conversion does the same to Meta's
+  // weights); an attention whose rows cannot be permuted (MLA) must be in this layout. Unset:
+  // as the model.
   std::optional<RopeLayout> rope_layout;
   // External tensors a checkpoint may hold that the model does not need (patterns as in
   // NameRule; Hugging Face's older Llama checkpoints keep RoPE's rotary_emb.inv_freq):
@@ -88,7 +90,7 @@ std::map<std::string, ExternalTensor> external_tensors(const Module& m, const Na
 // Reorders the rows of t ([heads * head_dim, ...]: a q/k projection's weight, bias or LoRA B)
 // from RoPE layout `from` to `to`; within a head, interleaved pairs (2i, 2i+1) are rotate-half
 // features (i, i + head_dim/2). t itself when the layouts are the same.
-Tensor permute_rope_rows(const Tensor& t, int64_t heads, int64_t head_dim, RopeLayout from, RopeLayout to);
+Tensor permute_rope_rows(const Tensor& t, int64_t n_heads, int64_t head_dim, RopeLayout from, RopeLayout to);
 
 // The name in `candidates` closest to `name` (Levenshtein distance), for error hints; empty
 // when there are none.

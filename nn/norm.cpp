@@ -1,4 +1,4 @@
-// LayerNorm and RMSNorm.
+// LayerNorm and RMSNorm, and their specs.
 #include "nn/norm.hpp"
 
 #include <cmath>
@@ -31,6 +31,8 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine) : dim_(di
   }
 }
 
+LayerNorm::LayerNorm(const LayerNormSpec& spec, const SublayerContext& ctx) : LayerNorm(ctx.d_model, spec.eps) {}
+
 Tensor LayerNorm::forward(const Tensor& x) const {
   check_last_dim("LayerNorm", dim_, x);
   return layer_norm(x, weight_, bias_, eps_);
@@ -44,6 +46,8 @@ RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
   check_options("RMSNorm", dim, eps);
   weight_ = register_parameter("weight", ones({dim}));
 }
+
+RMSNorm::RMSNorm(const RMSNormSpec& spec, const SublayerContext& ctx) : RMSNorm(ctx.d_model, spec.eps) {}
 
 Tensor RMSNorm::forward(const Tensor& x) const {
   check_last_dim("RMSNorm", dim_, x);
@@ -66,14 +70,14 @@ void LayerNormSpec::validate(const SublayerContext&, const std::string& who) con
   check(eps > 0, who, ": field 'norm.eps' must be positive, got ", eps);
 }
 std::shared_ptr<Norm> LayerNormSpec::build(const SublayerContext& ctx) const {
-  return std::make_shared<LayerNorm>(ctx.d_model, eps);
+  return std::make_shared<LayerNorm>(*this, ctx);
 }
 
 void RMSNormSpec::validate(const SublayerContext&, const std::string& who) const {
   check(eps > 0, who, ": field 'norm.eps' must be positive, got ", eps);
 }
 std::shared_ptr<Norm> RMSNormSpec::build(const SublayerContext& ctx) const {
-  return std::make_shared<RMSNorm>(ctx.d_model, eps);
+  return std::make_shared<RMSNorm>(*this, ctx);
 }
 
 }  // namespace xg::nn

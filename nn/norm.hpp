@@ -1,5 +1,5 @@
 // LayerNorm and RMSNorm modules over the last dim (torch.nn.LayerNorm; LLaMA's RMSNorm),
-// on the fused ops of autograd/norm.hpp.
+// on the fused ops of autograd/norm.hpp, and their block specs.
 #pragma once
 
 #include <memory>
@@ -7,6 +7,26 @@
 #include "nn/sublayer.hpp"
 
 namespace xg::nn {
+
+// The block's norm kinds (nn/registry.hpp): each spec's fields are its config.json fields; the
+// block gives the width (SublayerContext::d_model).
+struct LayerNormSpec {
+  static constexpr const char* kind = "layernorm";
+  double eps = 1e-5;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) { f("eps", s.eps); }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
+};
+
+struct RMSNormSpec {
+  static constexpr const char* kind = "rmsnorm";
+  double eps = 1e-6;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) { f("eps", s.eps); }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
+};
 
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased var), as
 // torch.nn.LayerNorm(dim, eps, elementwise_affine). Parameters "weight" (ones) and "bias"
@@ -17,6 +37,7 @@ namespace xg::nn {
 class LayerNorm : public Norm {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true);
+  LayerNorm(const LayerNormSpec& spec, const SublayerContext& ctx);  // the block's: over d_model
   Tensor forward(const Tensor& x) const override;  // [..., dim] -> [..., dim]
   Tensor weight() const { return weight_; }  // undefined without elementwise_affine
   Tensor bias() const { return bias_; }      // undefined without elementwise_affine
@@ -41,6 +62,7 @@ class LayerNorm : public Norm {
 class RMSNorm : public Norm {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6);
+  RMSNorm(const RMSNormSpec& spec, const SublayerContext& ctx);  // the block's: over d_model
   Tensor forward(const Tensor& x) const override;  // [..., dim] -> [..., dim]
   Tensor weight() const { return weight_; }
   int64_t dim() const { return dim_; }
@@ -58,24 +80,5 @@ class RMSNorm : public Norm {
 enum class NormKind { LayerNorm, RMSNorm };
 const char* norm_kind_name(NormKind k);  // "layernorm", "rmsnorm"
 std::shared_ptr<Norm> make_norm(NormKind kind, int64_t dim, double eps);
-
-// The block's norm kinds (nn/registry.hpp): each spec's fields are its config.json fields.
-struct LayerNormSpec {
-  static constexpr const char* kind = "layernorm";
-  double eps = 1e-5;
-  template <class Self, class F>
-  static void visit(Self& s, F&& f) { f("eps", s.eps); }
-  void validate(const SublayerContext& ctx, const std::string& who) const;
-  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
-};
-
-struct RMSNormSpec {
-  static constexpr const char* kind = "rmsnorm";
-  double eps = 1e-6;
-  template <class Self, class F>
-  static void visit(Self& s, F&& f) { f("eps", s.eps); }
-  void validate(const SublayerContext& ctx, const std::string& who) const;
-  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
-};
 
 }  // namespace xg::nn

@@ -1,13 +1,16 @@
 // The sublayer kinds a TransformerBlock can hold, one variant per family, and the factories
-// that build a sublayer from its spec. Registering a kind is adding its spec to its family's
-// variant here (nn/README.md, "Adding a sublayer kind").
+// that build a sublayer from its spec. Registering a kind is including its header and adding
+// its spec to its family's variant here (nn/README.md, "Adding a sublayer kind").
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
-#include "nn/attention.hpp"
+#include "nn/attention_gqa.hpp"
+#include "nn/attention_mha.hpp"
+#include "nn/attention_mla.hpp"
 #include "nn/ffn.hpp"
 #include "nn/norm.hpp"
 
@@ -44,6 +47,17 @@ inline std::shared_ptr<FeedForward> make_sublayer(const FFNSpec& spec, const Sub
 // The eps of a norm spec (every norm kind has one).
 inline double norm_eps(const NormSpec& spec) {
   return std::visit([](const auto& s) { return s.eps; }, spec);
+}
+
+// The attention's heads as grouped-query attention lays them out, or nullopt for a kind laid
+// out otherwise (sublayer.hpp, GQAShape). Needs a validated spec.
+inline std::optional<GQAShape> gqa_shape(const AttentionSpec& spec, const SublayerContext& ctx) {
+  return std::visit([&](const auto& s) { return s.gqa_shape(ctx); }, spec);
+}
+
+// The FFN as one dense FFN, or nullopt for a routed one (sublayer.hpp, DenseFFNShape).
+inline std::optional<DenseFFNShape> dense_shape(const FFNSpec& spec, const SublayerContext& ctx) {
+  return std::visit([&](const auto& s) { return s.dense_shape(ctx); }, spec);
 }
 
 }  // namespace xg::nn

@@ -127,7 +127,7 @@ TEST(ExperimentsAdmin, TrainsAPeriodicText) {
   for (int i = 0; i < 400; ++i) corpus.push_back(static_cast<uint8_t>('a' + i % 4));
   ex::TrainConfig tc;
   tc.d_model = 16;
-  tc.heads = 2;
+  tc.n_heads = 2;
   tc.seq_len = 8;
   tc.batch = 4;
   tc.steps = 40;

@@ -65,7 +65,7 @@ TEST(DemosPositions, NoPositionalEncodingGivesAFlatMap) {
 TEST(DemosPositions, WeightsAreTheSoftmaxOfTheScoresAndProfilesAverageDiagonals) {
   dm::PositionsConfig c;
   c.seq_len = 6;
-  c.d_model = c.d_head = 8;
+  c.d_model = c.head_dim = 8;
   c.gain = 3;
   dm::PositionsResult r = dm::run_positions(c);
   for (const dm::PositionScheme* s : {&r.none, &r.sinusoidal, &r.rope}) {
@@ -88,7 +88,7 @@ TEST(DemosPositions, BadConfigIsAnError) {
   c.seq_len = 1;
   EXPECT_XG_ERROR(dm::run_positions(c), "positions: --seq-len must be at least 2, got 1");
   c = dm::PositionsConfig{};
-  c.d_head = 7;
+  c.head_dim = 7;
   EXPECT_XG_ERROR(dm::run_positions(c), "--d-head must be a positive even number");
 }
 
@@ -116,15 +116,15 @@ TEST(DemosKVCache, LLaMA7BAndDim512Tables) {
   EXPECT_EQ(s9[3].bytes, 64LL * 4096 * 2);  // MLA: the latent alone
   EXPECT_DOUBLE_EQ(s9[3].percent_of_first, 6.25);
   // The per-token formula is the module's.
-  xg::nn::GroupedQueryAttentionOptions o;
-  o.d_model = 32 * 128;
+  xg::nn::SublayerContext ctx;
+  ctx.d_model = 32 * 128;
+  xg::nn::GQASpec o;
   o.n_heads = 32;
   o.n_kv_heads = 4;
-  EXPECT_EQ(xg::nn::GroupedQueryAttention::kv_cache_bytes_per_token(o, 2), s7[1].bytes_per_token);
-  xg::nn::MultiLatentAttentionOptions m;
-  m.latent_dim = 64;
-  m.rope_dim = 0;
-  EXPECT_EQ(xg::nn::MultiLatentAttention::kv_cache_bytes_per_token(m, 2), s9[3].bytes_per_token);
+  EXPECT_EQ(o.kv_cache_bytes_per_token(ctx, 2), s7[1].bytes_per_token);
+  xg::nn::MLASpec m;
+  m.latent_dim = 64;  // without RoPE: no RoPE part
+  EXPECT_EQ(m.kv_cache_bytes_per_token(ctx, 2), s9[3].bytes_per_token);
 }
 
 TEST(DemosKVCache, MeasuredCacheEqualsTheFormula) {
@@ -143,7 +143,7 @@ TEST(DemosKVCache, MeasuredCacheEqualsTheFormula) {
 
 TEST(DemosKVCache, BadConfigIsAnError) {
   dm::CacheCheckConfig c;
-  c.heads = 3;
+  c.n_heads = 3;
   EXPECT_XG_ERROR(dm::check_caches(c), "kvcache: --check-heads must divide --check-d-model 64, got 3");
   dm::CacheTableConfig t = dm::seed_section7();
   t.schemes.push_back({"GQA-5", dm::CacheKind::GQA, 5});

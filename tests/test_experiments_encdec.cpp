@@ -12,7 +12,7 @@ namespace {
 ex::EncDecConfig small() {
   ex::EncDecConfig c;
   c.d_model = 32;
-  c.heads = 2;
+  c.n_heads = 2;
   c.batch = 2;
   c.src_len = c.tgt_len = 8;
   c.batches = 4;
@@ -52,7 +52,7 @@ TEST(ExperimentsEncDec, DecoderPostLnRisesTowardTheTopAndPreLnFalls) {
 TEST(ExperimentsEncDec, Errors) {
   EXPECT_XG_ERROR(ex::run_encdec(small(), 0, 2), "at least 1 layer");
   ex::EncDecConfig c = small();
-  c.heads = 3;
+  c.n_heads = 3;
   EXPECT_XG_ERROR(ex::run_encdec(c, 1, 1), "heads 3 must divide d_model 32");
   c = small();
   c.batches = 0;

@@ -110,7 +110,7 @@ TEST(ExperimentsStudy, EverySublayerAndNormRuns) {
       ex::StudyConfig c;
       c.layers = 3;
       c.d_model = 8;
-      c.heads = 2;
+      c.n_heads = 2;
       c.sublayer = sub;
       c.norm = norm;
       c.final_norm = true;
@@ -199,7 +199,7 @@ TEST(ExperimentsStudy, WithFinalNormAddsOnlyTheFinalNorm) {
 TEST(ExperimentsStudy, XiongProfile) {
   ex::XiongConfig xc;
   xc.d_model = 16;
-  xc.heads = 2;
+  xc.n_heads = 2;
   xc.batch = 2;
   xc.seq_len = 4;
   ex::XiongProfile a = ex::run_xiong(xc, 3), b = ex::run_xiong(xc, 3);
@@ -222,7 +222,7 @@ TEST(ExperimentsStudy, Errors) {
   EXPECT_XG_ERROR(c.validate(), "--layers: must be at least 1");
   c = ex::StudyConfig();
   c.d_model = 6;
-  c.heads = 4;
+  c.n_heads = 4;
   EXPECT_XG_ERROR(c.validate(), "--heads: must be at least 1 and divide --d-model 6");
   c = ex::StudyConfig();
   c.d_model = 5;  // the fixture's tensors are d_model 4

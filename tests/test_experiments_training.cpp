@@ -23,7 +23,7 @@ std::vector<uint8_t> periodic_corpus() {
 ex::TrainConfig tiny() {
   ex::TrainConfig tc;
   tc.d_model = 16;
-  tc.heads = 2;
+  tc.n_heads = 2;
   tc.seq_len = 8;
   tc.batch = 4;
   tc.steps = 40;

@@ -1,4 +1,4 @@
-// Tests for nn/attention.cpp: MultiHeadAttention, GroupedQueryAttention (MQA, QK-Norm,
+// Tests for nn/attention_*.cpp: MultiHeadAttention, GroupedQueryAttention (MQA, QK-Norm,
 // RoPE) and MultiLatentAttention against plain-PyTorch classes with the same weights and
 // attribute names (tests/fixtures/gen_nn_attention.py); float64 gradient checks; KV-cache
 // decoding against the full causal forward; KV-cache size tables (LLaMA-7B's heads, a d_model
@@ -23,23 +23,31 @@ using V = std::vector<Tensor>;
 
 namespace {
 
-GroupedQueryAttentionOptions gqa_options(int64_t d_model, int64_t n_heads, int64_t n_kv_heads) {
-  GroupedQueryAttentionOptions o;
-  o.d_model = d_model;
-  o.n_heads = n_heads;
-  o.n_kv_heads = n_kv_heads;
-  return o;
+// GQA's spec with nn.Linear's output bias, as the fixtures' classes have it.
+GQASpec gqa_spec(int64_t n_heads, int64_t n_kv_heads) {
+  GQASpec s;
+  s.n_heads = n_heads;
+  s.n_kv_heads = n_kv_heads;
+  s.out_bias = true;
+  return s;
 }
 
-MultiLatentAttentionOptions mla_options(int64_t model_dim, int64_t head_num, int64_t head_dim, int64_t latent_dim,
-                                        int64_t rope_dim) {
-  MultiLatentAttentionOptions o;
-  o.model_dim = model_dim;
-  o.head_num = head_num;
-  o.head_dim = head_dim;
-  o.latent_dim = latent_dim;
-  o.rope_dim = rope_dim;
-  return o;
+MLASpec mla_spec(int64_t n_heads, int64_t head_dim, int64_t latent_dim, int64_t rope_dim) {
+  MLASpec s;
+  s.n_heads = n_heads;
+  s.head_dim = head_dim;
+  s.latent_dim = latent_dim;
+  s.rope_dim = rope_dim;
+  return s;
+}
+
+// The block settings an attention is built with: d_model, RoPE or not, 4096 positions.
+SublayerContext attn_ctx(int64_t d_model, bool rope = false) {
+  SublayerContext c;
+  c.d_model = d_model;
+  c.rope = rope;
+  c.max_seq_len = 4096;
+  return c;
 }
 
 // Runs `step(x_chunk, cache)` over x [B, T, C] in chunks of the given sizes and concatenates
@@ -73,32 +81,29 @@ TEST(NNAttentionTorch, MultiHeadAttention) {
 }
 
 TEST(NNAttentionTorch, GroupedQueryAttention) {
-  GroupedQueryAttention gqa(gqa_options(32, 8, 2));
+  GroupedQueryAttention gqa(gqa_spec(8, 2), attn_ctx(32));
   expect_module_matches_torch("nn_attention", "gqa_8_2", gqa, [&](const V& x) { return gqa(x[0], AttnMask(x[1])); });
-  GroupedQueryAttention mqa(gqa_options(16, 4, 1));
+  GroupedQueryAttention mqa(gqa_spec(4, 1), attn_ctx(16));
   expect_module_matches_torch("nn_attention", "mqa", mqa, [&](const V& x) { return mqa(x[0]); });
 }
 
 TEST(NNAttentionTorch, QKNormAndRope) {
-  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
-  o.bias = true;
+  GQASpec o = gqa_spec(4, 2);
+  o.qkv_bias = true;
   o.qk_norm = true;
-  o.rope = true;
-  GroupedQueryAttention qk(o);
+  GroupedQueryAttention qk(o, attn_ctx(16, /*rope=*/true));
   expect_module_matches_torch("nn_attention", "gqa_qknorm_rope", qk,
                               [&](const V& x) { return qk(x[0], AttnMask(x[1])); });
-  GroupedQueryAttentionOptions oi = gqa_options(16, 2, 2);
-  oi.rope = true;
-  oi.rope_layout = RopeLayout::Interleaved;
-  GroupedQueryAttention inter(oi);
+  SublayerContext ci = attn_ctx(16, /*rope=*/true);
+  ci.rope_layout = RopeLayout::Interleaved;
+  GroupedQueryAttention inter(gqa_spec(2, 2), ci);
   expect_module_matches_torch("nn_attention", "gqa_rope_interleaved", inter,
                               [&](const V& x) { return inter(x[0], AttnMask(x[1])); });
   // gen_nn_attention.py's GroupedQueryAttention_QKNorm: W_q .. W_o, no bias, an additive mask.
-  GroupedQueryAttentionOptions o1 = gqa_options(16, 4, 2);
-  o1.naming = AttentionNaming::Uppercase;
+  GQASpec o1 = gqa_spec(4, 2);
   o1.out_bias = false;
   o1.qk_norm = true;
-  GroupedQueryAttention upper(o1);
+  GroupedQueryAttention upper(o1, attn_ctx(16), AttentionNaming::Uppercase);
   expect_module_matches_torch("nn_attention", "gqa_seed1_qknorm", upper,
                               [&](const V& x) { return upper(x[0], AttnMask(x[1])); });
 }
@@ -106,34 +111,32 @@ TEST(NNAttentionTorch, QKNormAndRope) {
 // Heads of their own width (Qwen3-style: 4 heads x 6 on d_model 16), q/k/v biases without an
 // output bias (Qwen2-style), QK-Norm and RoPE.
 TEST(NNAttentionTorch, GroupedQueryAttentionWithItsOwnHeadDim) {
-  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
+  GQASpec o = gqa_spec(4, 2);
   o.head_dim = 6;
-  o.bias = true;
+  o.qkv_bias = true;
   o.out_bias = false;
   o.qk_norm = true;
-  o.rope = true;
-  GroupedQueryAttention gqa(o);
+  GroupedQueryAttention gqa(o, attn_ctx(16, /*rope=*/true));
   expect_module_matches_torch("nn_attention", "gqa_head_dim", gqa, [&](const V& x) { return gqa(x[0], AttnMask(x[1])); });
 }
 
 TEST(NNAttentionTorch, MultiLatentAttention) {
-  MultiLatentAttention mla(mla_options(16, 4, 4, 8, 4));
+  MultiLatentAttention mla(mla_spec(4, 4, 8, 4), attn_ctx(16, /*rope=*/true));
   expect_module_matches_torch("nn_attention", "mla", mla, [&](const V& x) { return mla(x[0], AttnMask(x[1])); });
-  MultiLatentAttentionOptions od = mla_options(16, 4, 4, 8, 4);
+  MLASpec od = mla_spec(4, 4, 8, 4);
   od.decoupled_rope_key = true;
-  MultiLatentAttention dec(od);
+  MultiLatentAttention dec(od, attn_ctx(16, /*rope=*/true));
   expect_module_matches_torch("nn_attention", "mla_decoupled", dec,
                               [&](const V& x) { return dec(x[0], AttnMask(x[1])); });
-  MultiLatentAttentionOptions oq = mla_options(12, 2, 6, 5, 2);
+  MLASpec oq = mla_spec(2, 6, 5, 2);
   oq.q_latent_dim = 0;
-  MultiLatentAttention noq(oq);
+  MultiLatentAttention noq(oq, attn_ctx(12, /*rope=*/true));
   expect_module_matches_torch("nn_attention", "mla_no_q_latent", noq, [&](const V& x) { return noq(x[0]); });
   // gen_nn_attention.py's MultiHeadLatentAttention(16, 4, 6), the minimal low-rank-KV form:
   // W_q, W_kv_down, W_k_up, W_v_up, W_o; no RoPE, no q compression.
-  MultiLatentAttentionOptions o1 = mla_options(16, 4, 4, 6, 0);
+  MLASpec o1 = mla_spec(4, 4, 6, 0);
   o1.q_latent_dim = 0;
-  o1.naming = LatentAttentionNaming::Capitalized;
-  MultiLatentAttention capitalized(o1);
+  MultiLatentAttention capitalized(o1, attn_ctx(16), LatentAttentionNaming::Capitalized);
   expect_module_matches_torch("nn_attention", "mla_seed1", capitalized,
                               [&](const V& x) { return capitalized(x[0], AttnMask(x[1])); });
 }
@@ -144,23 +147,22 @@ TEST(NNAttention, ParameterNamesOfEachNaming) {
   EXPECT_EQ(param_names(MultiHeadAttention(8, 2)),
             (std::vector<std::string>{"w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias",
                                       "w_o.weight", "w_o.bias"}));
-  EXPECT_EQ(param_names(GroupedQueryAttention(gqa_options(8, 4, 2))),
+  EXPECT_EQ(param_names(GroupedQueryAttention(gqa_spec(4, 2), attn_ctx(8))),
             (std::vector<std::string>{"w_q.weight", "w_k.weight", "w_v.weight", "w_o.weight", "w_o.bias"}));
-  GroupedQueryAttentionOptions o1 = gqa_options(8, 4, 2);
-  o1.naming = AttentionNaming::Uppercase;
+  GQASpec o1 = gqa_spec(4, 2);
   o1.out_bias = false;
   o1.qk_norm = true;
-  o1.rope = true;  // RoPE's tables are non-persistent buffers: not in the state dict
-  GroupedQueryAttention g1(o1);
+  // with RoPE: its tables are non-persistent buffers, not in the state dict
+  GroupedQueryAttention g1(o1, attn_ctx(8, /*rope=*/true), AttentionNaming::Uppercase);
   EXPECT_EQ(param_names(g1), (std::vector<std::string>{"W_q.weight", "W_k.weight", "W_v.weight", "W_o.weight",
                                                  "q_norm.weight", "k_norm.weight"}));
   EXPECT_EQ(g1.state_dict().size(), 6u);
-  EXPECT_EQ(param_names(MultiLatentAttention(mla_options(8, 2, 4, 4, 2))),
+  EXPECT_EQ(param_names(MultiLatentAttention(mla_spec(2, 4, 4, 2), attn_ctx(8, /*rope=*/true))),
             (std::vector<std::string>{"kv_down_proj.weight", "kv_up_proj.weight", "q_down_proj.weight",
                                       "q_up_proj.weight", "o_proj.weight"}));
   // the shapes of a hand-written MLA with these names: kv_up_proj [H (hd + rd + hd), latent],
   // q_up_proj [H (hd + rd), latent]
-  MultiLatentAttention m(mla_options(512, 8, 64, 128, 32));
+  MultiLatentAttention m(mla_spec(8, 64, 128, 32), attn_ctx(512, /*rope=*/true));
   EXPECT_EQ(m.state_dict().at("kv_up_proj.weight").shape(), (Shape{8 * (64 + 32 + 64), 128}));
   EXPECT_EQ(m.state_dict().at("q_up_proj.weight").shape(), (Shape{8 * (64 + 32), 128}));
   EXPECT_EQ(m.state_dict().at("o_proj.weight").shape(), (Shape{512, 8 * 64}));
@@ -179,11 +181,10 @@ TEST(NNAttentionGrad, MultiHeadAttention) {
 }
 
 TEST(NNAttentionGrad, GroupedQueryAttentionWithQKNormAndRope) {
-  GroupedQueryAttentionOptions o = gqa_options(8, 4, 2);
-  o.bias = true;
+  GQASpec o = gqa_spec(4, 2);
+  o.qkv_bias = true;
   o.qk_norm = true;
-  o.rope = true;
-  GroupedQueryAttention gqa(o);
+  GroupedQueryAttention gqa(o, attn_ctx(8, /*rope=*/true));
   randomize64(gqa, 5);
   EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
                    with_params(randn64({2, 3, 8}, 6), gqa));
@@ -192,13 +193,12 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithQKNormAndRope) {
 // A head width of its own (Qwen3: 16 heads of 128 on hidden 1024): q is [n_heads * head_dim],
 // w_o maps it back to d_model; q/k/v biases without an output bias (Qwen2).
 TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
-  GroupedQueryAttentionOptions o = gqa_options(6, 2, 1);
+  GQASpec o = gqa_spec(2, 1);
   o.head_dim = 4;
-  o.bias = true;
+  o.qkv_bias = true;
   o.out_bias = false;
   o.qk_norm = true;
-  o.rope = true;
-  GroupedQueryAttention gqa(o);
+  GroupedQueryAttention gqa(o, attn_ctx(6, /*rope=*/true));
   EXPECT_EQ(gqa.head_dim(), 4);
   EXPECT_EQ(gqa.w_q()->weight().shape(), (Shape{8, 6}));
   EXPECT_EQ(gqa.w_k()->weight().shape(), (Shape{4, 6}));
@@ -210,7 +210,8 @@ TEST(NNAttentionGrad, GroupedQueryAttentionWithItsOwnHeadDim) {
   EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
                    with_params(randn64({2, 3, 6}, 16), gqa));
   o.head_dim = 3;  // RoPE rotates pairs
-  EXPECT_XG_ERROR(GroupedQueryAttention{o}, "GroupedQueryAttention: RoPE needs an even head_dim, got 3");
+  EXPECT_XG_ERROR(GroupedQueryAttention(o, attn_ctx(6, /*rope=*/true)),
+                  "GroupedQueryAttention: RoPE needs an even head_dim, got 3");
 }
 
 namespace {
@@ -248,10 +249,9 @@ TEST(NNAttentionGrad, GroupedQueryAttentionPackedProjection) {
   for (bool bias : {false, true}) {
     for (bool rope : {false, true}) {
       SCOPED_TRACE(str_cat("bias=", bias, " rope=", rope));
-      GroupedQueryAttentionOptions o = gqa_options(8, 4, 2);
-      o.bias = bias;
-      o.rope = rope;
-      GroupedQueryAttention gqa(o);
+      GQASpec o = gqa_spec(4, 2);
+      o.qkv_bias = bias;
+      GroupedQueryAttention gqa(o, attn_ctx(8, rope));
       randomize64(gqa, 25);
       EXPECT_GRADCHECK([&](const V& in) { return gqa(in[0], AttnMask::causal_mask()); },
                        with_params(randn64({2, 3, 8}, 26), gqa));
@@ -272,9 +272,9 @@ TEST(NNAttentionGrad, MultiHeadAttentionPackedProjection) {
 TEST(NNAttentionGrad, MultiLatentAttention) {
   for (bool decoupled : {false, true}) {
     SCOPED_TRACE(decoupled ? "decoupled rope key" : "rope key from the latent");
-    MultiLatentAttentionOptions o = mla_options(6, 2, 2, 3, 2);
+    MLASpec o = mla_spec(2, 2, 3, 2);
     o.decoupled_rope_key = decoupled;
-    MultiLatentAttention mla(o);
+    MultiLatentAttention mla(o, attn_ctx(6, /*rope=*/true));
     randomize64(mla, 7);
     EXPECT_GRADCHECK([&](const V& in) { return mla(in[0], AttnMask::causal_mask()); },
                      with_params(randn64({2, 3, 6}, 8), mla));
@@ -285,19 +285,19 @@ TEST(NNAttentionGrad, MultiLatentAttention) {
 
 // Decoding token by token, or in chunks, gives the full causal forward's outputs.
 TEST(NNAttentionCache, DecodingMatchesTheFullForward) {
-  GroupedQueryAttentionOptions og = gqa_options(16, 4, 2);
+  GQASpec og = gqa_spec(4, 2);
   og.qk_norm = true;
-  og.rope = true;
-  MultiLatentAttentionOptions om = mla_options(16, 4, 4, 8, 4);
-  MultiLatentAttentionOptions omd = om;
+  MLASpec om = mla_spec(4, 4, 8, 4);
+  MLASpec omd = om;
   omd.decoupled_rope_key = true;
-  MultiLatentAttentionOptions om1 = mla_options(16, 4, 4, 6, 0);
+  MLASpec om1 = mla_spec(4, 4, 6, 0);
   om1.q_latent_dim = 0;
-  om1.naming = LatentAttentionNaming::Capitalized;
+  const SublayerContext plain = attn_ctx(16), with_rope = attn_ctx(16, /*rope=*/true);
 
   MultiHeadAttention mha(16, 4);
-  GroupedQueryAttention gqa(og), mqa(gqa_options(16, 4, 1));
-  MultiLatentAttention mla(om), mla_dec(omd), mla_capitalized(om1);
+  GroupedQueryAttention gqa(og, with_rope), mqa(gqa_spec(4, 1), plain);
+  MultiLatentAttention mla(om, with_rope), mla_dec(omd, with_rope),
+      mla_capitalized(om1, plain, LatentAttentionNaming::Capitalized);
   struct Named {
     const char* name;
     std::function<Tensor(const Tensor&, const AttnMask&, KVCache*)> fwd;
@@ -328,10 +328,10 @@ TEST(NNAttentionCache, BytesHeldMatchBytesPerToken) {
   NoGradGuard no_grad;
   Tensor x = randn({2, 5, 16});
   MultiHeadAttention mha(16, 4);
-  GroupedQueryAttention gqa(gqa_options(16, 4, 2));
-  MultiLatentAttentionOptions od = mla_options(16, 4, 4, 8, 4);
+  GroupedQueryAttention gqa(gqa_spec(4, 2), attn_ctx(16));
+  MLASpec od = mla_spec(4, 4, 8, 4);
   od.decoupled_rope_key = true;
-  MultiLatentAttention mla(mla_options(16, 4, 4, 8, 4)), dec(od);
+  MultiLatentAttention mla(mla_spec(4, 4, 8, 4), attn_ctx(16, /*rope=*/true)), dec(od, attn_ctx(16, /*rope=*/true));
   KVCache c1, c2, c3, c4;
   mha(x, Tensor(), AttnMask::causal_mask(), &c1);
   gqa(x, AttnMask::causal_mask(), &c2);
@@ -351,9 +351,7 @@ TEST(NNAttentionCache, BytesHeldMatchBytesPerToken) {
 // so a token copies only itself. Under grad mode the cache stays exactly the cached tokens
 // and carries the graph: a later step's output has a gradient in an earlier step's input.
 TEST(NNAttentionCache, DecodingWritesTheBuffersInPlace) {
-  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
-  o.rope = true;
-  GroupedQueryAttention gqa(o);
+  GroupedQueryAttention gqa(gqa_spec(4, 2), attn_ctx(16, /*rope=*/true));
   Generator gen(4);
   const Tensor x = randn({2, 10, 16}, kFloat32, &gen);
   Tensor full_out;
@@ -393,9 +391,7 @@ TEST(NNAttentionCache, DecodingWritesTheBuffersInPlace) {
 // would overwrite a's key there before c reads it.
 TEST(NNAttentionCache, CloneBranchesACache) {
   NoGradGuard no_grad;
-  GroupedQueryAttentionOptions o = gqa_options(16, 4, 2);
-  o.rope = true;
-  GroupedQueryAttention gqa(o);
+  GroupedQueryAttention gqa(gqa_spec(4, 2), attn_ctx(16, /*rope=*/true));
   Generator gen(8);
   const Tensor prefix = randn({1, 6, 16}, kFloat32, &gen), a = randn({1, 1, 16}, kFloat32, &gen),
                b = randn({1, 1, 16}, kFloat32, &gen), c = randn({1, 1, 16}, kFloat32, &gen);
@@ -419,7 +415,7 @@ TEST(NNAttentionCache, CloneBranchesACache) {
 // whose size reads 0 bytes (an empty buffer once divided bytes() by its zero capacity).
 TEST(NNAttentionCache, NoTokensIntoAnEmptyCache) {
   NoGradGuard no_grad;
-  GroupedQueryAttention gqa(gqa_options(8, 2, 1));
+  GroupedQueryAttention gqa(gqa_spec(2, 1), attn_ctx(8));
   KVCache cache;
   EXPECT_XG_ERROR(gqa(zeros({1, 0, 8}), AttnMask::causal_mask(), &cache), "no keys");
   EXPECT_EQ(cache.length, 0);
@@ -429,9 +425,7 @@ TEST(NNAttentionCache, NoTokensIntoAnEmptyCache) {
 // A start_pos inside the cache rolls it back: re-decoding the last tokens gives the same result.
 TEST(NNAttentionCache, RollBackWithStartPos) {
   NoGradGuard no_grad;
-  GroupedQueryAttentionOptions o = gqa_options(8, 2, 1);
-  o.rope = true;
-  GroupedQueryAttention gqa(o);
+  GroupedQueryAttention gqa(gqa_spec(2, 1), attn_ctx(8, /*rope=*/true));
   Tensor x = randn({1, 6, 8});
   Tensor full = gqa(x, AttnMask::causal_mask());
   KVCache cache;
@@ -449,8 +443,8 @@ TEST(NNAttentionCache, RollBackWithStartPos) {
 TEST(NNAttentionCache, LLaMA7BKVCacheTable) {
   const int64_t seq_len = 4096, bf16 = 2;
   auto mb = [&](int64_t kv_heads) {
-    GroupedQueryAttentionOptions o = gqa_options(32 * 128, 32, kv_heads);
-    return static_cast<double>(GroupedQueryAttention::kv_cache_bytes_per_token(o, bf16) * seq_len) / (1024.0 * 1024.0);
+    const int64_t bytes = gqa_spec(32, kv_heads).kv_cache_bytes_per_token(attn_ctx(32 * 128), bf16);
+    return static_cast<double>(bytes * seq_len) / (1024.0 * 1024.0);
   };
   const double mha = mb(32), gqa4 = mb(4), gqa8 = mb(8), mqa = mb(1);
   // per layer: 64.0 MB (100.0%), 8.0 MB (12.5%), 16.0 MB (25.0%), 2.0 MB (3.1%), MB = 2^20 bytes
@@ -463,18 +457,18 @@ TEST(NNAttentionCache, LLaMA7BKVCacheTable) {
                 mha / mha * 100);
   EXPECT_STREQ(buf, "12.5 25.0 3.1 100.0");
   // MHA with the same dims holds the same as GQA with n_kv_heads = n_heads
-  EXPECT_EQ(MultiHeadAttention::kv_cache_bytes_per_token(32 * 128, bf16) * seq_len, 64 * 1024 * 1024);
+  EXPECT_EQ(MHASpec{32}.kv_cache_bytes_per_token(attn_ctx(32 * 128), bf16) * seq_len, 64 * 1024 * 1024);
 }
 
 // MHA / GQA-4 / GQA-2 / MLA at d_model 512, 8 heads of 64, a 64-dim latent, 4096 tokens in bf16.
 TEST(NNAttentionCache, Dim512MHAGQAMLATable) {
   const int64_t seq_len = 4096, bf16 = 2;
   auto gqa_bytes = [&](int64_t kv) {
-    return GroupedQueryAttention::kv_cache_bytes_per_token(gqa_options(512, 8, kv), bf16) * seq_len;
+    return gqa_spec(8, kv).kv_cache_bytes_per_token(attn_ctx(512), bf16) * seq_len;
   };
-  MultiLatentAttentionOptions o = mla_options(512, 8, 64, 64, 0);  // "only the joint latent c_KV"
+  const MLASpec o = mla_spec(8, 64, 64, 0);  // "only the joint latent c_KV"
   const int64_t mha = gqa_bytes(8), gqa4 = gqa_bytes(4), gqa2 = gqa_bytes(2);
-  const int64_t mla = MultiLatentAttention::kv_cache_bytes_per_token(o, bf16) * seq_len;
+  const int64_t mla = o.kv_cache_bytes_per_token(attn_ctx(512), bf16) * seq_len;
   auto mb = [](int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
   // "MHA 8.0 MB (100%)", "GQA-4 4.0 MB (50%)", "GQA-2 2.0 MB (25%)", "MLA 0.5 MB (6%)"
   EXPECT_EQ(mb(mha), 8.0);
@@ -487,27 +481,28 @@ TEST(NNAttentionCache, Dim512MHAGQAMLATable) {
   EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(mla) / mha) * 100), 94);
   EXPECT_EQ(std::nearbyint((1.0 - static_cast<double>(mla) / gqa4) * 100), 88);
   // per token in elements: MHA 2 * 4 * 16 = 128 vs MLA d_latent 16 for d_model 64, 4 heads
-  EXPECT_EQ(GroupedQueryAttention::kv_cache_bytes_per_token(gqa_options(64, 4, 4), 1), 128);
-  EXPECT_EQ(MultiLatentAttention::kv_cache_bytes_per_token(mla_options(64, 4, 16, 16, 0), 1), 16);
+  EXPECT_EQ(gqa_spec(4, 4).kv_cache_bytes_per_token(attn_ctx(64), 1), 128);
+  EXPECT_EQ(mla_spec(4, 16, 16, 0).kv_cache_bytes_per_token(attn_ctx(64), 1), 16);
 }
 
-// MLA with a RoPE key (model_dim 512, 8 heads of 64, latent 128, rope_dim 32) against MHA, in
+// MLA with a RoPE key (d_model 512, 8 heads of 64, latent 128, rope_dim 32) against MHA, in
 // elements for batch 2: MHA 1,048,576, MLA 163,840, ratio 6.4. NOTE: the usual hand-written
 // form of this count, batch * 2 * model_dim * head_num * head_dim against batch * model_dim *
-// (latent_dim + rope_dim), multiplies by model_dim where it means the sequence length; the
-// numbers are those of 512 tokens.
+// (latent_dim + rope_dim), multiplies by model_dim (d_model) where it means the sequence
+// length; the numbers are those of 512 tokens.
 TEST(NNAttentionCache, MLAWithRopeKeyCachesLessThanMHA) {
-  MultiLatentAttentionOptions o = mla_options(512, 8, 64, 128, 32);
+  MLASpec o = mla_spec(8, 64, 128, 32);
+  const SublayerContext ctx = attn_ctx(512, /*rope=*/true);
   o.decoupled_rope_key = true;  // the latent and the rope key are cached
   const int64_t batch = 2, tokens = 512;
-  const int64_t mha = batch * tokens * MultiHeadAttention::kv_cache_bytes_per_token(8 * 64, 1);
-  const int64_t mla = batch * tokens * MultiLatentAttention::kv_cache_bytes_per_token(o, 1);
+  const int64_t mha = batch * tokens * MHASpec{8}.kv_cache_bytes_per_token(attn_ctx(8 * 64), 1);
+  const int64_t mla = batch * tokens * o.kv_cache_bytes_per_token(ctx, 1);
   EXPECT_EQ(mha, 1048576);
   EXPECT_EQ(mla, 163840);
   EXPECT_DOUBLE_EQ(static_cast<double>(mha) / mla, 6.4);
   // with k_rope derived from the latent (decoupled_rope_key false), only the latent is cached
   o.decoupled_rope_key = false;
-  EXPECT_EQ(MultiLatentAttention::kv_cache_bytes_per_token(o, 1), 128);
+  EXPECT_EQ(o.kv_cache_bytes_per_token(ctx, 1), 128);
 }
 
 // --- modes and errors ------------------------------------------------------------------------------
@@ -523,19 +518,18 @@ TEST(NNAttention, DropoutOnlyInTraining) {
 }
 
 TEST(NNAttention, Errors) {
-  EXPECT_XG_ERROR(MultiHeadAttention(10, 4), "MultiHeadAttention: model_dim 10 is not divisible by head_num 4");
-  EXPECT_XG_ERROR(GroupedQueryAttention(gqa_options(16, 8, 3)),
+  EXPECT_XG_ERROR(MultiHeadAttention(10, 4), "MultiHeadAttention: d_model 10 is not divisible by n_heads 4");
+  EXPECT_XG_ERROR(GroupedQueryAttention(gqa_spec(8, 3), attn_ctx(16)),
                   "GroupedQueryAttention: n_heads 8 is not divisible by n_kv_heads 3");
-  EXPECT_XG_ERROR(GroupedQueryAttention(gqa_options(10, 4, 2)),
+  EXPECT_XG_ERROR(GroupedQueryAttention(gqa_spec(4, 2), attn_ctx(10)),
                   "GroupedQueryAttention: d_model 10 is not divisible by n_heads 4");
-  MultiLatentAttentionOptions bad = mla_options(16, 4, 4, 8, 3);
-  EXPECT_XG_ERROR(MultiLatentAttention{bad}, "rope_dim must be 0 or a positive even number, got 3");
-  MultiLatentAttentionOptions s1 = mla_options(16, 4, 4, 8, 4);
-  s1.naming = LatentAttentionNaming::Capitalized;
-  EXPECT_XG_ERROR(MultiLatentAttention{s1}, "set rope_dim = 0 and q_latent_dim = 0");
+  EXPECT_XG_ERROR(MultiLatentAttention(mla_spec(4, 4, 8, 3), attn_ctx(16, /*rope=*/true)),
+                  "rope_dim must be 0 or a positive even number, got 3");
+  EXPECT_XG_ERROR(MultiLatentAttention(mla_spec(4, 4, 8, 4), attn_ctx(16, /*rope=*/true), LatentAttentionNaming::Capitalized),
+                  "has no RoPE and no q compression");
 
   MultiHeadAttention mha(8, 2);
-  EXPECT_XG_ERROR(mha(zeros({2, 3, 7})), "MultiHeadAttention(model_dim=8, head_num=2): expected x_query [B, T, 8], "
+  EXPECT_XG_ERROR(mha(zeros({2, 3, 7})), "MultiHeadAttention(d_model=8, n_heads=2): expected x_query [B, T, 8], "
                                          "got [2,3,7]");
   EXPECT_XG_ERROR(mha(zeros({2, 3, 8}), zeros({3, 4, 8})), "have different batch sizes");
   KVCache cache;
@@ -549,14 +543,14 @@ TEST(NNAttention, Errors) {
   EXPECT_XG_ERROR(mha(zeros({2, 1, 8}), Tensor(), AttnMask(ones({1, 3}, kBool)), &cache, 3),
                   "mask [1,3] does not broadcast to [B, H, Tq, Tk] = [2,2,1,4]");
 
-  GroupedQueryAttention gqa(gqa_options(8, 4, 2));
+  GroupedQueryAttention gqa(gqa_spec(4, 2), attn_ctx(8));
   EXPECT_XG_ERROR(gqa(zeros({3, 8})), "GroupedQueryAttention(d_model=8, n_heads=4, n_kv_heads=2): expected x "
                                       "[B, T, 8], got [3,8]");
-  MultiLatentAttention mla(mla_options(8, 2, 2, 4, 2));
+  MultiLatentAttention mla(mla_spec(2, 2, 4, 2), attn_ctx(8, /*rope=*/true));
   EXPECT_XG_ERROR(mla(zeros({1, 2, 6})), "expected x [B, T, 8], got [1,2,6]");
   // RoPE positions past max_seq_len are the rotary module's error
-  MultiLatentAttentionOptions small = mla_options(8, 2, 2, 4, 2);
+  SublayerContext small = attn_ctx(8, /*rope=*/true);
   small.max_seq_len = 4;
-  MultiLatentAttention short_mla(small);
+  MultiLatentAttention short_mla(mla_spec(2, 2, 4, 2), small);
   EXPECT_XG_ERROR(short_mla(zeros({1, 5, 8})), "max_seq_len");
 }

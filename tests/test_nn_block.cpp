@@ -178,9 +178,9 @@ TEST(NnBlock, LLaMANames) {
   EXPECT_EQ(param_names(blk), expected);
   auto* gqa = dynamic_cast<GroupedQueryAttention*>(blk.attention().get());
   ASSERT_NE(gqa, nullptr);
-  EXPECT_EQ(gqa->options().n_kv_heads, 1);  // MQA
-  EXPECT_TRUE(gqa->options().rope);
-  EXPECT_EQ(gqa->options().rope_layout, RopeLayout::Interleaved);
+  EXPECT_EQ(gqa->n_kv_heads(), 1);  // MQA
+  EXPECT_TRUE(gqa->context().rope);
+  EXPECT_EQ(gqa->context().rope_layout, RopeLayout::Interleaved);
   EXPECT_EQ(dynamic_cast<SwiGLU*>(blk.ffn().get())->d_ff(), 256);  // 8/3 * 8 rounded up to 256
   EXPECT_NE(dynamic_cast<RMSNorm*>(blk.norm1().get()), nullptr);
   EXPECT_DOUBLE_EQ(dynamic_cast<RMSNorm*>(blk.norm1().get())->eps(), 1e-6);
@@ -194,8 +194,8 @@ TEST(NnBlock, MHAWithRopeIsGQAWithAllHeads) {
   TransformerBlock blk(c);
   auto* gqa = dynamic_cast<GroupedQueryAttention*>(blk.attention().get());
   ASSERT_NE(gqa, nullptr);
-  EXPECT_EQ(gqa->options().n_kv_heads, 2);
-  EXPECT_TRUE(gqa->options().out_bias);
+  EXPECT_EQ(gqa->n_kv_heads(), 2);
+  EXPECT_TRUE(gqa->spec().out_bias);
   EXPECT_TRUE(gqa->w_q()->bias().defined());
 }
 

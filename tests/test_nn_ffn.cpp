@@ -22,11 +22,18 @@ void randomize64_per_tensor(Module& m, uint64_t seed) {
   for (auto& p : m.parameters()) p.copy_((test::randn64(p.shape(), seed++) * 0.5).detach());
 }
 
+// The block settings an FFN is built with: its width.
+SublayerContext ffn_ctx(int64_t d_model) {
+  SublayerContext c;
+  c.d_model = d_model;
+  return c;
+}
+
 // Smallest gap between the k-th and (k+1)-th router logit over the tokens of x.
 double router_gap(const MoE& moe, const Tensor& x) {
   NoGradGuard ng;
-  const int64_t E = moe.options().num_experts, K = moe.options().top_k;
-  std::vector<double> l = moe.router()->forward(reshape(x, {-1, moe.options().d_model})).to_vector();
+  const int64_t E = moe.spec().num_experts, K = moe.spec().top_k;
+  std::vector<double> l = moe.router()->forward(reshape(x, {-1, moe.d_model()})).to_vector();
   double gap = 1e30;
   for (std::size_t t = 0; t * E < l.size(); ++t) {
     std::vector<double> row(l.begin() + static_cast<std::ptrdiff_t>(t * E), l.begin() + static_cast<std::ptrdiff_t>((t + 1) * E));
@@ -63,31 +70,28 @@ TEST(NnFfnTorch, SwiGLU) {
 }
 
 TEST(NnFfnTorch, MoE) {
-  MoEOptions o;
-  o.d_model = 6;
+  MoESpec o;
   o.num_experts = 4;
   o.top_k = 2;
-  MoE moe(o);  // gen_nn_ffn.py's MoE(6, 4, 2): nn.Sequential ReLU experts
+  MoE moe(o, ffn_ctx(6));  // gen_nn_ffn.py's MoE(6, 4, 2): nn.Sequential ReLU experts
   test::expect_module_matches_torch("nn_ffn", "moe_out", moe, [&](const V& x) { return moe.forward_with_aux(x[0]).out; });
   test::expect_module_matches_torch("nn_ffn", "moe_aux", moe, [&](const V& x) { return moe.forward_with_aux(x[0]).aux_loss; });
 
-  MoEOptions o1;  // top-1 of 5 experts over 3 tokens: unused experts get zero gradients
-  o1.d_model = 4;
+  MoESpec o1;  // top-1 of 5 experts over 3 tokens: unused experts get zero gradients
   o1.num_experts = 5;
   o1.top_k = 1;
   o1.aux_loss_coef = 0.1;
-  MoE top1(o1);
+  MoE top1(o1, ffn_ctx(4));
   test::expect_module_matches_torch("nn_ffn", "moe_top1_out", top1, [&](const V& x) { return top1.forward_with_aux(x[0]).out; });
   test::expect_module_matches_torch("nn_ffn", "moe_top1_aux", top1, [&](const V& x) { return top1.forward_with_aux(x[0]).aux_loss; });
 
-  MoEOptions os;
-  os.d_model = 6;
+  MoESpec os;
   os.d_ff = 10;
   os.num_experts = 4;
   os.top_k = 3;
   os.expert = ExpertKind::SwiGLU;
   os.aux_loss_coef = 0.02;
-  MoE sw(os);
+  MoE sw(os, ffn_ctx(6));
   test::expect_module_matches_torch("nn_ffn", "moe_swiglu_out", sw, [&](const V& x) { return sw.forward_with_aux(x[0]).out; });
   test::expect_module_matches_torch("nn_ffn", "moe_swiglu_aux", sw, [&](const V& x) { return sw.forward_with_aux(x[0]).aux_loss; });
 }
@@ -101,17 +105,16 @@ TEST(NnFfn, ParameterNamesOfEachNaming) {
   EXPECT_EQ(param_names(SwiGLU(4, 8)), (std::vector<std::string>{"W_gate.weight", "W_up.weight", "W_down.weight"}));
   EXPECT_EQ(param_names(SwiGLU(4, 8, false, SwiGLUNaming::LLaMA)),
             (std::vector<std::string>{"w1.weight", "w3.weight", "w2.weight"}));
-  MoEOptions o;
-  o.d_model = 4;
+  MoESpec o;
   o.num_experts = 2;
   o.top_k = 1;
-  EXPECT_EQ(param_names(MoE(o)),
+  EXPECT_EQ(param_names(MoE(o, ffn_ctx(4))),
             (std::vector<std::string>{"router.weight", "experts.0.0.weight", "experts.0.0.bias", "experts.0.2.weight",
                                       "experts.0.2.bias", "experts.1.0.weight", "experts.1.0.bias",
                                       "experts.1.2.weight", "experts.1.2.bias"}));
   o.expert = ExpertKind::SwiGLU;  // Mixtral's expert names w1 (gate), w3 (up), w2 (down)
   o.swiglu_naming = SwiGLUNaming::LLaMA;
-  EXPECT_EQ(param_names(MoE(o)),
+  EXPECT_EQ(param_names(MoE(o, ffn_ctx(4))),
             (std::vector<std::string>{"router.weight", "experts.0.w1.weight", "experts.0.w3.weight", "experts.0.w2.weight",
                                       "experts.1.w1.weight", "experts.1.w3.weight", "experts.1.w2.weight"}));
   const std::string repr = FFN(4, 8, Activation::GELU, 0.1).repr();
@@ -166,13 +169,12 @@ TEST(NnFfn, DropoutOnlyInTraining) {
 TEST(NnFfn, MoEWithAllExpertsIsTheDenseSoftmaxMixture) {
   // top_k = num_experts: every token uses every expert, weighted by softmax over all logits,
   // and f_i = 1/E, so aux_loss = coef * E * sum_i P_i / E = coef.
-  MoEOptions o;
-  o.d_model = 4;
+  MoESpec o;
   o.d_ff = 6;
   o.num_experts = 3;
   o.top_k = 3;
   o.aux_loss_coef = 0.25;
-  MoE moe(o);
+  MoE moe(o, ffn_ctx(4));
   randomize64_per_tensor(moe, 10);
   Tensor x = test::randn64({2, 3, 4}, 2).detach();
   MoEOutput r = moe.forward_with_aux(x);
@@ -190,18 +192,17 @@ TEST(NnFfn, MoEAuxLossByHand) {
   // (f = [1/2, 1/2, 0, 0]) and P = [1/4] * 4: aux = coef * 4 * (1/2 * 1/4 * 2) = coef.
   // Router weights making expert 3 dominate with top-1: f = [0,0,0,1], P_3 = p:
   // aux = coef * 4 * p.
-  MoEOptions o;
-  o.d_model = 2;
+  MoESpec o;
   o.num_experts = 4;
   o.top_k = 2;
   o.aux_loss_coef = 0.5;
-  MoE moe(o);
+  MoE moe(o, ffn_ctx(2));
   moe.router()->weight().fill_(0.0);
   Tensor x = tensor({{1.0, 2.0}, {-1.0, 0.5}, {3.0, -2.0}});
   EXPECT_NEAR(moe.forward_with_aux(x).aux_loss.item(), 0.5, 1e-6);
 
   o.top_k = 1;
-  MoE one(o);
+  MoE one(o, ffn_ctx(2));
   one.to(kFloat64);
   // logits = [0, 0, 0, 2 x_0]; with x_0 = 1 for every token: p_3 = e^2 / (3 + e^2)
   one.router()->weight().copy_(tensor({{0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, {2.0, 0.0}}, kFloat64));
@@ -213,14 +214,13 @@ TEST(NnFfn, MoEAuxLossByHand) {
 }
 
 TEST(NnFfn, MoEKeepsTheInputShape) {
-  MoEOptions o;
-  o.d_model = 3;
+  MoESpec o;
   o.num_experts = 3;
   o.top_k = 2;
-  MoE moe(o);
+  MoE moe(o, ffn_ctx(3));
   EXPECT_EQ(moe.forward_with_aux(ones({2, 2, 5, 3})).out.shape(), (Shape{2, 2, 5, 3}));
   EXPECT_EQ(moe.forward_with_aux(ones({3})).out.shape(), (Shape{3}));
-  EXPECT_EQ(moe.options().d_ff, 12);  // 4 * d_model, the default for FFN experts
+  EXPECT_EQ(moe.d_ff(), 12);  // 4 * d_model, the default for FFN experts
 }
 
 // --- float64 gradient checks -------------------------------------------------------------
@@ -251,14 +251,13 @@ TEST(NnFfnGradcheck, MoE) {
   // Gradients through the selected experts, the softmax weights and the router; the top-k
   // selection is piecewise constant, so the inputs keep the k-th and (k+1)-th logits apart.
   for (ExpertKind kind : {ExpertKind::FFN, ExpertKind::SwiGLU}) {
-    MoEOptions o;
-    o.d_model = 3;
+    MoESpec o;
     o.d_ff = 4;
     o.num_experts = 3;
     o.top_k = 2;
     o.expert = kind;
     o.aux_loss_coef = 0.3;
-    MoE moe(o);
+    MoE moe(o, ffn_ctx(3));
     randomize64_per_tensor(moe, 50);
     Tensor x = test::randn64({2, 3, 3}, 7);
     ASSERT_GT(router_gap(moe, x), 1e-3);
@@ -276,26 +275,24 @@ TEST(NnFfnGradcheck, MoE) {
 TEST(NnFfnErrors, WrongLastDim) {
   EXPECT_XG_ERROR(FFN(8, 32)(ones({2, 3, 7})), "FFN(d_model=8, d_ff=32): expected input [..., 8], got [2,3,7]");
   EXPECT_XG_ERROR(SwiGLU(8)(ones({2, 3, 7})), "SwiGLU(d_model=8, d_ff=256): expected input [..., 8], got [2,3,7]");
-  MoEOptions o;
-  o.d_model = 6;
+  MoESpec o;
   o.num_experts = 4;
   o.top_k = 2;
-  EXPECT_XG_ERROR(MoE{o}(ones({2, 5})), "MoE(d_model=6, num_experts=4, top_k=2): expected input [..., 6], got [2,5]");
+  EXPECT_XG_ERROR(MoE(o, ffn_ctx(6))(ones({2, 5})), "MoE(d_model=6, num_experts=4, top_k=2): expected input [..., 6], got [2,5]");
   EXPECT_XG_ERROR(FFN(8, 32)(scalar_tensor(1.0)), "FFN(d_model=8, d_ff=32): expected input [..., 8], got []");
 }
 
 TEST(NnFfnErrors, BadOptions) {
-  MoEOptions o;
-  o.d_model = 4;
+  MoESpec o;
   o.num_experts = 2;
   o.top_k = 3;
-  EXPECT_XG_ERROR(MoE{o}, "MoE: top_k 3 exceeds num_experts 2");
+  EXPECT_XG_ERROR(MoE(o, ffn_ctx(4)), "MoE: top_k 3 exceeds num_experts 2");
   o.top_k = 0;
-  EXPECT_XG_ERROR(MoE{o}, "MoE: top_k must be positive, got 0");
+  EXPECT_XG_ERROR(MoE(o, ffn_ctx(4)), "MoE: top_k must be positive, got 0");
   o.top_k = 1;
   o.num_experts = 0;
-  EXPECT_XG_ERROR(MoE{o}, "MoE: num_experts must be positive, got 0");
-  EXPECT_XG_ERROR(MoE{MoEOptions{}}, "MoE: d_model must be positive, got 0");
+  EXPECT_XG_ERROR(MoE(o, ffn_ctx(4)), "MoE: num_experts must be positive, got 0");
+  EXPECT_XG_ERROR(MoE(MoESpec{}, ffn_ctx(0)), "MoE: d_model must be positive, got 0");
   EXPECT_XG_ERROR(FFN(0, 4), "FFN: d_model and d_ff must be positive, got 0 and 4");
   EXPECT_XG_ERROR(FFN(4, 8, Activation::ReLU, 1.5), "FFN: dropout must be in [0, 1], got 1.5");
   EXPECT_XG_ERROR(SwiGLU(4, -1), "SwiGLU: d_model must be positive and d_ff non-negative (0 = default), got 4 and -1");

@@ -72,16 +72,24 @@ void expect_f64_matches_torch(const std::string& case_name, Module& module, cons
   EXPECT_GT(checked, 0);
 }
 
-GroupedQueryAttentionOptions gqa_rope(RopeLayout layout, bool qk_norm) {
-  GroupedQueryAttentionOptions o;
-  o.d_model = 32;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.rope = true;
-  o.rope_layout = layout;
-  o.qk_norm = qk_norm;
-  o.bias = qk_norm;  // the fixture's QK-Norm cases have q/k/v biases
-  return o;
+GQASpec gqa_rope_spec(bool qk_norm) {
+  GQASpec s;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.qk_norm = qk_norm;
+  s.qkv_bias = qk_norm;  // the fixture's QK-Norm cases have q/k/v biases
+  s.out_bias = true;
+  return s;
+}
+
+// d_model and RoPE of the fixture's attention modules.
+SublayerContext rope_ctx(int64_t d_model, RopeLayout layout) {
+  SublayerContext c;
+  c.d_model = d_model;
+  c.rope = true;
+  c.rope_layout = layout;
+  c.max_seq_len = 4096;
+  return c;
 }
 
 // The preset as it is, SwiGLU's default d_ff (256 for d_model 16) included.
@@ -110,7 +118,7 @@ TEST(NNFloat64Torch, GroupedQueryAttentionRope) {
     for (bool qk_norm : {false, true}) {
       const std::string name = std::string(qk_norm ? "gqa_qknorm_rope_" : "gqa_rope_") +
                                (layout == RopeLayout::RotateHalf ? "rotate_half" : "interleaved");
-      GroupedQueryAttention gqa(gqa_rope(layout, qk_norm));
+      GroupedQueryAttention gqa(gqa_rope_spec(qk_norm), rope_ctx(32, layout));
       gqa.to(kFloat64);
       expect_f64_matches_torch(name, gqa, [&](const V& x) { return gqa(x[0], AttnMask(x[1])); });
     }
@@ -119,14 +127,13 @@ TEST(NNFloat64Torch, GroupedQueryAttentionRope) {
 
 TEST(NNFloat64Torch, MultiLatentAttentionRope) {
   for (bool decoupled : {false, true}) {
-    MultiLatentAttentionOptions o;
-    o.model_dim = 16;
-    o.head_num = 4;
+    MLASpec o;
+    o.n_heads = 4;
     o.head_dim = 4;
     o.latent_dim = 8;
     o.rope_dim = 4;
     o.decoupled_rope_key = decoupled;
-    MultiLatentAttention mla(o);
+    MultiLatentAttention mla(o, rope_ctx(16, RopeLayout::RotateHalf));
     mla.to(kFloat64);
     expect_f64_matches_torch(decoupled ? "mla_rope_decoupled" : "mla_rope", mla,
                              [&](const V& x) { return mla(x[0], AttnMask(x[1])); });

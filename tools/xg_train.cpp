@@ -33,7 +33,7 @@ constexpr const char* kProg = "xg-train";
 
 struct Flags {
   // model
-  int64_t d_model = 128, layers = 4, heads = 4, kv_heads = 0, d_ff = 0, max_seq_len = 1024;
+  int64_t d_model = 128, n_layers = 4, n_heads = 4, n_kv_heads = 0, d_ff = 0, max_seq_len = 1024;
   std::string ffn = "swiglu", norm = "rmsnorm", norm_position = "pre", pos = "rope";
   double dropout = 0.0;
   bool tie_embeddings = false;
@@ -50,11 +50,11 @@ struct Flags {
 nn::LMConfig model_config(const Flags& f) {
   // The flags first, by their names (LMConfig::validate below names its fields).
   cli::require(f.d_model > 0, "--d-model must be positive, got " + std::to_string(f.d_model));
-  cli::require(f.layers > 0, "--layers must be positive, got " + std::to_string(f.layers));
+  cli::require(f.n_layers > 0, "--layers must be positive, got " + std::to_string(f.n_layers));
   cli::require(f.d_ff >= 0, "--d-ff must be >= 0 (0 = the FFN kind's default), got " + std::to_string(f.d_ff));
   cli::require(f.max_seq_len > 0, "--max-seq-len must be positive, got " + std::to_string(f.max_seq_len));
   cli::require(f.dropout >= 0 && f.dropout < 1, str_cat("--dropout must be in [0, 1), got ", f.dropout));
-  nn::BlockConfig b = nn::BlockConfig::llama(f.d_model, f.heads, f.kv_heads);
+  nn::BlockConfig b = nn::BlockConfig::llama(f.d_model, f.n_heads, f.n_kv_heads);
   // --ffn: SwiGLU, or the two-layer MLP with GELU or ReLU (fc1, fc2); no biases either way.
   nn::MLPSpec mlp;
   mlp.d_ff = f.d_ff;
@@ -77,13 +77,13 @@ nn::LMConfig model_config(const Flags& f) {
                                               {"none", nn::PositionKind::None}});
   b.dropout = f.dropout;
   b.max_seq_len = std::max(f.max_seq_len, f.seq_len);
-  cli::require(f.heads > 0 && f.d_model % f.heads == 0,
+  cli::require(f.n_heads > 0 && f.d_model % f.n_heads == 0,
                "--heads: must be positive and divide --d-model " + std::to_string(f.d_model));
-  cli::require(f.kv_heads >= 0 && (f.kv_heads == 0 || f.heads % f.kv_heads == 0),
-               "--kv-heads: must divide --heads " + std::to_string(f.heads) + " (0 = --heads)");
+  cli::require(f.n_kv_heads >= 0 && (f.n_kv_heads == 0 || f.n_heads % f.n_kv_heads == 0),
+               "--kv-heads: must divide --heads " + std::to_string(f.n_heads) + " (0 = --heads)");
   nn::LMConfig c;
   c.vocab_size = ft::ByteTokenizer::kVocabSize;
-  c.n_layers = f.layers;
+  c.n_layers = f.n_layers;
   c.block = b;
   c.tie_embeddings = f.tie_embeddings;
   try {
@@ -144,9 +144,9 @@ int main(int argc, char** argv) {
     ("eval-data", po::value(&f.eval_data), "held-out text file (bytes); without it no held-out loss")
     ("out", po::value(&o.out_dir)->required(), "output folder (config.json, model.safetensors, checkpoint, logs)")
     ("d-model", po::value(&f.d_model)->default_value(f.d_model), "model width")
-    ("layers", po::value(&f.layers)->default_value(f.layers), "number of blocks")
-    ("heads", po::value(&f.heads)->default_value(f.heads), "attention heads")
-    ("kv-heads", po::value(&f.kv_heads)->default_value(f.kv_heads), "key/value heads (GQA; 0 = --heads, 1 = MQA)")
+    ("layers", po::value(&f.n_layers)->default_value(f.n_layers), "number of blocks")
+    ("heads", po::value(&f.n_heads)->default_value(f.n_heads), "attention heads")
+    ("kv-heads", po::value(&f.n_kv_heads)->default_value(f.n_kv_heads), "key/value heads (GQA; 0 = --heads, 1 = MQA)")
     ("ffn", po::value(&f.ffn)->default_value(f.ffn), "swiglu | gelu | relu")
     ("d-ff", po::value(&f.d_ff)->default_value(f.d_ff), "FFN hidden width (0 = the kind's default)")
     ("norm", po::value(&f.norm)->default_value(f.norm), "rmsnorm | layernorm")
@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
         cli::validate_loop(o, kProg);
         // The weights, their gradients and AdamW's two moments, and one micro-batch's activations.
         cli::require_memory(4 * nn::model_bytes(config) + nn::activation_bytes(config, f.batch, f.seq_len),
-                            str_cat("a model of --layers ", f.layers, " --d-model ", f.d_model, " --max-seq-len ",
+                            str_cat("a model of --layers ", f.n_layers, " --d-model ", f.d_model, " --max-seq-len ",
                                     config.block.max_seq_len, " trained on --batch ", f.batch, " x --seq-len ", f.seq_len));
         return -1;
       },

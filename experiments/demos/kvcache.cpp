@@ -8,7 +8,7 @@
 namespace xg::experiments::demos {
 
 std::vector<CacheRow> cache_table(const CacheTableConfig& c) {
-  check(c.q_heads > 0 && c.head_dim > 0 && c.seq_len > 0 && c.bytes_per_element > 0,
+  check(c.n_heads > 0 && c.head_dim > 0 && c.seq_len > 0 && c.bytes_per_element > 0,
         "kvcache: heads, head_dim, seq_len and bytes per element must be positive");
   std::vector<CacheRow> rows;
   for (const CacheScheme& s : c.schemes) {
@@ -17,11 +17,11 @@ std::vector<CacheRow> cache_table(const CacheTableConfig& c) {
     if (s.kind == CacheKind::MLA) {
       r.elements_per_token = s.latent_dim + s.rope_dim;  // c_KV (+ the shared RoPE key)
     } else {
-      check(s.kv_heads > 0 && c.q_heads % s.kv_heads == 0, "kvcache: ", s.name, ": kv heads ", s.kv_heads,
-            " must divide the ", c.q_heads, " query heads");
-      r.kv_heads = s.kv_heads;
-      r.q_per_group = c.q_heads / s.kv_heads;
-      r.elements_per_token = 2 * s.kv_heads * c.head_dim;  // K and V
+      check(s.n_kv_heads > 0 && c.n_heads % s.n_kv_heads == 0, "kvcache: ", s.name, ": kv heads ", s.n_kv_heads,
+            " must divide the ", c.n_heads, " query heads");
+      r.n_kv_heads = s.n_kv_heads;
+      r.q_per_group = c.n_heads / s.n_kv_heads;
+      r.elements_per_token = 2 * s.n_kv_heads * c.head_dim;  // K and V
     }
     r.bytes_per_token = r.elements_per_token * c.bytes_per_element;
     r.bytes = r.bytes_per_token * c.seq_len;
@@ -51,8 +51,8 @@ CacheTableConfig seed_section9(int64_t seq_len, int64_t bytes_per_element) {
 }
 
 void CacheCheckConfig::validate() const {
-  check(d_model > 0 && heads > 0 && d_model % heads == 0, "kvcache: --check-heads must divide --check-d-model ",
-        d_model, ", got ", heads);
+  check(d_model > 0 && n_heads > 0 && d_model % n_heads == 0, "kvcache: --check-heads must divide --check-d-model ",
+        d_model, ", got ", n_heads);
   check(latent_dim > 0 && rope_dim >= 0 && rope_dim % 2 == 0,
         "kvcache: --check-latent must be positive and --check-rope-dim even");
   check(batch > 0 && prefill > 0 && decode >= 0, "kvcache: --batch and --prefill must be positive, --decode >= 0");
@@ -75,47 +75,48 @@ std::vector<CacheCheck> check_caches(const CacheCheckConfig& c) {
   c.validate();
   NoGradGuard no_grad;
   Generator gen(c.seed);
-  const int64_t hs = c.d_model / c.heads, tokens = c.prefill + c.decode;
+  const int64_t hs = c.d_model / c.n_heads, tokens = c.prefill + c.decode;
   std::vector<CacheCheck> out;
   auto record = [&](const std::string& name, const nn::KVCache& cache, int64_t per_token_elements,
                     int64_t module_bytes_per_token) {
     out.push_back({name, per_token_elements * c.batch * tokens, cache.bytes() / 4, cache.length,
                    module_bytes_per_token});
   };
-  std::vector<std::pair<std::string, int64_t>> gqa = {{"MHA", c.heads}};
-  for (int64_t kv = c.heads / 2; kv > 1; kv /= 2)
-    if (c.heads % kv == 0) gqa.push_back({"GQA-" + std::to_string(kv), kv});
-  if (c.heads > 1) gqa.push_back({"MQA", 1});
+  // The block settings every layer is built with; RoPE tables of 4096 positions.
+  nn::SublayerContext plain_ctx;
+  plain_ctx.d_model = c.d_model;
+  plain_ctx.max_seq_len = 4096;
+  nn::SublayerContext rope_ctx = plain_ctx;
+  rope_ctx.rope = true;
+  std::vector<std::pair<std::string, int64_t>> gqa = {{"MHA", c.n_heads}};
+  for (int64_t kv = c.n_heads / 2; kv > 1; kv /= 2)
+    if (c.n_heads % kv == 0) gqa.push_back({"GQA-" + std::to_string(kv), kv});
+  if (c.n_heads > 1) gqa.push_back({"MQA", 1});
   for (const auto& [name, kv] : gqa) {
-    nn::GroupedQueryAttentionOptions o;
-    o.d_model = c.d_model;
-    o.n_heads = c.heads;
+    nn::GQASpec o;
+    o.n_heads = c.n_heads;
     o.n_kv_heads = kv;
-    o.rope = true;
-    nn::GroupedQueryAttention attn(o);
+    o.out_bias = true;
+    nn::GroupedQueryAttention attn(o, rope_ctx);
     record(name, decode(attn, c.d_model, c, gen), 2 * kv * hs, attn.kv_cache_bytes_per_token(4));
   }
   {  // minimal MLA (W_q, W_kv_down, W_k_up, W_v_up, W_o): latent only, no RoPE, no q compression
-    nn::MultiLatentAttentionOptions o;
-    o.model_dim = c.d_model;
-    o.head_num = c.heads;
+    nn::MLASpec o;
+    o.n_heads = c.n_heads;
     o.head_dim = hs;
     o.latent_dim = c.latent_dim;
-    o.rope_dim = 0;
     o.q_latent_dim = 0;
-    o.naming = nn::LatentAttentionNaming::Capitalized;
-    nn::MultiLatentAttention attn(o);
+    nn::MultiLatentAttention attn(o, plain_ctx, nn::LatentAttentionNaming::Capitalized);
     record("MLA", decode(attn, c.d_model, c, gen), c.latent_dim, attn.kv_cache_bytes_per_token(4));
   }
   if (c.rope_dim > 0) {  // DeepSeek-V2: a shared RoPE key cached beside the latent
-    nn::MultiLatentAttentionOptions o;
-    o.model_dim = c.d_model;
-    o.head_num = c.heads;
+    nn::MLASpec o;
+    o.n_heads = c.n_heads;
     o.head_dim = hs;
     o.latent_dim = c.latent_dim;
     o.rope_dim = c.rope_dim;
     o.decoupled_rope_key = true;
-    nn::MultiLatentAttention attn(o);
+    nn::MultiLatentAttention attn(o, rope_ctx);
     record("MLA+RoPE key", decode(attn, c.d_model, c, gen), c.latent_dim + c.rope_dim,
            attn.kv_cache_bytes_per_token(4));
   }

@@ -14,20 +14,20 @@ enum class CacheKind { MHA, GQA, MQA, MLA };
 struct CacheScheme {
   std::string name;  // "MHA", "GQA-4", "MQA", "MLA"
   CacheKind kind;
-  int64_t kv_heads = 0;    // MHA/GQA/MQA
+  int64_t n_kv_heads = 0;    // MHA/GQA/MQA
   int64_t latent_dim = 0;  // MLA: c_KV per token
   int64_t rope_dim = 0;    // MLA with a decoupled RoPE key (DeepSeek-V2): cached beside c_KV
 };
 
 struct CacheTableConfig {
   std::string title;
-  int64_t q_heads = 32, head_dim = 128, seq_len = 4096, bytes_per_element = 2;  // bf16
+  int64_t n_heads = 32, head_dim = 128, seq_len = 4096, bytes_per_element = 2;  // bf16
   std::vector<CacheScheme> schemes;
 };
 
 struct CacheRow {
   std::string name;
-  int64_t kv_heads = 0, q_per_group = 0;
+  int64_t n_kv_heads = 0, q_per_group = 0;
   int64_t elements_per_token = 0;  // cached numbers per token and layer
   int64_t bytes_per_token = 0;
   int64_t bytes = 0;               // for seq_len tokens
@@ -47,7 +47,7 @@ CacheTableConfig seed_section9(int64_t seq_len = 4096, int64_t bytes_per_element
 // A real cached decode: prefill `prefill` tokens, then `decode` single tokens, batch `batch`,
 // float32, one layer of xgrad's GroupedQueryAttention / MultiLatentAttention.
 struct CacheCheckConfig {
-  int64_t d_model = 64, heads = 4, latent_dim = 16, rope_dim = 8;  // a latent of d_model / 4
+  int64_t d_model = 64, n_heads = 4, latent_dim = 16, rope_dim = 8;  // a latent of d_model / 4
   int64_t batch = 2, prefill = 6, decode = 3;
   uint64_t seed = 42;
   void validate() const;

@@ -16,8 +16,8 @@ namespace xg::experiments::demos {
 void PositionsConfig::validate() const {
   check(seq_len >= 2, "positions: --seq-len must be at least 2, got ", seq_len);
   check(d_model >= 2 && d_model % 2 == 0, "positions: --d-model must be a positive even number, got ", d_model);
-  check(d_head >= 2 && d_head % 2 == 0, "positions: --d-head must be a positive even number (RoPE rotates pairs), got ",
-        d_head);
+  check(head_dim >= 2 && head_dim % 2 == 0,
+        "positions: --d-head must be a positive even number (RoPE rotates pairs), got ", head_dim);
   check(noise >= 0 && token_scale >= 0 && gain > 0, "positions: --noise and --token-scale must be >= 0 and --gain > 0");
   for (int64_t s : shifts) check(s >= 1, "positions: --shifts must be positive, got ", s);
 }
@@ -99,7 +99,7 @@ PositionScheme make_scheme(const char* name, const Maps& maps) {
 PositionsResult run_positions(const PositionsConfig& c) {
   c.validate();
   NoGradGuard no_grad;
-  const int64_t T = c.seq_len, D = c.d_model, hs = c.d_head;
+  const int64_t T = c.seq_len, D = c.d_model, hs = c.head_dim;
   int64_t max_shift = 0;
   for (int64_t s : c.shifts) max_shift = std::max(max_shift, s);
   Generator gen(c.seed);

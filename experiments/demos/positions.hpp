@@ -10,7 +10,7 @@
 namespace xg::experiments::demos {
 
 struct PositionsConfig {
-  int64_t seq_len = 16, d_model = 32, d_head = 32;  // one head, small enough to print
+  int64_t seq_len = 16, d_model = 32, head_dim = 32;  // one head, small enough to print
   double token_scale = 0.5;  // token_vec = randn(1, d_model) * 0.5
   double noise = 0.03;       // x = token_vec repeated + randn(T, d_model) * 0.03
   double gain = 0.5;         // xavier_normal_(W_q / W_k, gain=0.5)

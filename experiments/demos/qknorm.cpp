@@ -11,7 +11,7 @@
 namespace xg::experiments::demos {
 
 void QKNormConfig::validate() const {
-  check(d_head >= 1 && seq_len >= 2, "qknorm: --d-head must be >= 1 and --seq-len >= 2, got ", d_head, " and ",
+  check(head_dim >= 1 && seq_len >= 2, "qknorm: --d-head must be >= 1 and --seq-len >= 2, got ", head_dim, " and ",
         seq_len);
   check(k_scale > 0, "qknorm: --k-scale must be positive, got ", k_scale);
   check(trials >= 1, "qknorm: --trials must be at least 1, got ", trials);
@@ -74,13 +74,15 @@ double max_abs_logit(const Tensor& q, const Tensor& k) {
 QKNormResult run_qknorm(const QKNormConfig& c) {
   c.validate();
   NoGradGuard no_grad;
-  const int64_t hs = c.d_head, T = c.seq_len;
+  const int64_t hs = c.head_dim, T = c.seq_len;
   // The attention's own QK-Norm: RMSNorm(d_head, eps 1e-6) over each head's features.
-  nn::GroupedQueryAttentionOptions o;
-  o.d_model = hs;
+  nn::GQASpec o;
   o.n_heads = o.n_kv_heads = 1;
+  o.out_bias = true;
   o.qk_norm = true;
-  nn::GroupedQueryAttention attn(o);
+  nn::SublayerContext ctx;
+  ctx.d_model = hs;
+  nn::GroupedQueryAttention attn(o, ctx);
   const nn::RMSNorm& q_norm = *attn.q_norm();
   const nn::RMSNorm& k_norm = *attn.k_norm();
 

@@ -9,7 +9,7 @@
 namespace xg::experiments::demos {
 
 struct QKNormConfig {
-  int64_t d_head = 8, seq_len = 4;  // one query row of 4 weights, small enough to print
+  int64_t head_dim = 8, seq_len = 4;  // one query row of 4 weights, small enough to print
   double k_scale = 8.0;             // the example's keys: K = randn * 8
   std::vector<double> scales;       // the sweep (empty: 2^-2 .. 2^7 by half powers of two)
   int64_t trials = 32;              // independent (Q, K) draws averaged per sweep point
