@@ -94,7 +94,7 @@ struct RowLayout {
 };
 
 // Everything the kernels need; shapes and flags only (captured by the backward closure).
-struct Plan {
+struct AttentionPlan {
   int64_t B = 0, H = 0, Hkv = 0, Tq = 0, Tk = 0, hs = 0, hv = 0, rep = 1;
   RowLayout lq, lk, lv, lo;  // q, k, v, out (and their gradients, and g for out)
   double scale = 1;
@@ -117,7 +117,7 @@ struct Segment {
 // The segments of a unit (the same for every unit): blocks of `block` rows within one head
 // (a head's rows are evenly spaced in every layout), each stopping at the last key its last
 // row sees (the upper triangle of a causal mask is never computed).
-std::vector<Segment> make_segments(const Plan& p, int64_t block) {
+std::vector<Segment> make_segments(const AttentionPlan& p, int64_t block) {
   std::vector<Segment> segs;
   for (int64_t h = 0; h < p.rep; ++h)
     for (int64_t i0 = 0; i0 < p.Tq; i0 += block) {
@@ -199,13 +199,13 @@ double row_dot(const T* a, const T* b, int64_t n) {
 struct UnitOffsets {
   int64_t b, g, row0;
 };
-UnitOffsets unit_offsets(const Plan& p, int64_t u) {
+UnitOffsets unit_offsets(const AttentionPlan& p, int64_t u) {
   const int64_t b = u / p.Hkv, g = u % p.Hkv;
   return {b, g, (b * p.H + g * p.rep) * p.Tq};
 }
 
 // Where segment s of unit uo starts in an operand of query rows (q, out, their gradients).
-int64_t seg_at(const RowLayout& l, const Plan& p, const UnitOffsets& uo, const Segment& s) {
+int64_t seg_at(const RowLayout& l, const AttentionPlan& p, const UnitOffsets& uo, const Segment& s) {
   return l.at(uo.b, uo.g * p.rep + s.r0 / p.Tq, s.r0 % p.Tq);
 }
 
@@ -222,7 +222,7 @@ constexpr int64_t kScoresByRowsOfK = 4;
 template <class T>
 class UnitProducts {
  public:
-  UnitProducts(const Plan& p, const T* k, const T* v, bool need_kT, bool need_vT)
+  UnitProducts(const AttentionPlan& p, const T* k, const T* v, bool need_kT, bool need_vT)
       : p_(p), k_(k), v_(v), by_rows_of_k_(p.tiled && p.Tq * p.rep <= kScoresByRowsOfK),
         kT_(p.tiled && need_kT && !by_rows_of_k_ ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
         vT_(p.tiled && need_vT ? static_cast<std::size_t>(p.hv * p.Tk) : 0) {}
@@ -279,7 +279,7 @@ class UnitProducts {
   }
 
  private:
-  const Plan& p_;
+  const AttentionPlan& p_;
   const T* k_;
   const T* v_;
   const bool by_rows_of_k_;  // scores as dot products with k's rows, no k^T (few query rows)
@@ -292,7 +292,7 @@ class UnitProducts {
 // The masked scores of one segment into S (leading dim Tk): S = scale q k^T, then a bool
 // mask's dropped entries set to -1e9 or an additive mask added, on each row's visible keys.
 template <class T>
-void segment_scores(const Plan& p, const UnitOffsets& uo, const Segment& s, const T* q, const UnitProducts<T>& mm,
+void segment_scores(const AttentionPlan& p, const UnitOffsets& uo, const Segment& s, const T* q, const UnitProducts<T>& mm,
                     const void* mask, T* S) {
   mm.by_kT(s.n, s.kmax, static_cast<T>(p.scale), q + seg_at(p.lq, p, uo, s), p.lq.st, S);
   if (p.mask == MaskKind::None) return;
@@ -327,7 +327,7 @@ void apply_dropout(const T* P, const T* drop, T* dst, int64_t n, int64_t kmax, i
 // rows x Tk scratch, or in `weights` [B, H, Tq, Tk] when backward keeps them. stats (when not
 // null): [B, H, Tq, 2], each row's max and 1/sum.
 template <class T>
-void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const void* mask, const T* drop, T* stats,
+void forward_kernel(const AttentionPlan& p, const T* q, const T* k, const T* v, const void* mask, const T* drop, T* stats,
                     T* weights, T* out, bool parallel) {
   const int64_t rows = p.tiled ? kTiledRows : kRows;
   const std::vector<Segment> segs = make_segments(p, rows);
@@ -367,7 +367,7 @@ void forward_kernel(const Plan& p, const T* q, const T* k, const T* v, const voi
 // asked, else kept in a scratch. A bool mask's masked scores were replaced by a constant
 // (masked_fill): their dS is 0, which matters in a fully masked row, where P is uniform.
 template <class T>
-void backward_kernel(const Plan& p, const T* g, const T* q, const T* k, const T* v, const void* mask, const T* stats,
+void backward_kernel(const AttentionPlan& p, const T* g, const T* q, const T* k, const T* v, const void* mask, const T* stats,
                      const T* weights, const T* drop, T* dS_full, T* dq, T* dk, T* dv, bool parallel) {
   const std::vector<Segment> segs = make_segments(p, p.tiled ? kTiledRows : kBackwardRows);
   const int64_t U = p.units(), rows = std::min(p.tiled ? kTiledRows : kBackwardRows, std::max<int64_t>(p.Tq, 1));
@@ -457,13 +457,13 @@ bool use_tiled(int64_t hs, int64_t hv, int64_t keys) {
 }
 
 // Enough work to split over threads: a few hundred thousand multiply-adds.
-bool worth_parallel(const Plan& p) {
+bool worth_parallel(const AttentionPlan& p) {
   return p.B * p.H * p.Tq * p.Tk * (p.hs + p.hv) >= 8 * kParallelMin;
 }
 
 // The settings every entry point shares, checked against the plan's shapes: the scale, the
 // causal flag, the mask (its kind and broadcast strides), dropout, and the kind of products.
-void plan_settings(Plan& p, const AttnMask& am, Dtype dt, double dropout_p, bool training, double scale,
+void plan_settings(AttentionPlan& p, const AttnMask& am, Dtype dt, double dropout_p, bool training, double scale,
                    const char* op) {
   p.rep = p.H / p.Hkv;
   p.scale = scale == 0 ? 1.0 / std::sqrt(static_cast<double>(p.hs)) : scale;
@@ -496,7 +496,7 @@ void plan_settings(Plan& p, const AttnMask& am, Dtype dt, double dropout_p, bool
 
 // keys: how many of k's and v's positions to read (-1: all of them); their row strides stay
 // those of the whole tensors.
-Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& am, double dropout_p,
+AttentionPlan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& am, double dropout_p,
                bool training, double scale, int64_t keys = -1, const char* op = "scaled_dot_product_attention") {
   check(q.defined() && k.defined() && v.defined(), op, ": undefined q, k or v");
   check(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op, ": expected q [B, H, Tq, hs], k [B, Hkv, Tk, hs], ",
@@ -505,7 +505,7 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   check(is_floating(q.dtype()), op, ": expected float32 or float64 tensors, got ", dtype_name(q.dtype()));
   check(k.dtype() == q.dtype() && v.dtype() == q.dtype(), op, ": dtype mismatch, q ", dtype_name(q.dtype()), ", k ",
         dtype_name(k.dtype()), ", v ", dtype_name(v.dtype()));
-  Plan p;
+  AttentionPlan p;
   p.B = q.size(0);
   p.H = q.size(1);
   p.Tq = q.size(2);
@@ -534,7 +534,7 @@ Plan make_plan(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask
   return p;
 }
 
-Plan make_packed_plan(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, const AttnMask& am, double dropout_p,
+AttentionPlan make_packed_plan(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, const AttnMask& am, double dropout_p,
                       bool training, double scale) {
   constexpr const char* op = "scaled_dot_product_attention_packed";
   check(qkv.defined(), op, ": undefined qkv");
@@ -544,7 +544,7 @@ Plan make_packed_plan(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, co
   check(qkv.dim() == 4 && qkv.size(2) == heads, op, ": expected qkv [B, T, n_heads + 2 n_kv_heads = ", heads,
         ", hs], got ", shape_str(qkv.shape()));
   check(is_floating(qkv.dtype()), op, ": expected a float32 or float64 qkv, got ", dtype_name(qkv.dtype()));
-  Plan p;
+  AttentionPlan p;
   p.B = qkv.size(0);
   p.Tq = p.Tk = qkv.size(1);
   p.H = n_heads;
@@ -569,7 +569,7 @@ Plan make_packed_plan(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads, co
 // and v), read through the plan's layouts; the output has out_shape and the plan's layout lo.
 // The backward gives each operand one gradient of its shape, dq, dk and dv written into it at
 // their layouts (a packed gradient is covered whole by the three).
-Tensor attend(std::shared_ptr<const Plan> p, std::vector<Tensor> inputs, std::array<std::size_t, 3> operand,
+Tensor attend(std::shared_ptr<const AttentionPlan> p, std::vector<Tensor> inputs, std::array<std::size_t, 3> operand,
               const Shape& out_shape, const AttnMask& mask, double dropout_p, Generator* gen, const char* op) {
   const std::size_t n_operands = inputs.size();
   const bool mask_grad = p->mask == MaskKind::Additive && mask.mask.requires_grad();
@@ -649,7 +649,7 @@ int64_t attention_kept_weights_max() { return g_kept_weights_max.load(); }
 //        dQ = scale dS k,   dK = scale dS^T q,   dmask = dS   (dK, dV summed over each group)
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& mask,
                                     double dropout_p, bool training, double scale, Generator* gen) {
-  auto p = std::make_shared<const Plan>(make_plan(q, k, v, mask, dropout_p, training, scale));
+  auto p = std::make_shared<const AttentionPlan>(make_plan(q, k, v, mask, dropout_p, training, scale));
   return attend(p, {q, k, v}, {0, 1, 2}, {p->B, p->H, p->Tq, p->hv}, mask, dropout_p, gen,
                 "scaled_dot_product_attention");
 }
@@ -661,7 +661,7 @@ Tensor scaled_dot_product_attention_prefix(const Tensor& q, const Tensor& k, con
                                            Generator* gen) {
   constexpr const char* op = "scaled_dot_product_attention_prefix";
   check(keys >= 0, op, ": keys must be >= 0, got ", keys);
-  auto p = std::make_shared<const Plan>(make_plan(q, k, v, mask, dropout_p, training, scale, keys, op));
+  auto p = std::make_shared<const AttentionPlan>(make_plan(q, k, v, mask, dropout_p, training, scale, keys, op));
   check(keys == k.size(2) || !needs_grad({q, k, v}), op, ": no gradient through part of k and v (", keys, " of ",
         k.size(2), " positions); narrow them first");
   return attend(p, {q, k, v}, {0, 1, 2}, {p->B, p->H, p->Tq, p->hv}, mask, dropout_p, gen, op);
@@ -673,7 +673,7 @@ Tensor scaled_dot_product_attention_prefix(const Tensor& q, const Tensor& k, con
 Tensor scaled_dot_product_attention_packed(const Tensor& qkv, int64_t n_heads, int64_t n_kv_heads,
                                            const AttnMask& mask, double dropout_p, bool training, double scale,
                                            Generator* gen) {
-  auto p = std::make_shared<const Plan>(make_packed_plan(qkv, n_heads, n_kv_heads, mask, dropout_p, training, scale));
+  auto p = std::make_shared<const AttentionPlan>(make_packed_plan(qkv, n_heads, n_kv_heads, mask, dropout_p, training, scale));
   return attend(p, {qkv}, {0, 0, 0}, {p->B, p->Tq, p->H * p->hv}, mask, dropout_p, gen,
                 "scaled_dot_product_attention_packed");
 }

@@ -108,7 +108,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
 // How a (batched) product lays out: a [a_batch..., n, k] @ b [b_batch..., k, m] ->
 // [batch..., n, m], batch being the broadcast of a_batch and b_batch. Captured by the
 // backward closure (shapes and offsets only).
-struct Plan {
+struct MatmulPlan {
   Shape out_shape;          // the result's shape (a 1-D operand's dim removed)
   int64_t n = 0, k = 0, m = 0;
   int64_t batches = 1;      // number of matrices in the result
@@ -135,13 +135,13 @@ std::vector<int64_t> batch_offsets(const Shape& shape, const Shape& batch, int64
 }
 
 // Validates a @ b under torch.matmul's rules and works out the plan.
-Plan make_plan(const Tensor& a, const Tensor& b, const char* op) {
+MatmulPlan make_plan(const Tensor& a, const Tensor& b, const char* op) {
   check_operands(a, b, op);
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   check(a.dim() >= 1 && b.dim() >= 1, op, ": both arguments need at least 1 dimension, got ", shape_str(sa),
         " and ", shape_str(sb));
-  Plan p;
+  MatmulPlan p;
   const int64_t ka = sa.back();
   const int64_t kb = b.dim() == 1 ? sb[0] : sb[sb.size() - 2];
   check(ka == kb, op, ": cannot multiply ", shape_str(sa), " by ", shape_str(sb), " (inner sizes ", ka, " and ", kb,
@@ -178,7 +178,7 @@ Plan make_plan(const Tensor& a, const Tensor& b, const char* op) {
 
 // out = a @ b over the plan's batch.
 template <class T>
-void matmul_forward(const Plan& p, const T* a, const T* b, T* out) {
+void matmul_forward(const MatmulPlan& p, const T* a, const T* b, T* out) {
   const int64_t n = p.n, k = p.k, m = p.m;
   if (p.fold()) {
     // [batches * n, k] @ [k, m]: one gemm.
@@ -191,7 +191,7 @@ void matmul_forward(const Plan& p, const T* a, const T* b, T* out) {
 
 // da = g @ b^T, summed over the batch dims along which a was broadcast.
 template <class T>
-void matmul_grad_a(const Plan& p, const T* g, const T* b, T* da) {
+void matmul_grad_a(const MatmulPlan& p, const T* g, const T* b, T* da) {
   const int64_t n = p.n, k = p.k, m = p.m;
   if (p.fold()) {
     gemm(false, true, p.batches * n, k, m, g, b, T(0), da);  // [batches*n, m] @ [k, m]^T
@@ -205,7 +205,7 @@ void matmul_grad_a(const Plan& p, const T* g, const T* b, T* da) {
 
 // db = a^T @ g, summed over the batch dims along which b was broadcast.
 template <class T>
-void matmul_grad_b(const Plan& p, const T* a, const T* g, T* db) {
+void matmul_grad_b(const MatmulPlan& p, const T* a, const T* g, T* db) {
   const int64_t n = p.n, k = p.k, m = p.m;
   if (p.fold()) {
     gemm(true, false, k, m, p.batches * n, a, g, T(0), db);  // [batches*n, k]^T @ [batches*n, m]
@@ -218,8 +218,8 @@ void matmul_grad_b(const Plan& p, const T* a, const T* g, T* db) {
 }
 
 // matmul and bmm share everything but their validation and name.
-Tensor batched_product(const Tensor& a, const Tensor& b, Plan plan, const char* op) {
-  auto p = std::make_shared<const Plan>(std::move(plan));
+Tensor batched_product(const Tensor& a, const Tensor& b, MatmulPlan plan, const char* op) {
+  auto p = std::make_shared<const MatmulPlan>(std::move(plan));
   Tensor out = empty(p->out_shape, a.dtype());
   dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -26,7 +26,7 @@ constexpr int64_t kChunk = 1 << 13;  // elements per task when one long row is s
 constexpr int64_t kBlock = 128;      // columns per task when reducing across rows (inner > 1)
 
 // Where the reduced elements of each output lie.
-struct Plan {
+struct ReducePlan {
   Shape in_shape;
   Shape keep_shape;  // the output's shape with the reduced dims kept as size 1
   Shape out_shape;   // the op's output shape (keep_shape, or without the reduced dims)
@@ -38,8 +38,8 @@ struct Plan {
   int64_t outer = 1, R = 1, inner = 1;
 };
 
-Plan make_plan(const Shape& shape, const Dims& dims, bool keepdim, const char* op) {
-  Plan p;
+ReducePlan make_plan(const Shape& shape, const Dims& dims, bool keepdim, const char* op) {
+  ReducePlan p;
   p.in_shape = shape;
   const int64_t nd = static_cast<int64_t>(shape.size());
   const int64_t range = std::max<int64_t>(nd, 1);  // a 0-d tensor accepts dim 0 / -1, as in torch
@@ -93,7 +93,7 @@ Plan make_plan(const Shape& shape, const Dims& dims, bool keepdim, const char* o
 
 // A copy of x with the kept dims first and the reduced dims last (for a non-simple plan).
 template <class T>
-Tensor reduced_last(const Tensor& x, const Plan& p) {
+Tensor reduced_last(const Tensor& x, const ReducePlan& p) {
   std::vector<int64_t> order = p.kept;
   order.insert(order.end(), p.reduced.begin(), p.reduced.end());
   const Shape cs = contiguous_strides(p.in_shape);
@@ -222,7 +222,7 @@ void reduce_layout(const T* x, int64_t O, int64_t R, int64_t I, T* out, const Op
 
 // Runs a reduction functor over x by the plan; the result has the plan's output shape.
 template <class T, class Op>
-Tensor reduce_with(const Tensor& x, const Plan& p, const Op& op) {
+Tensor reduce_with(const Tensor& x, const ReducePlan& p, const Op& op) {
   Tensor out = empty(p.out_shape, x.dtype());
   Tensor src = p.simple ? x : reduced_last<T>(x, p);
   reduce_layout<T>(src.data<T>(), p.outer, p.R, p.inner, out.data<T>(), op);
@@ -244,7 +244,7 @@ inline T load(const T* p, int64_t i) {
 // input element k was reduced into; a and b hold one value per output element (any shape
 // with the output's numel). x is read only when kReadX.
 template <class T, bool kReadX, class F>
-Tensor spread(const Plan& p, const Tensor& x, const Tensor& a, const Tensor& b, F f) {
+Tensor spread(const ReducePlan& p, const Tensor& x, const Tensor& a, const Tensor& b, F f) {
   Tensor dx = empty(p.in_shape, a.dtype());
   const T* px = kReadX ? x.data<T>() : nullptr;
   const T* pa = a.data<T>();
@@ -294,7 +294,7 @@ void check_float(const Tensor& x, const char* op) {
 Tensor sum_or_mean(const Tensor& x, const Dims& dims, bool keepdim, bool is_mean) {
   const char* op = is_mean ? "mean" : "sum";
   check_float(x, op);
-  Plan p = make_plan(x.shape(), dims, keepdim, op);
+  ReducePlan p = make_plan(x.shape(), dims, keepdim, op);
   const double divisor = is_mean ? static_cast<double>(p.count) : 1.0;
   Tensor out = dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -313,7 +313,7 @@ Tensor sum_or_mean(const Tensor& x, const Dims& dims, bool keepdim, bool is_mean
 // amax/amin, and the full max/min (which also route the gradient to NaNs, as torch.max does).
 Tensor extreme(const Tensor& x, const Dims& dims, bool keepdim, bool is_max, const char* op, bool nan_ties) {
   check_float(x, op);
-  Plan p = make_plan(x.shape(), dims, keepdim, op);
+  ReducePlan p = make_plan(x.shape(), dims, keepdim, op);
   check(p.count > 0 || shape_numel(p.out_shape) == 0, op, ": cannot reduce over a dim of size 0 (input shape ",
         shape_str(x.shape()), "); the ", is_max ? "maximum" : "minimum", " of no elements is undefined");
   Tensor out = dispatch_float(x.dtype(), op, [&](auto tag) {
@@ -389,7 +389,7 @@ void arg_extreme(const T* x, int64_t O, int64_t R, int64_t I, T* val, int64_t* i
 ValuesIndices extreme_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
   const char* op = is_max ? "max" : "min";
   check_float(x, op);
-  Plan p = make_plan(x.shape(), {dim}, keepdim, op);
+  ReducePlan p = make_plan(x.shape(), {dim}, keepdim, op);
   check(p.count > 0 || shape_numel(p.out_shape) == 0, op, ": cannot reduce over dim ", dim,
         " of size 0 (input shape ", shape_str(x.shape()), ")");
   Tensor values = empty(p.out_shape, x.dtype());
@@ -494,7 +494,7 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) { return sum_or_mea
 //   =>   dx = g * 2 (x - mean(x)) / (count - correction)   (via the composed ops)
 Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
   check_float(x, "var");
-  const Plan p = make_plan(x.shape(), dims, keepdim, "var");
+  const ReducePlan p = make_plan(x.shape(), dims, keepdim, "var");
   // NOTE: like torch, count <= correction divides by zero or less (inf/nan), no error.
   const double divisor = static_cast<double>(std::max<int64_t>(p.count - correction, 0));
   Tensor d = x - mean(x, dims, true);
@@ -530,7 +530,7 @@ ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return extreme_d
 //   =>   dx = g * exp(x - out)
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   check_float(x, "logsumexp");
-  Plan p = make_plan(x.shape(), dims, keepdim, "logsumexp");
+  ReducePlan p = make_plan(x.shape(), dims, keepdim, "logsumexp");
   Tensor out = dispatch_float(x.dtype(), "logsumexp", [&](auto tag) {
     using T = decltype(tag);
     Tensor o = empty(p.out_shape, x.dtype());

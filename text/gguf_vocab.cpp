@@ -27,12 +27,12 @@ namespace {
 
 // The split regexes of llama.cpp's pre-tokenizer types (llama-vocab.cpp's llm_tokenizer_bpe),
 // in the form their Hugging Face tokenizer.json files write them.
-struct PreTokenizer {
+struct LlamaCppPre {
   const char* name;     // tokenizer.ggml.pre
   const char* pattern;  // the Split regex; empty: ByteLevel's own GPT-2 regex
   bool ignore_merges;   // llama.cpp sets it for LLAMA_VOCAB_PRE_TYPE_LLAMA3
 };
-constexpr PreTokenizer kPre[] = {
+constexpr LlamaCppPre kPre[] = {
     {"llama-bpe",
      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
      true},
@@ -42,9 +42,9 @@ constexpr PreTokenizer kPre[] = {
     {"gpt-2", "", false},
 };
 // Names llama.cpp takes for the same types.
-const PreTokenizer* pre_by_name(const std::string& name) {
+const LlamaCppPre* pre_by_name(const std::string& name) {
   const std::string n = name == "llama3" || name == "llama-v3" ? "llama-bpe" : name;
-  for (const PreTokenizer& p : kPre)
+  for (const LlamaCppPre& p : kPre)
     if (n == p.name) return &p;
   return nullptr;
 }
@@ -62,8 +62,8 @@ json read_json(const fs::path& path) {
 }
 
 // tokenizer.json's pre-tokenizer as one of llama.cpp's types.
-const PreTokenizer& pre_of(const json& pre, const std::string& file) {
-  const auto unsupported = [&](const std::string& what) -> const PreTokenizer& {
+const LlamaCppPre& pre_of(const json& pre, const std::string& file) {
+  const auto unsupported = [&](const std::string& what) -> const LlamaCppPre& {
     throw Error(str_cat(file, ": pre_tokenizer ", what, " has no llama.cpp pre-tokenizer xgrad writes (llama-bpe, qwen2, gpt-2)"));
   };
   if (pre.is_object() && pre.value("type", "") == "ByteLevel") {
@@ -77,7 +77,7 @@ const PreTokenizer& pre_of(const json& pre, const std::string& file) {
       steps[1].value("use_regex", true) || steps[1].value("add_prefix_space", false))
     return unsupported(pre.dump().substr(0, 120));
   const std::string pattern = steps[0].contains("pattern") ? steps[0]["pattern"].value("Regex", "") : "";
-  for (const PreTokenizer& p : kPre)
+  for (const LlamaCppPre& p : kPre)
     if (*p.pattern && pattern == p.pattern) return p;
   return unsupported("Split regex \"" + pattern + "\"");
 }
@@ -381,7 +381,7 @@ io::GgufMetadata gguf_tokenizer_metadata(const io::ModelSource& source, int64_t 
   const json doc = read_json(tj);
   const std::string file = tj.string();
   if (is_sentencepiece(doc)) return spm_tokenizer_metadata(*tok, doc, folder, n_vocab);
-  const PreTokenizer& pre = pre_of(doc.contains("pre_tokenizer") ? doc["pre_tokenizer"] : json(), file);
+  const LlamaCppPre& pre = pre_of(doc.contains("pre_tokenizer") ? doc["pre_tokenizer"] : json(), file);
   const json& model = doc["model"];
   check(model.value("type", "") == "BPE", file, ": model.type must be BPE");
   check(!model.value("byte_fallback", false), file, ": model.byte_fallback is set; a byte-level BPE has no byte fallback");
@@ -436,7 +436,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const io::GgufReader& f) {
   if (model == "llama") return load_spm_tokenizer(f);
   if (is_byte_vocabulary(f)) return std::make_unique<ByteTokenizer>();
   const std::string pre_name = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
-  const PreTokenizer* pre = pre_by_name(pre_name);
+  const LlamaCppPre* pre = pre_by_name(pre_name);
   check(pre != nullptr, path, ": tokenizer.ggml.pre '", pre_name,
         "' is not supported (xgrad splits text as llama.cpp's llama-bpe, qwen2 and gpt-2 pre-tokenizers do)");
   const io::GgufValue& tokens = f.at("tokenizer.ggml.tokens");
