@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "autograd/error.hpp"
@@ -158,6 +159,43 @@ void quantize_q8_0(const float* x, int64_t n, std::string& out) {
     const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
     put<uint16_t>(out, float_to_half(d));
     for (int64_t j = 0; j < kQ8Block; ++j) put<int8_t>(out, static_cast<int8_t>(std::round(x[b + j] * id)));
+  }
+}
+
+// Refuses a value `type` cannot hold, naming the tensor and the element, before it is written:
+// NaN or Inf in any type (llama.cpp would compute with it; Q8_0's block maximum would skip a NaN
+// and convert it to int8, which is undefined), a float64 value beyond float32, a value that
+// rounds past F16's 65504 or bfloat16's largest, and a Q8_0 block whose F16 scale (max |x| / 127)
+// would overflow. f: the tensor as float32 (`t.data` itself when it is float32).
+void check_storable(const GgufTensorData& t, const Tensor& f, const std::string& who) {
+  const auto element = [&](int64_t i, double v, const std::string& why) {
+    throw Error(str_cat(who, ": tensor '", t.name, "' element ", i, " is ", v, ", ", why));
+  };
+  if (t.data.dtype() == kFloat64) {
+    const Tensor d = t.data.contiguous();
+    const double* v = d.data<double>();
+    for (int64_t i = 0; i < d.numel(); ++i) {
+      if (!std::isfinite(v[i])) element(i, v[i], "and an exported weight must be finite");
+      if (std::fabs(v[i]) > std::numeric_limits<float>::max())
+        element(i, v[i], "beyond float32's largest finite value, which GGUF's types are written from");
+    }
+  }
+  const float* x = f.data<float>();
+  const int64_t n = f.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) element(i, x[i], "and an exported weight must be finite");
+    if (t.type == GgmlType::F16 && (float_to_half(x[i]) & 0x7fffu) == 0x7c00u)
+      element(i, x[i], "beyond F16's largest finite value 65504");
+    if (t.type == GgmlType::BF16 && (float_to_bfloat16(x[i]) & 0x7fffu) == 0x7f80u)
+      element(i, x[i], str_cat("beyond BF16's largest finite value ", bfloat16_to_float(0x7f7f)));
+  }
+  if (t.type != GgmlType::Q8_0) return;
+  for (int64_t b = 0; b < n; b += kQ8Block) {
+    float amax = 0;
+    for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    if ((float_to_half(amax / 127.0f) & 0x7fffu) == 0x7c00u)
+      throw Error(str_cat(who, ": tensor '", t.name, "' elements ", b, "..", b + kQ8Block - 1, " (a Q8_0 block) reach ",
+                          amax, ": the block's F16 scale (max / 127 = ", amax / 127.0f, ") would overflow"));
   }
 }
 
@@ -480,6 +518,7 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
         std::string block;
         for (const GgufTensorData& t : tensors) {
           const Tensor f = t.data.dtype() == kFloat32 ? t.data.contiguous() : t.data.to(kFloat32);
+          check_storable(t, f, who);
           const float* x = f.data<float>();
           const int64_t n = f.numel();
           block.clear();

@@ -139,6 +139,44 @@ TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
   EXPECT_FALSE(fs::exists(dir / "q.gguf"));
 }
 
+// A value the stored type cannot hold is refused, naming the tensor and the element, and no file
+// is left: NaN or Inf in any type (Q8_0's block maximum used to skip a NaN, which then went to
+// int8 by an undefined conversion and was written as 0), beyond 65504 in F16 (1e6 used to be
+// written as +Inf), beyond bfloat16's range, and a Q8_0 block whose scale F16 cannot hold.
+TEST(Gguf, ValuesTheTypeCannotHoldAreRefusedNamingTheElement) {
+  const fs::path dir = test::fresh_test_dir();
+  const std::string path = (dir / "out.gguf").string();
+  const auto with = [](int64_t i, double v) {
+    Tensor t = gguf_ramp({2, 32});
+    t.data<float>()[i] = static_cast<float>(v);
+    return t;
+  };
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (io::GgmlType type : {io::GgmlType::F32, io::GgmlType::F16, io::GgmlType::BF16, io::GgmlType::Q8_0}) {
+    const std::string name = io::ggml_type_name(type);
+    EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"blk.0.w", with(37, nan), type}}),
+                    "save_gguf: tensor 'blk.0.w' element 37 is nan, and an exported weight must be finite");
+    EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"blk.0.w", with(5, -inf), type}}),
+                    "save_gguf: tensor 'blk.0.w' element 5 is -inf, and an exported weight must be finite");
+    EXPECT_FALSE(fs::exists(path)) << name;
+  }
+  EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"w", with(3, 1e6), io::GgmlType::F16}}),
+                  "save_gguf: tensor 'w' element 3 is 1e+06, beyond F16's largest finite value 65504");
+  EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"w", with(3, -3.4e38), io::GgmlType::BF16}}),
+                  "save_gguf: tensor 'w' element 3 is -3.4e+38, beyond BF16's largest finite value 3.38953e+38");
+  // |x| / 127 is Q8_0's F16 scale: 1e7 / 127 = 78740 > 65504.
+  EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"w", with(40, 1e7), io::GgmlType::Q8_0}}),
+                  "save_gguf: tensor 'w' elements 32..63 (a Q8_0 block) reach 1e+07: the block's F16 scale (max / 127 = 78740.2) would overflow");
+  EXPECT_FALSE(fs::exists(path));
+  // What fits is written: 65504 in F16, 8e6 in a Q8_0 block (scale 62992), 3e38 in BF16.
+  io::save_gguf(path, {}, {{"a", with(3, 65504), io::GgmlType::F16}, {"b", with(40, 8e6), io::GgmlType::Q8_0},
+                           {"c", with(3, 3e38), io::GgmlType::BF16}});
+  io::GgufReader r(path);
+  EXPECT_EQ(r.read("a").data<float>()[3], 65504.0f);
+  EXPECT_NEAR(r.read("b").data<float>()[40], 8e6, 8e6 / 254);
+  EXPECT_NEAR(r.read("c").data<float>()[3], 3e38, 3e38 / 128);
+}
+
 // Every prefix of a valid file, and the file with each byte of its header set to 0xff, is read or
 // refused with an xg::Error (never a crash or another exception): a fixed sweep of what
 // fuzz/fuzz_gguf.cpp explores at random, run by every test build (and under the sanitizers).
