@@ -33,5 +33,4 @@ function(xgrad_layer name)
   # libraries from 204 to 132 s of CPU (bench/README.md, "Build time"). So a source file must not
   # define a file-scope name that another file of its layer defines.
   set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
-  set_property(GLOBAL APPEND PROPERTY XGRAD_LAYERS ${name})
 endfunction()
