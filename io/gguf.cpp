@@ -152,51 +152,38 @@ void put_scalar(std::string& out, GgufType t, const GgufValue& v, std::size_t i)
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 // Q8_0 as ggml's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d) (half away from zero).
-void quantize_q8_0(const float* x, int64_t n, std::string& out) {
+// x finite. Returns -1, or the first element of a block whose scale F16 cannot hold (max|x| / 127
+// beyond 65504), where it stops.
+int64_t quantize_q8_0(const float* x, int64_t n, std::string& out) {
   for (int64_t b = 0; b < n; b += kQ8Block) {
     float amax = 0;
     for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(x[b + j]));
     const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-    put<uint16_t>(out, float_to_half(d));
+    const uint16_t dh = float_to_half(d);
+    if ((dh & 0x7fffu) == 0x7c00u) return b;
+    put<uint16_t>(out, dh);
     for (int64_t j = 0; j < kQ8Block; ++j) put<int8_t>(out, static_cast<int8_t>(std::round(x[b + j] * id)));
   }
+  return -1;
 }
 
-// Refuses a value `type` cannot hold, naming the tensor and the element, before it is written:
-// NaN or Inf in any type (llama.cpp would compute with it; Q8_0's block maximum would skip a NaN
-// and convert it to int8, which is undefined), a float64 value beyond float32, a value that
-// rounds past F16's 65504 or bfloat16's largest, and a Q8_0 block whose F16 scale (max |x| / 127)
-// would overflow. f: the tensor as float32 (`t.data` itself when it is float32).
-void check_storable(const GgufTensorData& t, const Tensor& f, const std::string& who) {
-  const auto element = [&](int64_t i, double v, const std::string& why) {
-    throw Error(str_cat(who, ": tensor '", t.name, "' element ", i, " is ", v, ", ", why));
-  };
+// A value no GGUF type should hold, refused before anything of the tensor is written: NaN or
+// Inf (llama.cpp would compute with it; Q8_0's block maximum would skip a NaN and convert it to
+// int8, which is undefined) and a float64 value beyond float32, which every type is written from.
+// f: the tensor as float32 (`t.data` itself when it is float32).
+void check_finite(const GgufTensorData& t, const Tensor& f, const std::string& who) {
   if (t.data.dtype() == kFloat64) {
-    const Tensor d = t.data.contiguous();
-    const double* v = d.data<double>();
-    for (int64_t i = 0; i < d.numel(); ++i) {
-      if (!std::isfinite(v[i])) element(i, v[i], "and an exported weight must be finite");
-      if (std::fabs(v[i]) > std::numeric_limits<float>::max())
-        element(i, v[i], "beyond float32's largest finite value, which GGUF's types are written from");
-    }
+    const double* v = t.data.data<double>();
+    for (int64_t i = 0; i < t.data.numel(); ++i)
+      if (!std::isfinite(v[i]) || std::fabs(v[i]) > std::numeric_limits<float>::max())
+        throw Error(str_cat(who, ": tensor '", t.name, "' element ", i, " is ", v[i],
+                            std::isfinite(v[i]) ? ", beyond float32's largest finite value, which GGUF's types are written from"
+                                                : ", and an exported weight must be finite"));
   }
   const float* x = f.data<float>();
-  const int64_t n = f.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) element(i, x[i], "and an exported weight must be finite");
-    if (t.type == GgmlType::F16 && (float_to_half(x[i]) & 0x7fffu) == 0x7c00u)
-      element(i, x[i], "beyond F16's largest finite value 65504");
-    if (t.type == GgmlType::BF16 && (float_to_bfloat16(x[i]) & 0x7fffu) == 0x7f80u)
-      element(i, x[i], str_cat("beyond BF16's largest finite value ", bfloat16_to_float(0x7f7f)));
-  }
-  if (t.type != GgmlType::Q8_0) return;
-  for (int64_t b = 0; b < n; b += kQ8Block) {
-    float amax = 0;
-    for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(x[b + j]));
-    if ((float_to_half(amax / 127.0f) & 0x7fffu) == 0x7c00u)
-      throw Error(str_cat(who, ": tensor '", t.name, "' elements ", b, "..", b + kQ8Block - 1, " (a Q8_0 block) reach ",
-                          amax, ": the block's F16 scale (max / 127 = ", amax / 127.0f, ") would overflow"));
-  }
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (!std::isfinite(x[i]))
+      throw Error(str_cat(who, ": tensor '", t.name, "' element ", i, " is ", x[i], ", and an exported weight must be finite"));
 }
 
 }  // namespace
@@ -518,19 +505,40 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
         std::string block;
         for (const GgufTensorData& t : tensors) {
           const Tensor f = t.data.dtype() == kFloat32 ? t.data.contiguous() : t.data.to(kFloat32);
-          check_storable(t, f, who);
+          check_finite(t, f, who);
           const float* x = f.data<float>();
           const int64_t n = f.numel();
+          // A finite value that rounds past the type's largest is refused, naming it.
+          const auto overflow = [&](int64_t i, const std::string& largest) {
+            throw Error(str_cat(who, ": tensor '", t.name, "' element ", i, " is ", x[i], ", beyond ",
+                                ggml_type_name(t.type), "'s largest finite value ", largest));
+          };
           block.clear();
           switch (t.type) {
             case GgmlType::F32: block.assign(reinterpret_cast<const char*>(x), static_cast<std::size_t>(4 * n)); break;
             case GgmlType::F16:
-              for (int64_t i = 0; i < n; ++i) put<uint16_t>(block, float_to_half(x[i]));
+              for (int64_t i = 0; i < n; ++i) {
+                const uint16_t h = float_to_half(x[i]);
+                if ((h & 0x7fffu) == 0x7c00u) overflow(i, "65504");
+                put<uint16_t>(block, h);
+              }
               break;
             case GgmlType::BF16:
-              for (int64_t i = 0; i < n; ++i) put<uint16_t>(block, float_to_bfloat16(x[i]));
+              for (int64_t i = 0; i < n; ++i) {
+                const uint16_t h = float_to_bfloat16(x[i]);
+                if ((h & 0x7fffu) == 0x7f80u) overflow(i, str_cat(bfloat16_to_float(0x7f7f)));
+                put<uint16_t>(block, h);
+              }
               break;
-            case GgmlType::Q8_0: quantize_q8_0(x, n, block); break;
+            case GgmlType::Q8_0:
+              if (const int64_t b = quantize_q8_0(x, n, block); b >= 0) {
+                float amax = 0;
+                for (int64_t j = b; j < b + kQ8Block; ++j) amax = std::max(amax, std::fabs(x[j]));
+                throw Error(str_cat(who, ": tensor '", t.name, "' elements ", b, "..", b + kQ8Block - 1,
+                                    " (a Q8_0 block) reach ", amax, ": the block's F16 scale (max / 127 = ",
+                                    amax / 127.0f, ") would overflow"));
+              }
+              break;
           }
           block.resize(align_up(block.size(), alignment), '\0');
           out.write(block.data(), static_cast<std::streamsize>(block.size()));

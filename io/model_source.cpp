@@ -4,11 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.hpp"
+#include "io/read_file.hpp"
 #include "io/safetensors.hpp"
 
 namespace xg::io {
@@ -18,14 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string read_text(const fs::path& path, const std::string& who) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), who, ": cannot open ", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A Hub cache folder (models--<org>--<name>) holds refs/<branch> (a commit hash) and
 // snapshots/<hash>/ (the repository's files as links into blobs/): the snapshot of refs/main,
@@ -51,7 +43,7 @@ std::string hub_snapshot(const fs::path& folder, const std::string& who) {
 void read_index(ModelSource& s, const std::string& who) {
   const json j = [&] {
     try {
-      return json::parse(read_text(s.index_file, who));
+      return json::parse(read_file(s.index_file, who));
     } catch (const json::exception& e) {
       throw Error(str_cat(s.index_file, ": not valid JSON (", e.what(), ")"));
     }
@@ -128,7 +120,7 @@ ModelSource ModelSource::open(const std::string& path, const std::string& who) {
   // NOTE: a config.json that is not a Hugging Face one (no "architectures" nor "model_type") is
   // taken for an xgrad folder's (its architecture "" unless it has LMConfig's keys), so that its
   // loader names the key it lacks.
-  s.architecture = s.config_file.empty() ? "" : config_architecture(read_text(s.config_file, who));
+  s.architecture = s.config_file.empty() ? "" : config_architecture(read_file(s.config_file, who));
   const bool xgrad = !s.config_file.empty() && (s.architecture.empty() || s.architecture == "xgrad");
   s.format = xgrad ? ModelFormat::Xgrad : ModelFormat::HuggingFace;
   if (s.format == ModelFormat::HuggingFace && fs::exists(dir / kHfIndexFile)) {

@@ -2,16 +2,15 @@
 #include "nn/decoder.hpp"
 
 #include "io/atomic_file.hpp"
+#include "io/read_file.hpp"
 #include "nn/init.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -305,13 +304,6 @@ void check_layers_memory(const LMConfig& c, double per_block, const std::string&
                        c.block.d_model, ")"));
 }
 
-std::string read_text_file(const std::string& path, const char* who) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), who, ": cannot open ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -642,7 +634,7 @@ void save_pretrained(const DecoderLM& model, const std::string& dir) {
 std::shared_ptr<DecoderLM> load_pretrained(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string path = (fs::path(dir) / "config.json").string();
-  const LMConfig config = LMConfig::from_json(read_text_file(path, "load_pretrained"), path);
+  const LMConfig config = LMConfig::from_json(io::read_file(path, "load_pretrained"), path);
   std::shared_ptr<DecoderLM> model;
   try {
     init::SkipInitGuard skip;  // strict load below: every parameter is read from the file

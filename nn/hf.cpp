@@ -8,13 +8,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "io/atomic_file.hpp"
+#include "io/read_file.hpp"
 #include "nn/gguf_model.hpp"
 #include "nn/naming.hpp"
 
@@ -28,14 +27,6 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                            "generation_config.json"};
-
-std::string read_file(const std::string& path, const char* who) {
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), who, ": cannot open ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string first_few(const std::vector<std::string>& names) {
   std::string s;
@@ -56,7 +47,7 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
         io::model_format_name(source.format), ", not a Hugging Face folder");
   check(!source.config_file.empty(), "load_hf: ", folder, " has no config.json");
   const std::string& config_path = source.config_file;
-  const HFConfig config = HFConfig::from_json(read_file(config_path, "load_hf"), config_path);
+  const HFConfig config = HFConfig::from_json(io::read_file(config_path, "load_hf"), config_path);
   check(!source.shards.empty(), "load_hf: ", folder, " has neither model.safetensors nor model.safetensors.index.json");
   // Every parameter is read below (a missing one is an error), so none is drawn at random first:
   // the random init would cost more than reading the weights.
@@ -154,7 +145,7 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
     const io::ModelSource source = io::ModelSource::open(options.source, "save_hf");
     if (!options.config && source.format == io::ModelFormat::HuggingFace && !source.config_file.empty()) {
       const std::string& path = source.config_file;
-      const HFConfig src = HFConfig::from_json(read_file(path, "save_hf"), path);
+      const HFConfig src = HFConfig::from_json(io::read_file(path, "save_hf"), path);
       // The source's architecture name when it computes the same model (Mistral is Llama without biases).
       const bool same = src.architecture == config.architecture ||
                         (src.architecture == HFArchitecture::Mistral && config.architecture == HFArchitecture::Llama &&
@@ -221,7 +212,7 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
       for (const char* f : kTokenizerFiles) {
         const fs::path src = fs::path(options.source) / f;
         if (!fs::is_regular_file(src)) continue;
-        io::write_file_atomic((tmp / f).string(), read_file(src.string(), "save_hf"), "save_hf");
+        io::write_file_atomic((tmp / f).string(), io::read_file(src.string(), "save_hf"), "save_hf");
         written.insert(f);
       }
     if (fs::exists(target)) {

@@ -7,17 +7,11 @@
 #include <sys/stat.h>
 
 #include "autograd/error.hpp"
+#include "io/read_file.hpp"
 
 namespace xg::text {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(str_cat(path, ": cannot open file"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 jinja::TemplateOptions chat_options() {
   jinja::TemplateOptions o;
@@ -184,14 +178,15 @@ std::unique_ptr<ChatTemplate> load_chat_template(const io::ModelSource& source) 
   const std::string& path = source.tokenizer_config_file;
   nlohmann::ordered_json config;
   try {
-    config = nlohmann::ordered_json::parse(read_text(path));
+    config = nlohmann::ordered_json::parse(io::read_file(path, "load_chat_template"));
   } catch (const nlohmann::ordered_json::exception& e) {
     throw Error(str_cat(path, ": invalid JSON (", e.what(), ")"));
   }
   check(config.is_object(), path, ": expected a JSON object");
   // NOTE: newer transformers save the template beside the config, in chat_template.jinja, and
   // read that file in preference to the config's key.
-  if (!source.chat_template_file.empty()) config["chat_template"] = read_text(source.chat_template_file);
+  if (!source.chat_template_file.empty())
+    config["chat_template"] = io::read_file(source.chat_template_file, "load_chat_template");
   if (!ChatTemplate::has_chat_template(config)) return nullptr;
   return std::make_unique<ChatTemplate>(ChatTemplate::from_tokenizer_config(config, path));
 }
