@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "autograd/autocast.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/random.hpp"
 
@@ -81,9 +82,10 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
 
   auto pending = std::make_shared<std::vector<Tensor>>(outs.size());  // the other outputs' gradients
   const std::size_t n_inputs = inputs.size();
+  const bool bf16 = autocast_enabled();  // the recompute runs its products as the forward did
   outs[lead] = record(
       outs[lead], all, "checkpoint",
-      [fn, rng, pending, lead, n_inputs](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
+      [fn, rng, pending, lead, n_inputs, bf16](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
         // Fresh leaves for the inputs that need a gradient (the originals' graph stays apart);
         // params are used as they are, so that the recomputed graph reaches them.
         std::vector<Tensor> rin(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n_inputs));
@@ -101,6 +103,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
         std::vector<Tensor> again;
         {
           EnableGradGuard grad_on;
+          autocast same_precision(bf16);
           std::optional<ReplayGenerator> replay;
           if (rng) replay.emplace(*rng);
           again = fn(rin);

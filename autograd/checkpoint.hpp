@@ -23,6 +23,8 @@ using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>
 //    back for the recompute (then restored to where it was), so dropout draws the same mask
 //    twice. Anything else fn reads (train/eval mode, LoRA's enabled flags, the data of the
 //    inputs) must also be the same at backward time.
+//  - The recompute runs under the autocast state of the forward (autocast.hpp), as
+//    torch.utils.checkpoint restores it, so its bf16 products are the forward's.
 //  - With grad mode off (NoGradGuard), or when nothing in inputs and params requires grad, it
 //    is just fn(inputs).
 //  - Every tensor fn uses that requires grad must be in inputs or params: backward throws

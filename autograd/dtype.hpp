@@ -1,23 +1,27 @@
 // Runtime element types of a Tensor. float32 is the default, float64 is for gradient
-// checks, int64 holds indices and targets, bool holds masks.
+// checks, bfloat16 stores weights and activations in half the bytes (low precision, see
+// bfloat16.hpp), int64 holds indices and targets, bool holds masks.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "autograd/bfloat16.hpp"
+
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool };
+enum class Dtype { Float32, Float64, Int64, Bool, BFloat16 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
 constexpr Dtype kInt64 = Dtype::Int64;
 constexpr Dtype kBool = Dtype::Bool;
+constexpr Dtype kBFloat16 = Dtype::BFloat16;
 
 std::size_t itemsize(Dtype d);
-const char* dtype_name(Dtype d);  // "float32", "float64", "int64", "bool" (torch's names)
-inline bool is_floating(Dtype d) { return d == Dtype::Float32 || d == Dtype::Float64; }
+const char* dtype_name(Dtype d);  // "float32", "float64", "int64", "bool", "bfloat16" (torch's names)
+inline bool is_floating(Dtype d) { return d == Dtype::Float32 || d == Dtype::Float64 || d == Dtype::BFloat16; }
 
 // The Dtype of a C++ element type: dtype_of<float>() == kFloat32.
 template <class T> constexpr Dtype dtype_of();
@@ -25,5 +29,6 @@ template <> constexpr Dtype dtype_of<float>() { return Dtype::Float32; }
 template <> constexpr Dtype dtype_of<double>() { return Dtype::Float64; }
 template <> constexpr Dtype dtype_of<int64_t>() { return Dtype::Int64; }
 template <> constexpr Dtype dtype_of<bool>() { return Dtype::Bool; }
+template <> constexpr Dtype dtype_of<bfloat16>() { return Dtype::BFloat16; }
 
 }  // namespace xg

@@ -25,30 +25,35 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 // A C++ scalar as a 0-d tensor of `like`'s dtype.
 Tensor scalar_like(double v, const Tensor& like) { return scalar_tensor(v, like.dtype()); }
 
-// out = f(a, b) for two float tensors of one dtype, broadcast.
+// out = f(a, b) for two float tensors of one dtype, broadcast. f sees float for bfloat16
+// (acc_t), so every op computes in float32 and rounds its result to bf16 once, as PyTorch's
+// CPU kernels do.
 template <class F>
 Tensor float_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_same_dtype(a, b, op);
-  return dispatch_float(a.dtype(), op, [&](auto tag) {
+  return dispatch_floating(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    return broadcast_binary<T, T, T>(a, b, a.dtype(), op, [f](T x, T y) { return static_cast<T>(f(x, y)); });
+    using A = acc_t<T>;  // bf16 is read as float32, computed in it, and rounded once
+    return broadcast_binary<T, T, T>(a, b, a.dtype(), op, [f](T x, T y) { return static_cast<T>(f(A(x), A(y))); });
   });
 }
 
 // out = f(x) for a float tensor.
 template <class F>
 Tensor float_unary(const Tensor& x, const char* op, F f) {
-  return dispatch_float(x.dtype(), op, [&](auto tag) {
+  return dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    return map_tensor<T>(x, [f](T v) { return static_cast<T>(f(v)); });
+    using A = acc_t<T>;
+    return map_tensor<T>(x, [f](T v) { return static_cast<T>(f(A(v))); });
   });
 }
 
 // g * f(x, y) fused over two same-shape tensors (e.g. g * (1 - y^2) for tanh).
 template <class F>
 Tensor float_ternary(const Tensor& g, const Tensor& x, const Tensor& y, F f) {
-  return dispatch_float(g.dtype(), "backward", [&](auto tag) {
+  return dispatch_floating(g.dtype(), "backward", [&](auto tag) {
     using T = decltype(tag);
+    using A = acc_t<T>;
     Tensor out = empty(g.shape(), g.dtype());
     const T* pg = g.data<T>();
     const T* px = x.data<T>();
@@ -56,7 +61,7 @@ Tensor float_ternary(const Tensor& g, const Tensor& x, const Tensor& y, F f) {
     T* po = out.data<T>();
     const int64_t n = g.numel();
 #pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) po[i] = static_cast<T>(f(pg[i], px[i], py[i]));
+    for (int64_t i = 0; i < n; ++i) po[i] = static_cast<T>(f(A(pg[i]), A(px[i]), A(py[i])));
     return out;
   });
 }
@@ -430,7 +435,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 
 bool isfinite_all(const Tensor& x) {
   if (!is_floating(x.dtype())) return true;
-  return dispatch_float(x.dtype(), "isfinite_all", [&](auto tag) {
+  return dispatch_floating(x.dtype(), "isfinite_all", [&](auto tag) {
     using T = decltype(tag);
     const T* p = x.data<T>();
     bool ok = true;
@@ -448,7 +453,7 @@ void add_(const Tensor& dst_handle, const Tensor& src, double alpha) {
   const Tensor& s = src;
   check(broadcast_shapes(src.shape(), dst.shape(), "add_") == dst.shape(), "add_: source of shape ",
         shape_str(src.shape()), " does not broadcast to the destination's shape ", shape_str(dst.shape()));
-  dispatch_float(dst.dtype(), "add_", [&](auto tag) {
+  dispatch_floating(dst.dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     const T a = static_cast<T>(alpha);
     T* pd = dst.data<T>();
@@ -468,7 +473,7 @@ void add_(const Tensor& dst_handle, const Tensor& src, double alpha) {
 
 void mul_(const Tensor& dst_handle, double s) {
   Tensor dst = dst_handle;  // the same data through a handle that writes
-  dispatch_float(dst.dtype(), "mul_", [&](auto tag) {
+  dispatch_floating(dst.dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
     T* p = dst.data<T>();
     const T v = static_cast<T>(s);

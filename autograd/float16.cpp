@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "autograd/bfloat16.hpp"
+
 namespace xg {
 
 float half_to_float(uint16_t h) {
@@ -49,19 +51,7 @@ uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float bfloat16_to_float(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t float_to_bfloat16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays a quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(bits >> 16);
-}
+float bfloat16_to_float(uint16_t b) { return bf16::to_float(b); }
+uint16_t float_to_bfloat16(float f) { return bf16::from_float(f); }
 
 }  // namespace xg

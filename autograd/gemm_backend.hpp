@@ -86,4 +86,24 @@ constexpr const char* kOneRowProducts = "one-row products (decoding) on xgrad's 
 // 2.6.3 sgemm, avx2 kernels; one-row products ...".
 std::string gemm_backend_description();
 
+// --- bfloat16 products ------------------------------------------------------------------
+// A product with a bfloat16 operand (matmul.hpp says which) multiplies bf16 values and sums
+// them in float32. Where the CPU has bf16 dot-product instructions (AVX512-BF16 on AMD Zen 4/5
+// and Intel Cooper Lake on, AMX-BF16 on Sapphire Rapids: oneDNN's avx512_core_bf16 and
+// avx512_core_amx levels) oneDNN's matmul primitive runs it; elsewhere each operand is widened
+// to float32 and the float32 product of gemm_backend() runs: the same products of the same
+// bf16 values, summed in float32 in another order, so results agree to float32 rounding
+// (oneDNN would only emulate bf16 there, slower than its sgemm).
+enum class Bf16Gemm { OneDNN, Widened };
+// Chosen at the first bf16 product by the CPU's features (XGRAD_GEMM_BF16=onednn|widened
+// in the environment overrides), then kept for the process.
+Bf16Gemm bf16_gemm();
+void set_bf16_gemm(Bf16Gemm how);  // tests and benchmarks compare the two
+// "onednn" or "widened", the names XGRAD_GEMM_BF16 takes.
+const char* bf16_gemm_name(Bf16Gemm how);
+// One line for logs, --help and benchmark JSON: "oneDNN 2.6.3 bf16 matmul, avx512_core_bf16
+// kernels (the CPU has AVX512-BF16)" or "widened to float32, then <gemm_kernels> (the CPU has
+// no AVX512-BF16 or AMX)".
+std::string bf16_gemm_description();
+
 }  // namespace xg

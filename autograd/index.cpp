@@ -160,11 +160,17 @@ void select_rows(T* out, const T* src, const int64_t* idx, int64_t O, int64_t N,
     }
 }
 
-// f(T{}) for the dtypes that can be added (float32, float64, int64); bool is an error.
+// f(T{}) for the dtypes that can be added and ordered here (float32, float64, int64); bool and
+// bfloat16 are errors.
 template <class F>
 decltype(auto) dispatch_numeric(Dtype d, const char* op, F&& f) {
-  check(d != kBool, op, ": expected a float32, float64 or int64 tensor, got bool");
-  return dispatch_all(d, std::forward<F>(f));
+  switch (d) {
+    case Dtype::Float32: return f(float{});
+    case Dtype::Float64: return f(double{});
+    case Dtype::Int64: return f(int64_t{});
+    default: break;
+  }
+  throw Error(str_cat(op, ": expected a float32, float64 or int64 tensor, got ", dtype_name(d)));
 }
 
 template <class T>

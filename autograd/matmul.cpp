@@ -12,9 +12,11 @@
 #include <memory>
 #include <type_traits>
 
+#include "autograd/autocast.hpp"
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/gemv.hpp"
 #include "autograd/detail/dispatch.hpp"
+#include "autograd/gemm_backend.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/detail/op_util.hpp"
 #include "autograd/threads.hpp"
@@ -27,10 +29,32 @@ using Grads = std::vector<Tensor>;
 namespace {
 
 
+// A product of a bfloat16 operand with a float32 one is a bf16 product (the float32 operand
+// rounded, matmul.hpp); any other pair of dtypes must match.
+bool bf16_pair(Dtype a, Dtype b) {
+  return (a == kBFloat16 && (b == kBFloat16 || b == kFloat32)) || (b == kBFloat16 && a == kFloat32);
+}
+
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   check(a.defined() && b.defined(), op, ": undefined tensor argument");
-  check(a.dtype() == b.dtype(), op, ": dtype mismatch, ", dtype_name(a.dtype()), " ", shape_str(a.shape()), " and ",
-        dtype_name(b.dtype()), " ", shape_str(b.shape()), " (xgrad does not promote types; convert one with .to())");
+  check(a.dtype() == b.dtype() || bf16_pair(a.dtype(), b.dtype()), op, ": dtype mismatch, ", dtype_name(a.dtype()),
+        " ", shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()),
+        " (xgrad does not promote types; convert one with .to())");
+}
+
+// Whether a product of a and b runs in bf16: an operand is bf16, or autocast is on and both are
+// float32 (autocast.hpp).
+bool bf16_product(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == kBFloat16 || b.dtype() == kBFloat16) return true;
+  return a.dtype() == kFloat32 && b.dtype() == kFloat32 && autocast_enabled();
+}
+
+// A float32 tensor rounded to bf16 outside the graph (a bf16 product's result when both its
+// operands are bf16, a gradient for a bf16 operand).
+Tensor as_dtype(const Tensor& t, Dtype d) {
+  if (t.dtype() == d) return t;
+  NoGradGuard no_grad;
+  return t.to(d);
 }
 
 // Below this many multiply-adds a product runs as one single-threaded gemm (OpenBLAS's own
@@ -105,6 +129,39 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T
   gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 
+// C = op(A) op(B) + beta C for bf16 A and B and float32 C (gemm_backend.hpp's bf16 rule):
+// oneDNN's bf16 matmul, threaded by oneDNN, or both operands widened to float32 for the
+// float32 gemm above (op(A) and op(B) as stored: rows of their row strides).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t lda, const bfloat16* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    return;
+  }
+  if (bf16_gemm() == Bf16Gemm::OneDNN) {
+    follow_load();
+    return blas::onednn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  }
+  const auto widen = [](const bfloat16* p, int64_t rows, int64_t cols, int64_t ld) {
+    Tensor w = empty({rows, cols}, kFloat32);
+    float* q = w.data<float>();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) q[r * cols + c] = p[r * ld + c];
+    return w;
+  };
+  const Tensor wa = ta ? widen(A, K, M, lda) : widen(A, M, K, lda);
+  const Tensor wb = tb ? widen(B, N, K, ldb) : widen(B, K, N, ldb);
+  gemm(ta, tb, M, N, K, wa.data<float>(), ta ? M : K, wb.data<float>(), tb ? K : N, beta, C, ldc);
+}
+
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloat16* A, const bfloat16* B, float beta,
+          float* C) {
+  gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
+}
+
 // How a (batched) product lays out: a [a_batch..., n, k] @ b [b_batch..., k, m] ->
 // [batch..., n, m], batch being the broadcast of a_batch and b_batch. Captured by the
 // backward closure (shapes and offsets only).
@@ -176,50 +233,78 @@ MatmulPlan make_plan(const Tensor& a, const Tensor& b, const char* op) {
   return p;
 }
 
-// out = a @ b over the plan's batch.
-template <class T>
-void matmul_forward(const MatmulPlan& p, const T* a, const T* b, T* out) {
+// out = a @ b over the plan's batch. T: the operands' type, TO: the sums' (float for bf16).
+template <class T, class TO = T>
+void matmul_forward(const MatmulPlan& p, const T* a, const T* b, TO* out) {
   const int64_t n = p.n, k = p.k, m = p.m;
   if (p.fold()) {
     // [batches * n, k] @ [k, m]: one gemm.
-    gemm(false, false, p.batches * n, m, k, a, b, T(0), out);
+    gemm(false, false, p.batches * n, m, k, a, b, TO(0), out);
     return;
   }
   for (int64_t i = 0; i < p.batches; ++i)
-    gemm(false, false, n, m, k, a + p.a_off[i] * n * k, b + p.b_off[i] * k * m, T(0), out + i * n * m);
+    gemm(false, false, n, m, k, a + p.a_off[i] * n * k, b + p.b_off[i] * k * m, TO(0), out + i * n * m);
 }
 
 // da = g @ b^T, summed over the batch dims along which a was broadcast.
-template <class T>
-void matmul_grad_a(const MatmulPlan& p, const T* g, const T* b, T* da) {
+template <class T, class TO = T>
+void matmul_grad_a(const MatmulPlan& p, const T* g, const T* b, TO* da) {
   const int64_t n = p.n, k = p.k, m = p.m;
   if (p.fold()) {
-    gemm(false, true, p.batches * n, k, m, g, b, T(0), da);  // [batches*n, m] @ [k, m]^T
+    gemm(false, true, p.batches * n, k, m, g, b, TO(0), da);  // [batches*n, m] @ [k, m]^T
     return;
   }
   const bool full = p.a_batches == p.batches;  // each da matrix written once
-  if (!full) std::fill(da, da + p.a_batches * n * k, T(0));
+  if (!full) std::fill(da, da + p.a_batches * n * k, TO(0));
   for (int64_t i = 0; i < p.batches; ++i)
-    gemm(false, true, n, k, m, g + i * n * m, b + p.b_off[i] * k * m, full ? T(0) : T(1), da + p.a_off[i] * n * k);
+    gemm(false, true, n, k, m, g + i * n * m, b + p.b_off[i] * k * m, full ? TO(0) : TO(1), da + p.a_off[i] * n * k);
 }
 
 // db = a^T @ g, summed over the batch dims along which b was broadcast.
-template <class T>
-void matmul_grad_b(const MatmulPlan& p, const T* a, const T* g, T* db) {
+template <class T, class TO = T>
+void matmul_grad_b(const MatmulPlan& p, const T* a, const T* g, TO* db) {
   const int64_t n = p.n, k = p.k, m = p.m;
   if (p.fold()) {
-    gemm(true, false, k, m, p.batches * n, a, g, T(0), db);  // [batches*n, k]^T @ [batches*n, m]
+    gemm(true, false, k, m, p.batches * n, a, g, TO(0), db);  // [batches*n, k]^T @ [batches*n, m]
     return;
   }
   const bool full = p.b_batches == p.batches;
-  if (!full) std::fill(db, db + p.b_batches * k * m, T(0));
+  if (!full) std::fill(db, db + p.b_batches * k * m, TO(0));
   for (int64_t i = 0; i < p.batches; ++i)
-    gemm(true, false, k, m, n, a + p.a_off[i] * n * k, g + i * n * m, full ? T(0) : T(1), db + p.b_off[i] * k * m);
+    gemm(true, false, k, m, n, a + p.a_off[i] * n * k, g + i * n * m, full ? TO(0) : TO(1), db + p.b_off[i] * k * m);
+}
+
+// A bf16 product over the plan: bf16 operands (float32 ones rounded; a weight's copy cached
+// under autocast), float32 sums, returned in bf16 when both operands are bf16 and in float32
+// otherwise. The gradients are bf16 products too, each returned in its operand's dtype.
+Tensor batched_product_bf16(const Tensor& a, const Tensor& b, std::shared_ptr<const MatmulPlan> p, const char* op) {
+  const Tensor A = detail::bf16_operand(a, true), B = detail::bf16_operand(b, true);
+  Tensor sums = empty(p->out_shape, kFloat32);
+  matmul_forward<bfloat16, float>(*p, A.data<bfloat16>(), B.data<bfloat16>(), sums.data<float>());
+  const Dtype out_dtype = a.dtype() == kBFloat16 && b.dtype() == kBFloat16 ? kBFloat16 : kFloat32;
+  return record(as_dtype(sums, out_dtype), {a, b}, op, [p](const Tensor& g, const Tensor&, const Grads& in) {
+    const Tensor G = detail::bf16_operand(g, false);
+    Tensor da, db;
+    if (wants(in, 0)) {
+      da = empty(in[0].shape(), kFloat32);
+      const Tensor B = detail::bf16_operand(in[1], true);
+      matmul_grad_a<bfloat16, float>(*p, G.data<bfloat16>(), B.data<bfloat16>(), da.data<float>());
+      da = as_dtype(da, in[0].dtype());
+    }
+    if (wants(in, 1)) {
+      db = empty(in[1].shape(), kFloat32);
+      const Tensor A = detail::bf16_operand(in[0], true);
+      matmul_grad_b<bfloat16, float>(*p, A.data<bfloat16>(), G.data<bfloat16>(), db.data<float>());
+      db = as_dtype(db, in[1].dtype());
+    }
+    return Grads{da, db};
+  });
 }
 
 // matmul and bmm share everything but their validation and name.
 Tensor batched_product(const Tensor& a, const Tensor& b, MatmulPlan plan, const char* op) {
   auto p = std::make_shared<const MatmulPlan>(std::move(plan));
+  if (bf16_product(a, b)) return batched_product_bf16(a, b, p, op);
   Tensor out = empty(p->out_shape, a.dtype());
   dispatch_float(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -276,6 +361,85 @@ int64_t check_linear(const Tensor& x, const Tensor& w, const Tensor& b, const ch
   return OC;
 }
 
+// out's rows start as the bias before a product accumulates onto them: a bf16 bias widened, a
+// float32 one rounded to bf16 under autocast (torch.autocast casts every operand of linear).
+void bias_rows(const Tensor& b, int64_t rows, int64_t ld, float* out) {
+  const Tensor fb = b.dtype() == kFloat32 && !autocast_enabled() ? b : as_dtype(as_dtype(b, kBFloat16), kFloat32);
+  const int64_t n = fb.numel();
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * ld, fb.data<float>(), sizeof(float) * n);
+}
+
+// db = the sum of g's rows (g [rows, n] with row stride ld, of g's dtype), in b's dtype.
+Tensor bias_grad(const Tensor& g, int64_t rows, int64_t n, int64_t ld, int64_t col,
+                 Dtype bias_dtype) {
+  Tensor db = empty({n}, g.dtype());
+  dispatch_floating(g.dtype(), "linear backward", [&](auto tag) {
+    using T = decltype(tag);
+    sum_rows(g.data<T>() + col, rows, n, ld, db.data<T>());
+  });
+  return as_dtype(db, bias_dtype);
+}
+
+// linear_cat (and linear, its one-weight case) as bf16 products: x [rows, C] and each ws[i]
+// [out_i, C] rounded to bf16 (a weight's copy cached under autocast), float32 sums written into
+// columns offs[i]..offs[i+1] of out, which is bf16 when x and every weight are bf16, float32
+// otherwise.
+//   =>   dx = sum_i g_i @ ws[i],   dws[i] = g_i^T @ x   (bf16 products, float32 sums, each
+//   gradient in its operand's dtype),   dbs[i] = sum of g_i over rows
+Tensor linear_cat_bf16(const Tensor& x, const std::vector<Tensor>& ws, const std::vector<Tensor>& bs,
+                       const std::vector<int64_t>& offs, const char* op) {
+  const int64_t C = x.shape().back(), width = offs.back();
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const int64_t n = static_cast<int64_t>(ws.size());
+  Shape out_shape = x.shape();
+  out_shape.back() = width;
+  Tensor sums = empty(out_shape, kFloat32);
+  float* po = sums.data<float>();
+  const Tensor X = detail::bf16_operand(x, true);
+  bool all_bf16 = x.dtype() == kBFloat16;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!bs.empty()) bias_rows(bs[i], rows, width, po + offs[i]);
+    const Tensor W = detail::bf16_operand(ws[i], true);
+    all_bf16 = all_bf16 && ws[i].dtype() == kBFloat16;
+    gemm(false, true, rows, offs[i + 1] - offs[i], C, X.data<bfloat16>(), C, W.data<bfloat16>(), C,
+         bs.empty() ? 0.0f : 1.0f, po + offs[i], width);  // [rows, C] @ [out_i, C]^T
+  }
+  std::vector<Tensor> inputs = {x};
+  inputs.insert(inputs.end(), ws.begin(), ws.end());
+  inputs.insert(inputs.end(), bs.begin(), bs.end());
+  const bool has_bias = !bs.empty();
+  return record(as_dtype(sums, all_bf16 ? kBFloat16 : kFloat32), std::move(inputs), op,
+                [rows, C, n, has_bias, offs](const Tensor& g, const Tensor&, const Grads& in) {
+                  Grads grads(in.size());
+                  const int64_t width = offs.back();
+                  const Tensor G = detail::bf16_operand(g, false);
+                  const bfloat16* pg = G.data<bfloat16>();
+                  if (wants(in, 0)) {
+                    Tensor dx = empty(in[0].shape(), kFloat32);
+                    for (int64_t i = 0; i < n; ++i) {  // [rows, out_i] @ [out_i, C], summed over i
+                      const Tensor W = detail::bf16_operand(in[1 + i], true);
+                      gemm(false, false, rows, C, offs[i + 1] - offs[i], pg + offs[i], width, W.data<bfloat16>(), C,
+                           i == 0 ? 0.0f : 1.0f, dx.data<float>(), C);
+                    }
+                    grads[0] = as_dtype(dx, in[0].dtype());
+                  }
+                  Tensor X;
+                  for (int64_t i = 0; i < n; ++i) {
+                    const int64_t oc = offs[i + 1] - offs[i];
+                    if (wants(in, 1 + i)) {  // [rows, out_i]^T @ [rows, C]
+                      if (!X.defined()) X = detail::bf16_operand(in[0], true);
+                      Tensor dw = empty(in[1 + i].shape(), kFloat32);
+                      gemm(true, false, oc, C, rows, pg + offs[i], width, X.data<bfloat16>(), C, 0.0f, dw.data<float>(),
+                           C);
+                      grads[1 + i] = as_dtype(dw, in[1 + i].dtype());
+                    }
+                    if (has_bias && wants(in, 1 + n + i))
+                      grads[1 + n + i] = bias_grad(g, rows, oc, width, offs[i], in[1 + n + i].dtype());
+                  }
+                  return grads;
+                });
+}
+
 }  // namespace
 
 // out = a @ b (torch.matmul)   =>   da = g @ b^T,   db = a^T @ g
@@ -298,6 +462,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // (the leading dims of x are folded into one M = B*T, so each product is one gemm)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const int64_t OC = check_linear(x, w, b, "linear");
+  if (bf16_product(x, w) || (b.defined() && b.dtype() == kBFloat16))
+    return linear_cat_bf16(x, {w}, b.defined() ? std::vector<Tensor>{b} : std::vector<Tensor>{}, {0, OC}, "linear");
   const int64_t C = x.shape().back();
   const bool has_bias = b.defined();
   Shape out_shape = x.shape();
@@ -352,6 +518,10 @@ Tensor linear_cat(const Tensor& x, const std::vector<Tensor>& ws, const std::vec
   std::vector<int64_t> offs = {0};  // where product i's columns start; offs.back() = sum out_i
   for (std::size_t i = 0; i < ws.size(); ++i)
     offs.push_back(offs.back() + check_linear(x, ws[i], bs.empty() ? Tensor() : bs[i], "linear_cat"));
+  bool bf16 = false;
+  for (const Tensor& w : ws) bf16 = bf16 || bf16_product(x, w);
+  for (const Tensor& b : bs) bf16 = bf16 || b.dtype() == kBFloat16;
+  if (bf16) return linear_cat_bf16(x, ws, bs, offs, "linear_cat");
   const int64_t C = x.shape().back(), width = offs.back();
   Shape out_shape = x.shape();
   out_shape.back() = width;

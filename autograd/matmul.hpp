@@ -1,6 +1,12 @@
 // Matrix products as gemm calls with transpose flags (on the backend of gemm_backend.hpp):
 // matmul with torch.matmul's rules (1-D, 2-D, batched N-D with broadcast batch dims),
 // linear (x @ w^T + b, no materialised transpose) and bmm.
+//
+// bfloat16: a product with a bf16 operand multiplies bf16 values and sums them in float32
+// (oneDNN's bf16 kernels, or widened: gemm_backend.hpp). A float32 operand beside a bf16 one is
+// rounded to bf16 (a float32 activation times a frozen bf16 weight), and so is every float32
+// operand inside xg::autocast (autocast.hpp). The result is bf16 when both operands are bf16
+// (torch.matmul's), float32 otherwise; each gradient comes back in its operand's dtype.
 #pragma once
 
 #include <vector>

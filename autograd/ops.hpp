@@ -2,6 +2,7 @@
 #pragma once
 
 #include "autograd/attention.hpp"
+#include "autograd/autocast.hpp"
 #include "autograd/broadcast.hpp"
 #include "autograd/checkpoint.hpp"
 #include "autograd/elementwise.hpp"

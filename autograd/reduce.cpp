@@ -22,8 +22,8 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
-constexpr int64_t kChunk = 1 << 13;  // elements per task when one long row is split over threads
-constexpr int64_t kBlock = 128;      // columns per task when reducing across rows (inner > 1)
+constexpr int64_t kReduceChunk = 1 << 13;  // elements per task when one long row is split over threads
+constexpr int64_t kReduceBlock = 128;      // columns per task when reducing across rows (inner > 1)
 
 // Where the reduced elements of each output lie.
 struct ReducePlan {
@@ -116,7 +116,7 @@ Tensor reduced_last(const Tensor& x, const ReducePlan& p) {
 // contiguous row, vectorised), finish (the output value).
 template <class T>
 struct SumOp {
-  using Acc = double;  // float32 sums accumulate in double
+  using Acc = double;  // float32 and bfloat16 sums accumulate in double
   double divisor = 1;  // mean divides by the count
   Acc init() const { return 0; }
   Acc step(Acc a, T v) const { return a + v; }
@@ -166,19 +166,19 @@ void reduce_layout(const T* x, int64_t O, int64_t R, int64_t I, T* out, const Op
   const int64_t work = O * R * I;
   if (O * I == 0) return;
   if (I == 1) {
-    if (O >= 16 || R < 2 * kChunk) {
+    if (O >= 16 || R < 2 * kReduceChunk) {
       // Contiguous rows, one per task.
 #pragma omp parallel for schedule(static) if (O > 1 && work >= kParallelMin)
       for (int64_t o = 0; o < O; ++o) out[o] = op.finish(op.row(x + o * R, R));
       return;
     }
     // Few long rows: split each into chunks; partials combine in a fixed order (deterministic).
-    const int64_t nc = (R + kChunk - 1) / kChunk;
+    const int64_t nc = (R + kReduceChunk - 1) / kReduceChunk;
     std::vector<Acc> part(static_cast<std::size_t>(O * nc));
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < O * nc; ++t) {
       const int64_t o = t / nc, c = t % nc;
-      part[static_cast<std::size_t>(t)] = op.row(x + o * R + c * kChunk, std::min(kChunk, R - c * kChunk));
+      part[static_cast<std::size_t>(t)] = op.row(x + o * R + c * kReduceChunk, std::min(kReduceChunk, R - c * kReduceChunk));
     }
     for (int64_t o = 0; o < O; ++o) {
       Acc acc = op.init();
@@ -189,7 +189,7 @@ void reduce_layout(const T* x, int64_t O, int64_t R, int64_t I, T* out, const Op
   }
   // Reducing across rows: each task owns a block of columns and walks its rows, so the inner
   // loop runs over contiguous columns. When there are few blocks, R is split as well.
-  const int64_t nb = (I + kBlock - 1) / kBlock;
+  const int64_t nb = (I + kReduceBlock - 1) / kReduceBlock;
   int64_t nc = 1;
   if (work >= kParallelMin && O * nb < 16) nc = std::min<int64_t>(R, std::max<int64_t>(1, 16 / (O * nb)));
   const int64_t rlen = nc > 1 ? (R + nc - 1) / nc : R;
@@ -198,9 +198,9 @@ void reduce_layout(const T* x, int64_t O, int64_t R, int64_t I, T* out, const Op
 #pragma omp parallel for schedule(static) if (work >= kParallelMin)
   for (int64_t t = 0; t < nc * O * nb; ++t) {
     const int64_t c = t / (O * nb), o = (t / nb) % O, b = t % nb;
-    const int64_t c0 = b * kBlock, n = std::min(kBlock, I - c0);
+    const int64_t c0 = b * kReduceBlock, n = std::min(kReduceBlock, I - c0);
     const int64_t r0 = c * rlen, r1 = std::min(R, r0 + rlen);
-    Acc acc[kBlock];
+    Acc acc[kReduceBlock];
     for (int64_t i = 0; i < n; ++i) acc[i] = op.init();
     for (int64_t r = r0; r < r1; ++r) {
       const T* row = x + (o * R + r) * I + c0;
@@ -287,7 +287,7 @@ Tensor spread(const ReducePlan& p, const Tensor& x, const Tensor& a, const Tenso
 }
 
 void check_float(const Tensor& x, const char* op) {
-  check(is_floating(x.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(x.dtype()));
+  check(is_floating(x.dtype()), op, ": expected a float32, float64 or bfloat16 tensor, got ", dtype_name(x.dtype()));
 }
 
 // sum (divisor 1) or mean (divisor count), with the backward g / divisor spread back.
@@ -296,12 +296,12 @@ Tensor sum_or_mean(const Tensor& x, const Dims& dims, bool keepdim, bool is_mean
   check_float(x, op);
   ReducePlan p = make_plan(x.shape(), dims, keepdim, op);
   const double divisor = is_mean ? static_cast<double>(p.count) : 1.0;
-  Tensor out = dispatch_float(x.dtype(), op, [&](auto tag) {
+  Tensor out = dispatch_floating(x.dtype(), op, [&](auto tag) {  // bf16 sums accumulate in double too
     using T = decltype(tag);
     return reduce_with<T>(x, p, SumOp<T>{divisor});
   });
   return record(out, {x}, op, [p, divisor](const Tensor& g, const Tensor&, const Grads&) {
-    return dispatch_float(g.dtype(), "sum backward", [&](auto tag) {
+    return dispatch_floating(g.dtype(), "sum backward", [&](auto tag) {
       using T = decltype(tag);
       if (divisor == 1) return Grads{spread<T, false>(p, Tensor(), g, g, [](T, T gj, T) { return gj; })};
       const T inv = static_cast<T>(1 / divisor);
@@ -361,12 +361,12 @@ void arg_extreme(const T* x, int64_t O, int64_t R, int64_t I, T* val, int64_t* i
     }
     return;
   }
-  const int64_t nb = (I + kBlock - 1) / kBlock;
+  const int64_t nb = (I + kReduceBlock - 1) / kReduceBlock;
 #pragma omp parallel for schedule(static) if (work >= kParallelMin)
   for (int64_t t = 0; t < O * nb; ++t) {
-    const int64_t o = t / nb, c0 = (t % nb) * kBlock, n = std::min(kBlock, I - c0);
-    T best[kBlock];
-    int64_t bi[kBlock];
+    const int64_t o = t / nb, c0 = (t % nb) * kReduceBlock, n = std::min(kReduceBlock, I - c0);
+    T best[kReduceBlock];
+    int64_t bi[kReduceBlock];
     for (int64_t i = 0; i < n; ++i) {
       best[i] = x[o * R * I + c0 + i];
       bi[i] = 0;
@@ -435,12 +435,12 @@ void logsumexp_layout(const T* x, int64_t O, int64_t R, int64_t I, T* out) {
     }
     return;
   }
-  const int64_t nb = (I + kBlock - 1) / kBlock;
+  const int64_t nb = (I + kReduceBlock - 1) / kReduceBlock;
 #pragma omp parallel for schedule(static) if (work >= kParallelMin)
   for (int64_t t = 0; t < O * nb; ++t) {
-    const int64_t o = t / nb, c0 = (t % nb) * kBlock, n = std::min(kBlock, I - c0);
-    T m[kBlock];
-    double s[kBlock];
+    const int64_t o = t / nb, c0 = (t % nb) * kReduceBlock, n = std::min(kReduceBlock, I - c0);
+    T m[kReduceBlock];
+    double s[kReduceBlock];
     for (int64_t i = 0; i < n; ++i) {
       m[i] = mx.init();
       s[i] = 0;

@@ -26,6 +26,7 @@ Settings& current() {
 Settings Settings::from_environment() {
   Settings s;
   s.gemm = env("XGRAD_GEMM");
+  s.gemm_bf16 = env("XGRAD_GEMM_BF16");
   s.memory_limit = env("XGRAD_MEMORY_LIMIT");
   const std::string no_cache = env("XGRAD_NO_BUFFER_CACHE");
   s.buffer_cache = no_cache.empty() || no_cache == "0";
@@ -47,6 +48,7 @@ Settings Settings::from_environment() {
 std::vector<std::pair<std::string, std::string>> Settings::table() const {
   const auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
   return {{"XGRAD_GEMM", gemm},
+          {"XGRAD_GEMM_BF16", gemm_bf16},
           {"XGRAD_MEMORY_LIMIT", memory_limit},
           {"XGRAD_NO_BUFFER_CACHE", flag(!buffer_cache)},
           {"threads", threads > 0 ? std::to_string(threads) : "follow the load"},

@@ -13,6 +13,7 @@ namespace xg {
 
 struct Settings {
   std::string gemm;               // XGRAD_GEMM: openblas or onednn; empty: chosen by the CPU (gemm_backend.hpp)
+  std::string gemm_bf16;          // XGRAD_GEMM_BF16: onednn or widened; empty: chosen by the CPU (gemm_backend.hpp)
   std::string memory_limit;       // XGRAD_MEMORY_LIMIT: bytes taken for this machine's memory (memory.hpp)
   bool buffer_cache = true;       // XGRAD_NO_BUFFER_CACHE=1: every buffer mapped and unmapped (tensor.cpp)
   int threads = 0;                // OMP_NUM_THREADS, then set_num_threads / --threads; 0: follow the load

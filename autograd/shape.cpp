@@ -66,12 +66,13 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
 // ---------------------------------------------------------------------------------------
 // the strided-copy kernel
 
-// Unsigned types of 1, 4 and 8 bytes: the kernel moves bits, so one instantiation per
+// Unsigned types of 1, 2, 4 and 8 bytes: the kernel moves bits, so one instantiation per
 // element size serves every dtype.
 template <class F>
 void dispatch_bits(Dtype d, F&& f) {
   switch (itemsize(d)) {
     case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
     case 4: f(uint32_t{}); return;
     default: f(uint64_t{}); return;
   }

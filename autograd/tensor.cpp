@@ -28,6 +28,7 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Float64: return 8;
     case Dtype::Int64: return 8;
     case Dtype::Bool: return 1;
+    case Dtype::BFloat16: return 2;
   }
   return 1;
 }
@@ -38,6 +39,7 @@ const char* dtype_name(Dtype d) {
     case Dtype::Float64: return "float64";
     case Dtype::Int64: return "int64";
     case Dtype::Bool: return "bool";
+    case Dtype::BFloat16: return "bfloat16";
   }
   return "?";
 }
@@ -319,10 +321,12 @@ template <> float* Tensor::data<float>() { return typed<float>(node_); }
 template <> double* Tensor::data<double>() { return typed<double>(node_); }
 template <> int64_t* Tensor::data<int64_t>() { return typed<int64_t>(node_); }
 template <> bool* Tensor::data<bool>() { return typed<bool>(node_); }
+template <> bfloat16* Tensor::data<bfloat16>() { return typed<bfloat16>(node_); }
 template <> const float* Tensor::data<float>() const { return typed<float>(node_); }
 template <> const double* Tensor::data<double>() const { return typed<double>(node_); }
 template <> const int64_t* Tensor::data<int64_t>() const { return typed<int64_t>(node_); }
 template <> const bool* Tensor::data<bool>() const { return typed<bool>(node_); }
+template <> const bfloat16* Tensor::data<bfloat16>() const { return typed<bfloat16>(node_); }
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out(static_cast<std::size_t>(numel()));

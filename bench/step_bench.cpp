@@ -119,7 +119,9 @@ std::vector<std::pair<xg::Tensor, xg::Tensor>> make_batches(const BenchConfig& c
   return batches;
 }
 
-json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
+// bf16: each step's forward and backward under xg::autocast (products in bf16, float32 master
+// weights and AdamW state), as --bf16 runs xg-train.
+json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed, bool bf16) {
   xg::manual_seed(seed);
   xg::nn::DecoderLM model(model_config(c));
   model.train();
@@ -134,9 +136,13 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   for (int64_t s = 0; s < c.warmup + c.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
-    xg::Tensor logits = model(batches[static_cast<std::size_t>(s)].first);
-    xg::Tensor loss = xg::losses::cross_entropy(logits, batches[static_cast<std::size_t>(s)].second);
-    loss.backward();
+    xg::Tensor loss;
+    {
+      xg::autocast mixed(bf16);
+      xg::Tensor logits = model(batches[static_cast<std::size_t>(s)].first);
+      loss = xg::losses::cross_entropy(logits, batches[static_cast<std::size_t>(s)].second);
+      loss.backward();
+    }
     opt.step();
     last_loss = loss.item();
     const double dt = seconds_since(t0);
@@ -174,6 +180,8 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed) {
   j["peak_rss_mb"] = peak_rss_mb();
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();  // the library and kernels of the products
+  j["bf16"] = bf16;
+  if (bf16) j["gemm_bf16"] = xg::bf16_gemm_description();
   // attention's per-head products (autograd/attention.hpp): register-tiled or BLAS's
   j["attention_products"] =
       xg::attention_products_for(c.d / c.n_heads, c.d / c.n_heads, c.seq) == xg::AttentionProducts::Tiled ? "tiled"
@@ -336,7 +344,7 @@ int main(int argc, char** argv) {
   std::string sgemm_impl = "xgrad";
   int64_t warmup = -1, steps = -1, sgemm_n = 2048, sgemm_reps = 7;
   uint64_t seed = 0;
-  bool sgemm = false, products = false;
+  bool sgemm = false, products = false, bf16 = false;
   po::options_description opts = xg::cli::flag_group("options");
   // clang-format off
   opts.add_options()
@@ -345,6 +353,7 @@ int main(int argc, char** argv) {
     ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first (-1: the config's default)")
     ("steps", po::value(&steps)->default_value(steps), "timed steps (-1: the config's default)")
     ("seed", po::value(&seed)->default_value(seed), "seeds the initialisation and the token batches")
+    ("bf16", po::bool_switch(&bf16), "mixed precision: forward and backward under xg::autocast (bf16 products)")
     ("products", po::bool_switch(&products),
      "time only the config's matrix products (linear layers and attention, forward + backward; the step's ceiling)")
     ("sgemm-peak", po::bool_switch(&sgemm), "time an sgemm instead (n x n x n, median of --sgemm-reps)")
@@ -354,7 +363,7 @@ int main(int argc, char** argv) {
     ("sgemm-reps", po::value(&sgemm_reps)->default_value(sgemm_reps), "timed calls of --sgemm-peak");
   // clang-format on
   const std::string usage =
-      "usage: xgrad_step_bench [--config tiny|small|medium|gpt2s] [--warmup N] [--steps N] [--seed S]\n"
+      "usage: xgrad_step_bench [--config tiny|small|medium|gpt2s] [--warmup N] [--steps N] [--seed S] [--bf16]\n"
       "       xgrad_step_bench --products [--config ...] [--steps N]\n"
       "       xgrad_step_bench --sgemm-peak [--sgemm-impl xgrad|openblas|onednn] [--sgemm-size N]\n"
       "Times training steps of the reference LLaMA-style byte LM and prints one JSON object.";
@@ -384,7 +393,7 @@ int main(int argc, char** argv) {
       [&] {
         const json j = sgemm      ? sgemm_peak(sgemm_impl, sgemm_n, sgemm_reps)
                        : products ? products_only(config, c, c.steps)
-                                  : run_steps(config, c, seed);
+                                  : run_steps(config, c, seed, bf16);
         std::cout << j.dump() << std::endl;
         return 0;
       });

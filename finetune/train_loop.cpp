@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/anomaly.hpp"
+#include "autograd/autocast.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/error.hpp"
 #include "autograd/graph.hpp"
@@ -252,6 +253,7 @@ Metrics TrainLoop::run_eval(int64_t step) {
     // Each module's own mode comes back, also when evaluate throws.
     nn::EvalModeGuard eval_mode(model_);
     NoGradGuard no_grad;
+    autocast mixed(o_.bf16);
     m = evaluate(step);
   }
   log_->event("eval", step, m);
@@ -264,6 +266,7 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
   const int64_t total = o_.grad_accum * world().size();  // micro-batches per step, all ranks
   const int64_t first = o_.grad_accum * world().rank();
   std::string bad;
+  autocast mixed(o_.bf16);  // the optimizer step, after this function, stays float32
   // Every micro-batch runs even after a bad one, so that the ranks stay in step.
   for (int64_t m = first; m < first + o_.grad_accum; ++m) {
     try {

@@ -55,6 +55,10 @@ struct LoopOptions {
   // Activation checkpointing: every DecoderLM in the model recomputes its blocks in backward
   // (DecoderLM::set_gradient_checkpointing); less memory, about one more forward per step.
   bool gradient_checkpointing = false;
+  // Mixed precision (--bf16): every micro-batch's forward and backward, and the evaluation,
+  // run under xg::autocast (autograd/autocast.hpp: products in bf16, the rest float32);
+  // the weights, their gradients and AdamW's state stay float32, as TrainingArguments(bf16=True).
+  bool bf16 = false;
 
   // The warmup the run uses: `warmup`, or for kAutoWarmup min(max_auto_warmup, steps / 10).
   int64_t warmup_steps() const;

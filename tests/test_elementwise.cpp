@@ -141,7 +141,7 @@ TEST(Elementwise, InPlaceHelpers) {
 TEST(ElementwiseErrors, Messages) {
   EXPECT_XG_ERROR(add(ones({2, 3}), ones({4})), "add: shapes [2,3] and [4] cannot be broadcast (dim -1: 3 vs 4)");
   EXPECT_XG_ERROR(mul(ones({2}), ones({2}, kFloat64)), "mul: dtype mismatch, float32 [2] and float64 [2]");
-  EXPECT_XG_ERROR(exp(ones({2}, kInt64)), "exp: expected a float32 or float64 tensor, got int64");
+  EXPECT_XG_ERROR(exp(ones({2}, kInt64)), "exp: expected a float32, float64 or bfloat16 tensor, got int64");
   EXPECT_XG_ERROR(where(ones({2}), ones({2}), ones({2})), "where: condition must be a bool tensor, got float32");
   EXPECT_XG_ERROR(masked_fill(ones({3}), ones({2, 3}) > 0.0, 1.0), "does not broadcast to the input's shape [3]");
   EXPECT_XG_ERROR(masked_fill(ones({3}), ones({3}), 1.0), "masked_fill: mask must be a bool tensor, got float32");

@@ -292,9 +292,9 @@ TEST(ReduceErrors, DuplicateDims) {
 
 TEST(ReduceErrors, NonFloatInput) {
   Tensor i = arange(6);
-  EXPECT_XG_ERROR(sum(i), "sum: expected a float32 or float64 tensor, got int64");
-  EXPECT_XG_ERROR(xg::max(i, 0), "max: expected a float32 or float64 tensor, got int64");
-  EXPECT_XG_ERROR(logsumexp(i, {0}), "logsumexp: expected a float32 or float64 tensor, got int64");
+  EXPECT_XG_ERROR(sum(i), "sum: expected a float32, float64 or bfloat16 tensor, got int64");
+  EXPECT_XG_ERROR(xg::max(i, 0), "max: expected a float32, float64 or bfloat16 tensor, got int64");
+  EXPECT_XG_ERROR(logsumexp(i, {0}), "logsumexp: expected a float32, float64 or bfloat16 tensor, got int64");
 }
 
 TEST(ReduceErrors, ExtremeOfNothing) {

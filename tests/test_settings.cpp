@@ -32,6 +32,7 @@ struct SettingsTestEnv {
 TEST(Settings, ReadsEveryVariableIntoOneStruct) {
   SettingsTestEnv env;
   env.set("XGRAD_GEMM", "onednn");
+  env.set("XGRAD_GEMM_BF16", "widened");
   env.set("XGRAD_MEMORY_LIMIT", "1073741824");
   env.set("XGRAD_NO_BUFFER_CACHE", "1");
   env.set("OMP_NUM_THREADS", "3,1");
@@ -43,6 +44,7 @@ TEST(Settings, ReadsEveryVariableIntoOneStruct) {
   env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
   const xg::Settings s = xg::Settings::from_environment();
   EXPECT_EQ(s.gemm, "onednn");
+  EXPECT_EQ(s.gemm_bf16, "widened");
   EXPECT_EQ(s.memory_limit, "1073741824");
   EXPECT_FALSE(s.buffer_cache);
   EXPECT_EQ(s.threads, 3);  // the outer level of a nested list
@@ -53,10 +55,11 @@ TEST(Settings, ReadsEveryVariableIntoOneStruct) {
   EXPECT_TRUE(s.mpi_launched);
   EXPECT_EQ(s.mpi_local_ranks, 2);
   const auto table = s.table();
-  ASSERT_EQ(table.size(), 11u);
+  ASSERT_EQ(table.size(), 12u);
   EXPECT_EQ(table[0], (std::pair<std::string, std::string>{"XGRAD_GEMM", "onednn"}));
-  EXPECT_EQ(table[2], (std::pair<std::string, std::string>{"XGRAD_NO_BUFFER_CACHE", "1"}));
-  EXPECT_EQ(table[3], (std::pair<std::string, std::string>{"threads", "3"}));
+  EXPECT_EQ(table[1], (std::pair<std::string, std::string>{"XGRAD_GEMM_BF16", "widened"}));
+  EXPECT_EQ(table[3], (std::pair<std::string, std::string>{"XGRAD_NO_BUFFER_CACHE", "1"}));
+  EXPECT_EQ(table[4], (std::pair<std::string, std::string>{"threads", "3"}));
 
   env.set("XGRAD_NO_BUFFER_CACHE", "0");
   env.set("OMP_NUM_THREADS", nullptr);
@@ -66,7 +69,7 @@ TEST(Settings, ReadsEveryVariableIntoOneStruct) {
   const xg::Settings d = xg::Settings::from_environment();
   EXPECT_TRUE(d.buffer_cache);
   EXPECT_EQ(d.threads, 0);
-  EXPECT_EQ(d.table()[3].second, "follow the load");
+  EXPECT_EQ(d.table()[4].second, "follow the load");
   EXPECT_FALSE(d.user_malloc);
   EXPECT_FALSE(d.mpi_launched);
   EXPECT_EQ(d.mpi_local_ranks, 1);

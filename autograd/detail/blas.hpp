@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "autograd/bfloat16.hpp"
+
 namespace xg::blas {
 
 // Defined in gemm_backend.cpp: whether a float32 product of `madds` multiply-adds goes to
@@ -15,6 +17,12 @@ namespace xg::blas {
 bool sgemm_on_onednn(double madds);
 void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// C = op(A) op(B) + beta C for bfloat16 A and B, float32 C, on oneDNN's matmul primitive
+// (gemm_bf16.cpp; matmul.cpp calls it when bf16_gemm() is OneDNN). Shapes and strides as gemm's
+// below. Outside an OpenMP parallel region oneDNN threads the product itself.
+void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t lda,
+                      const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // C = alpha op(A) op(B) + beta C, row-major; op transposes when its flag is set.
 // C: [M, N], op(A): [M, K], op(B): [K, N]; lda, ldb, ldc are the row strides of A, B, C as

@@ -20,6 +20,20 @@ decltype(auto) dispatch_float(Dtype d, const char* op, F&& f) {
   throw Error(str_cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(d)));
 }
 
+// f(T{}) with T = float, double or bfloat16: for the ops whose kernels read bf16 and
+// accumulate in acc_t<T> (float32). An op that has not been written for bf16 dispatches
+// with dispatch_float and so refuses a bf16 tensor by name.
+template <class F>
+decltype(auto) dispatch_floating(Dtype d, const char* op, F&& f) {
+  switch (d) {
+    case Dtype::Float32: return f(float{});
+    case Dtype::Float64: return f(double{});
+    case Dtype::BFloat16: return f(bfloat16{});
+    default: break;
+  }
+  throw Error(str_cat(op, ": expected a float32, float64 or bfloat16 tensor, got ", dtype_name(d)));
+}
+
 // f(T{}) for any dtype.
 template <class F>
 decltype(auto) dispatch_all(Dtype d, F&& f) {
@@ -27,6 +41,7 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::Float32: return f(float{});
     case Dtype::Float64: return f(double{});
     case Dtype::Int64: return f(int64_t{});
+    case Dtype::BFloat16: return f(bfloat16{});
     case Dtype::Bool: break;
   }
   return f(bool{});

@@ -58,7 +58,8 @@ po::options_description loop_flags(finetune::LoopOptions& o, const std::string& 
        ->notifier([&o](const std::string& v) { o.on_nan = parse_nan_policy(v); }), "a NaN/Inf loss or gradient: stop (error, last checkpoint kept) | skip (no update that step)")
     ("max-skipped", po::value(&o.max_skipped)->default_value(o.max_skipped, fmt("%g", o.max_skipped)), "with --on-nan skip: the largest share of --steps that may be skipped before the run fails as diverged")
     ("detect-anomaly", po::bool_switch(&o.detect_anomaly), "name the first op and module that made a NaN/Inf (slower)")
-    ("gradient-checkpointing", po::bool_switch(&o.gradient_checkpointing), "recompute each block's activations in backward (less memory, about one more forward per step)");
+    ("gradient-checkpointing", po::bool_switch(&o.gradient_checkpointing), "recompute each block's activations in backward (less memory, about one more forward per step)")
+    ("bf16", po::bool_switch(&o.bf16), "mixed precision: matrix products in bfloat16 (xg::autocast), weights, gradients and AdamW state float32");
   // clang-format on
   return g;
 }

@@ -1,0 +1,291 @@
+// bfloat16 tensors: rounding, storage and printing, ops that compute in float32 and round once,
+// bf16 products on both kernels (oneDNN and widened) against float64 references of the same
+// rounded inputs and against PyTorch 1.13 (tests/fixtures/gen_bf16.py), and xg::autocast.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "tests/torch_fixture.hpp"
+
+namespace {
+
+using namespace xg;
+using xg::test::fixture;
+using xg::test::tensors_close;
+
+// The bf16 spacing (one unit in the last place) at |v|.
+double bf16_ulp(double v) {
+  const double a = std::max(std::fabs(v), 1.1754943508222875e-38);
+  return std::ldexp(1.0, std::ilogb(a) - 7);
+}
+
+// Every element of `actual` within `ulps` bf16 spacings of `expected` (at the expected value).
+::testing::AssertionResult within_bf16_ulps(const Tensor& actual, const Tensor& expected, double ulps) {
+  if (actual.shape() != expected.shape()) return ::testing::AssertionFailure() << "shapes differ";
+  const auto a = actual.to_vector(), e = expected.to_vector();
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::fabs(a[i] - e[i]) <= ulps * bf16_ulp(e[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << a[i] << " vs " << e[i] << " (" << ulps
+                                           << " bf16 ulp = " << ulps * bf16_ulp(e[i]) << ")";
+  return ::testing::AssertionSuccess();
+}
+
+// Runs the test body on both bf16 product kernels and puts the process's choice back.
+struct Bf16GemmScope {
+  Bf16Gemm saved = bf16_gemm();
+  explicit Bf16GemmScope(Bf16Gemm how) { set_bf16_gemm(how); }
+  ~Bf16GemmScope() { set_bf16_gemm(saved); }
+};
+const Bf16Gemm kBothBf16Gemms[] = {Bf16Gemm::OneDNN, Bf16Gemm::Widened};
+
+TEST(BFloat16, RoundsToNearestEvenAsTorchDoes) {
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1); 1 + 3 * 2^-8
+  // is halfway between 1 + 2^-7 and 1 + 2^-6: to 1 + 2^-6. Past bf16's largest, infinity.
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor x = tensor({1.00390625, 1.01171875, 1.00390625 + 1.0 / (1 << 20), -2.5, 3.4e38, 1e-40, inf});
+  Tensor b = x.to(kBFloat16);
+  EXPECT_EQ(b.dtype(), kBFloat16);
+  EXPECT_EQ(itemsize(kBFloat16), 2u);
+  EXPECT_STREQ(dtype_name(kBFloat16), "bfloat16");
+  EXPECT_TRUE(is_floating(kBFloat16));
+  const auto v = b.to_vector();
+  EXPECT_EQ(v[0], 1.0);
+  EXPECT_EQ(v[1], 1.015625);
+  EXPECT_EQ(v[2], 1.0078125);  // just above the tie
+  EXPECT_EQ(v[3], -2.5);
+  EXPECT_EQ(v[4], inf);
+  EXPECT_NEAR(v[5], 1e-40, 1e-41);  // a float32 subnormal stays (bf16 has float32's exponent range)
+  EXPECT_EQ(v[6], inf);
+  EXPECT_TRUE(std::isnan(tensor({std::nan("")}).to(kBFloat16).item()));
+  // float64 -> bf16 goes through float32, as c10::BFloat16's constructor does.
+  EXPECT_EQ(tensor({1.0 + 1.0 / 256}, kFloat64).to(kBFloat16).item(), 1.0);
+}
+
+TEST(BFloat16, StorageFactoriesCopiesAndPrinting) {
+  Tensor z = zeros({2, 3}, kBFloat16);
+  EXPECT_EQ(z.dtype(), kBFloat16);
+  EXPECT_EQ(z.sum().item(), 0.0);
+  Tensor f = full({4}, 0.1, kBFloat16);
+  EXPECT_EQ(f.to_vector()[3], 0.10009765625);  // 0.1 rounded to bf16
+  Tensor m = from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, kBFloat16);
+  EXPECT_EQ(m.t().to_vector(), (std::vector<double>{1, 4, 2, 5, 3, 6}));  // strided copy of 2-byte elements
+  EXPECT_EQ(m.reshape({3, 2}).to_vector(), m.to_vector());
+  EXPECT_EQ(m.clone().to_vector(), m.to_vector());
+  std::ostringstream os;
+  os << m;
+  EXPECT_NE(os.str().find("dtype=bfloat16"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("6.0000"), std::string::npos) << os.str();
+  EXPECT_EQ(m.to(kFloat32).to(kBFloat16).to_vector(), m.to_vector());
+}
+
+TEST(BFloat16, ElementwiseOpsComputeInFloat32AndRoundOnce) {
+  Tensor a64 = xg::test::randn64({257}, 3).detach(), b64 = xg::test::randn64({257}, 4).detach();
+  Tensor a = a64.to(kBFloat16), b = b64.to(kBFloat16);
+  Tensor ra = a.to(kFloat64), rb = b.to(kFloat64);  // the rounded inputs, exactly
+  EXPECT_TRUE(within_bf16_ulps(add(a, b), add(ra, rb), 0.5));
+  EXPECT_TRUE(within_bf16_ulps(mul(a, b), mul(ra, rb), 0.5));
+  EXPECT_TRUE(within_bf16_ulps(div(a, b), div(ra, rb), 0.5001));
+  EXPECT_TRUE(within_bf16_ulps(exp(a), exp(ra), 0.5001));
+  EXPECT_TRUE(within_bf16_ulps(tanh(a), tanh(ra), 0.5001));
+  EXPECT_EQ(add(a, b).dtype(), kBFloat16);
+  // a broadcast scalar
+  EXPECT_TRUE(within_bf16_ulps(mul(a, scalar_tensor(3.0, kBFloat16)), mul(ra, scalar_tensor(3.0, kFloat64)), 0.5));
+  // in place
+  Tensor c = a.clone();
+  c.add_(b, 2.0);
+  EXPECT_TRUE(within_bf16_ulps(c, add(ra, mul(rb, scalar_tensor(2.0, kFloat64))), 0.5001));
+}
+
+TEST(BFloat16, SumsAccumulateBeyondBf16sPrecision) {
+  // 10000 ones: a bf16 accumulator stops at 256 (256 + 1 rounds back to 256); xgrad sums in
+  // double and rounds the total once: 10000 -> 9984 (bf16's spacing there is 64).
+  Tensor x = ones({10000}, kBFloat16);
+  EXPECT_EQ(x.sum().item(), 9984.0);
+  EXPECT_EQ(x.sum().dtype(), kBFloat16);
+  EXPECT_EQ(x.mean().item(), 1.0);
+  Tensor m = ones({3, 1000}, kBFloat16);
+  EXPECT_EQ(m.sum(1).to_vector(), (std::vector<double>{1000, 1000, 1000}));
+  // and its gradient flows in bf16
+  Tensor p = ones({4}, kBFloat16).requires_grad_();
+  mul(p, p).sum().backward();
+  EXPECT_EQ(p.grad().dtype(), kBFloat16);
+  EXPECT_EQ(p.grad().to_vector(), (std::vector<double>{2, 2, 2, 2}));
+}
+
+TEST(BFloat16, OpsNotWrittenForItRefuseByName) {
+  Tensor x = ones({2, 3}, kBFloat16);
+  EXPECT_THROW(
+      {
+        try {
+          softmax(x, -1);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("softmax: expected a float32 or float64 tensor, got bfloat16"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      Error);
+  EXPECT_THROW(matmul(x, ones({3, 2}, kFloat64)), Error);  // bf16 pairs with float32 only
+  EXPECT_THROW(argmax(x, 1), Error);
+}
+
+TEST(BFloat16, ProductsMatchFloat64OfTheRoundedInputsOnBothKernels) {
+  for (Bf16Gemm how : kBothBf16Gemms) {
+    SCOPED_TRACE(bf16_gemm_name(how));
+    Bf16GemmScope scope(how);
+    Tensor a = xg::test::randn64({37, 70}, 11).detach().to(kBFloat16);
+    Tensor b = xg::test::randn64({70, 45}, 12).detach().to(kBFloat16);
+    Tensor out = matmul(a, b);
+    EXPECT_EQ(out.dtype(), kBFloat16);
+    // float32 sums of exact bf16 products, rounded once: within one bf16 ulp of the float64
+    // product of the same values rounded once (half an ulp each, plus float32's sum error).
+    Tensor ref = matmul(a.to(kFloat64), b.to(kFloat64));
+    EXPECT_TRUE(within_bf16_ulps(out, ref, 1.0));
+    // transposed operands, batches, and a float32 operand beside a bf16 one: float32 result
+    Tensor x = xg::test::randn64({2, 9, 70}, 13).detach().to(kFloat32);
+    Tensor mixed = matmul(x, b);
+    EXPECT_EQ(mixed.dtype(), kFloat32);
+    EXPECT_TRUE(tensors_close(mixed, matmul(x.to(kBFloat16).to(kFloat64), b.to(kFloat64)).to(kFloat32), 1e-5, 1e-5));
+    Tensor wt = xg::test::randn64({45, 70}, 14).detach().to(kBFloat16);
+    Tensor lin = linear(x, wt);
+    EXPECT_EQ(lin.dtype(), kFloat32);
+    EXPECT_TRUE(
+        tensors_close(lin, linear(x.to(kBFloat16).to(kFloat64), wt.to(kFloat64)).to(kFloat32), 1e-5, 1e-5));
+  }
+}
+
+TEST(BFloat16, ProductGradientsAreBf16ProductsInEachOperandsDtype) {
+  for (Bf16Gemm how : kBothBf16Gemms) {
+    SCOPED_TRACE(bf16_gemm_name(how));
+    Bf16GemmScope scope(how);
+    // x float32 (an activation) through a bf16 weight and a float32 bias.
+    Tensor x = xg::test::randn64({3, 5, 40}, 21).detach().to(kFloat32).requires_grad_();
+    Tensor w = xg::test::randn64({24, 40}, 22).detach().to(kBFloat16).requires_grad_();
+    Tensor bias = xg::test::randn64({24}, 23).detach().to(kFloat32).requires_grad_();
+    Tensor up = xg::test::randn64({3, 5, 24}, 24).detach().to(kFloat32);
+    linear(x, w, bias).backward(up);
+    ASSERT_TRUE(x.grad().defined() && w.grad().defined() && bias.grad().defined());
+    EXPECT_EQ(x.grad().dtype(), kFloat32);
+    EXPECT_EQ(w.grad().dtype(), kBFloat16);
+    EXPECT_EQ(bias.grad().dtype(), kFloat32);
+    // references: float64 products of the bf16-rounded operands (the upstream rounded too)
+    Tensor rx = x.detach().to(kBFloat16).to(kFloat64), rw = w.detach().to(kFloat64);
+    Tensor rg = up.to(kBFloat16).to(kFloat64);
+    EXPECT_TRUE(tensors_close(x.grad(), matmul(rg, rw).to(kFloat32), 1e-5, 1e-5));
+    Tensor dw = matmul(rg.reshape({15, 24}).t(), rx.reshape({15, 40}));
+    EXPECT_TRUE(within_bf16_ulps(w.grad(), dw, 1.0));
+    EXPECT_TRUE(tensors_close(bias.grad(), up.sum({0, 1}), 1e-6, 1e-6));
+  }
+}
+
+TEST(BFloat16, ProductsMatchTorch) {
+  const TensorMap& fx = fixture("bf16");
+  for (Bf16Gemm how : kBothBf16Gemms) {
+    SCOPED_TRACE(bf16_gemm_name(how));
+    Bf16GemmScope scope(how);
+    // torch's bf16 products round float32 sums once, as xgrad's: within one bf16 ulp (the
+    // sums' order differs).
+    Tensor mm = matmul(fx.at("mm.a").to(kBFloat16), fx.at("mm.b").to(kBFloat16));
+    EXPECT_TRUE(within_bf16_ulps(mm, fx.at("mm.out"), 1.0));
+    Tensor bm = bmm(fx.at("bmm.a").to(kBFloat16), fx.at("bmm.b").to(kBFloat16));
+    EXPECT_TRUE(within_bf16_ulps(bm, fx.at("bmm.out"), 1.0));
+    Tensor lin = linear(fx.at("linear.x").to(kBFloat16), fx.at("linear.w").to(kBFloat16),
+                        fx.at("linear.b").to(kBFloat16));
+    EXPECT_EQ(lin.dtype(), kBFloat16);
+    EXPECT_TRUE(within_bf16_ulps(lin, fx.at("linear.out"), 1.0));
+  }
+}
+
+TEST(Autocast, LinearMatchesTorchAutocastAndKeepsFloat32Gradients) {
+  const TensorMap& fx = fixture("bf16");
+  for (Bf16Gemm how : kBothBf16Gemms) {
+    SCOPED_TRACE(bf16_gemm_name(how));
+    Bf16GemmScope scope(how);
+    Tensor x = fx.at("ac.x").clone().detach().requires_grad_();
+    Tensor w = fx.at("ac.w").clone().detach().requires_grad_();
+    Tensor b = fx.at("ac.b").clone().detach().requires_grad_();
+    Tensor out;
+    {
+      xg::autocast bf16;
+      EXPECT_TRUE(autocast_enabled());
+      out = linear(x, w, b);
+      out.backward(fx.at("ac.upstream"));
+    }
+    EXPECT_FALSE(autocast_enabled());
+    // xgrad keeps the float32 sums (autocast.hpp's NOTE), torch rounds them to bf16: one bf16
+    // rounding apart, and the same for the gradients, which torch computes in bf16 too.
+    EXPECT_EQ(out.dtype(), kFloat32);
+    EXPECT_TRUE(within_bf16_ulps(out, fx.at("ac.out"), 0.5));
+    EXPECT_EQ(w.grad().dtype(), kFloat32);
+    EXPECT_TRUE(within_bf16_ulps(x.grad(), fx.at("ac.gx"), 1.0));
+    EXPECT_TRUE(within_bf16_ulps(w.grad(), fx.at("ac.gw"), 1.0));
+    // xgrad sums the float32 upstream; torch sums it rounded to bf16 (48 terms, each off by up
+    // to 2^-9 of itself) and rounds the sum: apart by about sqrt(48) 2^-9 of the terms.
+    EXPECT_TRUE(tensors_close(b.grad(), fx.at("ac.upstream").sum({0, 1}), 1e-6, 1e-6));
+    EXPECT_TRUE(tensors_close(b.grad(), fx.at("ac.gb"), 1e-2, 4e-3));
+    EXPECT_EQ(b.grad().dtype(), kFloat32);
+  }
+}
+
+TEST(Autocast, WeightCopiesLiveForTheScopeAndFollowNewData) {
+  Tensor x = ones({1, 2, 4});
+  Tensor w = full({3, 4}, 1.0).requires_grad_();
+  {
+    xg::autocast bf16;
+    EXPECT_EQ(linear(x, w).to_vector()[0], 4.0);
+    EXPECT_EQ(matmul(x, w.t()).to_vector()[0], 4.0);  // w.t() is not a leaf: converted, not cached
+    {
+      xg::autocast off(false);  // a nested disabled scope runs float32 products
+      EXPECT_FALSE(autocast_enabled());
+      EXPECT_EQ(linear(full({1, 4}, 1.001), w).to_vector()[0], 4.0 * 1.001f);
+    }
+    EXPECT_TRUE(autocast_enabled());
+  }
+  w.detach().fill_(2.0);  // an optimizer step between scopes
+  {
+    xg::autocast bf16;
+    EXPECT_EQ(linear(x, w).to_vector()[0], 8.0);
+  }
+  // set_data inside one scope gives the new storage its own copy
+  {
+    xg::autocast bf16;
+    EXPECT_EQ(linear(x, w).to_vector()[0], 8.0);
+    w.set_data(full({3, 4}, 3.0));
+    EXPECT_EQ(linear(x, w).to_vector()[0], 12.0);
+  }
+  EXPECT_THROW(xg::autocast(true, kFloat64), Error);
+}
+
+TEST(Autocast, ProductsAreBf16OthersStayFloat32) {
+  // 1 + 2^-9 is not a bf16 number: inside the scope a product sees 1; outside it sees 1 + 2^-9.
+  const double v = 1.0 + 1.0 / 512;
+  Tensor a = full({1, 8}, v), b = ones({8, 1});
+  EXPECT_NEAR(matmul(a, b).item(), 8 * v, 1e-6);
+  xg::autocast bf16;
+  EXPECT_EQ(matmul(a, b).item(), 8.0);
+  EXPECT_NEAR(add(a, a).sum().item(), 16 * v, 1e-5);  // elementwise ops and sums stay float32
+  EXPECT_EQ(softmax(a, -1).dtype(), kFloat32);
+}
+
+TEST(Autocast, CheckpointRecomputesUnderTheForwardsState) {
+  // The forward runs under autocast and backward outside it: the recompute must still round,
+  // or its gradients would belong to another function than the forward's.
+  const double v = 1.0 + 1.0 / 512;
+  Tensor w = full({1, 8}, v).requires_grad_();
+  Tensor x = full({3, 8}, v).requires_grad_();
+  Tensor out;
+  {
+    xg::autocast bf16;
+    out = checkpoint([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{linear(in[0], w)}; }, {x},
+                     {w})[0];
+  }
+  EXPECT_EQ(out.to_vector()[0], 8.0);
+  out.sum().backward();
+  EXPECT_EQ(w.grad().to_vector()[0], 3.0);  // sum of x rounded to bf16 (1), not 3 v
+  EXPECT_EQ(x.grad().to_vector()[0], 1.0);
+}
+
+}  // namespace
