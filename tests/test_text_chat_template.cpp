@@ -192,7 +192,8 @@ TEST(TextChatTemplate, ErrorsNameTheConstructAndLine) {
             "t line 1: range too big: the sandbox blocks ranges longer than 100000");
   EXPECT_EQ(err("{{ 9223372036854775807 + 1 }}"), "t line 1: integer overflow (integers are 64-bit here)");
   EXPECT_EQ(err("{{ 99999999999999999999 }}"), "t line 1: integer literal 99999999999999999999 does not fit in 64 bits");
-  EXPECT_EQ(err("{{ 'ab' * 100000000 }}"), "t line 1: repetition too large (more than 67108864 bytes or items)");
+  EXPECT_EQ(err("{{ 'ab' * 100000000 }}"),
+            "t line 1: the template would hold more than 33554432 bytes of strings, lists and output at once (its memory bound)");
   // The chat template names where it came from.
   EXPECT_EQ(error_of([] { ChatTemplate::from_tokenizer_config(ordered_json{{"chat_template", "{% call x %}"}}, "cfg.json"); }),
             "cfg.json: chat template line 1: unsupported tag 'call'");

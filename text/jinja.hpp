@@ -40,7 +40,7 @@ class Value {
   Value(int v) : kind_(Kind::Int), i_(v) {}  // NOLINT
   Value(int64_t v) : kind_(Kind::Int), i_(v) {}  // NOLINT
   Value(double v) : kind_(Kind::Float), f_(v) {}  // NOLINT
-  Value(std::string s) : kind_(Kind::String), s_(std::make_shared<std::string>(std::move(s))) {}  // NOLINT
+  Value(std::string s);  // NOLINT: implicit, like the literal
   Value(const char* s) : Value(std::string(s)) {}  // NOLINT
   static Value undefined(std::string message);
   static Value none();

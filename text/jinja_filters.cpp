@@ -6,6 +6,7 @@
 #include <map>
 
 #include "autograd/error.hpp"
+#include "text/detail/jinja_budget.hpp"
 #include "text/detail/jinja_builtins.hpp"
 #include "text/detail/jinja_utf8.hpp"
 
@@ -99,20 +100,17 @@ std::string strip(const std::string& s, const Value& chars, bool left, bool righ
     return set.empty() && (chars.is_none() || chars.is_undefined()) ? is_python_space(cp)
                                                                      : std::count(set.begin(), set.end(), cp) > 0;
   };
-  std::vector<size_t> starts;
-  std::vector<uint32_t> cps;
+  // One walk: from is where the first kept code point starts, to where the last one ends.
+  size_t from = s.size(), to = 0;
   for (size_t i = 0; i < s.size();) {
-    starts.push_back(i);
-    cps.push_back(next_code_point(s, i));
+    size_t start = i;
+    if (strippable(next_code_point(s, i))) continue;
+    if (from == s.size()) from = start;
+    to = i;
   }
-  size_t b = 0, e = cps.size();
-  if (left)
-    while (b < e && strippable(cps[b])) ++b;
-  if (right)
-    while (e > b && strippable(cps[e - 1])) --e;
-  size_t from = b < starts.size() ? starts[b] : s.size();
-  size_t to = e < starts.size() ? starts[e] : s.size();
-  return s.substr(from, to - from);
+  if (!left) from = 0;
+  if (!right) to = s.size();
+  return from < to ? s.substr(from, to - from) : std::string();
 }
 
 // Python's str.split(sep=None, maxsplit=-1).
@@ -138,6 +136,7 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit) {
         if (is_python_space(next_code_point(s, j))) break;
         end = j;
       }
+      need_items(int64_t(out.size()) + 1);
       out.emplace_back(s.substr(start, end - start));
       i = end;
     }
@@ -150,6 +149,7 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit) {
   while (true) {
     size_t p = s.find(d, start);
     if (p == std::string::npos || (maxsplit >= 0 && int64_t(out.size()) == maxsplit)) break;
+    need_items(int64_t(out.size()) + 1);
     out.emplace_back(s.substr(start, p - start));
     start = p + d.size();
   }
@@ -160,13 +160,14 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit) {
 std::string replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
   std::string out;
   if (old.empty()) {  // Python inserts repl between every character
-    auto pieces = code_points(s);
     int64_t n = 0;
-    for (const auto& p : pieces) {
-      if (count < 0 || n < count) out += repl, ++n;
-      out += p;
+    for (size_t i = 0; i < s.size();) {
+      size_t start = i;
+      next_code_point(s, i);
+      if (count < 0 || n < count) append_bounded(out, repl), ++n;
+      out.append(s, start, i - start);
     }
-    if (count < 0 || n < count) out += repl;
+    if (count < 0 || n < count) append_bounded(out, repl);
     return out;
   }
   size_t start = 0;
@@ -174,7 +175,7 @@ std::string replace(const std::string& s, const std::string& old, const std::str
     size_t p = s.find(old, start);
     if (p == std::string::npos) break;
     out.append(s, start, p - start);
-    out += repl;
+    append_bounded(out, repl);
     start = p + old.size();
   }
   return out + s.substr(start);
@@ -218,9 +219,10 @@ std::string join(const Value& v, const std::string& sep, const Value& attribute)
   std::string out;
   bool first = true;
   for (const Value& x : iterate(v)) {
-    if (!first) out += sep;
+    if (!first) append_bounded(out, sep);
     first = false;
-    out += (attribute.is_none() || attribute.is_undefined() ? x : attribute_of(x, attribute.str())).str();
+    const Value& item = attribute.is_none() || attribute.is_undefined() ? x : attribute_of(x, attribute.str());
+    append_bounded(out, item.is_string() ? item.as_string() : item.str());
   }
   return out;
 }
@@ -429,6 +431,7 @@ const std::map<std::string, FilterFn>& filters() {
       {"indent", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("indent", a, k, {"width", "first", "blank"});
          Value w = p.get(0, Value(int64_t(4)));
+         if (!w.is_string()) need_bytes(w.as_int());  // indent(10**9) would allocate a gigabyte of spaces
          std::string pad = w.is_string() ? w.as_string() : std::string(size_t(std::max<int64_t>(0, w.as_int())), ' ');
          bool first = p.flag(1, false), blank = p.flag(2, false);
          std::string s = v.str(), out;
@@ -437,7 +440,8 @@ const std::map<std::string, FilterFn>& filters() {
            size_t nl = s.find('\n', start);
            std::string piece = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
            bool indent_it = (line > 0 || first) && (blank || !strip(piece, Value::none(), true, true).empty());
-           out += (indent_it ? pad : "") + piece;
+           if (indent_it) append_bounded(out, pad);
+           out += piece;
            if (nl == std::string::npos) break;
            out += '\n';
            start = nl + 1;
@@ -554,8 +558,9 @@ Value method(const Value& obj, const std::string& name) {
       "title", "capitalize", "find", "count", "join", "isdigit", "isspace", "isalpha"};
   static const std::vector<std::string> dict_methods = {"items", "keys", "values", "get"};
   if (obj.kind() == K::String && std::count(str_methods.begin(), str_methods.end(), name)) {
-    std::string s = obj.as_string();
-    return Value::function("str." + name, [s, name](const List& a, const Kwargs& k) -> Value {
+    // The string is shared, not copied: a bound method of a big string costs nothing to keep.
+    return Value::function("str." + name, [self = obj, name](const List& a, const Kwargs& k) -> Value {
+      const std::string& s = self.as_string();
       std::string what = "str." + name + "()";
       if (name == "strip" || name == "lstrip" || name == "rstrip") {
         Args p(what.c_str(), a, k, {"chars"});
@@ -592,7 +597,8 @@ Value method(const Value& obj, const std::string& name) {
         bool first = true;
         for (const Value& x : iterate(p.get(0))) {
           if (!x.is_string()) throw Error(str_cat("sequence item: expected str instance, ", x.type_name(), " found"));
-          out += (first ? "" : s) + x.as_string();
+          if (!first) append_bounded(out, s);
+          append_bounded(out, x.as_string());
           first = false;
         }
         return Value(out);
@@ -633,10 +639,14 @@ bool less(const Value& a, const Value& b) {
   check_defined(a);
   check_defined(b);
   if (a.is_number() && b.is_number()) return a.as_float() < b.as_float();
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 bytes: code point order
+  if (a.is_string() && b.is_string()) {
+    spend_bytes(int64_t(std::min(a.as_string().size(), b.as_string().size())));
+    return a.as_string() < b.as_string();  // UTF-8 bytes: code point order
+  }
   if (a.is_list() && b.is_list()) {
     const List &x = a.as_list(), &y = b.as_list();
     for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+      spend(1);
       if (!equals(x[k], y[k])) return less(x[k], y[k]);
     }
     return x.size() < y.size();
@@ -650,6 +660,7 @@ bool contains(const Value& haystack, const Value& needle) {
     case Value::Kind::String:
       if (!needle.is_string())
         throw Error(str_cat("'in <string>' requires string as left operand, not ", needle.type_name()));
+      spend_bytes(int64_t(haystack.as_string().size()));
       return haystack.as_string().find(needle.as_string()) != std::string::npos;
     case Value::Kind::List:
       return std::any_of(haystack.as_list().begin(), haystack.as_list().end(), [&](const Value& x) { return equals(x, needle); });
@@ -663,7 +674,7 @@ bool contains(const Value& haystack, const Value& needle) {
 int64_t length(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined: return 0;
-    case Value::Kind::String: return code_point_count(v.as_string());
+    case Value::Kind::String: spend_bytes(int64_t(v.as_string().size())); return code_point_count(v.as_string());
     case Value::Kind::List: return int64_t(v.as_list().size());
     case Value::Kind::Dict: return int64_t(v.as_dict().items.size());
     default: throw Error(str_cat("object of type '", v.type_name(), "' has no len()"));
@@ -673,15 +684,27 @@ int64_t length(const Value& v) {
 List iterate(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined: return {};
-    case Value::Kind::List: return v.as_list();
+    case Value::Kind::List:
+      spend(int64_t(v.as_list().size()));
+      need_items(int64_t(v.as_list().size()));
+      return v.as_list();
     case Value::Kind::Dict: {
+      spend(int64_t(v.as_dict().items.size()));
+      need_items(int64_t(v.as_dict().items.size()));
       List keys;
       for (const auto& [k, val] : v.as_dict().items) keys.emplace_back(k);
       return keys;
     }
     case Value::Kind::String: {
+      const std::string& s = v.as_string();
+      need_items(code_point_count(s));
+      spend_bytes(int64_t(s.size()));
       List chars;
-      for (auto& c : code_points(v.as_string())) chars.emplace_back(std::move(c));
+      for (size_t i = 0; i < s.size();) {
+        size_t start = i;
+        next_code_point(s, i);
+        chars.emplace_back(s.substr(start, i - start));
+      }
       return chars;
     }
     default: throw Error(str_cat("'", v.type_name(), "' object is not iterable"));

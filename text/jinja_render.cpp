@@ -7,6 +7,7 @@
 
 #include "autograd/error.hpp"
 #include "text/detail/jinja_ast.hpp"
+#include "text/detail/jinja_budget.hpp"
 #include "text/detail/jinja_builtins.hpp"
 #include "text/detail/jinja_utf8.hpp"
 
@@ -50,7 +51,12 @@ Value get_item(const Value& obj, const Value& key) {
     if (k < 0) k += n;
     if (k < 0 || k >= n) return Value::undefined(str_cat(obj.type_name(), " index out of range"));
     if (obj.is_list()) return obj.as_list()[size_t(k)];
-    return Value(code_points(obj.as_string())[size_t(k)]);
+    const std::string& s = obj.as_string();
+    size_t at = 0;
+    for (int64_t skipped = 0; skipped < k; ++skipped) next_code_point(s, at);
+    size_t end = at;
+    next_code_point(s, end);
+    return Value(s.substr(at, end - at));
   }
   if (key.is_string()) return get_attr(obj, key.as_string());
   return Value::undefined(str_cat("'", obj.type_name(), " object' has no item ", key.repr()));
@@ -68,8 +74,17 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   const Value& a = as_index(start, "start");
   const Value& b = as_index(stop, "stop");
   const Value& c = as_index(step, "step");
-  List items = iterate(obj);
-  int64_t n = int64_t(items.size());
+  // A string is cut at its code points' byte offsets (an ASCII string's are its indices).
+  std::vector<size_t> starts;
+  if (obj.is_string()) {
+    const std::string& s = obj.as_string();
+    if (!std::all_of(s.begin(), s.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x80; })) {
+      need_bytes(int64_t(s.size() * sizeof(size_t)));
+      for (size_t i = 0; i < s.size();) starts.push_back(i), next_code_point(s, i);
+    }
+  }
+  const int64_t n = obj.is_list() ? int64_t(obj.as_list().size())
+                    : starts.empty() ? int64_t(obj.as_string().size()) : int64_t(starts.size());
   int64_t st = c.kind() == Value::Kind::Int ? c.as_int() : 1;
   if (st == 0) throw Error("slice step cannot be zero");
   auto clamp = [&](const Value& v, int64_t def, int64_t lo, int64_t hi) {
@@ -80,12 +95,24 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   };
   int64_t from = st > 0 ? clamp(a, 0, 0, n) : clamp(a, n - 1, -1, n - 1);
   int64_t to = st > 0 ? clamp(b, n, 0, n) : clamp(b, -1, -1, n - 1);
-  List out;
-  for (int64_t k = from; st > 0 ? k < to : k > to; k += st) out.push_back(items[size_t(k)]);
-  if (obj.is_list()) return Value::list(std::move(out));
-  std::string s;
-  for (const Value& ch : out) s += ch.as_string();
-  return Value(s);
+  // k stays within [-1, n]: a step past the end stops the walk before k + st could overflow
+  // (k >= 0 while a negative step walks, so k + st cannot).
+  std::vector<int64_t> picked;
+  for (int64_t k = from; st > 0 ? k < to : k > to; k = (st > 0 ? to - k <= st : k + st <= to) ? to : k + st)
+    picked.push_back(k);
+  if (obj.is_list()) {
+    need_bytes(int64_t(picked.size() * sizeof(Value)));
+    List out;
+    for (int64_t k : picked) out.push_back(obj.as_list()[size_t(k)]);
+    return Value::list(std::move(out));
+  }
+  const std::string& s = obj.as_string();
+  std::string out;
+  auto start_of = [&](int64_t k) {
+    return starts.empty() ? size_t(k) : k < int64_t(starts.size()) ? starts[size_t(k)] : s.size();
+  };
+  for (int64_t k : picked) out.append(s, start_of(k), start_of(k + 1) - start_of(k));
+  return Value(std::move(out));
 }
 
 // NOTE: integers are 64-bit here (Python's are unbounded): overflow is an error.
@@ -112,11 +139,26 @@ int64_t floor_div(int64_t a, int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
 
-// `seq * times` is refused past this many bytes or items (Python would run out of memory).
-constexpr int64_t kMaxRepeat = int64_t(1) << 26;
+// x + y, refused before it is built when the result would pass the memory bound.
+Value concat(const std::string& x, const std::string& y) {
+  need_bytes(int64_t(x.size() + y.size()) + kObjectBytes);
+  std::string out;
+  out.reserve(x.size() + y.size());
+  out += x;
+  out += y;
+  return Value(std::move(out));
+}
+
+// An error when `count` items of `bytes` each would pass the memory bound (no overflow).
+void need_repeated(int64_t count, int64_t bytes) {
+  if (count > 0 && bytes > 0) need_bytes(count > kMaxHeldBytes / bytes ? kMaxHeldBytes + 1 : count * bytes);
+}
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") {
+    const std::string x = a.is_string() ? std::string() : a.str(), y = b.is_string() ? std::string() : b.str();
+    return concat(a.is_string() ? a.as_string() : x, b.is_string() ? b.as_string() : y);
+  }
   if (op == "%" && a.is_string()) throw Error("unsupported construct: string formatting with '%'");
   check_defined(a);
   check_defined(b);
@@ -127,8 +169,9 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   const bool floats = nums && (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float);
   if (op == "+") {
     if (nums) return floats ? Value(a.as_float() + b.as_float()) : Value(add(a.as_int(), b.as_int()));
-    if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) return concat(a.as_string(), b.as_string());
     if (a.is_list() && b.is_list()) {
+      need_repeated(int64_t(a.as_list().size() + b.as_list().size()), sizeof(Value));
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return Value::list(std::move(out));
@@ -141,15 +184,17 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     const Value& times = a.is_number() ? a : b;
     if (times.is_number() && times.kind() != Value::Kind::Float && (seq.is_string() || seq.is_list())) {
       int64_t size = seq.is_string() ? int64_t(seq.as_string().size()) : int64_t(seq.as_list().size());
-      if (times.as_int() > 0 && size > 0 && times.as_int() > kMaxRepeat / size)
-        throw Error(str_cat("repetition too large (more than ", kMaxRepeat, " bytes or items)"));
+      // Nothing repeated any number of times is nothing ('' * 10**15 must not loop).
+      const int64_t count = size == 0 ? 0 : std::max<int64_t>(0, times.as_int());
+      need_repeated(count, seq.is_string() ? size : size * int64_t(sizeof(Value)));
       if (seq.is_string()) {
         std::string out;
-        for (int64_t k = 0; k < times.as_int(); ++k) out += seq.as_string();
-        return Value(out);
+        out.reserve(size_t(size * count));  // exactly: doubling from empty would overshoot it by half
+        for (int64_t k = 0; k < count; ++k) out += seq.as_string();
+        return Value(std::move(out));
       }
       List out;
-      for (int64_t k = 0; k < times.as_int(); ++k) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
+      for (int64_t k = 0; k < count; ++k) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
       return Value::list(std::move(out));
     }
     return unsupported();
@@ -190,9 +235,19 @@ bool compare(const std::string& op, const Value& a, const Value& b) {
   return !contains(b, a);  // "not in"
 }
 
+// One step, and one more per 64 bytes of each string an operation reads (the rest of its
+// work is counted where it is done: lists where they are walked, results where they are
+// built).
+int64_t reading(const Value& v) { return v.is_string() ? int64_t(v.as_string().size()) / kBytesPerStep : 0; }
+void spend_reading(const Value& v, const List& args = {}) {
+  int64_t steps = 1 + reading(v);
+  for (const Value& a : args) steps += reading(a);
+  spend(steps);
+}
+
 class Renderer {
  public:
-  Renderer(const Program& p, const Dict& context) : p_(p), context_(context) {}
+  Renderer(const Program& p, const Dict& context) : p_(p), context_(context), budget_(*current_budget()) {}
 
   std::string run() {
     auto top = std::make_shared<Frame>();
@@ -206,6 +261,10 @@ class Renderer {
   }
 
  private:
+  // Appends to an output buffer (the render's, a macro's or a block's), which the memory
+  // bound counts while it is open.
+  void emit(std::string& out, const std::string& text) { budget_.hold(append_bounded(out, text, true)); }
+
   Value lookup(const std::string& name, const FramePtr& frame) const {
     for (const Frame* f = frame.get(); f; f = f->parent.get())
       if (const Value* v = f->vars.find(name)) return *v;
@@ -276,9 +335,12 @@ class Renderer {
     for (size_t k = 0; k < targets.size(); ++k) frame.vars.set(targets[k], items[k]);
   }
 
+  // A body's output, no longer counted as an open buffer: the caller makes it a value,
+  // which the budget holds instead.
   std::string render_body(const Body& body, const FramePtr& frame) {
     std::string out;
     if (exec(body, frame, out) != Flow::Normal) throw Error("'break' or 'continue' outside a loop");
+    budget_.release(int64_t(out.capacity()));
     return out;
   }
 
@@ -287,8 +349,12 @@ class Renderer {
       const Stmt& s = *sp;
       line_ = s.line;
       switch (s.kind) {
-        case Stmt::Kind::Text: out += s.text; break;
-        case Stmt::Kind::Output: out += eval(*s.expr, frame).str(); break;
+        case Stmt::Kind::Text: emit(out, s.text); break;
+        case Stmt::Kind::Output: {
+          Value v = eval(*s.expr, frame);
+          emit(out, v.is_string() ? v.as_string() : v.str());
+          break;
+        }
         case Stmt::Kind::If: {
           size_t k = 0;
           while (k < s.conds.size() && !eval(*s.conds[k], frame).truthy()) ++k;
@@ -322,7 +388,7 @@ class Renderer {
         case Stmt::Kind::FilterBlock: {
           Value saved = block_text_;
           block_text_ = Value(render_body(s.bodies[0], frame));
-          out += eval(*s.expr, frame).str();
+          emit(out, eval(*s.expr, frame).str());
           block_text_ = saved;
           break;
         }
@@ -342,18 +408,25 @@ class Renderer {
       throw Error(str_cat("'", seq.type_name(), "' object is not iterable"));
     auto scope = std::make_shared<Frame>();
     scope->parent = frame;
-    List items = iterate(seq);
+    // The items, shared with seq when it is a list: a loop keeps no copy of what it walks
+    // (lists never change in place).
+    Value all = seq.is_list() ? seq : Value::list(iterate(seq));
     if (s.cond) {
       List kept;
-      for (const Value& item : items) {
+      for (const Value& item : all.as_list()) {
+        line_ = s.line;
+        budget_.spend(1);
         assign(*scope, s.targets, item);
         if (eval(*s.cond, scope).truthy()) kept.push_back(item);
       }
-      items = std::move(kept);
+      all = Value::list(std::move(kept));
     }
+    const List& items = all.as_list();
     const int64_t n = int64_t(items.size());
     ++loop_depth_;
     for (int64_t k = 0; k < n; ++k) {
+      line_ = s.line;
+      budget_.spend(1);
       Dict loop;
       loop.set("index", Value(k + 1));
       loop.set("index0", Value(k));
@@ -409,6 +482,9 @@ class Renderer {
         else if (!scope->vars.find(pname))
           scope->vars.set(pname, pdef ? eval(*pdef, scope) : Value::undefined("'" + pname + "' is undefined"));
       }
+      // NOTE: a macro call makes a scope, binds its parameters and renders into a buffer of its
+      // own, about as long as four other steps take; it is counted so.
+      budget_.spend(3);
       // Python stops a runaway recursion with a RecursionError; so does this.
       if (macro_depth_ >= kMaxMacroDepth)
         throw Error(str_cat("macro '", def->name, "' nested more than ", kMaxMacroDepth, " calls deep"));
@@ -450,10 +526,18 @@ class Renderer {
         }
         return Value::dict(std::move(d));
       }
-      case Expr::Kind::Attr: return get_attr(eval(*e.args[0], frame), e.name);
+      case Expr::Kind::Attr: {
+        Value obj = eval(*e.args[0], frame);
+        line_ = e.line;
+        spend_reading(obj);  // a string's method reads it
+        return get_attr(obj, e.name);
+      }
       case Expr::Kind::Item: {
         Value obj = eval(*e.args[0], frame);
-        return get_item(obj, eval(*e.args[1], frame));
+        Value key = eval(*e.args[1], frame);
+        line_ = e.line;
+        spend_reading(obj);  // a string is walked to its k-th code point
+        return get_item(obj, key);
       }
       case Expr::Kind::Slice: {
         Value obj = eval(*e.args[0], frame);
@@ -469,6 +553,7 @@ class Renderer {
         for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k], frame));
         for (const auto& [key, x] : e.kwargs) kwargs.emplace_back(key, eval(*x, frame));
         line_ = e.line;
+        spend_reading(Value(), args);
         check_defined(fn);
         if (fn.kind() != Value::Kind::Function) throw Error(str_cat("'", fn.type_name(), "' object is not callable"));
         return fn.as_function()(args, kwargs);
@@ -480,6 +565,7 @@ class Renderer {
         for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k], frame));
         for (const auto& [key, x] : e.kwargs) kwargs.emplace_back(key, eval(*x, frame));
         line_ = e.line;
+        spend_reading(operand, args);
         return apply_filter(e.name, operand, args, kwargs);
       }
       case Expr::Kind::Test: {
@@ -487,6 +573,7 @@ class Renderer {
         List args;
         for (size_t k = 1; k < e.args.size(); ++k) args.push_back(eval(*e.args[k], frame));
         line_ = e.line;
+        spend_reading(operand, args);
         return Value(apply_test(e.name, operand, args) != e.negate);
       }
       case Expr::Kind::Unary: {
@@ -504,6 +591,7 @@ class Renderer {
         if (e.name == "or") return a.truthy() ? a : eval(*e.args[1], frame);
         Value b = eval(*e.args[1], frame);
         line_ = e.line;
+        spend_reading(a, {b});
         return arithmetic(e.name, a, b);
       }
       case Expr::Kind::Compare: {
@@ -511,6 +599,7 @@ class Renderer {
         for (size_t k = 0; k < e.ops.size(); ++k) {
           Value b = eval(*e.args[k + 1], frame);
           line_ = e.line;
+          spend_reading(a, {b});
           if (!compare(e.ops[k], a, b)) return Value(false);
           a = std::move(b);
         }
@@ -525,6 +614,7 @@ class Renderer {
 
   const Program& p_;
   const Dict& context_;
+  Budget& budget_;
   Value block_text_;
   int line_ = 0;
   int loop_depth_ = 0;
@@ -537,6 +627,9 @@ class Renderer {
 
 Template::Template(const std::string& source, TemplateOptions opts) : program_(detail::parse(source, opts)) {}
 
-std::string Template::render(const Dict& context) const { return detail::Renderer(*program_, context).run(); }
+std::string Template::render(const Dict& context) const {
+  detail::BudgetScope budget;
+  return detail::Renderer(*program_, context).run();
+}
 
 }  // namespace xg::text::jinja

@@ -6,10 +6,30 @@
 #include <cstdio>
 
 #include "autograd/error.hpp"
+#include "text/detail/jinja_budget.hpp"
 #include "text/detail/jinja_utf8.hpp"
 #include "text/jinja.hpp"
 
 namespace xg::text::jinja {
+namespace {
+
+// `object` shared, and held by the current render's budget while it lives (its memory bound);
+// outside a render, just shared.
+template <class T>
+std::shared_ptr<T> held(T&& object, int64_t bytes) {
+  const std::shared_ptr<detail::Budget>& budget = detail::current_budget();
+  if (!budget) return std::make_shared<T>(std::move(object));
+  budget->hold(bytes);
+  return std::shared_ptr<T>(new T(std::move(object)), [budget = budget, bytes](T* p) {
+    budget->release(bytes);
+    delete p;
+  });
+}
+
+// An undefined value's message is copied with the value: a long one (a key's repr) is cut.
+constexpr size_t kMaxMessageBytes = 300;
+
+}  // namespace
 
 const Value* Dict::find(const std::string& key) const {
   for (const auto& [k, v] : items)
@@ -26,8 +46,19 @@ void Dict::set(const std::string& key, Value value) {
   items.emplace_back(key, std::move(value));
 }
 
+Value::Value(std::string s) : kind_(Kind::String) {
+  detail::spend_bytes(int64_t(s.size()));
+  int64_t bytes = int64_t(s.capacity()) + detail::kObjectBytes;
+  s_ = held<const std::string>(std::move(s), bytes);
+}
+
 Value Value::undefined(std::string message) {
   Value v;
+  if (message.size() > kMaxMessageBytes) {
+    size_t cut = kMaxMessageBytes;
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;  // not inside a code point
+    message = message.substr(0, cut) + "...";
+  }
   v.name_ = std::move(message);
   return v;
 }
@@ -41,14 +72,19 @@ Value Value::none() {
 Value Value::list(List items) {
   Value v;
   v.kind_ = Kind::List;
-  v.list_ = std::make_shared<List>(std::move(items));
+  detail::spend(1 + int64_t(items.size()));
+  int64_t bytes = int64_t(items.capacity() * sizeof(Value)) + detail::kObjectBytes;
+  v.list_ = held<List>(std::move(items), bytes);
   return v;
 }
 
 Value Value::dict(Dict d) {
   Value v;
   v.kind_ = Kind::Dict;
-  v.dict_ = std::make_shared<Dict>(std::move(d));
+  int64_t bytes = int64_t(d.items.capacity() * sizeof(d.items[0])) + detail::kObjectBytes;
+  for (const auto& kv : d.items) bytes += int64_t(kv.first.capacity());
+  detail::spend(1 + int64_t(d.items.size()));
+  v.dict_ = held<Dict>(std::move(d), bytes);
   return v;
 }
 
@@ -132,11 +168,18 @@ std::string float_repr(double x) {
   return out + ebuf;
 }
 
-std::string string_repr(const std::string& s) {
+// An error when `out`, being built, has passed the memory bound. Escaping loops call it every
+// 4 KB of input, so a string of control characters cannot grow fourfold unchecked.
+void check_built(const std::string& out) { detail::need_bytes(int64_t(out.size())); }
+
+void string_repr(std::string& out, const std::string& s) {
   bool has_single = s.find('\'') != std::string::npos;
   char q = has_single && s.find('"') == std::string::npos ? '"' : '\'';
-  std::string out(1, q);
-  for (unsigned char c : s) {
+  detail::spend_bytes(int64_t(s.size()));
+  out += q;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((i & 4095) == 0) check_built(out);
+    auto c = static_cast<unsigned char>(s[i]);
     if (c == '\\' || c == static_cast<unsigned char>(q)) {
       out += '\\';
       out += char(c);
@@ -154,7 +197,39 @@ std::string string_repr(const std::string& s) {
       out += char(c);
     }
   }
-  return out + q;
+  out += q;
+}
+
+// Python's repr(v) appended to out: every node is a step, and out stays within the memory
+// bound (a list holding the same big string many times would print gigabytes).
+void repr_into(std::string& out, const Value& v) {
+  using K = Value::Kind;
+  detail::spend(1);
+  switch (v.kind()) {
+    case K::String: string_repr(out, v.as_string()); break;
+    case K::List: {
+      out += '[';
+      for (size_t k = 0; k < v.as_list().size(); ++k) {
+        if (k) out += ", ";
+        repr_into(out, v.as_list()[k]);
+      }
+      out += ']';
+      break;
+    }
+    case K::Dict: case K::Namespace: {
+      out += v.kind() == K::Dict ? "{" : "<Namespace {";
+      for (size_t k = 0; k < v.as_dict().items.size(); ++k) {
+        if (k) out += ", ";
+        string_repr(out, v.as_dict().items[k].first);
+        out += ": ";
+        repr_into(out, v.as_dict().items[k].second);
+      }
+      out += v.kind() == K::Dict ? "}" : "}>";
+      break;
+    }
+    default: out += v.repr();  // a scalar
+  }
+  check_built(out);
 }
 
 }  // namespace
@@ -174,26 +249,22 @@ std::string Value::repr() const {
     case Kind::Bool: return b_ ? "True" : "False";
     case Kind::Int: return std::to_string(i_);
     case Kind::Float: return float_repr(f_);
-    case Kind::String: return string_repr(*s_);
-    case Kind::List: {
-      std::string out = "[";
-      for (size_t k = 0; k < list_->size(); ++k) out += (k ? ", " : "") + (*list_)[k].repr();
-      return out + "]";
-    }
-    case Kind::Dict: case Kind::Namespace: {
-      std::string out = "{";
-      for (size_t k = 0; k < dict_->items.size(); ++k)
-        out += (k ? ", " : "") + string_repr(dict_->items[k].first) + ": " + dict_->items[k].second.repr();
-      out += "}";
-      return kind_ == Kind::Dict ? out : "<Namespace " + out + ">";
+    case Kind::String: case Kind::List: case Kind::Dict: case Kind::Namespace: {
+      std::string out;
+      repr_into(out, *this);
+      return out;
     }
     case Kind::Function: return "<function " + name_ + ">";
   }
   return "";
 }
 
+// Every node compared is a step, and so is every 64 bytes of equal-length strings: a deep
+// comparison of lists that share sublists could otherwise visit billions of nodes. As Python
+// does, an object equals itself without a look inside.
 bool equals(const Value& a, const Value& b) {
   using K = Value::Kind;
+  detail::spend(1);
   if (a.is_number() && b.is_number()) {
     if (a.kind() == K::Float || b.kind() == K::Float) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -201,9 +272,14 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case K::Undefined: case K::None: return true;
-    case K::String: return a.as_string() == b.as_string();
+    case K::String:
+      if (&a.as_string() == &b.as_string()) return true;
+      if (a.as_string().size() != b.as_string().size()) return false;
+      detail::spend_bytes(int64_t(a.as_string().size()));
+      return a.as_string() == b.as_string();
     case K::List: {
       const List &x = a.as_list(), &y = b.as_list();
+      if (&x == &y) return true;
       if (x.size() != y.size()) return false;
       for (size_t k = 0; k < x.size(); ++k)
         if (!equals(x[k], y[k])) return false;
@@ -211,6 +287,7 @@ bool equals(const Value& a, const Value& b) {
     }
     case K::Dict: {
       const Dict &x = a.as_dict(), &y = b.as_dict();
+      if (&x == &y) return true;
       if (x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
         const Value* w = y.find(k);
@@ -250,8 +327,10 @@ Value from_json(const nlohmann::ordered_json& j) {
 namespace {
 
 void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
+  detail::spend_bytes(int64_t(s.size()));
   out += '"';
-  for (size_t i = 0; i < s.size();) {
+  for (size_t i = 0, next_check = 0; i < s.size();) {
+    if (i >= next_check) check_built(out), next_check = i + 4096;
     size_t start = i;
     uint32_t cp = detail::next_code_point(s, i);
     char buf[16];
@@ -286,8 +365,12 @@ void dump(std::string& out, const Value& v, const JsonDump& o, int depth) {
   const std::string item_sep = !o.item_separator.empty() ? o.item_separator : pretty ? "," : ", ";
   const std::string key_sep = !o.key_separator.empty() ? o.key_separator : ": ";
   auto newline = [&](int d) {
-    if (pretty) out += "\n" + std::string(size_t(o.indent) * d, ' ');
+    if (!pretty) return;
+    detail::need_bytes(int64_t(out.size()) + int64_t(o.indent) * d);  // tojson(indent=10**9)
+    out += "\n" + std::string(size_t(o.indent) * d, ' ');
   };
+  detail::spend(1);
+  check_built(out);
   switch (v.kind()) {
     case K::None: out += "null"; return;
     case K::Bool: out += v.as_bool() ? "true" : "false"; return;

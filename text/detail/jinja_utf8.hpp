@@ -42,17 +42,6 @@ inline void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-// The string cut at code point boundaries: piece k is code point k's bytes.
-inline std::vector<std::string> code_points(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    size_t start = i;
-    next_code_point(s, i);
-    out.push_back(s.substr(start, i - start));
-  }
-  return out;
-}
-
 inline int64_t code_point_count(const std::string& s) {
   int64_t n = 0;
   for (size_t i = 0; i < s.size();) next_code_point(s, i), ++n;

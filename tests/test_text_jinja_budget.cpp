@@ -1,0 +1,170 @@
+// A chat template is untrusted input (it ships in a downloaded tokenizer_config.json): every
+// render ends within its work budget and memory bound (text/detail/jinja_budget.hpp), with an
+// error naming the template line, while real templates on long conversations still render.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "autograd/error.hpp"
+#include "text/chat_template.hpp"
+#include "text/jinja.hpp"
+
+namespace jinja_budget_test {
+
+using nlohmann::ordered_json;
+
+const char* const kWorkBudget =
+    "the template ran past its work budget of 10000000 steps (a step is a loop iteration, a call, a filter, "
+    "an operator, or 64 bytes or one item that one of them reads or builds)";
+const char* const kMemoryBound =
+    "the template would hold more than 33554432 bytes of strings, lists and output at once (its memory bound)";
+
+// How long one call of fn takes, in seconds.
+template <class Fn>
+double seconds_of(Fn fn) {
+  auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The error rendering `source` ends in ("" when it renders), and how long it took.
+struct Outcome {
+  std::string error;
+  double seconds = 0;
+};
+Outcome render_source(const std::string& source) {
+  Outcome o;
+  o.seconds = seconds_of([&] {
+    try {
+      xg::text::jinja::TemplateOptions opts;
+      opts.name = "t";
+      xg::text::jinja::Template(source, opts).render({});
+    } catch (const xg::Error& e) {
+      o.error = e.what();
+    }
+  });
+  return o;
+}
+
+// Under a sanitizer at -O0 everything runs many times slower; the bound on time is for the
+// optimized build.
+#ifdef __OPTIMIZE__
+constexpr double kSecondsAllowed = 3;
+#else
+constexpr double kSecondsAllowed = 60;
+#endif
+
+// Rendering `source` ends, within kSecondsAllowed, in the error `what` on template line `line`.
+void expect_refused(const std::string& source, int line, const char* what) {
+  Outcome o = render_source(source);
+  EXPECT_EQ(o.error, "t line " + std::to_string(line) + ": " + what);
+  EXPECT_LT(o.seconds, kSecondsAllowed);
+}
+
+TEST(TextJinjaBudget, NestedLoopsRunOutOfWork) {
+  // 10^10 iterations: Jinja2 would run for hours.
+  expect_refused("{% for i in range(100000) %}\n{% for j in range(100000) %}{% endfor %}{% endfor %}", 2, kWorkBudget);
+}
+
+TEST(TextJinjaBudget, ManyMacroCallsRunOutOfWork) {
+  // 2^40 calls without a loop, never deeper than 41.
+  expect_refused(
+      "{% macro m(n) %}{% if n %}{{ m(n - 1) }}{{ m(n - 1) }}{% endif %}{% endmacro %}\n{{ m(40) }}", 1, kWorkBudget);
+}
+
+TEST(TextJinjaBudget, CopyingABigStringOverAndOverRunsOutOfWork) {
+  // It holds 25 MB at most, but the loop would copy 80 GB.
+  expect_refused(
+      "{% set s = 'x' * 8000000 %}\n{% for i in range(10000) %}{% set t = s ~ 'y' %}{% endfor %}", 2, kWorkBudget);
+  // Reading it over and over costs as much.
+  expect_refused("{% set s = 'x' * 8000000 %}\n{% for i in range(100000) %}{% if 'y' in s %}{% endif %}{% endfor %}", 2, kWorkBudget);
+}
+
+TEST(TextJinjaBudget, DeepComparisonOfSharedListsRunsOutOfWork) {
+  // a and b hold a million distinct-but-equal items each through shared sublists; comparing
+  // [a] * 1000 with [b] * 1000 would visit 10^9 of them.
+  expect_refused(
+      "{% set a = [[1] * 1000] * 1000 %}{% set b = [[1] * 1000] * 1000 %}\n{{ [a] * 1000 == [b] * 1000 }}", 2, kWorkBudget);
+}
+
+TEST(TextJinjaBudget, StringDoublingHitsTheMemoryBound) {
+  // 2^40 bytes after 40 doublings.
+  expect_refused("{% set s = 'x' %}\n{% for i in range(40) %}{% set s = s ~ s %}{% endfor %}", 2, kMemoryBound);
+  expect_refused("{% set s = 'ab' %}{% for i in range(40) %}\n{% set s = s + s %}{% endfor %}", 2, kMemoryBound);
+}
+
+TEST(TextJinjaBudget, ListDoublingHitsTheMemoryBound) {
+  expect_refused("{% set l = [1, 2] %}\n{% for i in range(40) %}{% set l = l + l %}{% endfor %}", 2, kMemoryBound);
+}
+
+TEST(TextJinjaBudget, KeepingManyBigStringsHitsTheMemoryBound) {
+  // Each string is 1 MB; a list keeps a thousand of them.
+  expect_refused(
+      "{% set s = 'x' * 1000000 %}{% set ns = namespace(l=[]) %}\n"
+      "{% for i in range(1000) %}{% set ns.l = ns.l + [s ~ i] %}{% endfor %}", 2, kMemoryBound);
+  // Macro outputs held open by recursion count too.
+  expect_refused(
+      "{% set s = 'x' * 1000000 %}{% macro m(n) %}{{ s }}{% if n %}{{ m(n - 1) }}{% endif %}{% endmacro %}\n"
+      "{{ m(90) }}", 1, kMemoryBound);
+}
+
+TEST(TextJinjaBudget, OutputHitsTheMemoryBound) {
+  expect_refused(
+      "{% set s = 'x' * 1000000 %}\n{% for i in range(100) %}{{ s }}{% endfor %}", 2, kMemoryBound);
+}
+
+TEST(TextJinjaBudget, BuildersCheckTheSizeBeforeBuilding) {
+  // Each would allocate gigabytes in one call.
+  for (const char* src : {"{{ 'a\\nb' | indent(1000000000) }}",
+                          "{{ (['x' * 1000000] * 70) | join('-') }}",
+                          "{{ ('x' * 1000000) | replace('x', 'yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy') }}",
+                          "{% set s = 'x' * 20000000 %}{% for c in s %}{% endfor %}",
+                          "{% set s = 'x' * 20000000 %}{{ s | list | length }}",
+                          "{{ [['x' * 1000000] * 100] * 100 }}",
+                          "{{ ([['x' * 1000000] * 100] * 100) | tojson }}"}) {
+    SCOPED_TRACE(src);
+    expect_refused(src, 1, kMemoryBound);
+  }
+}
+
+TEST(TextJinjaBudget, IndexingABigStringDoesNotCopyIt) {
+  double s = seconds_of([] {
+    xg::text::jinja::Template t("{% set s = 'ab' * 10000000 %}{{ s[1] }}{{ s[-2] }}{{ s[5:8] }}{{ s[1:6:9223372036854775807] }}");
+    EXPECT_EQ(t.render({}), "bababb");
+  });
+  EXPECT_LT(s, kSecondsAllowed);
+}
+
+TEST(TextJinjaBudget, RepeatingNothingDoesNoWork) {
+  // The repetition used to loop 10^15 times appending nothing.
+  double s = seconds_of([] {
+    EXPECT_EQ(xg::text::jinja::Template("{{ '' * 10**15 }}{{ ([] * 10**15) | length }}{{ 'ab' * -3 }}|").render({}), "0|");
+  });
+  EXPECT_LT(s, kSecondsAllowed);
+}
+
+TEST(TextJinjaBudget, BigButLegitTemplatesRender) {
+  // range()'s whole length (Jinja2's sandbox limit), printed.
+  xg::text::jinja::Template loop("{% for i in range(100000) %}{{ i }},{% endfor %}");
+  std::string out = loop.render({});
+  EXPECT_EQ(out.size(), 588890u);
+  EXPECT_EQ(out.substr(out.size() - 12), "99998,99999,");
+  // A long conversation (2,000 turns, 2 MB) through every fixture template.
+  std::ifstream in(std::string(XGRAD_FIXTURE_DIR) + "/chat_templates.json");
+  const ordered_json fixture = ordered_json::parse(in);
+  ordered_json messages = ordered_json::array();
+  for (int k = 0; k < 2000; ++k)
+    messages.push_back({{"role", k % 2 ? "assistant" : "user"}, {"content", std::string(1000, 'a' + k % 26)}});
+  for (const auto& [name, t] : fixture["templates"].items()) {
+    SCOPED_TRACE(name);
+    xg::text::ChatTemplate tpl = xg::text::ChatTemplate::from_tokenizer_config(t["tokenizer_config"], name);
+    std::string text;
+    double s = seconds_of([&] { text = tpl.render(messages, true); });
+    EXPECT_GT(text.size(), 2000000u);
+    EXPECT_NE(text.find(std::string(1000, 'z')), std::string::npos);
+    EXPECT_LT(s, kSecondsAllowed);
+  }
+}
+
+}  // namespace jinja_budget_test
