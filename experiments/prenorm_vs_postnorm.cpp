@@ -269,16 +269,19 @@ void part2(const ex::StudyConfig& c, const std::vector<int64_t>& depths, const s
   std::cout << "\nwrote " << out << "/sweep.csv, sweep_seeds.csv (every seed's gradients) and sweep.json\n";
 
   ex::PlotSpec ratio;
-  ratio.title = "Pre-Norm / Post-Norm layer-1 gradient (median of " + std::to_string(seeds) +
-                " seeds, bars: 95% bootstrap interval)";
+  ratio.title = "Pre-Norm / Post-Norm layer-1 gradient, median of " + std::to_string(seeds) +
+                " seeds\nbars: 95% bootstrap interval; widths nudged apart in depth";
   ratio.xlabel = "depth (layers)";
   ratio.ylabel = "ratio";
   ratio.logx = ratio.logy = true;
-  for (int64_t d : dims) {
+  for (std::size_t di = 0; di < dims.size(); ++di) {
+    const int64_t d = dims[di];
+    // Each width's points a few percent apart in depth, so that the bars do not overlap.
+    const double nudge = std::pow(1.03, static_cast<double>(di) - (static_cast<double>(dims.size()) - 1) / 2);
     ex::Series s{"d_model " + std::to_string(d), {}, {}, {}, {}, false, 0};
     for (const auto& p : points)
       if (p.d_model == d) {
-        s.x.push_back(static_cast<double>(p.depth));
+        s.x.push_back(static_cast<double>(p.depth) * nudge);
         s.y.push_back(p.ratio_ci.estimate);
         s.ylo.push_back(p.ratio_ci.lo);
         s.yhi.push_back(p.ratio_ci.hi);
@@ -453,9 +456,9 @@ void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, con
   if (dropouts.empty()) return;
   for (int st = 0; st < 2; ++st) {
     ex::PlotSpec spec;
-    spec.title = std::string(st == 0 ? "Encoder" : "Decoder") + " FFN W2 gradient at init (median of " +
-                 std::to_string(seeds) + " seeds, bars: 95% bootstrap interval; dropout " + cli::fmt("%g", dropouts[0]) +
-                 ")";
+    spec.title = std::string(st == 0 ? "Encoder" : "Decoder") + " FFN W2 gradient at init, dropout " +
+                 cli::fmt("%g", dropouts[0]) + "\nmedian of " + std::to_string(seeds) +
+                 " seeds, bars: 95% bootstrap interval";
     spec.xlabel = "layer";
     spec.ylabel = "||dL/dW2||";
     spec.logy = true;
