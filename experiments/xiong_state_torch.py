@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from xiong_encdec_torch import sinusoid  # the same sinusoidal table, beside this file
+
 DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
 
 
@@ -40,14 +42,6 @@ def read_safetensors(path):
         a = np.frombuffer(data[begin:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
         out[name] = torch.from_numpy(a.copy())
     return out, meta
-
-
-def sinusoid(T, d):
-    pos = torch.arange(T).float()[:, None]
-    div = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
-    pe = torch.zeros(T, d)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * div), torch.cos(pos * div)
-    return pe
 
 
 def load_attention(attn, w, prefix):
