@@ -711,7 +711,7 @@ int main(int argc, char** argv) {
   std::string sweep_init, sweep_save_init, xiong_init, xiong_save_init;
   // The default seed counts: enough for each headline ratio's 95% interval to be within about 10%
   // of its median (experiments/README.md gives the half-widths reached and the CPU time).
-  int64_t seeds = 100;
+  int64_t seeds = 200;
   ex::XiongConfig xc;
   ex::EncDecConfig ec;
   int64_t xiong_seeds = 200;
@@ -743,7 +743,7 @@ int main(int argc, char** argv) {
     ("out", po::value<std::string>(&out)->default_value("prenorm_out"), "folder for CSV, JSON and plots")
     ("sweep", "also run the depth sweep (part 2)")
     ("depths", po::value<std::string>(&depths_s)->default_value("4,8,16,32,64,80"), "sweep depths")
-    ("seeds", po::value<int64_t>(&seeds)->default_value(100), "sweep seeds per point (seed, seed+1, ...)")
+    ("seeds", po::value<int64_t>(&seeds)->default_value(200), "sweep seeds per point (seed, seed+1, ...)")
     ("sweep-d-models", po::value<std::string>(&dims_s)->default_value("64,256"), "sweep widths")
     ("sweep-init", po::value<std::string>(&sweep_init), "read each sweep run's initial state from "
                                                          "DIR/sweep_d{D}_L{L}_seed{S}.safetensors (the --init format)")
