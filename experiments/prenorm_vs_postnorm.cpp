@@ -5,6 +5,7 @@
 // Prints the tables; writes CSV, JSON (flags, seed, git revision) and gnuplot plots to --out.
 // The measurements live in experiments/study.cpp; this file parses flags and writes files.
 #include <algorithm>
+#include <array>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -345,9 +346,9 @@ void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, con
   ratios_csv << "dropout,layers,stack,norm,seeds,quantity,median,lo,hi\n";
   seeds_csv << "dropout,layers,seed,stack,norm,layer,single,expected\n";
   json results = json::array();
-  // [dropout][stack][norm] -> per depth: per seed, the top layer's expected-loss gradient
-  std::vector<std::vector<double>> top_per_seed[2][2][2];
-  std::vector<double> top_median[2][2][2];
+  // [dropout index][stack][norm] -> per depth: per seed, the top layer's expected-loss gradient
+  using PerStackNorm = std::array<std::array<std::vector<std::vector<double>>, 2>, 2>;
+  std::vector<PerStackNorm> top_per_seed(dropouts.size());
   // profiles for the plots (dropout off): [stack][norm][depth index] -> per-layer median (expected)
   std::vector<std::vector<ex::Interval>> plot_prof[2][2];
   // A run's state (its initial weights and token batches) does not depend on the dropout: drawn
@@ -394,7 +395,6 @@ void part3(const ex::EncDecConfig& base, const std::vector<int64_t>& depths, con
           }
           const ex::Interval ctb_s = ex::median_ci(tb_s), ctb_e = ex::median_ci(tb_e), ctop = ex::median_ci(top_e);
           top_per_seed[di][st][nm].push_back(top_e);
-          top_median[di][st][nm].push_back(ctop.estimate);
           std::printf("%6lld %-8s %-8s  %-24s  %-24s  %-26s\n", static_cast<long long>(L), stacks[st], norms[nm],
                       ci_str(ctb_e, "%.2f").c_str(), ci_str(ctb_s, "%.2f").c_str(), ci_str(ctop).c_str());
           for (std::size_t i = 0; i < qs.size(); ++i)
