@@ -26,10 +26,10 @@ struct BootstrapOptions {
   double level = 0.95;
 };
 
-// An estimate with its interval [lo, hi], from n values.
+// An estimate with its interval [lo, hi].
 struct Interval {
   double estimate = 0, lo = 0, hi = 0;
-  int64_t n = 0;
+  int64_t n = 0;  // the values it came from (the first sample's, for bootstrap_ci of several)
   // Half the interval's width relative to the estimate: (hi - lo) / 2 / |estimate|.
   double rel_half_width() const;
   bool contains(double v) const { return lo <= v && v <= hi; }
