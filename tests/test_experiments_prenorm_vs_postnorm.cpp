@@ -42,7 +42,8 @@ TEST(ExperimentsPrenormCli, HelpListsTheFlags) {
   CliRun r = run_study("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--layers", "--d-model", "--batch", "--seed", "--norm", "--final-norm", "--sublayer",
-                           "--init", "--save-init", "--out", "--sweep", "--xiong", "--train", "--corpus"})
+                           "--init", "--save-init", "--out", "--sweep", "--xiong", "--train", "--corpus",
+                           "--sweep-init", "--sweep-save-init", "--xiong-init", "--xiong-save-init", "--xiong-dropouts"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
