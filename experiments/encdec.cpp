@@ -5,6 +5,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/matmul.hpp"
 #include "autograd/random.hpp"
+#include "io/safetensors.hpp"
 #include "losses/cross_entropy.hpp"
 #include "nn/init.hpp"
 
@@ -132,25 +133,120 @@ std::vector<double> EncoderDecoder::dec_w2_grad() const {
   return g;
 }
 
-EncDecProfile run_encdec(const EncDecConfig& c, int64_t enc_layers, int64_t dec_layers) {
+namespace {
+
+// Batch k of a [batches, batch, len] int64 tensor, as its own [batch, len] tensor.
+Tensor batch_of(const Tensor& all, int64_t k) {
+  const int64_t B = all.size(1), T = all.size(2);
+  const int64_t* p = all.data<int64_t>() + k * B * T;
+  return from_vector(std::vector<int64_t>(p, p + B * T), {B, T});
+}
+
+}  // namespace
+
+EncDecState make_encdec_state(const EncDecConfig& c, int64_t enc_layers, int64_t dec_layers) {
   check(c.batches >= 1, "--xiong-batches: must be at least 1, got ", c.batches);
   manual_seed(c.seed);
   EncoderDecoder model(c, enc_layers, dec_layers);
+  EncDecState s;
+  s.enc_layers = enc_layers;
+  s.dec_layers = dec_layers;
+  for (const auto& [name, t] : model.state_dict()) s.params[name] = t.detach().clone();
+  // Random source tokens, target-side inputs and labels (at initialisation nothing has been
+  // learned, so labels independent of the inputs give the same gradient statistics).
+  Generator data(c.seed + 1000);
+  std::vector<int64_t> src, tgt, labels;
+  auto append = [&](std::vector<int64_t>& dst, int64_t len) {
+    Tensor t = randint(0, c.vocab, {c.batch, len}, &data);
+    dst.insert(dst.end(), t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  };
+  for (int64_t k = 0; k < c.batches; ++k) {
+    append(src, c.src_len);
+    append(tgt, c.tgt_len);
+    append(labels, c.tgt_len);
+  }
+  s.src = from_vector(src, {c.batches, c.batch, c.src_len});
+  s.tgt = from_vector(tgt, {c.batches, c.batch, c.tgt_len});
+  s.labels = from_vector(labels, {c.batches, c.batch, c.tgt_len});
+  return s;
+}
+
+std::string encdec_state_file(int64_t layers, uint64_t seed) {
+  return "xiong_L" + std::to_string(layers) + "_seed" + std::to_string(seed) + ".safetensors";
+}
+
+void save_encdec_state(const std::string& path, const EncDecState& s, const EncDecConfig& c) {
+  TensorMap out = s.params;
+  out["src"] = s.src;
+  out["tgt"] = s.tgt;
+  out["labels"] = s.labels;
+  io::save_safetensors(path, out,
+                       {{"encoder_layers", std::to_string(s.enc_layers)},
+                        {"decoder_layers", std::to_string(s.dec_layers)},
+                        {"seed", std::to_string(c.seed)},
+                        {"d_model", std::to_string(c.d_model)},
+                        {"heads", std::to_string(c.n_heads)},
+                        {"vocab", std::to_string(c.vocab)},
+                        {"label_smoothing", str_cat(c.label_smoothing)}});
+}
+
+EncDecState load_encdec_state(const std::string& path, const EncDecConfig& c, int64_t enc_layers,
+                              int64_t dec_layers) {
+  TensorMap file = io::load_safetensors(path);
+  auto get = [&](const std::string& name) {
+    auto it = file.find(name);
+    check(it != file.end(), "--xiong-init ", path, ": no tensor '", name, "'");
+    return it->second;
+  };
+  EncoderDecoder model(c, enc_layers, dec_layers);  // for the names and shapes only
+  EncDecState s;
+  s.enc_layers = enc_layers;
+  s.dec_layers = dec_layers;
+  for (const auto& [name, t] : model.state_dict()) {
+    Tensor v = get(name);
+    check(v.shape() == t.shape(), "--xiong-init ", path, ": tensor '", name, "' has shape ", shape_str(v.shape()),
+          ", the model needs ", shape_str(t.shape()));
+    s.params[name] = v.to(t.dtype());
+  }
+  auto tokens = [&](const char* name, int64_t len) {
+    Tensor v = get(name);
+    check(v.dim() == 3 && v.size(0) >= c.batches && v.size(1) == c.batch && v.size(2) == len, "--xiong-init ", path,
+          ": tensor '", name, "' has shape ", shape_str(v.shape()), ", need [", c.batches, " or more batches, ",
+          c.batch, ", ", len, "]");
+    check(v.dtype() == kInt64, "--xiong-init ", path, ": tensor '", name, "' must hold int64 token ids");
+    for (int64_t i = 0; i < v.numel(); ++i) {
+      const int64_t id = v.data<int64_t>()[i];
+      check(id >= 0 && id < c.vocab, "--xiong-init ", path, ": tensor '", name, "' holds token ", id,
+            ", outside the vocabulary [0, ", c.vocab, ")");
+    }
+    return v;
+  };
+  s.src = tokens("src", c.src_len);
+  s.tgt = tokens("tgt", c.tgt_len);
+  s.labels = tokens("labels", c.tgt_len);
+  return s;
+}
+
+EncDecProfile run_encdec(const EncDecConfig& c, int64_t enc_layers, int64_t dec_layers) {
+  return run_encdec(c, make_encdec_state(c, enc_layers, dec_layers));
+}
+
+EncDecProfile run_encdec(const EncDecConfig& c, const EncDecState& state) {
+  check(c.batches >= 1, "--xiong-batches: must be at least 1, got ", c.batches);
+  check(state.src.defined() && state.src.size(0) >= c.batches, "run_encdec: the state has fewer token batches than ",
+        c.batches);
+  EncoderDecoder model(c, state.enc_layers, state.dec_layers);
+  model.load_state_dict(state.params, /*strict=*/true);
   EncDecProfile prof;
-  prof.enc_layers = enc_layers;
-  prof.dec_layers = dec_layers;
+  prof.enc_layers = state.enc_layers;
+  prof.dec_layers = state.dec_layers;
   for (bool pre : {false, true}) {
-    Generator data(c.seed + 1000);  // the same token batches for Post-LN and Pre-LN
-    manual_seed(c.seed + 2000);     // and the same dropout masks
+    manual_seed(c.seed + 2000);  // the same dropout masks for Post-LN and Pre-LN
     model.zero_grad();
     for (int64_t k = 0; k < c.batches; ++k) {
-      // Random source tokens, target-side inputs and labels (at initialisation nothing has been
-      // learned, so labels independent of the inputs give the same gradient statistics).
-      Tensor src = randint(0, c.vocab, {c.batch, c.src_len}, &data);
-      Tensor tgt = randint(0, c.vocab, {c.batch, c.tgt_len}, &data);
-      Tensor labels = randint(0, c.vocab, {c.batch, c.tgt_len}, &data);
-      Tensor logits = model.forward(src, tgt, pre, c.dropout > 0);
-      Tensor loss = losses::cross_entropy(logits, labels, -100, losses::Reduction::Mean, c.label_smoothing);
+      Tensor logits = model.forward(batch_of(state.src, k), batch_of(state.tgt, k), pre, c.dropout > 0);
+      Tensor loss =
+          losses::cross_entropy(logits, batch_of(state.labels, k), -100, losses::Reduction::Mean, c.label_smoothing);
       loss.backward();  // gradients accumulate over the batches: their sum
       if (k == 0) {
         (pre ? prof.enc_pre : prof.enc_post) = model.enc_w2_grad();

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/attention.hpp"
@@ -90,8 +91,33 @@ struct EncDecProfile {
   std::vector<double> enc_post, enc_pre, dec_post, dec_pre;
   std::vector<double> enc_post_exp, enc_pre_exp, dec_post_exp, dec_pre_exp;
 };
-// Builds the model from config.seed, draws random token batches (the same for both), and
-// measures both norm positions.
+// What a run starts from: the model's initial parameters under its state_dict names
+// (embed.weight, encoder.{i}.self_attn.w_q.weight, decoder.{i}.cross_attn.w_o.bias,
+// decoder.{i}.ffn.fc2.weight, encoder_norm.weight, ...: experiments/README.md lists them with
+// PyTorch's nn.Transformer equivalents) and the token batches, int64 [batches, batch, len] each.
+struct EncDecState {
+  int64_t enc_layers = 0, dec_layers = 0;
+  TensorMap params;
+  Tensor src, tgt, labels;
+};
+// Draws a state: the model from config.seed (fairseq's init), the batches from a generator
+// seeded config.seed + 1000 (per batch: source, target-side inputs, labels).
+EncDecState make_encdec_state(const EncDecConfig& config, int64_t enc_layers, int64_t dec_layers);
+// `--xiong-save-init`: the parameters and the batches "src", "tgt", "labels" in one
+// safetensors file (float32 and int64), with metadata naming the layers and the seed.
+void save_encdec_state(const std::string& path, const EncDecState& state, const EncDecConfig& config);
+// `--xiong-init`: reads what save_encdec_state wrote (or a file made the same way elsewhere, by
+// PyTorch say) for a model of that config and depth; a missing tensor, a shape that does not fit
+// or fewer batches than config.batches is an error naming the file and the tensor.
+EncDecState load_encdec_state(const std::string& path, const EncDecConfig& config, int64_t enc_layers,
+                              int64_t dec_layers);
+// The file of one depth and seed in a --xiong-save-init folder: "xiong_L6_seed42.safetensors".
+std::string encdec_state_file(int64_t layers, uint64_t seed);
+
+// Measures both norm positions from one state (the dropout masks, when config.dropout > 0, come
+// from xgrad's generator seeded config.seed + 2000: the same for Post-LN and Pre-LN).
+EncDecProfile run_encdec(const EncDecConfig& config, const EncDecState& state);
+// The same from a state drawn by make_encdec_state.
 EncDecProfile run_encdec(const EncDecConfig& config, int64_t enc_layers, int64_t dec_layers);
 
 }  // namespace xg::experiments

@@ -100,12 +100,18 @@ bool plot(const std::string& dir, const std::string& stem, const PlotSpec& spec,
   for (std::size_t s = 0; s < spec.series.size(); ++s) {
     const Series& ser = spec.series[s];
     if (s) body << ", \\\n     ";
+    // A band needs its colour named, so that the line over it matches: the series' own, or
+    // its position in the plot.
+    const int color = ser.color > 0 ? ser.color : ser.band ? static_cast<int>(s) + 1 : 0;
+    if (ser.band && !ser.ylo.empty())
+      body << gp_quote(stem + ".dat") << " index " << s << " using 1:3:4 with filledcurves lt " << color
+           << " fs transparent solid 0.2 noborder notitle, \\\n     ";
     body << gp_quote(stem + ".dat") << " index " << s;
-    if (!ser.ylo.empty())
+    if (!ser.ylo.empty() && !ser.band)
       body << " using 1:2:3:4 with yerrorlines";
     else
       body << " using 1:2 with " << (ser.points ? "linespoints" : "lines");
-    if (ser.color > 0) body << " lt " << ser.color;
+    if (color > 0) body << " lt " << color;
     body << " lw 2 pt 7 ps 0.6 dt " << (ser.dashed ? 2 : 1) << " title " << gp_quote(ser.title);
   }
   body << "\n";

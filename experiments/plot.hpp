@@ -11,10 +11,11 @@ namespace xg::experiments {
 struct Series {
   std::string title;
   std::vector<double> x, y;
-  std::vector<double> ylo, yhi;  // optional error bars (e.g. quartiles); same length as y
+  std::vector<double> ylo, yhi;  // optional error bars (e.g. intervals); same length as y
   bool dashed = false;
   int color = 0;  // gnuplot line type for the colour (1, 2, ...); 0: the next one
   bool points = true;  // a marker at each point (false: the line alone, for long noisy curves)
+  bool band = false;   // draw ylo..yhi as a translucent band under the line instead of error bars
 };
 
 struct PlotSpec {

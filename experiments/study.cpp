@@ -295,8 +295,14 @@ Quartiles quartiles(std::vector<double> v) {
   return {at(0.25), at(0.5), at(0.75)};
 }
 
+std::string sweep_init_file(const StudyConfig& c) {
+  return "sweep_d" + std::to_string(c.d_model) + "_L" + std::to_string(c.layers) + "_seed" + std::to_string(c.seed) +
+         ".safetensors";
+}
+
 std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int64_t>& depths,
-                                  const std::vector<int64_t>& d_models, int64_t seeds) {
+                                  const std::vector<int64_t>& d_models, int64_t seeds, const InitSource& source,
+                                  const std::function<void(const StudyConfig&, const Init&)>& on_init) {
   check(seeds >= 1, "--seeds: must be at least 1, got ", seeds);
   std::vector<SweepPoint> out;
   for (int64_t d : d_models)
@@ -311,7 +317,12 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
       std::vector<std::vector<double>> rel_post(depth), rel_pre(depth), raw_post(depth), raw_pre(depth);
       for (int64_t s = 0; s < seeds; ++s) {
         c.seed = base.seed + static_cast<uint64_t>(s);
-        StudyResult r = run_study(c, make_init(c));
+        const Init init = source(c);
+        if (on_init) on_init(c, init);
+        StudyResult r = run_study(c, init);
+        p.seeds.push_back(c.seed);
+        p.post.push_back(r.grad_post);
+        p.pre.push_back(r.grad_pre);
         post1.push_back(r.grad_post[0]);
         pre1.push_back(r.grad_pre[0]);
         ratio.push_back(r.ratio_layer1());
@@ -326,15 +337,31 @@ std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int
       p.post_layer1 = quartiles(post1);
       p.pre_layer1 = quartiles(pre1);
       p.ratio = quartiles(ratio);
+      p.post_layer1_ci = median_ci(post1);
+      p.pre_layer1_ci = median_ci(pre1);
+      p.ratio_ci = median_ci(ratio);
       for (int64_t i = 0; i < depth; ++i) {
-        p.rel_post_median.push_back(quartiles(rel_post[i]).median);
-        p.rel_pre_median.push_back(quartiles(rel_pre[i]).median);
-        p.raw_post_median.push_back(quartiles(raw_post[i]).median);
-        p.raw_pre_median.push_back(quartiles(raw_pre[i]).median);
+        p.rel_post.push_back(median_ci(rel_post[i]));
+        p.rel_pre.push_back(median_ci(rel_pre[i]));
+        p.raw_post.push_back(median_ci(raw_post[i]));
+        p.raw_pre.push_back(median_ci(raw_pre[i]));
+        p.rel_post_median.push_back(p.rel_post.back().estimate);
+        p.rel_pre_median.push_back(p.rel_pre.back().estimate);
+        p.raw_post_median.push_back(p.raw_post.back().estimate);
+        p.raw_pre_median.push_back(p.raw_pre.back().estimate);
       }
       out.push_back(std::move(p));
     }
   return out;
+}
+
+Interval exponent_ci(const std::vector<double>& x, const std::vector<std::vector<double>>& per_seed) {
+  check(x.size() == per_seed.size(), "exponent_ci: ", x.size(), " x values and ", per_seed.size(), " samples");
+  return bootstrap_ci(per_seed, [&x](const std::vector<std::vector<double>>& samples) {
+    std::vector<double> y;
+    for (const auto& s : samples) y.push_back(median(s));
+    return fit_exponent(x, y);
+  });
 }
 
 XiongProfile run_xiong(const XiongConfig& xc, int64_t depth) {

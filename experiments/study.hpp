@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "experiments/bootstrap.hpp"
 #include "io/safetensors.hpp"
 #include "nn/block.hpp"
 
@@ -110,16 +112,37 @@ Quartiles quartiles(std::vector<double> values);  // linear interpolation (numpy
 
 struct SweepPoint {
   int64_t d_model = 0, depth = 0;
-  Quartiles post_layer1, pre_layer1, ratio;  // over seeds
-  // Median over seeds of each layer's gradient norm relative to the top layer.
-  std::vector<double> rel_post_median, rel_pre_median;
-  // Median over seeds of each layer's raw gradient norm.
+  std::vector<uint64_t> seeds;
+  // Per seed (in the order of `seeds`), per layer bottom first: the raw gradient norms.
+  std::vector<std::vector<double>> post, pre;
+  Quartiles post_layer1, pre_layer1, ratio;  // over seeds (the spread of the seeds)
+  // The same medians with their 95% bootstrap intervals over seeds (the uncertainty of the
+  // median); ratio_ci is the median of the per-seed Pre/Post layer-1 ratios.
+  Interval post_layer1_ci, pre_layer1_ci, ratio_ci;
+  // Median over seeds of each layer's gradient norm relative to the top layer, and raw, each
+  // with its interval.
+  std::vector<Interval> rel_post, rel_pre, raw_post, raw_pre;
+  std::vector<double> rel_post_median, rel_pre_median;  // the estimates of rel_post, rel_pre
   std::vector<double> raw_post_median, raw_pre_median;
 };
+// Where a sweep's initial states come from: make_init by default; a folder of saved states
+// (`--sweep-init`) otherwise.
+using InitSource = std::function<Init(const StudyConfig&)>;
+// The file of one width, depth and seed in a --sweep-save-init folder:
+// "sweep_d64_L8_seed42.safetensors" (the --save-init format).
+std::string sweep_init_file(const StudyConfig& config);
 // For each d_model and depth, `seeds` runs with seeds base.seed, base.seed + 1, ...
-// (base.final_norm decides whether the Pre-Norm nets end with a norm.)
+// (base.final_norm decides whether the Pre-Norm nets end with a norm.) `source` gives each
+// run's initial state; `on_init`, when set, sees each one (to save it).
 std::vector<SweepPoint> run_sweep(const StudyConfig& base, const std::vector<int64_t>& depths,
-                                  const std::vector<int64_t>& d_models, int64_t seeds);
+                                  const std::vector<int64_t>& d_models, int64_t seeds,
+                                  const InitSource& source = make_init,
+                                  const std::function<void(const StudyConfig&, const Init&)>& on_init = {});
+
+// The exponent p of median(y) ~ c x^p fitted over the points (one sample of per-seed values per
+// x), with a bootstrap interval: each point's seeds resampled on their own, the medians and the
+// fit recomputed.
+Interval exponent_ci(const std::vector<double>& x, const std::vector<std::vector<double>>& per_seed);
 
 // --- an encoder-only stack of Transformer blocks at initialisation ----------------------------
 // (the earlier part 3; --xiong now measures the encoder-decoder of experiments/encdec.hpp, the

@@ -3,8 +3,10 @@
 the encoder-decoder of Xiong et al. (2020) at initialisation, fairseq's init, tied embeddings
 scaled by sqrt(d) plus sinusoidal positions, label smoothing 0.1, no dropout. Prints, per depth,
 the median over seeds of the top/bottom ratio of the FFN W2 gradient norm (expected loss: the
-gradient summed over `--batches` batches) in each stack. Uses PyTorch's random stream, so it
-agrees with xgrad in distribution, not digit for digit.
+gradient summed over `--batches` batches) in each stack, with its 95% percentile-bootstrap
+interval computed exactly as experiments/bootstrap.cpp does (4,000 resamples, SplitMix64 seeded
+20200612, numpy's quantile rule). Uses PyTorch's random stream, so it agrees with xgrad in
+distribution, not digit for digit.
 
     /usr/bin/python3 experiments/xiong_encdec_torch.py --depths 6,12 --seeds 10
 """
@@ -111,6 +113,31 @@ def ratios(L, seed, a):
     return out
 
 
+def splitmix64(state):
+    """experiments/bootstrap.cpp's generator: yields 64-bit values."""
+    mask = (1 << 64) - 1
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        yield z ^ (z >> 31)
+
+
+def median_ci(values, resamples=4000, seed=20200612, level=0.95):
+    """The median and its percentile-bootstrap interval, as experiments/bootstrap.cpp computes them."""
+    gen, n = splitmix64(seed), len(values)
+    stats = sorted(statistics.median(values[(next(gen) * n) >> 64] for _ in range(n)) for _ in range(resamples))
+
+    def quantile(q):
+        pos = q * (len(stats) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(stats) - 1)
+        return stats[lo] + (pos - lo) * (stats[hi] - stats[lo])
+
+    return statistics.median(values), quantile((1 - level) / 2), quantile((1 + level) / 2)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--depths", default="6,12")
@@ -123,11 +150,12 @@ def main():
     p.add_argument("--vocab", type=int, default=64)
     a = p.parse_args()
     torch.set_num_threads(1)
-    print("layers stack    norm     top/bottom W2 grad, median over %d seeds (expected loss, %d batches)" % (a.seeds, a.batches))
+    print("layers stack    norm     top/bottom W2 grad, median over %d seeds [95%% bootstrap interval] "
+          "(expected loss, %d batches)" % (a.seeds, a.batches))
     for L in map(int, a.depths.split(",")):
         runs = [ratios(L, 42 + s, a) for s in range(a.seeds)]
         for key in runs[0]:
-            print("%6d %-8s %-8s %.2f" % (L, key[0], key[1], statistics.median(r[key] for r in runs)))
+            print("%6d %-8s %-8s %.2f [%.2f, %.2f]" % ((L, key[0], key[1]) + median_ci([r[key] for r in runs])))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ ex::PlotSpec two_series() {
   spec.series.push_back({"Post", {1, 2, 3}, {0.5, 0.25, 0.125}, {}, {}, false, 1});
   spec.series.push_back({"Pre", {1, 2, 3}, {4, 4, 4}, {3, 3, 3}, {5, 5, 5}, true, 2});
   spec.series.push_back({"curve", {1, 2, 3}, {1, 1, 1}, {}, {}, false, 3, false});  // no markers
+  ex::Series band{"band", {1, 2, 3}, {2, 2, 2}, {1.5, 1.5, 1.5}, {2.5, 2.5, 2.5}, false, 4};
+  band.band = true;  // the interval as a translucent band under the line
+  spec.series.push_back(band);
   return spec;
 }
 
@@ -45,6 +48,10 @@ TEST(ExperimentsPlot, WritesDataScriptAndImages) {
   EXPECT_NE(gp.find("index 0 using 1:2 with linespoints lt 1"), std::string::npos) << gp;
   EXPECT_NE(gp.find("index 1 using 1:2:3:4 with yerrorlines lt 2"), std::string::npos) << gp;
   EXPECT_NE(gp.find("index 2 using 1:2 with lines lt 3"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("index 3 using 1:3:4 with filledcurves lt 4 fs transparent solid 0.2 noborder notitle"),
+            std::string::npos)
+      << gp;
+  EXPECT_NE(gp.find("index 3 using 1:2 with linespoints lt 4"), std::string::npos) << gp;
   EXPECT_NE(gp.find("set title \"it's \\\"quoted\\\"\""), std::string::npos) << gp;
   EXPECT_NE(gp.find("set terminal svg"), std::string::npos) << gp;
   EXPECT_EQ(ok, ex::gnuplot_available()) << why;

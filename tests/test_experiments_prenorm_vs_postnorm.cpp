@@ -29,7 +29,7 @@ TEST(ExperimentsPrenormCli, UnknownFlagIsOneLineAndStatus2) {
 TEST(ExperimentsPrenormCli, BadValuesAreOneLineAndStatus2) {
   for (const char* args : {"--norm batchnorm", "--sublayer conv", "--layers abc", "--layers 0", "--depths 4,x",
                            "--d-model 6 --heads 4", "--seeds 0",
-                           "--train-lrs 0.1,abc", "--train-steps 0", "--xiong-heads 3"}) {
+                           "--train-lrs 0.1,abc", "--train-steps 0", "--xiong-heads 3", "--xiong-dropouts 1.5"}) {
     CliRun r = run_study(args);
     EXPECT_EQ(r.status, 2) << args;
     EXPECT_EQ(count_lines(r.err), 1) << args << ": " << r.err;
@@ -42,7 +42,8 @@ TEST(ExperimentsPrenormCli, HelpListsTheFlags) {
   CliRun r = run_study("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--layers", "--d-model", "--batch", "--seed", "--norm", "--final-norm", "--sublayer",
-                           "--init", "--save-init", "--out", "--sweep", "--xiong", "--train", "--corpus"})
+                           "--init", "--save-init", "--out", "--sweep", "--xiong", "--train", "--corpus",
+                           "--sweep-init", "--sweep-save-init", "--xiong-init", "--xiong-save-init", "--xiong-dropouts"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -99,4 +100,60 @@ TEST(ExperimentsPrenormCli, TrainCurvesDoNotDependOnTheThreadCount) {
   }
   EXPECT_GT(count_lines(curves[0]), 100);
   EXPECT_EQ(curves[0], curves[1]);
+}
+
+// --xiong-save-init writes each run's state; --xiong-init runs from those files and prints and
+// writes the same numbers (the same for the sweep's --sweep-save-init / --sweep-init).
+TEST(ExperimentsPrenormCli, SavedStatesReproduceTheSweepAndXiong) {
+  const std::string base = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_states";
+  CliRun a = run_study("--quick --sweep --xiong --xiong-save-init '" + base + "/xiong_init' --sweep-save-init '" +
+                       base + "/sweep_init' --out '" + base + "/drawn'");
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_FALSE(slurp(base + "/xiong_init/xiong_L2_seed43.safetensors").empty());
+  EXPECT_FALSE(slurp(base + "/sweep_init/sweep_d16_L8_seed43.safetensors").empty());
+  CliRun b = run_study("--quick --sweep --xiong --xiong-init '" + base + "/xiong_init' --sweep-init '" + base +
+                       "/sweep_init' --out '" + base + "/loaded'");
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_NE(b.out.find("initial states: read from"), std::string::npos) << b.out;
+  for (const char* f : {"xiong.csv", "xiong_seeds.csv", "xiong_ratios.csv", "sweep.csv", "sweep_seeds.csv"})
+    EXPECT_EQ(slurp(base + "/drawn/" + f), slurp(base + "/loaded/" + f)) << f;
+  CliRun missing = run_study("--quick --xiong --xiong-init '" + base + "/nowhere' --out '" + base + "/x'");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("nowhere/xiong_L1_seed42.safetensors"), std::string::npos) << missing.err;
+}
+
+// Every median over seeds comes with its interval in the CSV and JSON, every seed's own value
+// is kept, and the plots draw the intervals.
+TEST(ExperimentsPrenormCli, MediansCarryIntervalsAndPlotsShowThem) {
+  const std::string dir = std::string(XGRAD_BINARY_DIR) + "/test_experiments_cli_intervals";
+  CliRun r = run_study("--quick --sweep --xiong --train --out '" + dir + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("[95% bootstrap interval"), std::string::npos) << r.out;
+  const std::string sweep = slurp(dir + "/sweep.csv");
+  EXPECT_EQ(sweep.rfind("d_model,depth,seeds,pre_final_norm,post_l1_median,post_l1_lo,post_l1_hi,", 0), 0u) << sweep;
+  EXPECT_NE(sweep.find("ratio_median,ratio_lo,ratio_hi"), std::string::npos) << sweep;
+  // 2 widths x (4 + 8 layers) x 2 seeds, one line each, and the header.
+  EXPECT_EQ(count_lines(slurp(dir + "/sweep_seeds.csv")), 1 + 2 * 12 * 2);
+  EXPECT_EQ(slurp(dir + "/xiong.csv").rfind("dropout,layers,stack,norm,layer,seeds,single_median,single_lo,single_hi,", 0),
+            0u);
+  // 2 dropouts x (1 + 2 layers) x 2 stacks x 2 norms x 2 seeds.
+  EXPECT_EQ(count_lines(slurp(dir + "/xiong_seeds.csv")), 1 + 2 * 3 * 2 * 2 * 2);
+  EXPECT_NE(slurp(dir + "/xiong_ratios.csv").find("top_over_bottom_expected"), std::string::npos);
+  EXPECT_EQ(slurp(dir + "/train_cells.csv").rfind("method,depth,lr,seeds,ok,final_median,final_lo,final_hi\n", 0), 0u);
+  EXPECT_EQ(slurp(dir + "/train_boundary.csv").rfind("depth,method,seeds,boundary_all_ok,seeds_agreeing,", 0), 0u);
+  auto x = nlohmann::json::parse(slurp(dir + "/xiong.json"));
+  const auto& tb = x["results"][0]["top_over_bottom_expected"];
+  EXPECT_LE(tb["lo"].get<double>(), tb["median"].get<double>());
+  EXPECT_EQ(tb["seeds"], 2);
+  EXPECT_EQ(x["interval"]["resamples"], 4000);
+  EXPECT_TRUE(x["top_layer_exponent"][0]["fitted"].contains("lo"));
+  auto s = nlohmann::json::parse(slurp(dir + "/sweep.json"));
+  EXPECT_TRUE(s["points"][0]["ratio"].contains("hi"));
+  EXPECT_EQ(s["points"][0]["rel_top_post"].size(), 4u);
+  auto t = nlohmann::json::parse(slurp(dir + "/train.json"));
+  EXPECT_TRUE(t["cells"][0]["final_loss"].contains("lo"));
+  for (const char* gp : {"sweep_ratio.gp", "xiong_encoder.gp", "xiong_decoder.gp"})
+    EXPECT_NE(slurp(dir + "/" + gp).find("with yerrorlines"), std::string::npos) << gp;
+  for (const char* gp : {"sweep_profile_d8_post.gp", "sweep_profile_d16_pre.gp"})
+    EXPECT_NE(slurp(dir + "/" + gp).find("with filledcurves"), std::string::npos) << gp;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "experiments/study.hpp"
@@ -174,7 +175,50 @@ TEST(ExperimentsStudy, SweepSummarisesSeeds) {
   EXPECT_NEAR(points[1].ratio.median, (ratios[0] + ratios[1]) / 2, 1e-12);
   EXPECT_LE(points[1].ratio.q1, points[1].ratio.median);
   EXPECT_LE(points[1].ratio.median, points[1].ratio.q3);
+  // Each median comes with its bootstrap interval, and every seed's own values are kept.
+  EXPECT_NEAR(points[1].ratio_ci.estimate, points[1].ratio.median, 1e-12);
+  EXPECT_TRUE(points[1].ratio_ci.contains(points[1].ratio_ci.estimate));
+  EXPECT_EQ(points[1].ratio_ci.n, 2);
+  EXPECT_EQ(points[1].seeds, (std::vector<uint64_t>{42, 43}));
+  ASSERT_EQ(points[1].pre.size(), 2u);
+  EXPECT_EQ(points[1].pre[1][0] / points[1].post[1][0], ratios[1]);
+  ASSERT_EQ(points[1].rel_post.size(), 6u);
+  EXPECT_LE(points[1].rel_post[0].lo, points[1].rel_post[0].estimate);
+  EXPECT_GE(points[1].raw_pre[0].hi, points[1].raw_pre[0].estimate);
   EXPECT_XG_ERROR(ex::run_sweep(base, {3}, {4}, 0), "--seeds");
+}
+
+// --sweep-save-init / --sweep-init: the sweep from its saved states gives the same gradients.
+TEST(ExperimentsStudy, SweepFromSavedStatesIsTheSame) {
+  ex::StudyConfig base;
+  base.final_norm = true;
+  const std::string dir = temp_path("sweep_states");
+  std::filesystem::create_directories(dir);
+  auto save = [&](const ex::StudyConfig& c, const ex::Init& init) { ex::save_init(dir + "/" + ex::sweep_init_file(c), init); };
+  auto load = [&](const ex::StudyConfig& c) { return ex::load_init(dir + "/" + ex::sweep_init_file(c), c); };
+  auto drawn = ex::run_sweep(base, {3, 5}, {4, 8}, 2, ex::make_init, save);
+  auto loaded = ex::run_sweep(base, {3, 5}, {4, 8}, 2, load);
+  ASSERT_EQ(drawn.size(), loaded.size());
+  for (std::size_t i = 0; i < drawn.size(); ++i) {
+    EXPECT_EQ(drawn[i].post, loaded[i].post);
+    EXPECT_EQ(drawn[i].pre, loaded[i].pre);
+  }
+  ex::StudyConfig c = base;
+  c.d_model = 8;
+  c.layers = 5;
+  c.seed = 43;
+  EXPECT_EQ(ex::sweep_init_file(c), "sweep_d8_L5_seed43.safetensors");
+}
+
+// The exponent of median(y) ~ x^p with its interval: exact data y = 3 x^0.5 in every seed.
+TEST(ExperimentsStudy, ExponentInterval) {
+  const std::vector<double> x{2, 4, 8};
+  std::vector<std::vector<double>> y;
+  for (double v : x) y.push_back({3 * std::sqrt(v), 3 * std::sqrt(v)});
+  ex::Interval p = ex::exponent_ci(x, y);
+  EXPECT_NEAR(p.estimate, 0.5, 1e-12);
+  EXPECT_NEAR(p.lo, 0.5, 1e-12);
+  EXPECT_NEAR(p.hi, 0.5, 1e-12);
 }
 
 TEST(ExperimentsStudy, FitExponent) {
