@@ -16,7 +16,9 @@
 using namespace xg;
 using namespace xg::finetune;
 
-namespace {
+// A named namespace: the unity build compiles this file with test_finetune_dataset.cpp, which
+// defines the same helpers in its anonymous one.
+namespace packing_test {
 
 constexpr int64_t P = ByteTokenizer::kPad, BOS = ByteTokenizer::kBos, EOS = ByteTokenizer::kEos, M = -100;
 
@@ -34,7 +36,6 @@ nn::LMConfig byte_config() {
   return c;
 }
 
-}  // namespace
 
 TEST(FinetunePacking, BestFitDecreasingLayout) {
   ByteTokenizer tok;
@@ -131,3 +132,5 @@ TEST(FinetunePacking, DpoSpanSumsEqualThePaddedRowsLogprobs) {
     EXPECT_NEAR(got[2 * i + 1], want[3 + i], 1e-10) << "pair " << i << " rejected";
   }
 }
+
+}  // namespace packing_test
