@@ -9,6 +9,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "autograd/detail/blas.hpp"
 #include "autograd/error.hpp"
@@ -37,16 +38,25 @@ Bf16Gemm choose_bf16() {
   return cpu_has_bf16_dot() ? Bf16Gemm::OneDNN : Bf16Gemm::Widened;
 }
 
-// A primitive per product layout: creating one costs 0.5-10 ms (oneDNN's kernel generation),
-// running it microseconds, so each shape is made once. A training step has a few dozen shapes;
-// the map is emptied if it ever holds more than kMaxPrimitives (generation's varying lengths).
+// A primitive per product layout (each thread's part of a split product is one): creating one
+// costs 0.5-10 ms (oneDNN's kernel generation), running it microseconds, so each is made once.
+// A training step has a few dozen; the map is emptied if it ever holds more than
+// kMaxPrimitives (generation's varying lengths).
 using Bf16Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
 constexpr std::size_t kMaxPrimitives = 512;
+
+// A primitive and the descriptors of its three operands (the memory objects of each call
+// wrap the caller's buffers with them).
+struct Bf16Product {
+  dnnl::memory::desc a, b, c;
+  dnnl::memory::desc scratchpad;  // the working memory each call brings (see below)
+  dnnl::matmul matmul;
+};
 
 struct Bf16Primitives {
   std::mutex mu;
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::map<Bf16Key, dnnl::matmul> primitives;
+  std::map<Bf16Key, Bf16Product> products;
 };
 
 Bf16Primitives& bf16_primitives() {
@@ -54,22 +64,30 @@ Bf16Primitives& bf16_primitives() {
   return c;
 }
 
-dnnl::matmul make_primitive(const Bf16Key& key, const dnnl::engine& engine) {
+Bf16Product make_product(const Bf16Key& key, const dnnl::engine& engine) {
   const auto [ta, tb, M, N, K, lda, ldb, ldc, accumulate] = key;
   using dt = dnnl::memory::data_type;
   using dims = dnnl::memory::dims;
   // Row-major operands as stored: op(A) [M, K] is A [M, K] (row stride lda) or, transposed,
   // A [K, M] read by columns; the same for op(B) [K, N].
-  const dnnl::memory::desc a({M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
-  const dnnl::memory::desc b({K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc c({M, N}, dt::f32, dims{ldc, 1});
+  Bf16Product p;
+  p.a = dnnl::memory::desc({M, K}, dt::bf16, ta ? dims{1, lda} : dims{lda, 1});
+  p.b = dnnl::memory::desc({K, N}, dt::bf16, tb ? dims{1, ldb} : dims{ldb, 1});
+  p.c = dnnl::memory::desc({M, N}, dt::f32, dims{ldc, 1});
   dnnl::primitive_attr attr;
+  // NOTE: the two halves of a product split over threads (matmul.cpp) have one shape, so they
+  // run one primitive at once; with oneDNN's own scratchpad they share its packed operands and
+  // overwrite each other's. Each call passes its thread's scratchpad instead.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (accumulate) {  // C = op(A) op(B) + C: oneDNN's "sum" post-op
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine));
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine);
+  p.scratchpad = pd.scratchpad_desc();
+  p.matmul = dnnl::matmul(pd);
+  return p;
 }
 
 }  // namespace
@@ -110,33 +128,34 @@ void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
   check(beta == 0.0f || beta == 1.0f, "matmul: bf16 products accumulate with beta 0 or 1, got ", beta);
   Bf16Primitives& c = bf16_primitives();
   const Bf16Key key{trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0.0f};
-  dnnl::matmul prim;
+  Bf16Product p;
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.primitives.find(key);
-    if (it == c.primitives.end()) {
-      if (c.primitives.size() >= kMaxPrimitives) c.primitives.clear();
+    auto it = c.products.find(key);
+    if (it == c.products.end()) {
+      if (c.products.size() >= kMaxPrimitives) c.products.clear();
       try {
-        it = c.primitives.emplace(key, make_primitive(key, c.engine)).first;
+        it = c.products.emplace(key, make_product(key, c.engine)).first;
       } catch (const dnnl::error& e) {
         throw Error(str_cat("matmul: oneDNN has no bf16 matmul for M=", M, " N=", N, " K=", K, " (", e.what(),
                             "); run with XGRAD_GEMM_BF16=widened"));
       }
     }
-    prim = it->second;
+    p = it->second;
   }
-  using dt = dnnl::memory::data_type;
-  using dims = dnnl::memory::dims;
-  // The memory objects wrap the caller's buffers (no copies); their descriptors repeat the
-  // primitive's.
-  const dnnl::memory::desc a({M, K}, dt::bf16, trans_a ? dims{1, lda} : dims{lda, 1});
-  const dnnl::memory::desc b({K, N}, dt::bf16, trans_b ? dims{1, ldb} : dims{ldb, 1});
-  const dnnl::memory::desc cd({M, N}, dt::f32, dims{ldc, 1});
-  dnnl::memory am(a, c.engine, const_cast<bfloat16*>(A)), bm(b, c.engine, const_cast<bfloat16*>(B)),
-      cm(cd, c.engine, C);
-  dnnl::stream s(c.engine);
-  prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  s.wait();
+  // Each call runs on the calling thread, as onednn_sgemm's: matmul.cpp splits a product over
+  // the threads itself. Left to itself, oneDNN opens a parallel region for every product.
+  const int threads = omp_get_max_threads();
+  const bool narrow = threads > 1 && !omp_in_parallel();
+  if (narrow) omp_set_num_threads(1);
+  thread_local dnnl::stream stream(c.engine);  // a stream is not for two threads at once
+  thread_local std::vector<char> scratch;      // grows to the largest this thread's calls need
+  if (scratch.size() < p.scratchpad.get_size()) scratch.resize(p.scratchpad.get_size());
+  dnnl::memory am(p.a, c.engine, const_cast<bfloat16*>(A)), bm(p.b, c.engine, const_cast<bfloat16*>(B)),
+      cm(p.c, c.engine, C), sm(p.scratchpad, c.engine, scratch.data());
+  p.matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, sm}});
+  stream.wait();
+  if (narrow) omp_set_num_threads(threads);
 }
 
 }  // namespace blas

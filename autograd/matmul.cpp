@@ -77,26 +77,59 @@ void row_by_transposed(int64_t N, int64_t K, const float* a, const float* B, int
   }
 }
 
+// One thread's part of a product on its library: BLAS's float32 / float64 gemm (blas.hpp), or
+// oneDNN's bf16 matmul for bf16 operands (float32 sums).
+template <class T>
+void library_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
+                  int64_t ldb, acc_t<T> beta, acc_t<T>* C, int64_t ldc, double whole_madds = 0) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    blas::onednn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  else
+    blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc, whole_madds);
+}
+
+// A bf16 array of rows x cols (row stride ld) widened to a contiguous float32 one.
+Tensor widened(const bfloat16* p, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor w = empty({rows, cols}, kFloat32);
+  float* q = w.data<float>();
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) q[r * cols + c] = p[r * ld + c];
+  return w;
+}
+
 // C = op(A) op(B) + beta C, row-major. Handles empty sizes, which BLAS rejects (it wants
-// leading dims >= 1).
+// leading dims >= 1). T is float, double or bfloat16; C holds acc_t<T> (float32 for bf16).
 //
 // Outside a parallel region the product is split into one independent gemm per OpenMP thread,
 // over C's longer side in multiples of 16 rows or columns; inside one, OpenBLAS's OpenMP build
-// runs each call on its calling thread. This is as fast as OpenBLAS's own threading on large
-// shapes and faster on small ones: OpenBLAS's threads share packed panels and wait for each
-// other with sched_yield, a system call, costly on a VM. K is never split: each thread
+// and oneDNN run each call on its calling thread. This is as fast as OpenBLAS's own threading
+// on large shapes and faster on small ones: OpenBLAS's threads share packed panels and wait for
+// each other with sched_yield, a system call, costly on a VM, and oneDNN's bf16 matmul opens a
+// parallel region of its own for every product, small ones too. K is never split: each thread
 // computes whole sums for its part of C.
+// bf16 products run on oneDNN's bf16 kernels, or, when bf16_gemm() is Widened (a CPU without
+// bf16 instructions), as the float32 product of both operands widened (op(A) and op(B) as
+// stored: rows of their row strides).
 //
 // lda, ldb, ldc: the row strides of A, B and C as stored, for operands that are column slices
 // of wider matrices (linear_cat); the overload below takes them from the shapes.
 template <class T>
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
-          T beta, T* C, int64_t ldc) {
+          acc_t<T> beta, acc_t<T>* C, int64_t ldc) {
+  using TO = acc_t<T>;
   if (M == 0 || N == 0) return;
   if (K == 0) {  // an empty sum: C = beta C
-    if (beta == T(0))
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
+    if (beta == TO(0))
+      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, TO(0));
     return;
+  }
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (bf16_gemm() == Bf16Gemm::Widened) {
+      const Tensor wa = ta ? widened(A, K, M, lda) : widened(A, M, K, lda);
+      const Tensor wb = tb ? widened(B, N, K, ldb) : widened(B, K, N, ldb);
+      return gemm(ta, tb, M, N, K, wa.data<float>(), ta ? M : K, wb.data<float>(), tb ? K : N, beta, C, ldc);
+    }
   }
   check(M < INT_MAX && N < INT_MAX && K < INT_MAX && M * N < INT_MAX && M * K < INT_MAX && K * N < INT_MAX,
         "matmul: sizes M=", M, " N=", N, " K=", K, " exceed BLAS's 32-bit int indexing");
@@ -107,7 +140,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
   const int64_t blocks = ((by_rows ? M : N) + 15) / 16;  // the split side, in blocks of 16
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
   if (threads < 2 || static_cast<double>(M) * N * K < kGemmSplitMin) {
-    blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+    library_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -117,48 +150,15 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
     const int64_t lo = std::min(len, blocks * t / nt * 16), hi = std::min(len, blocks * (t + 1) / nt * 16);
     const double whole = static_cast<double>(M) * N * K;  // the library is chosen by the whole product's size
     if (hi > lo && by_rows)  // rows lo..hi of C need rows lo..hi of op(A)
-      blas::gemm(ta, tb, hi - lo, N, K, T(1), ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc, whole);
+      library_gemm(ta, tb, hi - lo, N, K, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc, whole);
     else if (hi > lo)  // columns lo..hi of C need columns lo..hi of op(B)
-      blas::gemm(ta, tb, M, hi - lo, K, T(1), A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc, whole);
+      library_gemm(ta, tb, M, hi - lo, K, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc, whole);
   }
 }
 
 // Contiguous operands: the strides follow from the stored shapes.
 template <class T>
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, T beta, T* C) {
-  gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
-}
-
-// C = op(A) op(B) + beta C for bf16 A and B and float32 C (gemm_backend.hpp's bf16 rule):
-// oneDNN's bf16 matmul, threaded by oneDNN, or both operands widened to float32 for the
-// float32 gemm above (op(A) and op(B) as stored: rows of their row strides).
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t lda, const bfloat16* B,
-          int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (beta == 0.0f)
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    return;
-  }
-  if (bf16_gemm() == Bf16Gemm::OneDNN) {
-    follow_load();
-    return blas::onednn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-  }
-  const auto widen = [](const bfloat16* p, int64_t rows, int64_t cols, int64_t ld) {
-    Tensor w = empty({rows, cols}, kFloat32);
-    float* q = w.data<float>();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) q[r * cols + c] = p[r * ld + c];
-    return w;
-  };
-  const Tensor wa = ta ? widen(A, K, M, lda) : widen(A, M, K, lda);
-  const Tensor wb = tb ? widen(B, N, K, ldb) : widen(B, K, N, ldb);
-  gemm(ta, tb, M, N, K, wa.data<float>(), ta ? M : K, wb.data<float>(), tb ? K : N, beta, C, ldc);
-}
-
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloat16* A, const bfloat16* B, float beta,
-          float* C) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, const T* B, acc_t<T> beta, acc_t<T>* C) {
   gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C, N);
 }
 

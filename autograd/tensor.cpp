@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include "autograd/detail/dispatch.hpp"
+#include "autograd/detail/kernels.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/settings.hpp"
 #include "autograd/threads.hpp"
@@ -494,7 +495,10 @@ static Tensor convert(const Tensor& x, Dtype to) {
     dispatch_all(to, [&](auto to_tag) {
       using D = decltype(to_tag);
       D* dst = out.data<D>();
-      for (int64_t i = 0, n = x.numel(); i < n; ++i) dst[i] = static_cast<D>(src[i]);
+      const int64_t n = x.numel();
+      // bf16 <-> float32 conversions run on every autocast product's operands: threaded.
+#pragma omp parallel for simd schedule(static) if (n >= kParallelMin)
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
     });
   });
   return out;

@@ -157,6 +157,24 @@ TEST(BFloat16, ProductsMatchFloat64OfTheRoundedInputsOnBothKernels) {
   }
 }
 
+TEST(BFloat16, ProductsSplitOverThreadsAreRepeatable) {
+  // A product split over two threads runs the same oneDNN primitive on both halves at once:
+  // each call needs a scratchpad of its own, or the halves overwrite each other's packed
+  // operands (a training run's losses differed from run to run).
+  Bf16GemmScope scope(Bf16Gemm::OneDNN);
+  xg::test::OmpThreadsScope two(2);
+  Tensor a = xg::test::randn64({512, 256}, 31).detach().to(kBFloat16);
+  Tensor b = xg::test::randn64({256, 384}, 32).detach().to(kBFloat16);
+  // Each element within one bf16 ulp of the float64 product, plus float32's summation error
+  // bound (K 2^-24 sum |a b|) where the sum cancels to far below its terms.
+  const std::vector<double> ref = matmul(a.to(kFloat64), b.to(kFloat64)).to_vector();
+  const std::vector<double> mag = matmul(abs(a.to(kFloat64)), abs(b.to(kFloat64))).to_vector();
+  const std::vector<double> first = matmul(a, b).to_vector();
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    ASSERT_LE(std::fabs(first[i] - ref[i]), bf16_ulp(ref[i]) + 256 * std::ldexp(mag[i], -24)) << "element " << i;
+  for (int rep = 0; rep < 30; ++rep) ASSERT_EQ(matmul(a, b).to_vector(), first) << "repetition " << rep;
+}
+
 TEST(BFloat16, ProductGradientsAreBf16ProductsInEachOperandsDtype) {
   for (Bf16Gemm how : kBothBf16Gemms) {
     SCOPED_TRACE(bf16_gemm_name(how));
