@@ -60,6 +60,8 @@ Tensor as_dtype(const Tensor& t, Dtype d) {
 // Below this many multiply-adds a product runs as one single-threaded gemm (OpenBLAS's own
 // threshold for threading, 4 * 65536).
 constexpr double kGemmSplitMin = 262144.0;
+// A bf16 product is computed in pieces of this many rows (or columns) of C (gemm below).
+constexpr int64_t kBf16Piece = 256;
 
 // c = a B^T + beta c for one row a [K] and B [N, K] (x @ w^T of a decoded token): xgrad's
 // matrix-vector kernel (detail/gemv.hpp), which reads B from memory faster than dnnl_sgemm does
@@ -107,7 +109,7 @@ Tensor widened(const bfloat16* p, int64_t rows, int64_t cols, int64_t ld) {
 // on large shapes and faster on small ones: OpenBLAS's threads share packed panels and wait for
 // each other with sched_yield, a system call, costly on a VM, and oneDNN's bf16 matmul opens a
 // parallel region of its own for every product, small ones too. K is never split: each thread
-// computes whole sums for its part of C.
+// computes whole sums for its part of C. bf16 products split into fixed pieces instead (below).
 // bf16 products run on oneDNN's bf16 kernels, or, when bf16_gemm() is Widened (a CPU without
 // bf16 instructions), as the float32 product of both operands widened (op(A) and op(B) as
 // stored: rows of their row strides).
@@ -137,6 +139,26 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
   if constexpr (std::is_same_v<T, float>)
     if (M == 1 && !ta && tb) return row_by_transposed(N, K, A, B, ldb, beta, C);
   const bool by_rows = M >= N;
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    // oneDNN's bf16 sums round differently for another shape of call (a transposed A's, at
+    // least), so the product is cut into pieces of kBf16Piece rows or columns whatever the
+    // thread count: a run that follows the load computes the same numbers on one thread or two.
+    const int64_t len = by_rows ? M : N, pieces = (len + kBf16Piece - 1) / kBf16Piece;
+    const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), pieces));
+    if (pieces == 1 || static_cast<double>(M) * N * K < kGemmSplitMin) {
+      library_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+      return;
+    }
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t lo = p * kBf16Piece, hi = std::min(len, lo + kBf16Piece);
+      if (by_rows)
+        library_gemm(ta, tb, hi - lo, N, K, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+      else
+        library_gemm(ta, tb, M, hi - lo, K, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+    }
+    return;
+  }
   const int64_t blocks = ((by_rows ? M : N) + 15) / 16;  // the split side, in blocks of 16
   const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
   if (threads < 2 || static_cast<double>(M) * N * K < kGemmSplitMin) {
