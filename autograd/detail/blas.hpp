@@ -20,7 +20,7 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 
 // C = op(A) op(B) + beta C for bfloat16 A and B, float32 C, on oneDNN's matmul primitive
 // (gemm_bf16.cpp; matmul.cpp calls it when bf16_gemm() is OneDNN). Shapes and strides as gemm's
-// below. Outside an OpenMP parallel region oneDNN threads the product itself.
+// below. It runs on the calling thread (matmul.cpp splits a product over the threads).
 void onednn_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t lda,
                       const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
