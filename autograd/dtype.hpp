@@ -1,6 +1,7 @@
 // Runtime element types of a Tensor. float32 is the default, float64 is for gradient
 // checks, bfloat16 stores weights and activations in half the bytes (low precision, see
-// bfloat16.hpp), int64 holds indices and targets, bool holds masks.
+// bfloat16.hpp), int64 holds indices and targets, bool holds masks. q8_0 holds frozen weights
+// in 8 bits (q8_0.hpp): blocks of 32 values along the last dim, ggml's block_q8_0 layout.
 #pragma once
 
 #include <cstddef>
@@ -11,16 +12,24 @@
 
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool, BFloat16 };
+enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
 constexpr Dtype kInt64 = Dtype::Int64;
 constexpr Dtype kBool = Dtype::Bool;
 constexpr Dtype kBFloat16 = Dtype::BFloat16;
+constexpr Dtype kQ8_0 = Dtype::Q8_0;
+// q8_0's block: 32 values, an IEEE half scale and 32 int8 (ggml's block_q8_0).
+constexpr int64_t kQ8Block = 32;
+constexpr int64_t kQ8BlockBytes = 34;
 
+// Bytes of one element; q8_0 has none (its elements come in blocks): an xg::Error.
 std::size_t itemsize(Dtype d);
-const char* dtype_name(Dtype d);  // "float32", "float64", "int64", "bool", "bfloat16" (torch's names)
+// Bytes of `numel` elements (q8_0: numel / 32 blocks of 34 bytes; numel a multiple of 32).
+std::size_t storage_bytes(Dtype d, int64_t numel);
+const char* dtype_name(Dtype d);  // "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0"
+inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0; }
 inline bool is_floating(Dtype d) { return d == Dtype::Float32 || d == Dtype::Float64 || d == Dtype::BFloat16; }
 
 // The Dtype of a C++ element type: dtype_of<float>() == kFloat32.

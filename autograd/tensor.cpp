@@ -15,6 +15,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/q8_0.hpp"
 #include "autograd/settings.hpp"
 #include "autograd/threads.hpp"
 
@@ -30,8 +31,14 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Int64: return 8;
     case Dtype::Bool: return 1;
     case Dtype::BFloat16: return 2;
+    case Dtype::Q8_0: break;
   }
-  return 1;
+  throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of 32 (storage_bytes)"));
+}
+
+std::size_t storage_bytes(Dtype d, int64_t numel) {
+  if (d == Dtype::Q8_0) return static_cast<std::size_t>(numel / kQ8Block) * kQ8BlockBytes;
+  return static_cast<std::size_t>(numel) * itemsize(d);
 }
 
 const char* dtype_name(Dtype d) {
@@ -41,6 +48,7 @@ const char* dtype_name(Dtype d) {
     case Dtype::Int64: return "int64";
     case Dtype::Bool: return "bool";
     case Dtype::BFloat16: return "bfloat16";
+    case Dtype::Q8_0: return "q8_0";
   }
   return "?";
 }
@@ -331,6 +339,10 @@ template <> const bfloat16* Tensor::data<bfloat16>() const { return typed<bfloat
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out(static_cast<std::size_t>(numel()));
+  if (dtype() == kQ8_0) {
+    dequantize_q8_0(raw_data(), numel(), out.data());
+    return out;
+  }
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* p = data<T>();
@@ -353,7 +365,9 @@ Tensor empty(const Shape& shape, Dtype dtype) {
   node->dtype = dtype;
   node->shape = shape;
   node->numel = shape_numel(shape);
-  node->storage = std::make_shared<Storage>(static_cast<std::size_t>(node->numel) * itemsize(dtype));
+  check(!is_blocked(dtype) || (!shape.empty() && shape.back() % kQ8Block == 0), "a ", dtype_name(dtype),
+        " tensor stores blocks of ", kQ8Block, " along its last dim, which shape ", shape_str(shape), " does not hold");
+  node->storage = std::make_shared<Storage>(storage_bytes(dtype, node->numel));
   return Tensor(std::move(node));
 }
 
@@ -423,7 +437,7 @@ Tensor tensor_from_ints(const std::vector<int64_t>& flat, const Shape& shape, Dt
 
 Tensor from_blob(const void* data, const Shape& sizes, Dtype dtype) {
   Tensor t = empty(sizes, dtype);
-  const std::size_t n = static_cast<std::size_t>(t.numel()) * itemsize(dtype);
+  const std::size_t n = storage_bytes(dtype, t.numel());
   check(n == 0 || data != nullptr, "from_blob: null data for shape ", shape_str(sizes));
   if (n) std::memcpy(t.raw_data(), data, n);
   return t;
@@ -470,7 +484,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   check(src.dtype() == dtype(), "copy_: source dtype ", dtype_name(src.dtype()),
         " differs from destination dtype ", dtype_name(dtype()));
   if (src.raw_data() != raw_data())
-    std::memcpy(raw_data(), src.raw_data(), static_cast<std::size_t>(numel()) * itemsize(dtype()));
+    std::memcpy(raw_data(), src.raw_data(), storage_bytes(dtype(), numel()));
   return *this;
 }
 
@@ -487,7 +501,35 @@ void Tensor::set_data(const Tensor& src) const {
   if (n.grad.defined() && (n.grad.shape() != n.shape || n.grad.dtype() != n.dtype)) n.grad = Tensor();
 }
 
+// q8_0 <-> any float dtype, through float32 (float64 widened exactly).
+static Tensor convert_q8_0(const Tensor& x, Dtype to) {
+  if (x.dtype() == kQ8_0) {
+    if (to == kFloat64) {
+      Tensor out = empty(x.shape(), kFloat64);
+      dequantize_q8_0(x.raw_data(), x.numel(), out.data<double>());
+      return out;
+    }
+    Tensor out = empty(x.shape(), kFloat32);
+    dequantize_q8_0(x.raw_data(), x.numel(), out.data<float>());
+    return to == kFloat32 ? out : out.to(to);
+  }
+  check(is_floating(x.dtype()), "to(q8_0): only a float tensor quantizes, got ", dtype_name(x.dtype()));
+  const Tensor f = x.dtype() == kFloat32 ? x : x.detach().to(kFloat32);
+  Tensor out = empty(x.shape(), kQ8_0);  // checks the last dim
+  const int64_t bad = quantize_q8_0(f.data<float>(), f.numel(), out.raw_data());
+  if (bad >= 0) {
+    const float* v = f.data<float>();
+    for (int64_t i = bad; i < bad + kQ8Block; ++i)
+      check(std::isfinite(v[i]), "to(q8_0): element ", i, " of ", shape_str(x.shape()), " is ", v[i],
+            ", which 8-bit blocks cannot hold");
+    throw Error(str_cat("to(q8_0): elements ", bad, "..", bad + kQ8Block - 1, " of ", shape_str(x.shape()),
+                        " are too large for a block's half scale (max / 127 beyond 65504)"));
+  }
+  return out;
+}
+
 static Tensor convert(const Tensor& x, Dtype to) {
+  if (x.dtype() == kQ8_0 || to == kQ8_0) return convert_q8_0(x, to);
   Tensor out = empty(x.shape(), to);
   dispatch_all(x.dtype(), [&](auto from_tag) {
     using S = decltype(from_tag);

@@ -13,7 +13,9 @@
 
 #include "autograd/error.hpp"
 #include "autograd/float16.hpp"
+#include "autograd/q8_0.hpp"
 #include "io/atomic_file.hpp"
+#include "io/detail/store_floats.hpp"
 #include "io/safetensors.hpp"
 
 namespace xg::io {
@@ -151,20 +153,15 @@ void put_scalar(std::string& out, GgufType t, const GgufValue& v, std::size_t i)
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-// Q8_0 as ggml's quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d) (half away from zero).
-// x finite. Returns -1, or the first element of a block whose scale F16 cannot hold (max|x| / 127
-// beyond 65504), where it stops.
+// Q8_0 blocks of x appended to out (xg::quantize_q8_0: ggml's quantize_row_q8_0_ref). x finite.
+// Returns -1, or the first element of a block whose scale F16 cannot hold (max|x| / 127 beyond
+// 65504), where it stops.
 int64_t quantize_q8_0(const float* x, int64_t n, std::string& out) {
-  for (int64_t b = 0; b < n; b += kQ8Block) {
-    float amax = 0;
-    for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(x[b + j]));
-    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-    const uint16_t dh = float_to_half(d);
-    if ((dh & 0x7fffu) == 0x7c00u) return b;
-    put<uint16_t>(out, dh);
-    for (int64_t j = 0; j < kQ8Block; ++j) put<int8_t>(out, static_cast<int8_t>(std::round(x[b + j] * id)));
-  }
-  return -1;
+  const std::size_t at = out.size();
+  out.resize(at + static_cast<std::size_t>(n / kQ8Block * kQ8BlockBytes));
+  const int64_t bad = xg::quantize_q8_0(x, n, &out[at]);
+  if (bad >= 0) out.resize(at + static_cast<std::size_t>(bad / kQ8Block * kQ8BlockBytes));
+  return bad;
 }
 
 // A value no GGUF type should hold, refused before anything of the tensor is written: NaN or
@@ -408,23 +405,44 @@ const GgufTensorInfo& GgufReader::tensor(const std::string& name) const {
 
 void GgufReader::read_into(const std::string& name, const Tensor& dst) {
   const GgufTensorInfo& t = tensor(name);
-  check(dst.dtype() == kFloat32 && dst.shape() == t.shape, path_, ": tensor '", name, "' is ", ggml_type_name(t.type), " ",
-        shape_str(t.shape), ", read into a ", dtype_name(dst.dtype()), " ", shape_str(dst.shape()), " tensor");
-  float* out = const_cast<Tensor&>(dst).data<float>();
+  const Dtype d = dst.dtype();
+  check((d == kFloat32 || d == kBFloat16 || d == kQ8_0) && dst.shape() == t.shape, path_, ": tensor '", name, "' is ",
+        ggml_type_name(t.type), " ", shape_str(t.shape), ", read into a ", dtype_name(d), " ", shape_str(dst.shape()),
+        " tensor");
   const int64_t n = dst.numel();
   f_.clear();
   f_.seekg(static_cast<std::streamoff>(data_start_ + t.offset));
-  // A block of a few MB at a time: no second copy of a large tensor.
+  // Q8_0 into q8_0 and BF16 into bfloat16 are the bytes as stored (the scales, the values checked
+  // for NaN and Inf); anything else goes through float32 (detail::store_floats). A block of a few
+  // MB at a time: no second copy of a large tensor.
+  const bool as_stored = (t.type == GgmlType::Q8_0 && d == kQ8_0) || (t.type == GgmlType::BF16 && d == kBFloat16);
   const int64_t per_block = 1 << 20;  // values (a multiple of 32)
   std::vector<char> buf;
+  std::vector<float> values;
   for (int64_t done = 0; done < n; done += per_block) {
     const int64_t m = std::min(per_block, n - done);
     const uint64_t bytes = ggml_tensor_bytes(t.type, m);
-    buf.resize(bytes);
-    f_.read(buf.data(), static_cast<std::streamsize>(bytes));
+    char* p;
+    if (as_stored) {
+      p = static_cast<char*>(dst.raw_data()) + ggml_tensor_bytes(t.type, done);
+    } else {
+      buf.resize(bytes);
+      p = buf.data();
+    }
+    f_.read(p, static_cast<std::streamsize>(bytes));
     check(f_.good(), path_, ": reading tensor '", name, "' failed");
-    const char* p = buf.data();
-    float* o = out + done;
+    if (as_stored && t.type == GgmlType::Q8_0) {
+      if (const int64_t b = first_nonfinite_q8_0_scale(p, m / kQ8Block); b >= 0) {
+        uint16_t h;
+        std::memcpy(&h, p + b * kQ8BlockBytes, 2);
+        throw Error(str_cat(path_, ": tensor '", name, "' elements ", done + b * kQ8Block, "..",
+                            done + (b + 1) * kQ8Block - 1, " (a Q8_0 block) have the scale ", half_to_float(h),
+                            "; a weight must be a finite number (the file is damaged)"));
+      }
+      continue;
+    }
+    values.resize(static_cast<std::size_t>(m));
+    float* o = values.data();
     switch (t.type) {
       case GgmlType::F32: std::memcpy(o, p, bytes); break;
       case GgmlType::F16:
@@ -435,16 +453,12 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
           o[i] = t.type == GgmlType::F16 ? half_to_float(h) : bfloat16_to_float(h);
         }
         break;
-      case GgmlType::Q8_0:
-        for (int64_t b = 0; b < m / kQ8Block; ++b) {
-          const char* blk = p + b * (2 + kQ8Block);
-          uint16_t h;
-          std::memcpy(&h, blk, 2);
-          const float d = half_to_float(h);
-          for (int64_t j = 0; j < kQ8Block; ++j) o[b * kQ8Block + j] = d * static_cast<float>(static_cast<int8_t>(blk[2 + j]));
-        }
-        break;
+      case GgmlType::Q8_0: dequantize_q8_0(p, m, o); break;
     }
+    if (as_stored)
+      detail::check_finite(o, done, m, path_, name);
+    else
+      detail::store_floats(o, done, m, dst, path_, name);
   }
 }
 

@@ -25,8 +25,8 @@ const char* gguf_type_name(GgufType t);  // "uint32", "string", ...
 // The tensor types xgrad reads and writes (ggml.h's enum ggml_type).
 enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30 };
 const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q8_0", "BF16"
-// Q8_0 (ggml-common.h's block_q8_0): blocks of 32 values, a half scale d and 32 int8 q; x = d q.
-constexpr int64_t kQ8Block = 32;
+// Q8_0 (ggml-common.h's block_q8_0): blocks of 32 values (xg::kQ8Block), a half scale d and
+// 32 int8 q; x = d q. xgrad's kQ8_0 tensors hold the same blocks (autograd/q8_0.hpp).
 
 // One metadata value: a scalar or an array of scalars (arrays of arrays are refused on read).
 // Integers and bools are kept as int64 (uint64 values must be below 2^63), floats as double.
@@ -87,8 +87,10 @@ class GgufReader {
 
   bool has_tensor(const std::string& name) const { return tensor_index_.count(name) > 0; }
   const GgufTensorInfo& tensor(const std::string& name) const;
-  // Reads a tensor into dst's storage (float32, contiguous, the tensor's shape), dequantizing
-  // F16, BF16 and Q8_0 to float32.
+  // Reads a tensor into dst's storage (the tensor's shape; float32, bfloat16 or q8_0): Q8_0 into
+  // q8_0 and BF16 into bfloat16 as stored, anything else widened to float32 and then rounded or
+  // quantized to dst's dtype. A NaN or Inf value (or Q8_0 scale) is an xg::Error naming the file,
+  // the tensor and the element, found before the tensor is used.
   void read_into(const std::string& name, const Tensor& dst);
   Tensor read(const std::string& name);  // a new float32 tensor
 

@@ -15,6 +15,7 @@
 
 #include "autograd/float16.hpp"
 #include "io/atomic_file.hpp"
+#include "io/detail/store_floats.hpp"
 
 namespace xg::io {
 
@@ -257,31 +258,55 @@ void SafetensorsReader::read_into(const std::string& name, const Tensor& dst) {
   const SafetensorsEntry& e = entry(name);
   if (e.dtype != "F32" && e.dtype != "F64" && e.dtype != "F16" && e.dtype != "BF16")
     fail(path_, str_cat("tensor '", name, "' is ", e.dtype, ", not a float dtype (F32, F64, F16, BF16)"));
-  if (!dst.defined() || !is_floating(dst.dtype()) || dst.shape() != e.shape)
+  const bool into = dst.defined() && (is_floating(dst.dtype()) || dst.dtype() == kQ8_0);
+  if (!into || dst.shape() != e.shape)
     fail(path_, str_cat("tensor '", name, "' is ", e.dtype, " ", shape_str(e.shape), " but the destination is ",
                         dst.defined() ? str_cat(dtype_name(dst.dtype()), " ", shape_str(dst.shape()))
                                       : std::string("undefined")));
   seek(e, name);
   const uint64_t isz = file_itemsize(e.dtype);
   const int64_t n = shape_numel(e.shape);
-  if ((e.dtype == "F32" && dst.dtype() == kFloat32) || (e.dtype == "F64" && dst.dtype() == kFloat64)) {
+  // Stored as the destination holds it: read in place, then checked for NaN and Inf.
+  if ((e.dtype == "F32" && dst.dtype() == kFloat32) || (e.dtype == "F64" && dst.dtype() == kFloat64) ||
+      (e.dtype == "BF16" && dst.dtype() == kBFloat16)) {
     f_.read(static_cast<char*>(dst.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
     verify(name, crc32_of(0, dst.raw_data(), e.end - e.begin));
+    constexpr int64_t kCheck = 1 << 16;
+    std::vector<float> widened(static_cast<std::size_t>(std::min<int64_t>(n, kCheck)));
+    for (int64_t at = 0; at < n; at += kCheck) {
+      const int64_t len = std::min(kCheck, n - at);
+      if (dst.dtype() == kFloat32) {
+        detail::check_finite(dst.data<float>() + at, at, len, path_, name);
+      } else if (dst.dtype() == kFloat64) {
+        detail::check_finite(dst.data<double>() + at, at, len, path_, name);
+      } else {
+        const bfloat16* b = dst.data<bfloat16>() + at;
+        for (int64_t i = 0; i < len; ++i) widened[i] = static_cast<float>(b[i]);
+        detail::check_finite(widened.data(), at, len, path_, name);
+      }
+    }
     return;
   }
+  // Otherwise a chunk at a time through float32 (float64 for a float64 destination), never a
+  // second copy of the whole tensor. A chunk is a whole number of q8_0 blocks.
   uint32_t crc = 0;
   constexpr int64_t kBlock = 1 << 16;  // elements converted per read
   std::vector<unsigned char> buf(static_cast<std::size_t>(std::min<int64_t>(n, kBlock)) * isz);
+  std::vector<float> values(dst.dtype() == kFloat64 ? 0 : static_cast<std::size_t>(std::min<int64_t>(n, kBlock)));
   for (int64_t at = 0; at < n; at += kBlock) {
     const int64_t len = std::min(kBlock, n - at);
     f_.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(static_cast<uint64_t>(len) * isz));
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
     crc = crc32_of(crc, buf.data(), static_cast<uint64_t>(len) * isz);
-    if (dst.dtype() == kFloat32)
-      widen(e.dtype, buf.data(), len, static_cast<float*>(dst.raw_data()) + at);
-    else
-      widen(e.dtype, buf.data(), len, static_cast<double*>(dst.raw_data()) + at);
+    if (dst.dtype() == kFloat64) {
+      double* d = Tensor(dst).data<double>() + at;
+      widen(e.dtype, buf.data(), len, d);
+      detail::check_finite(d, at, len, path_, name);
+    } else {
+      widen(e.dtype, buf.data(), len, values.data());
+      detail::store_floats(values.data(), at, len, dst, path_, name);
+    }
   }
   verify(name, crc);
 }

@@ -38,8 +38,10 @@ class SafetensorsReader {
   // the tensor.
   Tensor read(const std::string& name);
   // Reads a float tensor (F32, F64, F16 or BF16) into dst's existing storage, converted to
-  // dst's float dtype a block at a time (never a second copy of the whole tensor). dst must
-  // be float32 or float64 with the entry's shape; anything else is an error naming the file.
+  // dst's dtype a block at a time (never a second copy of the whole tensor): float32, float64,
+  // bfloat16 (BF16 as stored, others rounded) or q8_0 (quantized as ggml does). dst must have
+  // the entry's shape; anything else is an error naming the file. A NaN or Inf value is an
+  // xg::Error naming the file, the tensor and the element.
   void read_into(const std::string& name, const Tensor& dst);
 
  private:

@@ -292,8 +292,8 @@ double outer_bytes(const LMConfig& c) {
 // What the parameters and buffers of module `m` occupy.
 double module_bytes(const Module& m) {
   double total = 0;
-  for (const auto& [name, t] : m.named_parameters()) total += static_cast<double>(t.numel()) * static_cast<double>(itemsize(t.dtype()));
-  for (const auto& [name, t] : m.named_buffers()) total += static_cast<double>(t.numel()) * static_cast<double>(itemsize(t.dtype()));
+  for (const auto& [name, t] : m.named_parameters()) total += static_cast<double>(storage_bytes(t.dtype(), t.numel()));
+  for (const auto& [name, t] : m.named_buffers()) total += static_cast<double>(storage_bytes(t.dtype(), t.numel()));
   return total;
 }
 
@@ -473,6 +473,7 @@ LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVC
   const AttnMask mask = packed ? AttnMask(same_sequence_mask(position_ids, tokens.shape(), who() + "::forward_packed"), true)
                                : AttnMask::causal_mask();
   Tensor h = tok_embeddings_->forward(tokens);  // [B, T, C]
+  if (widen_embeddings_ && h.dtype() != kFloat32) h = h.to(kFloat32);
   if (sinusoidal_) h = packed ? sinusoidal_->forward_at(h, position_ids) : sinusoidal_->forward(h, pos0);
   if (learned_) h = packed ? learned_->forward_at(h, position_ids) : learned_->forward(h, pos0);
   if (config_.block.dropout > 0 && is_training()) h = dropout(h, config_.block.dropout, true);

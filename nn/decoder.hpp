@@ -120,6 +120,11 @@ class DecoderLM : public Module {
   // gradients, dropout included; about one more forward per step. Not part of config.json.
   void set_gradient_checkpointing(bool on = true) { gradient_checkpointing_ = on; }
   bool gradient_checkpointing() const { return gradient_checkpointing_; }
+  // While on, the token embeddings' rows are widened to float32 as they are looked up: the
+  // model's weights are stored in low precision (store_weights_in, nn/weight_dtype.hpp) while its
+  // activations, norms and adapters run in float32.
+  void set_widen_embeddings(bool on = true) { widen_embeddings_ = on; }
+  bool widen_embeddings() const { return widen_embeddings_; }
 
   const LMConfig& config() const { return config_; }
   // The longest sequence the positions allow (-1: no limit, for PositionKind::None without MLA RoPE).
@@ -149,6 +154,7 @@ class DecoderLM : public Module {
   std::shared_ptr<Norm> norm_;
   std::shared_ptr<Linear> output_;
   bool gradient_checkpointing_ = false;
+  bool widen_embeddings_ = false;
 };
 
 // The bytes of the parameters and buffers of a DecoderLM of `config`, estimated without building

@@ -4,6 +4,8 @@
 // (convert_hf_to_gguf.py: LlamaModel permutes q/k, Qwen2Model and Qwen3Model do not).
 #include "nn/gguf_model.hpp"
 
+#include "nn/weight_dtype.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -136,7 +138,7 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
   const auto add = [&](const std::string& name) {
     const Tensor& t = dict.at(name);
     io::GgmlType type = t.dim() >= 2 ? options.dtype : io::GgmlType::F32;
-    if (type == io::GgmlType::Q8_0 && t.size(-1) % io::kQ8Block != 0) type = io::GgmlType::F32;
+    if (type == io::GgmlType::Q8_0 && t.size(-1) % kQ8Block != 0) type = io::GgmlType::F32;
     out.push_back({name, t, type});
   };
   add("token_embd.weight");
@@ -160,7 +162,7 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
 // ---------------------------------------------------------------------------------------------
 // load_gguf_model
 
-std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
+std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions& options) {
   const std::string& path = f.path();
   const std::string arch = f.get_string("general.architecture");
   check(arch == "llama" || arch == "qwen2" || arch == "qwen3", path, ": general.architecture '", arch,
@@ -276,6 +278,29 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f) {
   }
   const NamingScheme scheme = gguf_naming(arch);
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
+  // The matrices in the dtype asked for; auto keeps each as the file stores it (Q8_0 as q8_0,
+  // BF16 as bfloat16; F16 and F32 as float32), allocated before it is read.
+  if (options.weights != WeightDtype::F32) {
+    const TensorMap params = model->state_dict();
+    std::map<std::string, std::string> file_name;  // xgrad name -> the file's
+    for (const auto& [n, e] : expected) file_name[e.parts[0]] = n;
+    bool any = false;
+    for (const std::string& name : weight_matrix_names(*model)) {
+      Dtype d = kFloat32;
+      if (options.weights != WeightDtype::Auto) {
+        d = weight_dtype_tensor(options.weights);
+      } else if (auto it = file_name.find(name); it != file_name.end() && f.has_tensor(it->second)) {
+        const io::GgmlType type = f.tensor(it->second).type;
+        d = type == io::GgmlType::Q8_0 ? kQ8_0 : type == io::GgmlType::BF16 ? kBFloat16 : kFloat32;
+      }
+      Tensor w = params.at(name);
+      if (d == kQ8_0 && w.size(-1) % kQ8Block != 0) d = kFloat32;
+      w.requires_grad_(false);
+      if (d != kFloat32) w.set_data(empty(w.shape(), d));
+      any = any || d != kFloat32;
+    }
+    model->set_widen_embeddings(any);
+  }
   const TensorMap own = model->state_dict();
   std::vector<std::string> expected_names;
   for (const auto& [n, e] : expected) expected_names.push_back(n);

@@ -10,6 +10,7 @@
 #include "io/gguf.hpp"
 #include "nn/decoder.hpp"
 #include "nn/naming.hpp"
+#include "nn/weight_dtype.hpp"
 
 namespace xg::nn {
 
@@ -39,10 +40,11 @@ NamingScheme gguf_naming(const std::string& arch);
 io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOptions& options = {});
 std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options = {});
 
-// Builds the model a GGUF file describes and reads its tensors into it, dequantized to
-// float32. Architectures llama, qwen2, qwen3; the model is built in the file's RoPE layout, so
+// Builds the model a GGUF file describes and reads its tensors into it: the matrices stored as
+// options.weights says (float32 unless asked; auto: each as the file stores it, Q8_0 as q8_0 and
+// BF16 as bfloat16), everything else float32. Architectures llama, qwen2, qwen3; the model is built in the file's RoPE layout, so
 // no rows are permuted. An unsupported architecture, key value or tensor type, a tensor the
 // model does not have or one it lacks is an xg::Error naming the file and the key or tensor.
-std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& file);
+std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& file, const LoadOptions& options = {});
 
 }  // namespace xg::nn

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "io/read_file.hpp"
 #include "nn/gguf_model.hpp"
 #include "nn/naming.hpp"
+#include "nn/weight_dtype.hpp"
 
 namespace xg::nn {
 
@@ -37,11 +39,11 @@ std::string first_few(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_out) {
-  return load_hf(io::ModelSource::open(folder, "load_hf"), config_out);
+std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config_out, const LoadOptions& options) {
+  return load_hf(io::ModelSource::open(folder, "load_hf"), config_out, options);
 }
 
-std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* config_out) {
+std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* config_out, const LoadOptions& options) {
   const std::string& folder = source.path;
   check(source.format == io::ModelFormat::HuggingFace, "load_hf: ", folder, " is a ",
         io::model_format_name(source.format), ", not a Hugging Face folder");
@@ -58,6 +60,12 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
   } catch (const Error& e) {  // a model too large for this machine: say which file asked for it
     throw Error(str_cat(config_path, ": ", e.what()));
   }
+  // The matrices in the dtype asked for (auto: the folder's torch_dtype), allocated before any is
+  // read, so that a bf16 or q8_0 base never exists as a whole float32 copy.
+  const Dtype stored = options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights)
+                       : config.torch_dtype == "bfloat16"   ? kBFloat16
+                                                            : kFloat32;
+  if (stored != kFloat32) store_weights_in(*model, stored, /*values=*/false);
   const NamingScheme& scheme = NamingScheme::get("hf_llama");
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   const TensorMap own = model->state_dict();  // handles to the parameters' storage
@@ -113,13 +121,15 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
     const Tensor emb = model->tok_embeddings()->weight();
     check(reader.entry("lm_head.weight").shape == emb.shape(), tied_head_file, ": tensor 'lm_head.weight' has shape ",
           shape_str(reader.entry("lm_head.weight").shape), ", the tied embeddings ", shape_str(emb.shape()));
-    Tensor head = empty(emb.shape(), kFloat32);
+    Tensor head = empty(emb.shape(), emb.dtype());  // read as the embeddings are stored, then compared
     reader.read_into("lm_head.weight", head);
-    const float* a = head.data<float>();
-    const float* b = emb.data<float>();
-    for (int64_t i = 0; i < head.numel(); ++i)
-      check(a[i] == b[i], tied_head_file, ": tensor 'lm_head.weight' differs from model.embed_tokens.weight at element ",
-            i, " (", a[i], " vs ", b[i], ") but config.json has tie_word_embeddings true");
+    if (std::memcmp(head.raw_data(), emb.raw_data(), storage_bytes(emb.dtype(), emb.numel())) != 0) {
+      const std::vector<double> a = head.to_vector(), b = emb.to_vector();
+      std::size_t i = 0;
+      while (i + 1 < a.size() && a[i] == b[i]) ++i;
+      throw Error(str_cat(tied_head_file, ": tensor 'lm_head.weight' differs from model.embed_tokens.weight at element ",
+                          i, " (", a[i], " vs ", b[i], ") but config.json has tie_word_embeddings true"));
+    }
   }
   if (config_out) *config_out = config;
   return model;
@@ -245,15 +255,21 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
   }
 }
 
-std::shared_ptr<DecoderLM> load_model(const io::ModelSource& source) {
+std::shared_ptr<DecoderLM> load_model(const io::ModelSource& source, const LoadOptions& options) {
   switch (source.format) {
-    case io::ModelFormat::HuggingFace: return load_hf(source);
-    case io::ModelFormat::Gguf: return load_gguf_model(*source.gguf);
+    case io::ModelFormat::HuggingFace: return load_hf(source, nullptr, options);
+    case io::ModelFormat::Gguf: return load_gguf_model(*source.gguf, options);
     case io::ModelFormat::Xgrad: break;
   }
-  return load_pretrained(source.dir);
+  std::shared_ptr<DecoderLM> model = load_pretrained(source.dir);
+  // An xgrad folder's weights are float32 (or what save_pretrained wrote): auto keeps them.
+  if (options.weights != WeightDtype::Auto && options.weights != WeightDtype::F32)
+    store_weights_in(*model, weight_dtype_tensor(options.weights));
+  return model;
 }
 
-std::shared_ptr<DecoderLM> load_model(const std::string& path) { return load_model(io::ModelSource::open(path)); }
+std::shared_ptr<DecoderLM> load_model(const std::string& path, const LoadOptions& options) {
+  return load_model(io::ModelSource::open(path), options);
+}
 
 }  // namespace xg::nn

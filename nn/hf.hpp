@@ -14,6 +14,7 @@
 #include "io/model_source.hpp"
 #include "io/safetensors.hpp"
 #include "nn/decoder.hpp"
+#include "nn/weight_dtype.hpp"
 
 namespace xg::nn {
 
@@ -60,8 +61,12 @@ struct HFConfig {
 // lacks, or a malformed file is an xg::Error naming the file and the tensor. If `config` is
 // given it receives the folder's HFConfig. The string form opens the folder (io::ModelSource)
 // first; a source of another format is an error naming it.
-std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* config = nullptr);
-std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config = nullptr);
+// options.weights: the dtype the matrices are stored in (nn/weight_dtype.hpp; auto: the folder's
+// torch_dtype, bf16 for a bf16 folder), allocated so before any is read.
+std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* config = nullptr,
+                                   const LoadOptions& options = {});
+std::shared_ptr<DecoderLM> load_hf(const std::string& folder, HFConfig* config = nullptr,
+                                   const LoadOptions& options = {});
 
 struct SaveHFOptions {
   io::StoredFloat dtype = io::StoredFloat::Native;  // Native: F32 (torch_dtype float32); BFloat16: BF16
@@ -81,8 +86,9 @@ struct SaveHFOptions {
 void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOptions& options = {});
 
 // The model of any source: a Hugging Face folder (load_hf), an xgrad folder (load_pretrained) or
-// a GGUF file (load_gguf_model); the string form opens the path first (io::ModelSource).
-std::shared_ptr<DecoderLM> load_model(const io::ModelSource& source);
-std::shared_ptr<DecoderLM> load_model(const std::string& path);
+// a GGUF file (load_gguf_model); the string form opens the path first (io::ModelSource). The
+// matrices are stored as options.weights says (float32 unless asked).
+std::shared_ptr<DecoderLM> load_model(const io::ModelSource& source, const LoadOptions& options = {});
+std::shared_ptr<DecoderLM> load_model(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace xg::nn

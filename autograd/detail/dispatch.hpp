@@ -43,6 +43,9 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::Int64: return f(int64_t{});
     case Dtype::BFloat16: return f(bfloat16{});
     case Dtype::Bool: break;
+    case Dtype::Q8_0:
+      throw Error("a q8_0 tensor holds blocks of 8-bit values that only linear, matmul, embedding and to() read; "
+                  "widen it with .to(kFloat32) first");
   }
   return f(bool{});
 }

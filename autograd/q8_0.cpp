@@ -1,0 +1,273 @@
+// q8_0 blocks (q8_0.hpp): quantizing and widening, and the products and lookups that read a
+// q8_0 weight. A product widens a tile of the weight at a time into a thread's buffer and runs
+// the float gemm on it, so a frozen base costs 1.0625 bytes a weight plus one tile per thread.
+#include "autograd/q8_0.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "autograd/detail/blas.hpp"
+#include "autograd/detail/dispatch.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/float16.hpp"
+#include "autograd/graph.hpp"
+#include "autograd/threads.hpp"
+
+namespace xg {
+
+using Grads = std::vector<Tensor>;
+
+namespace {
+
+// A tile of the weight is kQ8Rows rows (or, for w's own product g w, kQ8Cols columns) wide,
+// whatever the thread count: each element of a product is summed in the same order on one
+// thread or many, so a run that follows the load gives the same numbers.
+constexpr int64_t kQ8Rows = 256;
+constexpr int64_t kQ8Cols = 256;
+// Below this many rows of x a product is a dot per weight row (decoding one token), not a gemm.
+constexpr int64_t kQ8DotRows = 4;
+
+float block_scale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return half_to_float(h);
+}
+
+template <class T>
+void widen_block(const uint8_t* block, T* out) {
+  const T d = static_cast<T>(block_scale(block));
+  const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+  for (int64_t j = 0; j < kQ8Block; ++j) out[j] = d * static_cast<T>(q[j]);
+}
+
+// out [r1 - r0, c1 - c0] = rows r0..r1, columns c0..c1 (multiples of 32) of a q8_0 matrix whose
+// rows hold `cols` values.
+template <class T>
+void widen_tile(const uint8_t* w, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1, T* out) {
+  const int64_t row_bytes = cols / kQ8Block * kQ8BlockBytes, width = c1 - c0;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w + r * row_bytes + c0 / kQ8Block * kQ8BlockBytes;
+    T* o = out + (r - r0) * width;
+    for (int64_t b = 0; b < width / kQ8Block; ++b) widen_block(row + b * kQ8BlockBytes, o + b * kQ8Block);
+  }
+}
+
+// A thread's tile buffer, kept between products (a tile is up to kQ8Rows x in values).
+template <class T>
+T* tile_buffer(std::size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// Threads for `pieces` independent pieces of a product of `madds` multiply-adds.
+int piece_threads(int64_t pieces, double madds) {
+  if (omp_in_parallel() || pieces < 2 || madds < 262144.0) return 1;
+  follow_load();
+  return static_cast<int>(std::min<int64_t>(omp_get_max_threads(), pieces));
+}
+
+// y [M, N] (row stride ldy) = x [M, K] w^T for w [N, K] q8_0, plus y when accumulate.
+template <class T>
+void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, bool accumulate, T* y, int64_t ldy) {
+  if (M == 0 || N == 0) return;
+  const int64_t row_bytes = K / kQ8Block * kQ8BlockBytes;
+  if (M < kQ8DotRows) {  // a dot per weight row, its blocks widened in registers
+    const int threads = piece_threads((N + 15) / 16, static_cast<double>(M) * N * K);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t m = 0; m < M; ++m) {
+        const uint8_t* row = w + n * row_bytes;
+        const T* xr = x + m * K;
+        T acc = 0;
+        for (int64_t b = 0; b < K / kQ8Block; ++b) {
+          const int8_t* q = reinterpret_cast<const int8_t*>(row + b * kQ8BlockBytes + 2);
+          T part = 0;
+#pragma omp simd reduction(+ : part)
+          for (int64_t j = 0; j < kQ8Block; ++j) part += static_cast<T>(q[j]) * xr[b * kQ8Block + j];
+          acc += static_cast<T>(block_scale(row + b * kQ8BlockBytes)) * part;
+        }
+        y[m * ldy + n] = accumulate ? y[m * ldy + n] + acc : acc;
+      }
+    return;
+  }
+  const int64_t pieces = (N + kQ8Rows - 1) / kQ8Rows;
+  const int threads = piece_threads(pieces, static_cast<double>(M) * N * K);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t n0 = p * kQ8Rows, n1 = std::min(N, n0 + kQ8Rows);
+    T* tile = tile_buffer<T>(static_cast<std::size_t>((n1 - n0) * K));
+    widen_tile(w, K, n0, n1, 0, K, tile);
+    // [M, K] @ [n1 - n0, K]^T into columns n0..n1 of y
+    blas::gemm(false, true, M, n1 - n0, K, T(1), x, K, tile, K, accumulate ? T(1) : T(0), y + n0, ldy);
+  }
+}
+
+// y [M, K] = g [M, N] w for w [N, K] q8_0: pieces of kQ8Cols columns of y, each summing over N
+// in tiles of kQ8Rows rows in order.
+template <class T>
+void product_nn(int64_t M, int64_t N, int64_t K, const T* g, const uint8_t* w, T* y) {
+  if (M == 0 || K == 0) return;
+  if (N == 0) {
+    std::fill(y, y + M * K, T(0));
+    return;
+  }
+  const int64_t pieces = (K + kQ8Cols - 1) / kQ8Cols;
+  const int threads = piece_threads(pieces, static_cast<double>(M) * N * K);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t k0 = p * kQ8Cols, k1 = std::min(K, k0 + kQ8Cols), width = k1 - k0;
+    T* tile = tile_buffer<T>(static_cast<std::size_t>(kQ8Rows * width));
+    for (int64_t n0 = 0; n0 < N; n0 += kQ8Rows) {
+      const int64_t n1 = std::min(N, n0 + kQ8Rows);
+      widen_tile(w, K, n0, n1, k0, k1, tile);
+      // [M, n1 - n0] (columns n0..n1 of g) @ [n1 - n0, width] into columns k0..k1 of y
+      blas::gemm(false, false, M, width, n1 - n0, T(1), g + n0, N, tile, width, n0 ? T(1) : T(0), y + k0, K);
+    }
+  }
+}
+
+void check_frozen(const Tensor& w, const char* op) {
+  check(!w.requires_grad(), op, ": a q8_0 weight ", shape_str(w.shape()),
+        " cannot require grad (it is a frozen base's; train adapters on it, or widen it with .to(kFloat32))");
+}
+
+void check_input(const Tensor& x, const char* op, const char* what) {
+  check(x.dtype() == kFloat32 || x.dtype() == kFloat64, op, ": a q8_0 weight multiplies float32 or float64 ", what,
+        ", got ", dtype_name(x.dtype()));
+}
+
+}  // namespace
+
+int64_t quantize_q8_0(const float* x, int64_t n, void* out) {
+  uint8_t* o = static_cast<uint8_t*>(out);
+  for (int64_t b = 0; b < n; b += kQ8Block, o += kQ8BlockBytes) {
+    float amax = 0;
+    bool finite = true;
+    for (int64_t j = 0; j < kQ8Block; ++j) {
+      finite = finite && std::isfinite(x[b + j]);
+      amax = std::max(amax, std::fabs(x[b + j]));
+    }
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const uint16_t dh = float_to_half(d);
+    if (!finite || (dh & 0x7fffu) == 0x7c00u) return b;
+    std::memcpy(o, &dh, 2);
+    for (int64_t j = 0; j < kQ8Block; ++j) {
+      // std::round rounds halves away from zero, as ggml's roundf; |x / d| <= 127 fits int8.
+      const auto q = static_cast<int8_t>(std::round(x[b + j] * id));
+      std::memcpy(o + 2 + j, &q, 1);
+    }
+  }
+  return -1;
+}
+
+void dequantize_q8_0(const void* blocks, int64_t n, float* out) {
+  const auto* p = static_cast<const uint8_t*>(blocks);
+  for (int64_t b = 0; b < n / kQ8Block; ++b) widen_block(p + b * kQ8BlockBytes, out + b * kQ8Block);
+}
+
+void dequantize_q8_0(const void* blocks, int64_t n, double* out) {
+  const auto* p = static_cast<const uint8_t*>(blocks);
+  for (int64_t b = 0; b < n / kQ8Block; ++b) widen_block(p + b * kQ8BlockBytes, out + b * kQ8Block);
+}
+
+int64_t first_nonfinite_q8_0_scale(const void* blocks, int64_t count) {
+  const auto* p = static_cast<const uint8_t*>(blocks);
+  for (int64_t b = 0; b < count; ++b) {
+    uint16_t h;
+    std::memcpy(&h, p + b * kQ8BlockBytes, 2);
+    if ((h & 0x7c00u) == 0x7c00u) return b;  // exponent all ones: Inf or NaN
+  }
+  return -1;
+}
+
+namespace detail {
+
+// x: [..., in], w: [out, in] q8_0, b: [out] -> [..., out]
+// out = x @ w^T + b   =>   dx = g @ w,   db = sum of g over all rows   (w is frozen)
+Tensor linear_q8_0(const Tensor& x, const Tensor& w, const Tensor& b, const char* op) {
+  check_input(x, op, "inputs");
+  check_frozen(w, op);
+  const int64_t C = x.shape().back(), OC = w.shape()[0];
+  if (b.defined())
+    check(b.dtype() == x.dtype(), op, ": bias is ", dtype_name(b.dtype()), " and input ", dtype_name(x.dtype()));
+  const int64_t rows = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  Shape out_shape = x.shape();
+  out_shape.back() = OC;
+  Tensor out = empty(out_shape, x.dtype());
+  const Tensor xc = x.contiguous();
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    T* po = out.data<T>();
+    if (b.defined())
+      for (int64_t i = 0; i < rows; ++i) std::memcpy(po + i * OC, b.data<T>(), sizeof(T) * OC);
+    product_nt(rows, OC, C, xc.data<T>(), static_cast<const uint8_t*>(w.raw_data()), b.defined(), po, OC);
+  });
+  std::vector<Tensor> inputs = {x, w};
+  if (b.defined()) inputs.push_back(b);
+  return record(out, std::move(inputs), op, [rows, C, OC](const Tensor& g, const Tensor&, const Grads& in) {
+    Grads grads(in.size());
+    const Tensor gc = g.contiguous();
+    dispatch_float(g.dtype(), "linear backward", [&](auto tag) {
+      using T = decltype(tag);
+      if (wants(in, 0)) {  // [rows, OC] @ [OC, C]
+        grads[0] = empty(in[0].shape(), g.dtype());
+        product_nn(rows, OC, C, gc.data<T>(), static_cast<const uint8_t*>(in[1].raw_data()), grads[0].data<T>());
+      }
+      if (in.size() > 2 && wants(in, 2)) grads[2] = gc.reshape({rows, OC}).sum(0);
+    });
+    return grads;
+  });
+}
+
+// a: [..., n], w: [n, m] q8_0 -> [..., m]
+// out = a @ w   =>   da = g @ w^T   (w is frozen)
+Tensor matmul_q8_0(const Tensor& a, const Tensor& w, const char* op) {
+  check_input(a, op, "operands");
+  check_frozen(w, op);
+  check(a.dim() >= 1 && w.dim() == 2 && a.shape().back() == w.shape()[0], op, ": shapes ", shape_str(a.shape()),
+        " and ", shape_str(w.shape()), " (q8_0) cannot be multiplied (a q8_0 right operand is a 2-D matrix)");
+  const int64_t N = w.shape()[0], K = w.shape()[1];
+  const int64_t rows = shape_numel(Shape(a.shape().begin(), a.shape().end() - 1));
+  Shape out_shape = a.shape();
+  out_shape.back() = K;
+  Tensor out = empty(out_shape, a.dtype());
+  const Tensor ac = a.contiguous();
+  dispatch_float(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    product_nn(rows, N, K, ac.data<T>(), static_cast<const uint8_t*>(w.raw_data()), out.data<T>());
+  });
+  return record(out, {a, w}, op, [rows, N, K](const Tensor& g, const Tensor&, const Grads& in) {
+    Grads grads(2);
+    if (!wants(in, 0)) return grads;
+    const Tensor gc = g.contiguous();
+    grads[0] = empty(in[0].shape(), g.dtype());
+    dispatch_float(g.dtype(), "matmul backward", [&](auto tag) {
+      using T = decltype(tag);
+      product_nt(rows, N, K, gc.data<T>(), static_cast<const uint8_t*>(in[1].raw_data()), false, grads[0].data<T>(), N);
+    });
+    return grads;
+  });
+}
+
+Tensor embedding_q8_0(const Tensor& w, const Tensor& ids) {
+  check_frozen(w, "embedding");
+  const int64_t C = w.shape()[1], N = ids.numel();
+  Shape out_shape = ids.shape();
+  out_shape.push_back(C);
+  Tensor out = empty(out_shape, kFloat32);
+  const auto* pw = static_cast<const uint8_t*>(w.raw_data());
+  const int64_t* idx = ids.data<int64_t>();
+  float* po = out.data<float>();
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
+  for (int64_t i = 0; i < N; ++i) widen_tile(pw, C, idx[i], idx[i] + 1, 0, C, po + i * C);
+  return out;
+}
+
+}  // namespace detail
+
+}  // namespace xg

@@ -1,0 +1,150 @@
+// q8_0 tensors (autograd/q8_0.hpp): ggml's block_q8_0 quantization, storage and widening, and
+// the ops that read a frozen q8_0 weight (linear, matmul, embedding) against float64 references
+// computed from the same blocks widened, with a float64 gradient check of what flows to x.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tests/torch_fixture.hpp"
+
+namespace test_q8_0 {
+
+using namespace xg;
+
+// ggml's quantize_row_q8_0_ref for one block, written out here from its definition so that the
+// library's version is checked against it: d = amax / 127 stored as half, q = roundf(x / d).
+void reference_block(const float* x, uint16_t* d_bits, int8_t* q) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+  *d_bits = float_to_half(d);
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+}
+
+Tensor random_weight(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  return (xg::test::randn64(shape, seed).detach() * scale).to(kFloat32);
+}
+
+TEST(Q8_0, QuantizesAsGgmlsReferenceAndStoresItsBlocks) {
+  Tensor w = random_weight({3, 64}, 1);
+  w.data<float>()[5] = 0.0f;
+  for (int j = 32; j < 64; ++j) w.data<float>()[64 + j] = 0.0f;  // an all-zero block: d = 0
+  Tensor q = w.to(kQ8_0);
+  EXPECT_EQ(q.dtype(), kQ8_0);
+  EXPECT_STREQ(dtype_name(kQ8_0), "q8_0");
+  EXPECT_EQ(q.shape(), w.shape());
+  EXPECT_EQ(storage_bytes(kQ8_0, q.numel()), 6u * 34u);
+  EXPECT_THROW(itemsize(kQ8_0), Error);
+  const auto* bytes = static_cast<const uint8_t*>(q.raw_data());
+  for (int b = 0; b < 6; ++b) {
+    uint16_t d;
+    int8_t qs[32];
+    reference_block(w.data<float>() + 32 * b, &d, qs);
+    uint16_t stored;
+    std::memcpy(&stored, bytes + 34 * b, 2);
+    EXPECT_EQ(stored, d) << "block " << b;
+    EXPECT_EQ(std::memcmp(bytes + 34 * b + 2, qs, 32), 0) << "block " << b;
+  }
+  // widening is exactly d * q, to float32 and float64 alike
+  const Tensor back = q.to(kFloat32), back64 = q.to(kFloat64);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    uint16_t d;
+    std::memcpy(&d, bytes + 34 * (i / 32), 2);
+    const auto qi = static_cast<int8_t>(bytes[34 * (i / 32) + 2 + i % 32]);
+    EXPECT_EQ(back.data<float>()[i], half_to_float(d) * static_cast<float>(qi)) << i;
+    EXPECT_EQ(back64.data<double>()[i], static_cast<double>(back.data<float>()[i])) << i;
+  }
+  EXPECT_EQ(back.data<float>()[64 + 40], 0.0f);
+  EXPECT_EQ(q.to_vector(), back64.to_vector());  // printing and to_vector widen
+}
+
+TEST(Q8_0, RefusesWhatBlocksCannotHoldByName) {
+  Tensor w = random_weight({2, 32}, 2);
+  w.data<float>()[37] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    w.to(kQ8_0);
+    FAIL() << "a NaN quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("element 37"), std::string::npos) << e.what();
+  }
+  w.data<float>()[37] = 1e8f;  // d = 1e8 / 127 is beyond half's 65504
+  EXPECT_THROW(w.to(kQ8_0), Error);
+  EXPECT_THROW(empty({4, 48}, kQ8_0), Error);  // rows are not whole blocks
+  EXPECT_THROW(random_weight({4, 48}, 3).to(kQ8_0), Error);
+  Tensor q = random_weight({4, 32}, 4).to(kQ8_0);
+  try {
+    (void)(q + q);
+    FAIL() << "an elementwise op read q8_0";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+  }
+}
+
+// linear with a q8_0 weight against the float64 product of the widened weight, on every path:
+// a dot per row (one or two rows), and tiles of 256 weight rows and columns (pieces, some partial).
+TEST(Q8_0, LinearEqualsTheProductOfTheWidenedWeight) {
+  for (const Shape& mnk : {Shape{1, 96, 64}, Shape{3, 300, 96}, Shape{70, 600, 544}, Shape{5, 40, 32}}) {
+    const int64_t M = mnk[0], N = mnk[1], K = mnk[2];
+    const Tensor wq = random_weight({N, K}, 10 + M, 0.05).to(kQ8_0);
+    const Tensor w64 = wq.to(kFloat64);
+    const Tensor b64 = xg::test::randn64({N}, 20 + M).detach();
+    const Tensor x64 = xg::test::randn64({M, K}, 30 + M).detach();
+    const Tensor expected = linear(x64, w64, b64);
+    // float64 input: the widened weight is exact, so only the sums' order differs
+    EXPECT_TRUE(xg::test::tensors_close(linear(x64, wq, b64), expected, 1e-12, 1e-12)) << shape_str(mnk);
+    EXPECT_TRUE(xg::test::tensors_close(linear(x64.to(kFloat32), wq, b64.to(kFloat32)).to(kFloat64), expected, 1e-4, 1e-4))
+        << shape_str(mnk);
+    // a @ w for w [N, K] q8_0 (the gradient's product through w, and matmul's case)
+    const Tensor g64 = xg::test::randn64({M, N}, 40 + M).detach();
+    EXPECT_TRUE(xg::test::tensors_close(matmul(g64, wq), matmul(g64, w64), 1e-12, 1e-12)) << shape_str(mnk);
+  }
+}
+
+TEST(Q8_0, GradientsFlowToTheInputAndBiasNeverToTheWeight) {
+  const Tensor wq = random_weight({40, 64}, 5, 0.1).to(kQ8_0);
+  const Tensor w64 = wq.to(kFloat64);
+  Tensor x = xg::test::randn64({2, 3, 64}, 6).detach().requires_grad_();
+  Tensor b = xg::test::randn64({40}, 7).detach().requires_grad_();
+  auto r = gradcheck([&](const std::vector<Tensor>& in) { return linear(in[0], wq, in[1]); }, {x, b});
+  EXPECT_TRUE(r.ok) << r.message;
+  Tensor a = xg::test::randn64({5, 40}, 8).detach().requires_grad_();
+  r = gradcheck([&](const std::vector<Tensor>& in) { return matmul(in[0], wq); }, {a});
+  EXPECT_TRUE(r.ok) << r.message;
+  // and the gradients equal those through the widened float64 weight
+  Tensor g = xg::test::randn64({2, 3, 40}, 9).detach();
+  linear(x, wq, b).backward(g);
+  Tensor x2 = x.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
+  linear(x2, w64, b2).backward(g);
+  EXPECT_TRUE(xg::test::tensors_close(x.grad(), x2.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(xg::test::tensors_close(b.grad(), b2.grad(), 1e-12, 1e-12));
+  Tensor trainable = random_weight({40, 64}, 5).to(kQ8_0);
+  EXPECT_THROW(trainable.requires_grad_(), Error);  // only float tensors require grad
+}
+
+TEST(Q8_0, ProductsDoNotDependOnTheThreadCount) {
+  const Tensor wq = random_weight({700, 320}, 11, 0.05).to(kQ8_0);
+  const Tensor x = random_weight({90, 320}, 12);
+  const Tensor g = random_weight({90, 700}, 13);
+  std::vector<double> y[2], dx[2];
+  for (int t : {1, 2}) {
+    xg::test::OmpThreadsScope threads(t);
+    y[t - 1] = linear(x, wq).to_vector();
+    dx[t - 1] = matmul(g, wq).to_vector();
+  }
+  EXPECT_EQ(y[0], y[1]);
+  EXPECT_EQ(dx[0], dx[1]);
+}
+
+TEST(Q8_0, EmbeddingWidensTheRowsItLooksUp) {
+  const Tensor wq = random_weight({10, 64}, 14).to(kQ8_0);
+  const Tensor ids = from_vector(std::vector<int64_t>{3, 0, 9, 3}, {2, 2});
+  const Tensor out = embedding(wq, ids);
+  EXPECT_EQ(out.dtype(), kFloat32);
+  EXPECT_EQ(out.shape(), (Shape{2, 2, 64}));
+  EXPECT_TRUE(xg::test::tensors_close(out, embedding(wq.to(kFloat32), ids), 0, 0));
+  EXPECT_THROW(embedding(wq, from_vector(std::vector<int64_t>{10}, {1})), Error);
+}
+
+}  // namespace test_q8_0
