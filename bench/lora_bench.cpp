@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "finetune/lora.hpp"
 #include "nn/hf.hpp"
+#include "nn/weight_dtype.hpp"
 #include "step_util.hpp"
 #include "tools/cli/flags.hpp"
 #include "tools/cli/output.hpp"
@@ -47,7 +49,8 @@ struct Options {
   int64_t seq = 512, batch = 4, warmup = 1, steps = 3, prompt = 128, r = 16;
   double alpha = 32;
   std::string targets = "q_proj,v_proj";
-  bool checkpointing = false;
+  bool checkpointing = false, bf16 = false;
+  std::string base_dtype = "f32";  // how the frozen matrices are stored (nn/weight_dtype.hpp)
   uint64_t seed = 0;
 };
 
@@ -83,6 +86,8 @@ json run(const Options& o) {
   // SmolLM2's 0.0417 (the modules' own init would give the tied head logits of std ~24).
   for (auto& [name, p] : model.named_parameters())
     if (p.dim() == 2) xg::nn::init::normal_(p, 0, kInitStd);
+  const xg::nn::WeightDtype stored = xg::nn::parse_weight_dtype(o.base_dtype, "--base-dtype");
+  if (stored != xg::nn::WeightDtype::F32) xg::nn::store_weights_in(model, xg::nn::weight_dtype_tensor(stored));
   ft::LoRAConfig lc;
   lc.r = o.r;
   lc.alpha = o.alpha;
@@ -109,8 +114,13 @@ json run(const Options& o) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     const xg::Tensor& ids = rows[static_cast<std::size_t>(s)];
-    xg::Tensor loss = xg::losses::sft_loss(model(ids), ids, prompt);
-    loss.backward();
+    xg::Tensor loss;
+    {
+      std::optional<xg::autocast> bf16;
+      if (o.bf16) bf16.emplace();
+      loss = xg::losses::sft_loss(model(ids), ids, prompt);
+      loss.backward();
+    }
     opt.step();
     last_loss = loss.item();
     const double dt = xg::bench::seconds_since(t0);
@@ -134,6 +144,9 @@ json run(const Options& o) {
   j["params"] = model.num_parameters();
   j["trainable"] = n_train;
   j["gradient_checkpointing"] = o.checkpointing;
+  j["base_dtype"] = o.base_dtype;
+  j["bf16"] = o.bf16;
+  j["gemm_bf16"] = xg::bf16_gemm_description();
   j["warmup"] = o.warmup;
   j["steps"] = o.steps;
   j["ms_per_step"] = sec * 1e3;
@@ -167,6 +180,8 @@ int main(int argc, char** argv) {
     ("alpha", po::value(&o.alpha)->default_value(o.alpha), "lora_alpha")
     ("targets", po::value(&o.targets)->default_value(o.targets), "LoRA target modules")
     ("gradient-checkpointing", po::bool_switch(&o.checkpointing), "recompute each block in backward")
+    ("base-dtype", po::value(&o.base_dtype)->default_value(o.base_dtype), "the frozen matrices: f32 | bf16 | q8_0")
+    ("bf16", po::bool_switch(&o.bf16), "mixed precision (xg::autocast) around forward and backward")
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed steps first")
     ("steps", po::value(&o.steps)->default_value(o.steps), "timed steps")
     ("seed", po::value(&o.seed)->default_value(o.seed), "seeds the weights, the adapters and the token rows");

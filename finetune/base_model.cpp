@@ -8,20 +8,20 @@
 
 namespace xg::finetune {
 
-BaseModel load_base(const io::ModelSource& source, const std::string& who) {
+BaseModel load_base(const io::ModelSource& source, const std::string& who, const nn::LoadOptions& options) {
   BaseModel b;
   b.source = source;
   b.naming = b.hf() ? "hf_llama" : "xgrad";
   if (source.format != io::ModelFormat::Xgrad) b.tokenizer = text::load_tokenizer(source);
-  b.model = nn::load_model(source);
+  b.model = nn::load_model(source, options);
   if (!b.tokenizer) b.tokenizer = text::load_tokenizer(source);
   check(b.tokenizer->vocab_size() <= b.model->config().vocab_size, who, ": the tokenizer of ", source.path, " has ",
         b.tokenizer->vocab_size(), " ids but the model's vocabulary only ", b.model->config().vocab_size);
   return b;
 }
 
-BaseModel load_base(const std::string& path, const std::string& who) {
-  return load_base(io::ModelSource::open(path, who), who);
+BaseModel load_base(const std::string& path, const std::string& who, const nn::LoadOptions& options) {
+  return load_base(io::ModelSource::open(path, who), who, options);
 }
 
 bool is_finetuned_folder(const std::string& folder) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "nn/decoder.hpp"
+#include "nn/weight_dtype.hpp"
 #include "text/tokenizer.hpp"
 
 namespace xg::finetune {
@@ -25,8 +26,10 @@ struct BaseModel {
 // config.json is read first so that its errors name the config's key. A tokenizer with more ids
 // than the model's vocabulary is an xg::Error starting with `who` and naming the path. The
 // string form opens the path first (io::ModelSource).
-BaseModel load_base(const io::ModelSource& source, const std::string& who);
-BaseModel load_base(const std::string& path, const std::string& who);
+// `options.weights` says how the matrices are stored (nn/weight_dtype.hpp: f32 unless asked; a
+// frozen base in bf16 or q8_0 for LoRA).
+BaseModel load_base(const io::ModelSource& source, const std::string& who, const nn::LoadOptions& options = {});
+BaseModel load_base(const std::string& path, const std::string& who, const nn::LoadOptions& options = {});
 
 // xg-finetune --merge writes this file into the merged folder (xgrad or Hugging Face; a merged
 // .gguf has none): {"format": "instruct", "objective": ...}. It says the model was trained on

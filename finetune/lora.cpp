@@ -63,7 +63,9 @@ std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRACon
   check_numbers(config, "LoRA");
   check(base.adapter() == nullptr, "LoRA: this Linear(in_features=", base.in_features(),
         ", out_features=", base.out_features(), ") already has an adapter");
-  const Dtype dt = base.weight().dtype();
+  // Adapters train in float32 on a base stored in bf16 or q8_0 (QLoRA's recipe); float64 stays
+  // float64 (gradient checks).
+  const Dtype dt = base.weight().dtype() == kFloat64 ? kFloat64 : kFloat32;
   std::shared_ptr<LoRAAdapter> a(new LoRAAdapter());
   a->A_ = std::make_shared<LoRAWeight>(base.in_features(), config.r, dt);
   a->B_ = std::make_shared<LoRAWeight>(config.r, base.out_features(), dt);
@@ -161,20 +163,33 @@ void LoRAAdapter::set_scale(double scale) {
 }
 
 // W += scaling B A   (B: [out, r], A: [r, in] -> [out, in])
-void LoRAAdapter::merge() {
-  check(!merged_, "LoRA: merge: the adapter is already merged");
+// W += s B A; a bf16 W takes the sum computed in float32, rounded once (so unmerge gives W back
+// only to within bf16's rounding).
+void LoRAAdapter::add_delta(double s) {
   NoGradGuard no_grad;
   Tensor W = base_weight_;
-  add_(W, matmul(B_->weight(), A_->weight()), scaling());
+  const Tensor delta = matmul(B_->weight(), A_->weight());
+  if (W.dtype() == delta.dtype()) {
+    add_(W, delta, s);
+  } else {
+    Tensor sum = W.to(delta.dtype());
+    add_(sum, delta, s);
+    W.copy_(sum.to(W.dtype()));
+  }
+}
+
+void LoRAAdapter::merge() {
+  check(!merged_, "LoRA: merge: the adapter is already merged");
+  check(base_weight_.dtype() != kQ8_0, "LoRA: merge: the base weight is q8_0, which cannot take the delta exactly; ",
+        "widen the base first (nn::store_weights_in(model, kFloat32))");
+  add_delta(scaling());
   merged_scaling_ = scaling();
   merged_ = true;
 }
 
 void LoRAAdapter::unmerge() {
   check(merged_, "LoRA: unmerge: the adapter is not merged");
-  NoGradGuard no_grad;
-  Tensor W = base_weight_;
-  add_(W, matmul(B_->weight(), A_->weight()), -merged_scaling_);
+  add_delta(-merged_scaling_);
   merged_ = false;
 }
 

@@ -79,6 +79,7 @@ class LoRAAdapter : public nn::LinearAdapter {
 
  private:
   LoRAAdapter() = default;
+  void add_delta(double s);  // W += s B A
   std::shared_ptr<LoRAWeight> A_, B_;
   Tensor base_weight_;  // the Linear's weight (a handle: Module::to and load_state_dict keep it)
   int64_t r_ = 0;

@@ -76,6 +76,8 @@ class GgufReader {
   const std::string& path() const { return path_; }
   const GgufMetadata& metadata() const { return metadata_; }
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // Where a tensor's data starts in the file, in bytes (the fuzzers and tests aim at it).
+  uint64_t file_offset(const std::string& name) const { return data_start_ + tensor(name).offset; }
 
   bool has(const std::string& key) const { return index_.count(key) > 0; }
   const GgufValue& at(const std::string& key) const;  // missing: an error naming the file and key

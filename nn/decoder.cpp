@@ -297,9 +297,12 @@ double module_bytes(const Module& m) {
   return total;
 }
 
+// The size a parameter will have, over its size as built (StoredWeightsGuard).
+thread_local double g_stored_fraction = 1.0;
+
 // n_layers blocks of `per_block` bytes each beside the rest must fit.
 void check_layers_memory(const LMConfig& c, double per_block, const std::string& who) {
-  check_memory(outer_bytes(c) + static_cast<double>(c.n_layers) * per_block,
+  check_memory((outer_bytes(c) + static_cast<double>(c.n_layers) * per_block) * g_stored_fraction,
                str_cat(who, ": field 'n_layers' ", c.n_layers, " (", byte_size(per_block), " per block, d_model ",
                        c.block.d_model, ")"));
 }
@@ -361,11 +364,17 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
 // ---------------------------------------------------------------------------------------------
 // DecoderLM
 
+StoredWeightsGuard::StoredWeightsGuard(Dtype stored, Dtype built) : prev_(g_stored_fraction) {
+  const double bytes = stored == kQ8_0 ? static_cast<double>(kQ8BlockBytes) / kQ8Block : static_cast<double>(itemsize(stored));
+  g_stored_fraction = bytes / static_cast<double>(itemsize(built));
+}
+StoredWeightsGuard::~StoredWeightsGuard() { g_stored_fraction = prev_; }
+
 DecoderLM::DecoderLM(const LMConfig& config) : config_(config) {
   config_.block.n_layers = config_.n_layers;  // DeepNorm's N
   config_.validate("DecoderLM");
   const BlockConfig& b = config_.block;
-  check_memory(outer_bytes(config_), str_cat("DecoderLM: the embeddings (field 'vocab_size' ", config_.vocab_size,
+  check_memory(outer_bytes(config_) * g_stored_fraction, str_cat("DecoderLM: the embeddings (field 'vocab_size' ", config_.vocab_size,
                                              ", d_model ", b.d_model, ") and position tables (field 'max_seq_len' ",
                                              b.max_seq_len, ")"));
   tok_embeddings_ = register_module("tok_embeddings", std::make_shared<Embedding>(config_.vocab_size, b.d_model));

@@ -157,6 +157,21 @@ class DecoderLM : public Module {
   bool widen_embeddings_ = false;
 };
 
+// While alive on this thread, a DecoderLM being built checks its memory as if its parameters
+// were `stored` instead of `built` (the dtype it is built in): a loader that stores the matrices
+// in bf16 or q8_0 builds the model without init (its float32 storage never touched, so never
+// resident), then gives each matrix its low-precision storage before reading it.
+class StoredWeightsGuard {
+ public:
+  StoredWeightsGuard(Dtype stored, Dtype built);
+  ~StoredWeightsGuard();
+  StoredWeightsGuard(const StoredWeightsGuard&) = delete;
+  StoredWeightsGuard& operator=(const StoredWeightsGuard&) = delete;
+
+ private:
+  double prev_;
+};
+
 // The bytes of the parameters and buffers of a DecoderLM of `config`, estimated without building
 // it: the embeddings, LM head and position tables from their sizes, plus n_layers times one block
 // built at max_seq_len 1 and measured (not built when d_model alone makes it too large: then its

@@ -274,6 +274,13 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
   std::shared_ptr<DecoderLM> model;
   {
     init::SkipInitGuard skip;  // every tensor is read below (a missing one is an error), as load_hf
+    // The memory check counts the matrices as they will be stored (auto: as the first block's q is).
+    const io::GgmlType q_type = f.tensor("blk.0.attn_q.weight").type;
+    const Dtype planned = options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights)
+                          : q_type == io::GgmlType::Q8_0      ? kQ8_0
+                          : q_type == io::GgmlType::BF16      ? kBFloat16
+                                                              : kFloat32;
+    StoredWeightsGuard stored(planned, lm.dtype);
     model = std::make_shared<DecoderLM>(lm);
   }
   const NamingScheme scheme = gguf_naming(arch);

@@ -53,18 +53,19 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
   check(!source.shards.empty(), "load_hf: ", folder, " has neither model.safetensors nor model.safetensors.index.json");
   // Every parameter is read below (a missing one is an error), so none is drawn at random first:
   // the random init would cost more than reading the weights.
-  std::shared_ptr<DecoderLM> model;
-  try {
-    init::SkipInitGuard skip;
-    model = std::make_shared<DecoderLM>(config.lm);
-  } catch (const Error& e) {  // a model too large for this machine: say which file asked for it
-    throw Error(str_cat(config_path, ": ", e.what()));
-  }
   // The matrices in the dtype asked for (auto: the folder's torch_dtype), allocated before any is
   // read, so that a bf16 or q8_0 base never exists as a whole float32 copy.
   const Dtype stored = options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights)
                        : config.torch_dtype == "bfloat16"   ? kBFloat16
                                                             : kFloat32;
+  std::shared_ptr<DecoderLM> model;
+  try {
+    init::SkipInitGuard skip;
+    StoredWeightsGuard planned(stored, config.lm.dtype);
+    model = std::make_shared<DecoderLM>(config.lm);
+  } catch (const Error& e) {  // a model too large for this machine: say which file asked for it
+    throw Error(str_cat(config_path, ": ", e.what()));
+  }
   if (stored != kFloat32) store_weights_in(*model, stored, /*values=*/false);
   const NamingScheme& scheme = NamingScheme::get("hf_llama");
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);

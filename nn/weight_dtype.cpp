@@ -1,6 +1,9 @@
 // Frozen weights in low precision (weight_dtype.hpp).
 #include "nn/weight_dtype.hpp"
 
+#include <cstdio>
+#include <map>
+
 #include "autograd/error.hpp"
 #include "autograd/graph.hpp"
 #include "nn/linear.hpp"
@@ -71,6 +74,20 @@ double store_weights_in(DecoderLM& model, Dtype dtype, bool values) {
   double bytes = 0;
   for (const auto& [name, t] : model.named_parameters()) bytes += static_cast<double>(storage_bytes(t.dtype(), t.numel()));
   return bytes;
+}
+
+std::string weights_summary(const Module& model) {
+  std::map<std::string, int64_t> count;
+  double bytes = 0;
+  for (const auto& [name, t] : model.named_parameters()) {
+    ++count[dtype_name(t.dtype())];
+    bytes += static_cast<double>(storage_bytes(t.dtype(), t.numel()));
+  }
+  std::string s;
+  for (const auto& [d, n] : count) s += str_cat(s.empty() ? "" : ", ", d, " x ", n);
+  char mb[32];
+  std::snprintf(mb, sizeof mb, "%.1f MB", bytes / 1e6);
+  return s + ": " + mb;
 }
 
 }  // namespace xg::nn

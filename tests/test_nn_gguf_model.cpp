@@ -90,11 +90,11 @@ TEST(NnGgufModel, FilesLlamaCppWroteReadBackToItsLogprobs) {
   io::GgufReader q(test::gguf_fixture("trained_llamacpp_q8_0.gguf").string()), f(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
   EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, io::GgmlType::Q8_0);
   const Tensor a = q.read("blk.0.attn_q.weight"), b = f.read("blk.0.attn_q.weight");
-  for (int64_t blk = 0; blk < a.numel() / io::kQ8Block; ++blk) {
+  for (int64_t blk = 0; blk < a.numel() / kQ8Block; ++blk) {
     float amax = 0, worst = 0;
-    for (int64_t j = 0; j < io::kQ8Block; ++j) {
-      amax = std::max(amax, std::fabs(b.data<float>()[blk * io::kQ8Block + j]));
-      worst = std::max(worst, std::fabs(a.data<float>()[blk * io::kQ8Block + j] - b.data<float>()[blk * io::kQ8Block + j]));
+    for (int64_t j = 0; j < kQ8Block; ++j) {
+      amax = std::max(amax, std::fabs(b.data<float>()[blk * kQ8Block + j]));
+      worst = std::max(worst, std::fabs(a.data<float>()[blk * kQ8Block + j] - b.data<float>()[blk * kQ8Block + j]));
     }
     ASSERT_LE(worst, amax / 254 + amax / 2048 + 1e-7f) << "block " << blk;
   }

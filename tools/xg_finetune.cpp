@@ -58,7 +58,7 @@ constexpr ObjectiveDefaults kDpoDefaults{1e-3, 600, 20, 8, 1};
 constexpr ObjectiveDefaults kGrpoDefaults{1e-3, 100, 5, 1, 8};
 
 struct Flags {
-  std::string base, data, eval_data, objective = "sft", chat_template = "auto", system;
+  std::string base, data, eval_data, objective = "sft", chat_template = "auto", system, base_dtype = "auto";
   std::string grpo_loss_type = "grpo";
   ft::LoRAConfig lora;
   double epochs = 0, beta = -1, label_smoothing = 0;
@@ -75,6 +75,9 @@ struct Flags {
 void write_merged(nn::DecoderLM& model, const std::string& dir, const io::ModelSource& base,
                   const std::string& objective) {
   const bool gguf = base.format == io::ModelFormat::Gguf;
+  // A base stored in bf16 or q8_0 (--base-dtype) is widened first: the merged weights are
+  // float32, base plus delta, not rounded again. The run's training is over by now.
+  if (model.widen_embeddings()) nn::store_weights_in(model, kFloat32);
   ft::merge(model);
   std::unique_ptr<nn::DecoderLM> made;
   {
@@ -183,7 +186,11 @@ int main(int argc, char** argv) {
     ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO completion length")
     ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
     ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
-    ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in");
+    ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in")
+    ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
+     "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a Q8_0 GGUF "
+     "q8_0) | f32 | bf16 (products on the bf16 kernels) | q8_0 (8-bit blocks, widened a tile at a time in each "
+     "product); norms, biases, activations and the adapters stay float32");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
   opts.add(cli::run_dir_flags(f.run_dir));
@@ -199,6 +206,7 @@ int main(int argc, char** argv) {
         cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
         cli::choice<int>("loss-type", f.grpo_loss_type, {{"grpo", 0}, {"bnpo", 1}, {"dr_grpo", 2}});
         cli::choice<int>("chat-template", f.chat_template, {{"auto", 0}, {"none", 1}});
+        cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
         cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
                      "--batch and --eval-rows must be positive and --max-len at least 2");
@@ -274,7 +282,9 @@ int main(int argc, char** argv) {
         }
         // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
         // byte tokenizer and xgrad's names.
-        ft::BaseModel base = ft::load_base(f.base, kProg);
+        nn::LoadOptions load;
+        load.weights = nn::parse_weight_dtype(f.base_dtype, "--base-dtype");
+        ft::BaseModel base = ft::load_base(f.base, kProg, load);
         const bool hf = base.hf();
         const std::string& naming = base.naming;
         std::shared_ptr<nn::DecoderLM> model = base.model;
@@ -380,6 +390,8 @@ int main(int argc, char** argv) {
           std::printf("%s: %s base, %s tokenizer (%lld ids), %s format, rows of up to %lld tokens\n", kProg,
                       hf ? "Hugging Face" : "xgrad", hf ? "its" : "the byte", static_cast<long long>(tok->vocab_size()),
                       chat ? "chat template" : "plain", static_cast<long long>(f.max_len));
+        if (main_rank)
+          std::printf("%s: --base-dtype %s: parameters %s\n", kProg, f.base_dtype.c_str(), nn::weights_summary(*model).c_str());
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
         loop.run_identity["base"] = f.base;
