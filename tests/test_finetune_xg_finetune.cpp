@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -285,6 +286,60 @@ TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
   EXPECT_EQ(other.status, 2);
   EXPECT_NE(other.err.find("--resume: --lora-r was 16 in " + (out / "args.json").string() + ", now 4"), std::string::npos)
       << other.err;
+}
+
+TEST(XgFinetune, AKilledBf16RunOnALowPrecisionBaseResumesBitwise) {
+  // --bf16 products are cut into pieces whose shapes depend on the product's alone, and q8_0
+  // products widen fixed tiles, so a resumed run computes what the straight one did.
+  const fs::path d = xg::test::fresh_test_dir("resume_bf16");
+  const fs::path base = tiny_base(d);
+  write_yes_rows(d / "train.jsonl");
+  for (const char* dtype : {"q8_0", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const std::string flags = "--base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                              " --steps 60 --warmup 2 --batch 4 --checkpoint-every 4 --seed 9 --bf16 --base-dtype " + dtype;
+    const fs::path full_out = d / (std::string("full_") + dtype), out = d / (std::string("killed_") + dtype);
+    CliRun full = run("xg-finetune", flags + " --out " + full_out.string());
+    ASSERT_EQ(full.status, 0) << full.err;
+    EXPECT_NE(full.out.find(std::string("--base-dtype ") + dtype + ": parameters"), std::string::npos) << full.out;
+    EXPECT_NE(full.out.find(std::string(dtype == std::string("q8_0") ? "q8_0 x " : "bfloat16 x ")), std::string::npos)
+        << full.out;
+    ASSERT_TRUE(xg::test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
+                                                     out.string() + " >/dev/null 2>&1",
+                                                 (out / "checkpoint.safetensors").string()))
+        << "the run finished before a checkpoint appeared, or none did";
+    CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
+    EXPECT_EQ(slurp((out / "adapter_model.safetensors").string()), slurp((full_out / "adapter_model.safetensors").string()));
+  }
+}
+
+TEST(XgFinetune, ANanInABf16BaseIsRefusedAtLoadAndWritesNothing) {
+  // Issue 57 point 1: a BF16 base with one NaN weight loaded silently and the run stopped at
+  // step 1 on a NaN loss, after writing .lock, args.json and log.jsonl into --out.
+  const fs::path d = xg::test::fresh_test_dir("nan_base");
+  auto model = xg::nn::load_model(tiny_base(d).string());
+  {
+    xg::NoGradGuard no_grad;
+    xg::Tensor w = model->state_dict().at("layers.1.ffn.W_up.weight");
+    w.data<float>()[40] = std::numeric_limits<float>::quiet_NaN();
+  }
+  xg::nn::SaveHFOptions o;
+  o.dtype = xg::io::StoredFloat::BFloat16;
+  o.source = std::string(XGRAD_FIXTURE_DIR) + "/gguf/byte256";
+  xg::nn::save_hf(*model, (d / "hf").string(), o);
+  write_yes_rows(d / "train.jsonl");
+  for (const char* dtype : {"auto", "f32", "q8_0"}) {
+    const fs::path out = d / (std::string("out_") + dtype);
+    CliRun r = run("xg-finetune", "--base " + (d / "hf").string() + " --data " + (d / "train.jsonl").string() +
+                                      " --steps 2 --out " + out.string() + " --base-dtype " + dtype);
+    EXPECT_EQ(r.status, 1) << dtype << ": " << r.err;
+    EXPECT_NE(r.err.find("model.safetensors: tensor 'model.layers.1.mlp.up_proj.weight' element 40 is nan"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(out)) << dtype;
+  }
 }
 
 TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {

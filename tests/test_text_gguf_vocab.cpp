@@ -7,6 +7,9 @@
 #include "tests/gguf_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 #include "text/byte_tokenizer.hpp"
+#include "text/unicode.hpp"
+
+#include <algorithm>
 
 namespace xg {
 namespace {
@@ -29,6 +32,43 @@ TEST(TextGgufVocab, ByteTokenizerRoundTrips) {
   auto tok = text::load_gguf_tokenizer(f);
   EXPECT_NE(dynamic_cast<text::ByteTokenizer*>(tok.get()), nullptr);
   EXPECT_EQ(tok->eos_id(), text::ByteTokenizer::kEos);
+}
+
+// llama.cpp's tokenization of a prompt by a "gpt2" vocabulary without merges, from the file's
+// metadata alone: BOS when add_bos_token says so (absent: none, llama.cpp's default for this
+// type), then each byte's token (its GPT-2 byte-level character) looked up in the vocabulary.
+std::vector<int64_t> llama_cpp_rule_ids(const io::GgufReader& f, const std::string& prompt) {
+  std::vector<int64_t> ids;
+  if (f.has("tokenizer.ggml.add_bos_token") && f.get_bool("tokenizer.ggml.add_bos_token"))
+    ids.push_back(f.get_int("tokenizer.ggml.bos_token_id"));
+  const std::vector<std::string>& tokens = f.at("tokenizer.ggml.tokens").strings;
+  for (unsigned char c : prompt) {
+    const std::string ch = text::byte_level_chars()[c];
+    ids.push_back(std::find(tokens.begin(), tokens.end(), ch) - tokens.begin());
+  }
+  return ids;
+}
+
+TEST(TextGgufVocab, AnExportedByteModelStartsAPromptAsXgGenerateDoes) {
+  // Issue 50 point 5: the export said add_bos_token false while xg-generate's raw format puts the
+  // byte tokenizer's BOS (256) first, so llama.cpp continued another sequence than xgrad did.
+  const fs::path dir = test::fresh_test_dir();
+  const io::GgufMetadata meta = text::gguf_tokenizer_metadata(xg::io::ModelSource::open(test::gguf_fixture("trained").string()), 259);
+  io::GgufReader f(gguf_vocab_file(dir, meta));
+  EXPECT_TRUE(f.get_bool("tokenizer.ggml.add_bos_token"));
+  const auto tok = text::load_gguf_tokenizer(f);
+  for (const std::string prompt : {"Once upon a time", "", "caf\xc3\xa9 \n\t!"}) {
+    EXPECT_EQ(tok->encode(prompt, true), llama_cpp_rule_ids(f, prompt)) << prompt;
+    EXPECT_EQ(tok->encode(prompt, true).front(), text::ByteTokenizer::kBos);
+  }
+  // A file exported before says false, and xgrad now reads it as llama.cpp does: no BOS.
+  io::GgufMetadata old = meta;
+  for (auto& [k, v] : old)
+    if (k == "tokenizer.ggml.add_bos_token") v = io::GgufValue::boolean(false);
+  io::GgufReader g(gguf_vocab_file(test::fresh_test_dir("old"), old));
+  const auto old_tok = text::load_gguf_tokenizer(g);
+  EXPECT_EQ(old_tok->encode("hi", true), llama_cpp_rule_ids(g, "hi"));
+  EXPECT_EQ(old_tok->encode("hi", true), (std::vector<int64_t>{'h', 'i'}));
 }
 
 TEST(TextGgufVocab, PreTokenizerFollowsTheSplitRegex) {

@@ -104,7 +104,9 @@ io::GgufMetadata byte_tokenizer_metadata(int64_t n_vocab) {
   m.emplace_back("tokenizer.ggml.bos_token_id", io::GgufValue::u32(ByteTokenizer::kBos));
   m.emplace_back("tokenizer.ggml.eos_token_id", io::GgufValue::u32(ByteTokenizer::kEos));
   m.emplace_back("tokenizer.ggml.padding_token_id", io::GgufValue::u32(ByteTokenizer::kPad));
-  m.emplace_back("tokenizer.ggml.add_bos_token", io::GgufValue::boolean(false));
+  // BOS before a text, as ByteTokenizer::encode(text, true) puts it: llama.cpp then starts a
+  // prompt as xg-generate does (a byte vocabulary's default there would be no BOS).
+  m.emplace_back("tokenizer.ggml.add_bos_token", io::GgufValue::boolean(true));
   m.emplace_back("tokenizer.ggml.add_eos_token", io::GgufValue::boolean(false));
   return m;
 }
@@ -434,7 +436,10 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const io::GgufReader& f) {
   check(model == "gpt2" || model == "llama", path, ": tokenizer.ggml.model '", model,
         "' is not supported (xgrad reads byte-level BPE, \"gpt2\", and SentencePiece BPE, \"llama\")");
   if (model == "llama") return load_spm_tokenizer(f);
-  if (is_byte_vocabulary(f)) return std::make_unique<ByteTokenizer>();
+  // The file's add_bos_token, as llama.cpp reads it (absent: no BOS, its default for "gpt2"
+  // vocabularies); files exported before xgrad wrote true say false.
+  if (is_byte_vocabulary(f))
+    return std::make_unique<ByteTokenizer>(f.has("tokenizer.ggml.add_bos_token") && f.get_bool("tokenizer.ggml.add_bos_token"));
   const std::string pre_name = f.has("tokenizer.ggml.pre") ? f.get_string("tokenizer.ggml.pre") : "default";
   const LlamaCppPre* pre = pre_by_name(pre_name);
   check(pre != nullptr, path, ": tokenizer.ggml.pre '", pre_name,

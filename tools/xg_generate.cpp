@@ -22,7 +22,7 @@ namespace cli = xg::cli;
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
-  std::string base, prompt, adapter, format = "auto", chat_template = "auto", system;
+  std::string base, prompt, adapter, format = "auto", chat_template = "auto", system, dtype = "auto";
   double adapter_scale = 1.0;
   int64_t max_new = 200, samples = 1;
   bool print_ids = false, print_timings = false;
@@ -42,6 +42,10 @@ int main(int argc, char** argv) {
     ("chat-template", po::value(&chat_template)->default_value(chat_template),
      "instruct format: auto uses the folder's chat template (tokenizer_config.json) when it has one; none: BOS + prompt + newline")
     ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
+    ("dtype", po::value(&dtype)->default_value(dtype),
+     "how the model's matrices are stored: auto (as the file stores them: a Q8_0 GGUF's q8_0, a bf16 folder's bf16, "
+     "F16 and F32 as float32) | f32 | bf16 | q8_0; products with bf16 matrices round the other operand to bf16, "
+     "q8_0 ones widen a tile of the weight at a time (exact); norms, KV cache and sampling stay float32")
     ("max-new-tokens", po::value(&max_new)->default_value(max_new), "tokens to generate at most (stops at EOS)")
     ("adapter", po::value(&adapter), "LoRA adapter folder (adapter_config.json + adapter_model.safetensors)")
     ("adapter-scale", po::value(&adapter_scale)->default_value(adapter_scale), "multiplier of the adapters' output")
@@ -68,6 +72,7 @@ int main(int argc, char** argv) {
         if (format == "auto") format = adapter.empty() && !ft::is_finetuned_folder(base) ? "raw" : "instruct";
         cli::choice<int>("format", format, {{"raw", 0}, {"instruct", 1}});
         cli::choice<int>("chat-template", chat_template, {{"auto", 0}, {"none", 1}});
+        cli::choice<int>("dtype", dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
         cli::require(system.empty() || (format == "instruct" && chat_template == "auto"),
                      "--system needs the instruct format with a chat template (--chat-template auto)");
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");
@@ -79,7 +84,9 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
-        ft::BaseModel loaded = ft::load_base(base, "xg-generate");
+        nn::LoadOptions load;
+        load.weights = nn::parse_weight_dtype(dtype, "--dtype");
+        ft::BaseModel loaded = ft::load_base(base, "xg-generate", load);
         std::shared_ptr<nn::DecoderLM> model = loaded.model;
         const std::unique_ptr<text::Tokenizer>& tok = loaded.tokenizer;
         if (!adapter.empty()) {
