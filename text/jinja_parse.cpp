@@ -149,6 +149,8 @@ class Lexer {
       return after_close(sign, true);
     }
     const bool block = kind == '%';
+    bool newline_last = false;
+    if (block && read_raw(newline_last)) return newline_last;
     tokens_.push_back({block ? Token::BlockBegin : Token::VarBegin, "", line_});
     int depth = 0;  // open brackets: "}}" inside {{ {'a': {}} }} does not close the tag
     while (true) {
@@ -163,6 +165,45 @@ class Lexer {
       }
       read_expr_token(depth);
     }
+  }
+
+  // After '{%' (and its sign): `raw -%}` and the text up to `{% endraw %}`, kept as it is
+  // written (a '-' on either tag strips the whitespace beside it, and the tags do trim_blocks
+  // and lstrip_blocks as other block tags). False when the tag is not raw.
+  bool read_raw(bool& newline_last) {
+    size_t q = skip_space(src_, pos_);
+    if (src_.compare(q, 3, "raw") != 0) return false;
+    q = skip_space(src_, q + 3);
+    char open_sign = q < src_.size() && (src_[q] == '-' || src_[q] == '+') ? src_[q] : 0;
+    if (src_.compare(q + (open_sign ? 1 : 0), 2, "%}") != 0) return false;
+    size_t body = q + (open_sign ? 3 : 2);
+    if (open_sign == '-') body = skip_space(src_, body);
+    // The closing tag: {% endraw %} with optional signs and spaces.
+    for (size_t at = src_.find("{%", body); at != std::string::npos; at = src_.find("{%", at + 2)) {
+      size_t r = at + 2;
+      char close_lsign = r < src_.size() && (src_[r] == '-' || src_[r] == '+') ? src_[r] : 0;
+      r = skip_space(src_, r + (close_lsign ? 1 : 0));
+      if (src_.compare(r, 6, "endraw") != 0) continue;
+      r = skip_space(src_, r + 6);
+      char close_sign = r < src_.size() && (src_[r] == '-' || src_[r] == '+') ? src_[r] : 0;
+      if (src_.compare(r + (close_sign ? 1 : 0), 2, "%}") != 0) continue;
+      std::string text = src_.substr(body, at - body);
+      if (close_lsign == '-') {
+        text = rstrip_space(text);
+      } else if (opts_.lstrip_blocks && close_lsign != '+') {
+        size_t l = text.rfind('\n');
+        size_t from = l == std::string::npos ? 0 : l + 1;
+        if (l != std::string::npos && text.find_first_not_of(" \t", from) == std::string::npos) text.resize(from);
+      }
+      int text_line = line_;
+      advance_to(body);
+      text_line = line_;
+      if (!text.empty()) tokens_.push_back({Token::Text, text, text_line});
+      advance_to(r + (close_sign ? 1 : 0) + 2);
+      newline_last = after_close(close_sign, true);
+      return true;
+    }
+    fail("missing '{% endraw %}' for the raw block");
   }
 
   void read_expr_token(int& depth) {
@@ -397,7 +438,7 @@ class Parser {
       if (!skip_name("in")) fail(peek().line, str_cat("expected 'in' in the for tag, found ", token_str(peek())));
       s->expr = parse_expr(false);
       if (skip_name("if")) s->cond = parse_expr();
-      if (is_name("recursive")) fail(line, "unsupported construct: recursive for loop");
+      s->recursive = skip_name("recursive");
       expect(Token::BlockEnd, "'%}'");
       s->bodies.push_back(parse_until({"else", "endfor"}, end, line));
       if (end == "else") {
@@ -415,26 +456,47 @@ class Parser {
       if (skip_op("=")) {
         s->expr = parse_tuple_or_expr();
       } else {
-        if (!s->attr.empty() || s->targets.size() > 1 || peek().type != Token::BlockEnd)
+        if (!s->attr.empty() || s->targets.size() > 1 || (peek().type != Token::BlockEnd && !is_op("|")))
           fail(peek().line, str_cat("expected '=' in the set tag, found ", token_str(peek())));
         s->kind = Stmt::Kind::SetBlock;
+        if (skip_op("|")) s->expr = parse_filter_chain(nullptr);
         expect(Token::BlockEnd, "'%}'");
         s->bodies.push_back(parse_until({"endset"}, end, line));
       }
     } else if (tag == "macro") {
       s->kind = Stmt::Kind::Macro;
       s->name = expect_name("a macro name");
-      expect_op("(");
-      while (!is_op(")")) {
-        std::string param = expect_name("a parameter name");
-        ExprPtr def;
-        if (skip_op("=")) def = parse_expr();
-        s->params.emplace_back(param, std::move(def));
-        if (!skip_op(",")) break;
-      }
-      expect_op(")");
+      parse_params(*s);
       expect(Token::BlockEnd, "'%}'");
       s->bodies.push_back(parse_until({"endmacro"}, end, line));
+      find_special_names(*s);
+    } else if (tag == "call") {
+      s->kind = Stmt::Kind::CallBlock;
+      if (is_op("(")) parse_params(*s);
+      s->expr = parse_expr();
+      if (s->expr->kind != Expr::Kind::Call) fail(line, "expected a call after 'call'");
+      expect(Token::BlockEnd, "'%}'");
+      s->bodies.push_back(parse_until({"endcall"}, end, line));
+      find_special_names(*s);
+    } else if (tag == "with") {
+      s->kind = Stmt::Kind::With;
+      while (peek().type != Token::BlockEnd) {
+        std::string target = expect_name("a variable name in the with tag");
+        expect_op("=");
+        s->params.emplace_back(target, parse_expr());
+        if (!skip_op(",")) break;
+      }
+      expect(Token::BlockEnd, "'%}'");
+      s->bodies.push_back(parse_until({"endwith"}, end, line));
+    } else if (tag == "block") {
+      // NOTE: with nothing to extend, a block renders where it stands (Jinja2 does the same).
+      s->kind = Stmt::Kind::Generation;
+      s->name = expect_name("a block name");
+      if (is_name("scoped") || is_name("required")) fail(line, str_cat("unsupported construct: '", peek().s, "' block"));
+      expect(Token::BlockEnd, "'%}'");
+      s->bodies.push_back(parse_until({"endblock"}, end, line));
+      if (peek().type == Token::Name && peek().s != s->name) fail(peek().line, str_cat("mismatched endblock: '", peek().s, "' closes '", s->name, "'"));
+      skip_name(s->name.c_str());
     } else if (tag == "break" || tag == "continue") {
       s->kind = tag == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue;
     } else if (tag == "filter") {
@@ -453,6 +515,48 @@ class Parser {
     }
     expect(Token::BlockEnd, "'%}'");
     return s;
+  }
+
+  // A macro's or call block's parameters: (name, name=default, ...).
+  void parse_params(Stmt& s) {
+    expect_op("(");
+    while (!is_op(")")) {
+      std::string param = expect_name("a parameter name");
+      ExprPtr def;
+      if (skip_op("=")) def = parse_expr();
+      s.params.emplace_back(param, std::move(def));
+      if (!skip_op(",")) break;
+    }
+    expect_op(")");
+  }
+
+  // Jinja2 lets a macro take extra positional arguments only when its body reads `varargs`,
+  // extra keywords only when it reads `kwargs`, and a caller only when it reads `caller`.
+  static void find_names(const Expr& e, Stmt& s) {
+    if (e.kind == Expr::Kind::Name) {
+      s.uses_varargs |= e.name == "varargs";
+      s.uses_kwargs |= e.name == "kwargs";
+      s.uses_caller |= e.name == "caller";
+    }
+    for (const ExprPtr& a : e.args)
+      if (a) find_names(*a, s);
+    for (const auto& kv : e.kwargs)
+      if (kv.second) find_names(*kv.second, s);
+  }
+  static void find_names(const Body& body, Stmt& s) {
+    for (const StmtPtr& st : body) {
+      for (const ExprPtr* e : {&st->expr, &st->cond})
+        if (*e) find_names(**e, s);
+      for (const ExprPtr& c : st->conds) find_names(*c, s);
+      for (const auto& p : st->params)
+        if (p.second) find_names(*p.second, s);
+      for (const Body& b : st->bodies) find_names(b, s);
+    }
+  }
+  static void find_special_names(Stmt& s) {
+    find_names(s.bodies[0], s);
+    for (const auto& p : s.params)
+      if (p.second) find_names(*p.second, s);
   }
 
   ExprPtr make(Expr::Kind kind, int line) {
