@@ -206,6 +206,7 @@ Value round_value(const Value& v, int64_t n, const std::string& how) {
 
 // pprint.pformat of a short value: repr with every dict's items sorted by key.
 void sorted_repr(std::string& out, const Value& v) {
+  NestingGuard nesting("pprint");
   spend(1);
   if (v.is_dict()) {
     auto items = v.as_dict().items;

@@ -414,9 +414,7 @@ std::string format_spec(const Value& v, const std::string& spec) {
   }
   if (!v.is_number()) throw Error(str_cat("unsupported format string passed to ", v.type_name(), ".__format__"));
   if (!align) align = '>';
-  const bool is_int = v.kind() != Value::Kind::Float;
-  if (is_int && !type && v.kind() == Value::Kind::Bool && precision < 0 && !sign && !grouping && !alt)
-    return pad(v.str(), width, align, fill);  // format(True, '>6') is 'True' padded
+  const bool is_int = v.kind() != Value::Kind::Float;  // a bool with a spec formats as its int
   Number n;
   if (is_int && (!type || std::string("bcdoxXn").find(type) != std::string::npos)) {
     if (precision >= 0) throw Error("Precision not allowed in integer format specifier");

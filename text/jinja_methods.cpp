@@ -265,7 +265,11 @@ Value str_method(const Value& self, const std::string& name, const List& a, cons
     Args p(w, a, k, {"sub", "start", "end"});
     if (!p.has(0)) throw Error(what + " takes at least 1 argument (0 given)");
     std::string sub = p.str(0, "");
-    auto [from, to] = bounds(code_point_count(s), p.get(1, Value::none()), p.get(2, Value::none()));
+    const int64_t n = code_point_count(s);
+    auto [from, to] = bounds(n, p.get(1, Value::none()), p.get(2, Value::none()));
+    // Python finds nothing, not even "", from a start past the end.
+    const Value start = p.get(1, Value::none());
+    if (start.kind() == Value::Kind::Int && start.as_int() > n) from = n + 1;
     size_t b = byte_at(s, from);
     std::string part = from <= to ? s.substr(b, byte_at(s, to) - b) : std::string();
     spend_bytes(int64_t(part.size()));
@@ -388,7 +392,26 @@ Value method(const Value& obj, const std::string& name) {
     throw Error(str_cat("access to attribute '", name, "' of '", obj.type_name(), "' object is unsafe (the sandbox keeps values immutable)"));
   if (obj.kind() == K::String && std::count(str_methods().begin(), str_methods().end(), name)) {
     // The string is shared, not copied: a bound method of a big string costs nothing to keep.
-    return Value::function("str." + name, [self = obj, name](const List& a, const Kwargs& k) { return str_method(self, name, a, k); });
+    static const std::vector<std::string> markup_methods = {
+        "capitalize", "title", "lower", "upper", "replace", "ljust", "rjust", "lstrip", "rstrip", "center", "strip",
+        "expandtabs", "swapcase", "zfill", "casefold", "removeprefix", "removesuffix", "partition", "rpartition",
+        "format", "join", "split", "rsplit", "splitlines"};
+    if (!obj.is_markup() || !std::count(markup_methods.begin(), markup_methods.end(), name))
+      return Value::function("str." + name, [self = obj, name](const List& a, const Kwargs& k) { return str_method(self, name, a, k); });
+    // markupsafe's Markup escapes the strings passed to its methods and returns Markup.
+    return Value::function("Markup." + name, [self = obj, name](const List& a, const Kwargs& k) {
+      auto escaped = [](const Value& v) { return v.is_string() && !v.is_markup() ? Value::markup(html_escape(v.as_string())) : v; };
+      List args;
+      for (const Value& v : a) args.push_back(escaped(v));
+      Kwargs kwargs;
+      for (const auto& [key, v] : k) kwargs.emplace_back(key, escaped(v));
+      Value r = str_method(self, name, args, kwargs);
+      if (r.is_string()) return Value::markup(r.as_string());
+      if (!r.is_list() || name == "partition" || name == "rpartition") return r;
+      List items;
+      for (const Value& v : r.as_list()) items.push_back(Value::markup(v.as_string()));
+      return Value::list(std::move(items));
+    });
   }
   if (obj.is_list() && (obj.seq() == Value::Seq::List || obj.seq() == Value::Seq::Tuple) &&
       (name == "index" || name == "count" || (name == "copy" && obj.seq() == Value::Seq::List))) {

@@ -537,7 +537,9 @@ class Renderer {
       *last_changed = now;
       return Value(true);
     });
-    Value recurse;
+    Value recurse = Value::function("loop", [](const List&, const Kwargs&) -> Value {
+      throw Error("the loop must have the 'recursive' marker to be called recursively");
+    });
     if (s.recursive) {
       const Stmt* stmt = &s;
       std::weak_ptr<Frame> outer = frame;
@@ -562,6 +564,9 @@ class Renderer {
         return Value(std::move(text));
       });
     }
+    // Jinja2 runs the else block unless some iteration's body ran to its end (one left by
+    // break or continue does not count).
+    bool completed = false;
     ++loop_depth_;
     for (int64_t k = 0; k < n; ++k) {
       line_ = s.line;
@@ -583,14 +588,15 @@ class Renderer {
         return a[size_t(k) % a.size()];
       }));
       loop.set("changed", changed);
-      if (s.recursive) loop.set("__call__", recurse);
+      loop.set("__call__", recurse);
       scope->vars.set("loop", Value::dict(std::move(loop)));
       assign(*scope, s.targets, items[size_t(k)]);
       Flow f = exec(s.bodies[0], scope, out);
       if (f == Flow::Break) break;
+      if (f == Flow::Normal) completed = true;
     }
     --loop_depth_;
-    if (n == 0 && s.bodies.size() > 1) {
+    if (!completed && s.bodies.size() > 1) {
       Flow f = exec(s.bodies[1], frame, out);
       (void)f;
     }

@@ -79,7 +79,8 @@ const std::map<std::string, TestFn>& tests() {
       // Jinja2's Undefined is iterable (as empty) and has a length.
       {"iterable", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }},
       {"sequence", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }},
-      {"callable", [](const Value& v, const List&) { return v.kind() == K::Function; }},
+      // A loop is callable (loop(items) in a recursive loop).
+      {"callable", [](const Value& v, const List&) { return v.kind() == K::Function || (v.is_dict() && v.as_dict().find("__call__")); }},
       // Jinja2's `value % 2 == 1`: 3.0 is odd, 1.5 is neither.
       {"odd", [](const Value& v, const List&) { return equals(python_mod(v, Value(int64_t(2))), Value(int64_t(1))); }},
       {"even", [](const Value& v, const List&) { return equals(python_mod(v, Value(int64_t(2))), Value(int64_t(0))); }},
@@ -122,6 +123,7 @@ bool apply_test(const std::string& name, const Value& value, const List& args) {
 }
 
 bool less(const Value& a, const Value& b) {
+  NestingGuard nesting("<");
   check_defined(a);
   check_defined(b);
   if (a.is_number() && b.is_number()) return a.as_float() < b.as_float();

@@ -55,6 +55,7 @@ void Dict::set(Value key, Value value) {
 }
 
 bool Value::is_hashable() const {
+  detail::NestingGuard nesting("hash");
   switch (kind_) {
     case Kind::Dict: case Kind::Namespace: return false;
     case Kind::List:
@@ -246,10 +247,15 @@ void string_repr(std::string& out, const std::string& s) {
 // Python's repr(v) appended to out: every node is a step, and out stays within the memory
 // bound (a list holding the same big string many times would print gigabytes).
 void repr_into(std::string& out, const Value& v) {
+  detail::NestingGuard nesting("repr");
   using K = Value::Kind;
   detail::spend(1);
   switch (v.kind()) {
-    case K::String: string_repr(out, v.as_string()); break;
+    case K::String:
+      if (v.is_markup()) out += "Markup(";
+      string_repr(out, v.as_string());
+      if (v.is_markup()) out += ')';
+      break;
     case K::List: {
       using S = Value::Seq;
       if (v.seq() == S::Range) {
@@ -316,6 +322,7 @@ std::string Value::repr() const {
 // comparison of lists that share sublists could otherwise visit billions of nodes. As Python
 // does, an object equals itself without a look inside.
 bool equals(const Value& a, const Value& b) {
+  detail::NestingGuard nesting("==");
   using K = Value::Kind;
   detail::spend(1);
   if (a.is_number() && b.is_number()) {
@@ -423,6 +430,7 @@ std::string json_float(double f) {
 }
 
 void dump(std::string& out, const Value& v, const JsonDump& o, int depth) {
+  detail::NestingGuard nesting("tojson");
   using K = Value::Kind;
   const bool pretty = o.indent >= 0;
   const std::string item_sep = !o.item_separator.empty() ? o.item_separator : pretty ? "," : ", ";

@@ -71,4 +71,17 @@ void need_items(int64_t n);
 // Returns how many bytes out's buffer grew by.
 int64_t append_bounded(std::string& out, const std::string& piece, bool buffer_held = false);
 
+// The routines that walk a value's nesting (repr, tojson, ==, <, hashing) hold one of these
+// per level: past kMaxValueDepth levels, an error, as Python's RecursionError ends repr() of a
+// list nested a thousand deep. A template can nest a list 100,000 deep in a loop
+// ({% set ns.x = [ns.x] %}), which would otherwise overflow the stack.
+constexpr int kMaxValueDepth = 500;
+class NestingGuard {
+ public:
+  explicit NestingGuard(const char* what);
+  ~NestingGuard();
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
+
 }  // namespace xg::text::jinja::detail
