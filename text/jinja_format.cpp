@@ -329,7 +329,6 @@ std::string percent_format(const std::string& fmt, const Value& args) {
       return any ? n : -1;
     };
     int64_t width = number();
-    if (width < 0 && !flags.empty() && false) width = -1;
     int64_t precision = -1;
     if (i < fmt.size() && fmt[i] == '.') {
       ++i;
@@ -561,6 +560,7 @@ std::string str_format(const std::string& fmt, const List& args, const Kwargs& k
       } else {
         if (automatic) throw Error("cannot switch from automatic field numbering to manual field specification");
         manual = true;
+        if (first.size() > 9) throw Error(str_cat("Replacement index ", first, " out of range for positional args tuple"));
         k = size_t(std::stoul(first));
       }
       if (k >= args.size()) throw Error(str_cat("Replacement index ", k, " out of range for positional args tuple"));
@@ -580,7 +580,8 @@ std::string str_format(const std::string& fmt, const List& args, const Kwargs& k
         size_t e = field.find(']', k);
         if (e == std::string::npos) throw Error("Missing ']' in format string");
         std::string key = field.substr(k + 1, e - k - 1);
-        Value kv = !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit) ? Value(int64_t(std::stoll(key))) : Value(key);
+        const bool index = !key.empty() && key.size() < 18 && std::all_of(key.begin(), key.end(), ::isdigit);
+        Value kv = index ? Value(int64_t(std::stoll(key))) : Value(key);
         v = get_item(v, kv);
         k = e + 1;
       }

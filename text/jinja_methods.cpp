@@ -41,8 +41,7 @@ List split(const std::string& s, const Value& sep, int64_t maxsplit, bool from_r
   if (from_right && maxsplit >= 0) {
     List all = split(s, sep, -1);
     const bool by_space = sep.is_none() || sep.is_undefined();
-    const int64_t cuts = int64_t(all.size()) - (by_space ? 1 : 1);
-    if (cuts <= maxsplit) return all;
+    if (int64_t(all.size()) - 1 <= maxsplit) return all;
     const size_t head_parts = all.size() - size_t(maxsplit);
     std::string head;
     if (by_space) {  // up to the end of the last word of the head, as written
