@@ -57,9 +57,10 @@ TEST(TextJinjaCorpus, EveryTemplateRendersAsJinja2Does) {
       ++refused;
     } else if (c.contains("raises")) {
       EXPECT_TRUE(got.raised) << "Jinja2 raised " << c["raises"] << ", xgrad rendered " << got.text;
-      if (got.raised && c["line"].is_number())
+      if (got.raised && c["line"].is_number()) {
         EXPECT_EQ(got.text.rfind("t line " + std::to_string(c["line"].get<int>()) + ":", 0), 0u)
             << got.text << " (Jinja2: " << c["raises"] << ")";
+      }
       ++raised;
     } else {
       EXPECT_FALSE(got.raised) << got.text;

@@ -35,7 +35,10 @@ struct Dict {
 // is an error naming it.
 class Value {
  public:
-  enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
+  // Iterator: what Jinja2's select, reject, map, unique, batch, slice, items and reverse filters
+  // return, a generator. It iterates once (copies share what is left of it), has no len(), no
+  // items by index and no printable form, and is always true.
+  enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function, Iterator };
 
   // What a List value is in Python: a list, a tuple, a dict view (dict.items() and friends)
   // or a range. They iterate alike and differ in printing, equality and `+`.
@@ -53,7 +56,8 @@ class Value {
   static Value list(List items);
   static Value tuple(List items);
   static Value sequence(Seq seq, List items, std::string range_repr = "");  // range_repr: "range(0, 3)"
-  static Value markup(std::string s);  // markupsafe's Markup: an escaped string (the e filter's)
+  static Value markup(std::string s);
+  static Value iterator(List items);  // markupsafe's Markup: an escaped string (the e filter's)
   static Value dict(Dict d);
   static Value ns(Dict d);  // Jinja's namespace(): attributes assignable by {% set %}
   static Value function(std::string name, Function fn);
@@ -75,6 +79,7 @@ class Value {
   double as_float() const { return kind_ == Kind::Float ? f_ : double(as_int()); }
   const std::string& as_string() const { return *s_; }
   const List& as_list() const { return *list_; }
+  List& iterator_rest() const { return *list_; }  // an iterator's items not yet taken
   const Dict& as_dict() const { return *dict_; }  // a dict's or a namespace's entries
   Dict& namespace_entries() const { return *dict_; }
   const Function& as_function() const { return *fn_; }

@@ -64,7 +64,7 @@ Value select_items(const char* name, const Value& seq, const List& args, bool by
     bool ok = test.empty() ? x.truthy() : apply_test(test, x, test_args);
     if (ok == select) out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::iterator(std::move(out));
 }
 
 // Python's int(s, base) of a stripped string: a sign, the base's prefix (any with base 0),
@@ -279,19 +279,27 @@ const std::map<std::string, FilterFn>& filters() {
       {"items", [](const Value& v, const List& a, const Kwargs& k) {
          Args("items", a, k, {});
          List out;
-         if (v.is_undefined()) return Value::list(out);
+         if (v.is_undefined()) return Value::iterator(out);
          if (!v.is_dict()) throw Error(str_cat("items: expected a mapping, got ", v.type_name()));
          for (const auto& [key, val] : v.as_dict().items) out.push_back(Value::tuple({key, val}));
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"list", [](const Value& v, const List& a, const Kwargs& k) { Args("list", a, k, {}); return Value::list(iterate(v)); }},
       {"first", [](const Value& v, const List& a, const Kwargs& k) {
          Args("first", a, k, {});
+         if (v.kind() == Value::Kind::Iterator) {  // next(iter(gen)): takes one item
+           List& rest = v.iterator_rest();
+           if (rest.empty()) return Value::undefined("No first item, sequence was empty.");
+           Value item = rest.front();
+           rest.erase(rest.begin());
+           return item;
+         }
          List items = iterate(v);
          return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
        }},
       {"last", [](const Value& v, const List& a, const Kwargs& k) {
          Args("last", a, k, {});
+         if (v.kind() == Value::Kind::Iterator) throw Error("'generator' object is not reversible");
          List items = iterate(v);
          return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
        }},
@@ -299,7 +307,10 @@ const std::map<std::string, FilterFn>& filters() {
          Args("reverse", a, k, {});
          List items = iterate(v);
          std::reverse(items.begin(), items.end());
-         if (!v.is_string()) return Value::list(std::move(items));
+         // Python's reversed() of a sequence is an iterator; a generator, which reversed()
+         // refuses, Jinja2 turns into a reversed list.
+         if (v.kind() == Value::Kind::Iterator) return Value::list(std::move(items));
+         if (!v.is_string()) return Value::iterator(std::move(items));
          std::string out;
          for (const Value& c : items) out += c.as_string();
          return Value(out);
@@ -337,7 +348,7 @@ const std::map<std::string, FilterFn>& filters() {
              out.push_back(x);
            }
          }
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"selectattr", [](const Value& v, const List& a, const Kwargs& k) { Args("selectattr", a, k, {"attr", "test", "value"}); return select_items("selectattr", v, a, true, true); }},
       {"rejectattr", [](const Value& v, const List& a, const Kwargs& k) { Args("rejectattr", a, k, {"attr", "test", "value"}); return select_items("rejectattr", v, a, true, false); }},
@@ -365,7 +376,7 @@ const std::map<std::string, FilterFn>& filters() {
            List rest(a.begin() + 1, a.end());
            for (const Value& x : iterate(v)) out.push_back(apply_filter(f, x, rest, {}));
          }
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"int", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("int", a, k, {"default", "base"});
@@ -459,7 +470,7 @@ const std::map<std::string, FilterFn>& filters() {
            if (!fill.is_none()) need_items(n), cur.resize(size_t(n), fill);
            out.push_back(Value::list(std::move(cur)));
          }
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"slice", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("slice", a, k, {"slices", "fill_with"});
@@ -478,7 +489,7 @@ const std::map<std::string, FilterFn>& filters() {
            if (!fill.is_none() && s >= extra) piece.push_back(fill);
            out.push_back(Value::list(std::move(piece)));
          }
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"groupby", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("groupby", a, k, {"attribute", "default", "case_sensitive"});

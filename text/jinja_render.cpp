@@ -510,7 +510,7 @@ class Renderer {
   // One pass of a for loop over seq at recursion depth `depth` (a recursive loop's loop(x)
   // runs another, one deeper, into its own output).
   void run_loop(const Stmt& s, const FramePtr& frame, const Value& seq, int64_t depth, std::string& out) {
-    if (!seq.is_undefined() && !seq.is_list() && !seq.is_dict() && !seq.is_string())
+    if (!seq.is_undefined() && !seq.is_list() && !seq.is_dict() && !seq.is_string() && seq.kind() != Value::Kind::Iterator)
       throw Error(str_cat("'", seq.type_name(), "' object is not iterable"));
     auto scope = std::make_shared<Frame>();
     scope->parent = frame;

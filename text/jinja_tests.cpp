@@ -77,7 +77,7 @@ const std::map<std::string, TestFn>& tests() {
       {"string", [](const Value& v, const List&) { return v.is_string(); }},
       {"mapping", [](const Value& v, const List&) { return v.is_dict(); }},
       // Jinja2's Undefined is iterable (as empty) and has a length.
-      {"iterable", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }},
+      {"iterable", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined() || v.kind() == K::Iterator; }},
       {"sequence", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }},
       // A loop is callable (loop(items) in a recursive loop).
       {"callable", [](const Value& v, const List&) { return v.kind() == K::Function || (v.is_dict() && v.as_dict().find("__call__")); }},
@@ -154,6 +154,16 @@ bool contains(const Value& haystack, const Value& needle) {
       return std::any_of(haystack.as_list().begin(), haystack.as_list().end(), [&](const Value& x) { return equals(x, needle); });
     case Value::Kind::Dict:
       return haystack.as_dict().find(needle) != nullptr;
+    case Value::Kind::Iterator: {  // consumed up to the item found, as Python's `in` does
+      List& rest = haystack.iterator_rest();
+      for (size_t k = 0; k < rest.size(); ++k)
+        if (equals(rest[k], needle)) {
+          rest.erase(rest.begin(), rest.begin() + int64_t(k) + 1);
+          return true;
+        }
+      rest.clear();
+      return false;
+    }
     default:
       throw Error(str_cat("argument of type '", haystack.type_name(), "' is not iterable"));
   }
@@ -172,6 +182,12 @@ int64_t length(const Value& v) {
 List iterate(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::Undefined: return {};
+    case Value::Kind::Iterator: {  // what is left, and nothing the next time
+      spend(int64_t(v.iterator_rest().size()));
+      List rest;
+      rest.swap(v.iterator_rest());
+      return rest;
+    }
     case Value::Kind::List:
       spend(int64_t(v.as_list().size()));
       need_items(int64_t(v.as_list().size()));

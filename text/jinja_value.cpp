@@ -106,6 +106,12 @@ Value Value::sequence(Seq seq, List items, std::string range_repr) {
   return v;
 }
 
+Value Value::iterator(List items) {
+  Value v = list(std::move(items));
+  v.kind_ = Kind::Iterator;
+  return v;
+}
+
 Value Value::markup(std::string s) {
   Value v(std::move(s));
   v.markup_ = true;
@@ -144,7 +150,7 @@ bool Value::truthy() const {
     case Kind::String: return !s_->empty();
     case Kind::List: return !list_->empty();
     case Kind::Dict: return !dict_->items.empty();
-    case Kind::Namespace: case Kind::Function: return true;
+    case Kind::Namespace: case Kind::Function: case Kind::Iterator: return true;
   }
   return false;
 }
@@ -170,6 +176,7 @@ const char* Value::type_name() const {
     case Kind::Dict: return "dict";
     case Kind::Namespace: return "Namespace";
     case Kind::Function: return "function";
+    case Kind::Iterator: return "generator";
   }
   return "?";
 }
@@ -313,7 +320,10 @@ std::string Value::repr() const {
       repr_into(out, *this);
       return out;
     }
-    case Kind::Function: return "<function " + name_ + ">";
+    case Kind::Function: case Kind::Iterator:
+      // NOTE: Python prints these with their memory address ("<generator object ... at 0x7f...>").
+      throw Error(str_cat("printing a ", type_name(), " is not supported (Python prints its address)",
+                          kind_ == Kind::Iterator ? "; convert it with |list first" : ""));
   }
   return "";
 }
@@ -362,6 +372,7 @@ bool equals(const Value& a, const Value& b) {
       return true;
     }
     case K::Namespace: return &a.namespace_entries() == &b.namespace_entries();
+    case K::Iterator: return &a.iterator_rest() == &b.iterator_rest();
     case K::Function: return &a.as_function() == &b.as_function();
     default: return false;
   }
