@@ -79,7 +79,8 @@ class Value {
   double as_float() const { return kind_ == Kind::Float ? f_ : double(as_int()); }
   const std::string& as_string() const { return *s_; }
   const List& as_list() const { return *list_; }
-  List& iterator_rest() const { return *list_; }  // an iterator's items not yet taken
+  // An iterator's items not yet taken, the next one last (taking one is a pop_back).
+  List& iterator_rest() const { return *list_; }
   const Dict& as_dict() const { return *dict_; }  // a dict's or a namespace's entries
   Dict& namespace_entries() const { return *dict_; }
   const Function& as_function() const { return *fn_; }

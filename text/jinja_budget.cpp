@@ -48,6 +48,8 @@ BudgetScope::BudgetScope() : saved_(std::move(tls_budget)) { tls_budget = std::m
 
 BudgetScope::~BudgetScope() { tls_budget = std::move(saved_); }
 
+BudgetScope::BudgetScope(std::nullptr_t) : saved_(std::move(tls_budget)) {}
+
 void spend(int64_t steps) {
   if (tls_budget) tls_budget->spend(steps);
 }

@@ -290,8 +290,8 @@ const std::map<std::string, FilterFn>& filters() {
          if (v.kind() == Value::Kind::Iterator) {  // next(iter(gen)): takes one item
            List& rest = v.iterator_rest();
            if (rest.empty()) return Value::undefined("No first item, sequence was empty.");
-           Value item = rest.front();
-           rest.erase(rest.begin());
+           Value item = rest.back();
+           rest.pop_back();
            return item;
          }
          List items = iterate(v);

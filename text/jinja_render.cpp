@@ -301,6 +301,7 @@ class Renderer {
 
   static const Dict& globals() {
     static const Dict g = [] {
+      auto uncounted = BudgetScope::uncounted();
       Dict d;
       d.set("range", Value::function("range", [](const List& a, const Kwargs& k) {
         if (!k.empty() || a.empty() || a.size() > 3) throw Error("range expects 1 to 3 integer arguments");
@@ -529,6 +530,12 @@ class Renderer {
     }
     const List& items = all.as_list();
     const int64_t n = int64_t(items.size());
+    // loop.cycle(*values): the value at this iteration's index, modulo their count.
+    auto index = std::make_shared<int64_t>(0);
+    Value cycle = Value::function("loop.cycle", [index](const List& a, const Kwargs&) {
+      if (a.empty()) throw Error("no items for cycling given");
+      return a[size_t(*index) % a.size()];
+    });
     // loop.changed(*values): true when the values differ from the last call's.
     auto last_changed = std::make_shared<Value>();
     Value changed = Value::function("loop.changed", [last_changed](const List& a, const Kwargs&) {
@@ -571,24 +578,31 @@ class Renderer {
     for (int64_t k = 0; k < n; ++k) {
       line_ = s.line;
       budget_.spend(1);
+      // The keys are made once, outside any render (they are not counted), and set in order
+      // without a lookup: a loop iteration stays about one step's worth of work.
+      static const std::vector<Value> keys = [] {
+        auto uncounted = BudgetScope::uncounted();
+        return std::vector<Value>{"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                                  "depth", "depth0", "previtem", "nextitem", "cycle", "changed", "__call__"};
+      }();
       Dict loop;
-      loop.set("index", Value(k + 1));
-      loop.set("index0", Value(k));
-      loop.set("revindex", Value(n - k));
-      loop.set("revindex0", Value(n - k - 1));
-      loop.set("first", Value(k == 0));
-      loop.set("last", Value(k == n - 1));
-      loop.set("length", Value(n));
-      loop.set("depth", Value(depth));
-      loop.set("depth0", Value(depth - 1));
-      loop.set("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("there is no previous item"));
-      loop.set("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("there is no next item"));
-      loop.set("cycle", Value::function("loop.cycle", [k](const List& a, const Kwargs&) {
-        if (a.empty()) throw Error("no items for cycling given");
-        return a[size_t(k) % a.size()];
-      }));
-      loop.set("changed", changed);
-      loop.set("__call__", recurse);
+      loop.items.reserve(keys.size());
+      auto put = [&](size_t i, Value v) { loop.items.emplace_back(keys[i], std::move(v)); };
+      put(0, Value(k + 1));
+      put(1, Value(k));
+      put(2, Value(n - k));
+      put(3, Value(n - k - 1));
+      put(4, Value(k == 0));
+      put(5, Value(k == n - 1));
+      put(6, Value(n));
+      put(7, Value(depth));
+      put(8, Value(depth - 1));
+      put(9, k > 0 ? items[size_t(k - 1)] : Value::undefined("there is no previous item"));
+      put(10, k + 1 < n ? items[size_t(k + 1)] : Value::undefined("there is no next item"));
+      *index = k;
+      put(11, cycle);
+      put(12, changed);
+      put(13, recurse);
       scope->vars.set("loop", Value::dict(std::move(loop)));
       assign(*scope, s.targets, items[size_t(k)]);
       Flow f = exec(s.bodies[0], scope, out);

@@ -156,12 +156,11 @@ bool contains(const Value& haystack, const Value& needle) {
       return haystack.as_dict().find(needle) != nullptr;
     case Value::Kind::Iterator: {  // consumed up to the item found, as Python's `in` does
       List& rest = haystack.iterator_rest();
-      for (size_t k = 0; k < rest.size(); ++k)
-        if (equals(rest[k], needle)) {
-          rest.erase(rest.begin(), rest.begin() + int64_t(k) + 1);
-          return true;
-        }
-      rest.clear();
+      while (!rest.empty()) {
+        bool found = equals(rest.back(), needle);
+        rest.pop_back();
+        if (found) return true;
+      }
       return false;
     }
     default:
@@ -186,6 +185,7 @@ List iterate(const Value& v) {
       spend(int64_t(v.iterator_rest().size()));
       List rest;
       rest.swap(v.iterator_rest());
+      std::reverse(rest.begin(), rest.end());
       return rest;
     }
     case Value::Kind::List:

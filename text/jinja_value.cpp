@@ -107,6 +107,7 @@ Value Value::sequence(Seq seq, List items, std::string range_repr) {
 }
 
 Value Value::iterator(List items) {
+  std::reverse(items.begin(), items.end());
   Value v = list(std::move(items));
   v.kind_ = Kind::Iterator;
   return v;

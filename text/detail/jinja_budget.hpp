@@ -47,14 +47,18 @@ class Budget {
 const std::shared_ptr<Budget>& current_budget();
 
 // Installs a fresh budget on this thread for a render, and the previous one back after it.
+// BudgetScope::uncounted() installs none instead: for values made once and kept for every
+// render (the globals, the keys of `loop`), which no render should be charged for or hold.
 class BudgetScope {
  public:
   BudgetScope();
+  static BudgetScope uncounted() { return BudgetScope(nullptr); }
   ~BudgetScope();
   BudgetScope(const BudgetScope&) = delete;
   BudgetScope& operator=(const BudgetScope&) = delete;
 
  private:
+  explicit BudgetScope(std::nullptr_t);
   std::shared_ptr<Budget> saved_;
 };
 
