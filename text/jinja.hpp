@@ -1,4 +1,4 @@
-// A Jinja subset for chat templates: Values with Python's semantics (what transformers'
+// Jinja2's template language for chat templates: Values with Python's semantics (what transformers'
 // Jinja2 sees: dicts keep their order, str() of True is "True"), and a Template that parses
 // once and renders many times. text/chat_template.hpp builds the chat API on it.
 #pragma once

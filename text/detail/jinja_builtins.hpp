@@ -11,6 +11,10 @@
 
 namespace xg::text::jinja::detail {
 
+// The global names every template sees (jinja_globals.cpp): range, dict, namespace, joiner,
+// cycler, raise_exception, strftime_now.
+const Dict& builtin_globals();
+
 bool is_filter(const std::string& name);
 using FilterFn = Value (*)(const Value&, const List&, const Kwargs&);
 // The filters that reshape text (jinja_text_filters.cpp), beside jinja_filters.cpp's.
