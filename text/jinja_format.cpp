@@ -4,6 +4,7 @@
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 #include <unicode/locid.h>
+#include <unicode/stringoptions.h>
 
 #include <cmath>
 #include <cstdio>
@@ -59,14 +60,13 @@ std::string map_code_point(uint32_t cp, CaseChange how) {
   return change_case(one, how);
 }
 
+// One code point's full title-case mapping ('ﬁ' is "Fi", 'ǆ' is 'ǅ').
 std::string title_of(uint32_t cp) {
-  UChar32 t = u_totitle(UChar32(cp));
-  if (t != UChar32(cp)) {
-    std::string out;
-    append_utf8(out, uint32_t(t));
-    return out;
-  }
-  return map_code_point(cp, CaseChange::Upper);
+  icu::UnicodeString u{UChar32(cp)};
+  u.toTitle(nullptr, icu::Locale::getRoot(), U_TITLECASE_NO_LOWERCASE | U_TITLECASE_NO_BREAK_ADJUSTMENT);
+  std::string out;
+  u.toUTF8String(out);
+  return out;
 }
 
 }  // namespace
