@@ -21,8 +21,9 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin      # data-parallel xg-train / xg-finetune under mpirun (optional at build time)
 )
 # `scripts/setup.sh --fixtures` also installs PyTorch, needed only to regenerate
-# tests/fixtures and to run bench/compare beside xgrad (never at build or test time).
-if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy); fi
+# tests/fixtures and to run bench/compare beside xgrad (never at build or test time), and
+# Jinja2, needed only to regenerate tests/fixtures/jinja_corpus.json (gen_jinja_corpus.py).
+if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy python3-jinja2); fi
 # `scripts/setup.sh --sanitize`: clang with libFuzzer and the sanitizer runtimes, and LLVM's
 # OpenMP for clang, and xz for the fuzzers' regression corpora (scripts/sanitize.sh).
 if [[ "${1:-}" == "--sanitize" ]]; then PACKAGES+=(clang libclang-rt-14-dev libomp-dev xz-utils); fi

@@ -154,11 +154,13 @@ TEST(TextChatTemplate, ErrorsNameTheConstructAndLine) {
     return error_of([&] { jinja(src, vars); });
   };
   EXPECT_EQ(err("a\n{% include 'other.jinja' %}"), "t line 2: unsupported tag 'include'");
-  EXPECT_EQ(err("{{ x }}\n\n{{ x | wordcount }}"), "t line 3: unsupported filter 'wordcount'");
+  EXPECT_EQ(err("{{ x }}\n\n{{ x | urlize }}"), "t line 3: unsupported filter 'urlize'");
   EXPECT_EQ(err("{% if x is prime %}{% endif %}"), "t line 1: unsupported test 'prime'");
-  EXPECT_EQ(err("{% for m in messages recursive %}{% endfor %}"), "t line 1: unsupported construct: recursive for loop");
+  EXPECT_EQ(err("{% for x in range(3) %}{{ range(5)[1:] }}{% endfor %}"),
+            "t line 1: unsupported construct: slicing a range (convert it with |list first)");
   EXPECT_EQ(err("{{ x(*args) }}"), "t line 1: unsupported construct: * or ** arguments");
-  EXPECT_EQ(err("{{ '%s' % x }}"), "t line 1: unsupported construct: string formatting with '%'");
+  EXPECT_EQ(err("{{ '%s' % x }}"), "t line 1: 'x' is undefined");
+  EXPECT_EQ(err("{{ '%s %s' % ('a',) }}"), "t line 1: not enough arguments for format string");
   EXPECT_EQ(err("{% if x %}\nopen"), "t line 2: missing 'endif' for the block opened on line 1");
   EXPECT_EQ(err("text {% endfor %}"), "t line 1: unexpected 'endfor' (no block of that kind is open)");
   EXPECT_EQ(err("{{ 'abc }}"), "t line 1: unterminated string literal");
@@ -177,7 +179,7 @@ TEST(TextChatTemplate, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(err("{{ x | tojson }}"), "t line 1: Object of type Undefined is not JSON serializable ('x' is undefined)");
   EXPECT_EQ(err("{{ 1 // 0 }}"), "t line 1: integer division or modulo by zero");
   EXPECT_EQ(err("{% for x in 3 %}{% endfor %}"), "t line 1: 'int' object is not iterable");
-  EXPECT_EQ(err("{{ 'a'.format(1) }}"), "t line 1: 'str object' has no attribute 'format'");
+  EXPECT_EQ(err("{{ 'a'.encode() }}"), "t line 1: 'str object' has no attribute 'encode'");
   EXPECT_EQ(err("{{ 'a' | trim(1, 2) }}"), "t line 1: trim takes at most 1 argument(s) (2 given)");
   // Hostile templates end in an error, not a stack overflow or a runaway loop.
   EXPECT_EQ(err("{{ " + std::string(600, '(') + "1" + std::string(600, ')') + " }}"), "t line 1: nesting deeper than 500 levels");
@@ -195,8 +197,8 @@ TEST(TextChatTemplate, ErrorsNameTheConstructAndLine) {
   EXPECT_EQ(err("{{ 'ab' * 100000000 }}"),
             "t line 1: the template would hold more than 33554432 bytes of strings, lists and output at once (its memory bound)");
   // The chat template names where it came from.
-  EXPECT_EQ(error_of([] { ChatTemplate::from_tokenizer_config(ordered_json{{"chat_template", "{% call x %}"}}, "cfg.json"); }),
-            "cfg.json: chat template line 1: unsupported tag 'call'");
+  EXPECT_EQ(error_of([] { ChatTemplate::from_tokenizer_config(ordered_json{{"chat_template", "{% autoescape true %}"}}, "cfg.json"); }),
+            "cfg.json: chat template line 1: unsupported tag 'autoescape'");
   EXPECT_EQ(error_of([] { fixture_template("mistral_instruct").render(Messages{{"system", "s"}}, false); }),
             "chat template line 1: Conversation roles must alternate user/assistant/user/assistant/...");
 }
@@ -242,7 +244,7 @@ TEST(TextChatTemplate, Filters) {
   EXPECT_EQ(jinja("{{ '  a b \n' | trim }}|{{ 'xxaxx' | trim('x') }}"), "a b|a");
   EXPECT_EQ(jinja("{{ 'héllo' | length }} {{ [1, 2] | length }} {{ {'a': 1} | length }} {{ nope | length }}"), "5 2 1 0");
   EXPECT_EQ(jinja("{{ 'aBc' | upper }} {{ 'aBc' | lower }} {{ \"they're here\" | title }} {{ 'hELLO' | capitalize }}"),
-            "ABC abc They'Re Here Hello");
+            "ABC abc They're Here Hello");
   EXPECT_EQ(jinja("{{ [1, 'a'] | join(', ') }} {{ 'abc' | join('-') }} {{ ms | join('/', attribute='r') }}",
                   {{"ms", {{{"r", "u"}}, {{"r", "a"}}}}}),
             "1, a a-b-c u/a");

@@ -136,6 +136,50 @@ TEST(TextJinjaBudget, BuildersCheckTheSizeBeforeBuilding) {
   }
 }
 
+TEST(TextJinjaBudget, FormattingChecksTheSizeBeforeBuilding) {
+  // Widths and repeats that ask for gigabytes at once, in the formatting and padding routines.
+  for (const char* src : {"{{ '%*s' % (1000000000, 'x') }}",
+                          "{{ '%0*d' % (1000000000, 1) }}",
+                          "{{ 'x'.zfill(1000000000) }}",
+                          "{{ 'x'.center(1000000000) }}",
+                          "{{ 'x' | center(1000000000) }}",
+                          "{{ ('\\t' * 100) .expandtabs(1000000000) }}",
+                          "{{ ['x' * 1000000] | batch(10000000, 'y') | list }}",
+                          "{{ (['x' * 1000000] * 100) | wordwrap(5) | length }}"}) {
+    SCOPED_TRACE(src);
+    Outcome o = render_source(src);
+    EXPECT_TRUE(o.error == std::string("t line 1: ") + kMemoryBound || o.error == std::string("t line 1: ") + kWorkBudget) << o.error;
+    EXPECT_LT(o.seconds, kSecondsAllowed);
+  }
+}
+
+TEST(TextJinjaBudget, RecursiveLoopsAndCallBlocksEnd) {
+  // loop(items) and caller() recurse as macros do: bounded in depth, and counted as work.
+  expect_refused("{% for x in [1] recursive %}\n{{ loop([x]) }}{% endfor %}", 2,
+                 "recursive loop nested more than 100 calls deep");
+  expect_refused("{% for n in [30] recursive %}\n{% if n %}{{ loop([n - 1]) }}{{ loop([n - 1]) }}{% endif %}{% endfor %}", 1,
+                 kWorkBudget);
+  expect_refused("{% macro m(n) %}{% if n %}{% call m(n - 1) %}{{ caller() }}{% endcall %}"
+                 "{% call m(n - 1) %}{% endcall %}{% endif %}{% endmacro %}\n{{ m(40) }}", 1, kWorkBudget);
+}
+
+TEST(TextJinjaBudget, DeeplyNestedValuesEndInAnError) {
+  // A list nested 100,000 deep: repr, tojson, == and < would recurse past the stack.
+  const std::string deep = "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}\n";
+  expect_refused(deep + "{{ ns.x }}", 2, "repr: a value nested deeper than 500 levels");
+  expect_refused(deep + "{{ ns.x | tojson }}", 2, "tojson: a value nested deeper than 500 levels");
+  expect_refused(deep + "{{ ns.x == ns.x[0] }}", 2, "==: a value nested deeper than 500 levels");
+  expect_refused(deep + "{{ ns.x | pprint }}", 2, "pprint: a value nested deeper than 500 levels");
+}
+
+TEST(TextJinjaBudget, TakingFromAGeneratorOneAtATimeIsCheap) {
+  // |first takes one item off the generator's end, not its front (10^10 moves of 10^5 items).
+  Outcome o = render_source("{% set g = range(100000) | select %}{% for i in range(100000) %}{% set x = g | first %}{% endfor %}"
+                            "{{ g | list | length }}");
+  EXPECT_EQ(o.error, "");
+  EXPECT_LT(o.seconds, kSecondsAllowed);
+}
+
 TEST(TextJinjaBudget, IndexingABigStringDoesNotCopyIt) {
   double s = seconds_of([] {
     xg::text::jinja::Template t("{% set s = 'ab' * 10000000 %}{{ s[1] }}{{ s[-2] }}{{ s[5:8] }}{{ s[1:6:9223372036854775807] }}");

@@ -1,4 +1,4 @@
-// A Jinja subset for chat templates: Values with Python's semantics (what transformers'
+// Jinja2's template language for chat templates: Values with Python's semantics (what transformers'
 // Jinja2 sees: dicts keep their order, str() of True is "True"), and a Template that parses
 // once and renders many times. text/chat_template.hpp builds the chat API on it.
 #pragma once
@@ -20,11 +20,13 @@ using Kwargs = std::vector<std::pair<std::string, Value>>;
 using Function = std::function<Value(const List& args, const Kwargs& kwargs)>;
 
 // A Python dict: insertion-ordered, looked up by a linear scan (chat messages have a handful
-// of keys).
+// of keys). Keys are any hashable value, equal as Python's are (1, 1.0 and True are one key).
 struct Dict {
-  std::vector<std::pair<std::string, Value>> items;
+  std::vector<std::pair<Value, Value>> items;
   const Value* find(const std::string& key) const;
-  void set(const std::string& key, Value value);
+  const Value* find(const Value& key) const;
+  const Value* find(const char* key) const { return find(std::string(key)); }
+  void set(Value key, Value value);  // an error for an unhashable key (a list, a dict)
 };
 
 // A template value. Lists, dicts and namespaces are shared by reference, as in Python, so
@@ -33,7 +35,14 @@ struct Dict {
 // is an error naming it.
 class Value {
  public:
-  enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
+  // Iterator: what Jinja2's select, reject, map, unique, batch, slice, items and reverse filters
+  // return, a generator. It iterates once (copies share what is left of it), has no len(), no
+  // items by index and no printable form, and is always true.
+  enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function, Iterator };
+
+  // What a List value is in Python: a list, a tuple, a dict view (dict.items() and friends)
+  // or a range. They iterate alike and differ in printing, equality and `+`.
+  enum class Seq : uint8_t { List, Tuple, GroupTuple, DictItems, DictKeys, DictValues, Range };  // GroupTuple: groupby's (grouper, list)
 
   Value() = default;  // undefined
   Value(bool b) : kind_(Kind::Bool), b_(b) {}  // NOLINT: implicit, like the literal
@@ -45,6 +54,10 @@ class Value {
   static Value undefined(std::string message);
   static Value none();
   static Value list(List items);
+  static Value tuple(List items);
+  static Value sequence(Seq seq, List items, std::string range_repr = "");  // range_repr: "range(0, 3)"
+  static Value markup(std::string s);
+  static Value iterator(List items);  // markupsafe's Markup: an escaped string (the e filter's)
   static Value dict(Dict d);
   static Value ns(Dict d);  // Jinja's namespace(): attributes assignable by {% set %}
   static Value function(std::string name, Function fn);
@@ -54,7 +67,11 @@ class Value {
   bool is_none() const { return kind_ == Kind::None; }
   bool is_string() const { return kind_ == Kind::String; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
-  bool is_list() const { return kind_ == Kind::List; }
+  bool is_list() const { return kind_ == Kind::List; }  // any Seq
+  bool is_tuple() const { return kind_ == Kind::List && (seq_ == Seq::Tuple || seq_ == Seq::GroupTuple); }
+  Seq seq() const { return seq_; }
+  bool is_markup() const { return kind_ == Kind::String && markup_; }
+  bool is_hashable() const;  // Python's: not a list, dict or namespace (nor a tuple holding one)
   bool is_dict() const { return kind_ == Kind::Dict; }
 
   bool as_bool() const { return b_; }
@@ -62,10 +79,12 @@ class Value {
   double as_float() const { return kind_ == Kind::Float ? f_ : double(as_int()); }
   const std::string& as_string() const { return *s_; }
   const List& as_list() const { return *list_; }
+  // An iterator's items not yet taken, the next one last (taking one is a pop_back).
+  List& iterator_rest() const { return *list_; }
   const Dict& as_dict() const { return *dict_; }  // a dict's or a namespace's entries
   Dict& namespace_entries() const { return *dict_; }
   const Function& as_function() const { return *fn_; }
-  // A function's name, or what using an undefined says: "'foo' is undefined",
+  // A function's name, a range's repr, or what using an undefined says: "'foo' is undefined",
   // "'dict object' has no attribute 'bar'" (Jinja2's messages).
   const std::string& name() const { return name_; }
 
@@ -76,6 +95,8 @@ class Value {
 
  private:
   Kind kind_ = Kind::Undefined;
+  Seq seq_ = Seq::List;
+  bool markup_ = false;
   bool b_ = false;
   int64_t i_ = 0;
   double f_ = 0;

@@ -11,8 +11,17 @@ namespace xg::text::jinja::detail {
 namespace {
 
 thread_local std::shared_ptr<Budget> tls_budget;
+thread_local int tls_value_depth = 0;
 
 }  // namespace
+
+NestingGuard::NestingGuard(const char* what) {
+  if (tls_value_depth >= kMaxValueDepth)
+    throw Error(str_cat(what, ": a value nested deeper than ", kMaxValueDepth, " levels"));
+  ++tls_value_depth;
+}
+
+NestingGuard::~NestingGuard() { --tls_value_depth; }
 
 void Budget::spend(int64_t steps) {
   steps_ += steps;
@@ -38,6 +47,8 @@ const std::shared_ptr<Budget>& current_budget() { return tls_budget; }
 BudgetScope::BudgetScope() : saved_(std::move(tls_budget)) { tls_budget = std::make_shared<Budget>(); }
 
 BudgetScope::~BudgetScope() { tls_budget = std::move(saved_); }
+
+BudgetScope::BudgetScope(std::nullptr_t) : saved_(std::move(tls_budget)) {}
 
 void spend(int64_t steps) {
   if (tls_budget) tls_budget->spend(steps);

@@ -1,11 +1,11 @@
-// Built-in filters, tests and str/dict methods of the Jinja subset, as Jinja2 and Python
-// define them (transformers' tojson included), and the Python operators they share with
-// the renderer: <, in, len() and iteration.
+// Jinja2's builtin filters as transformers' environment has them (its tojson in place of
+// Jinja2's), with Python's semantics for the values they make.
 #include <algorithm>
 #include <cmath>
 #include <map>
 
 #include "autograd/error.hpp"
+#include "text/detail/jinja_args.hpp"
 #include "text/detail/jinja_budget.hpp"
 #include "text/detail/jinja_builtins.hpp"
 #include "text/detail/jinja_utf8.hpp"
@@ -13,206 +13,22 @@
 namespace xg::text::jinja::detail {
 namespace {
 
-// A call's arguments by position or keyword, for a builtin with the parameters `names`.
-class Args {
- public:
-  Args(const char* what, const List& args, const Kwargs& kwargs, std::vector<const char*> names)
-      : what_(what), args_(args), kwargs_(kwargs), names_(std::move(names)) {
-    if (args.size() > names_.size())
-      throw Error(str_cat(what_, " takes at most ", names_.size(), " argument(s) (", args.size(), " given)"));
-    for (const auto& kv : kwargs) {
-      const std::string& k = kv.first;
-      auto it = std::find_if(names_.begin(), names_.end(), [&](const char* n) { return k == n; });
-      if (it == names_.end()) throw Error(str_cat(what_, " got an unexpected keyword argument '", k, "'"));
-      if (size_t(it - names_.begin()) < args.size()) throw Error(str_cat(what_, " got multiple values for '", k, "'"));
-    }
-  }
-  bool has(size_t i) const { return i < args_.size() || kw(i); }
-  Value get(size_t i, Value def = Value()) const {
-    if (i < args_.size()) return args_[i];
-    if (const Value* v = kw(i)) return *v;
-    return def;
-  }
-  std::string str(size_t i, const std::string& def) const {
-    Value v = get(i, Value(def));
-    if (!v.is_string()) throw Error(str_cat(what_, ": '", names_[i], "' must be a string, not ", v.type_name()));
-    return v.as_string();
-  }
-  int64_t integer(size_t i, int64_t def) const {
-    Value v = get(i, Value(def));
-    if (v.kind() != Value::Kind::Int && v.kind() != Value::Kind::Bool)
-      throw Error(str_cat(what_, ": '", names_[i], "' must be an integer, not ", v.type_name()));
-    return v.as_int();
-  }
-  bool flag(size_t i, bool def) const { return get(i, Value(def)).truthy(); }
-
- private:
-  const Value* kw(size_t i) const {
-    if (i >= names_.size()) return nullptr;
-    for (const auto& [k, v] : kwargs_)
-      if (k == names_[i]) return &v;
-    return nullptr;
-  }
-  const char* what_;
-  const List& args_;
-  const Kwargs& kwargs_;
-  std::vector<const char*> names_;
-};
-
-std::string ascii_lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string ascii_upper(std::string s) {
-  for (char& c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// NOTE: case mapping is ASCII only (Python maps all of Unicode); in title() a non-ASCII byte
-// counts as a letter, so "café au lait" becomes "Café Au Lait" as in Python.
-std::string title_case(const std::string& s) {
-  std::string out = s;
-  bool prev_cased = false;
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    bool letter = std::isalpha(u) || u >= 0x80;
-    if (std::isalpha(u)) c = char(prev_cased ? std::tolower(u) : std::toupper(u));
-    prev_cased = letter;
-  }
-  return out;
-}
-
-std::string capitalize(const std::string& s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty()) out[0] = char(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
-}
-
-// Python's str.strip/lstrip/rstrip: whitespace when chars is None, else any of chars' code
-// points.
-std::string strip(const std::string& s, const Value& chars, bool left, bool right) {
-  std::vector<uint32_t> set;
-  if (!chars.is_none() && !chars.is_undefined()) {
-    if (!chars.is_string()) throw Error(str_cat("strip arg must be None or str, not ", chars.type_name()));
-    for (size_t i = 0; i < chars.as_string().size();) set.push_back(next_code_point(chars.as_string(), i));
-  }
-  auto strippable = [&](uint32_t cp) {
-    return set.empty() && (chars.is_none() || chars.is_undefined()) ? is_python_space(cp)
-                                                                     : std::count(set.begin(), set.end(), cp) > 0;
-  };
-  // One walk: from is where the first kept code point starts, to where the last one ends.
-  size_t from = s.size(), to = 0;
-  for (size_t i = 0; i < s.size();) {
-    size_t start = i;
-    if (strippable(next_code_point(s, i))) continue;
-    if (from == s.size()) from = start;
-    to = i;
-  }
-  if (!left) from = 0;
-  if (!right) to = s.size();
-  return from < to ? s.substr(from, to - from) : std::string();
-}
-
-// Python's str.split(sep=None, maxsplit=-1).
-List split(const std::string& s, const Value& sep, int64_t maxsplit) {
-  List out;
-  if (sep.is_none() || sep.is_undefined()) {
-    size_t i = 0;
-    while (true) {
-      size_t start = i;
-      while (start < s.size()) {  // skip whitespace
-        size_t j = start;
-        if (!is_python_space(next_code_point(s, j))) break;
-        start = j;
-      }
-      if (start >= s.size()) break;
-      if (maxsplit >= 0 && int64_t(out.size()) == maxsplit) {
-        out.emplace_back(strip(s.substr(start), Value::none(), false, true));
-        break;
-      }
-      size_t end = start;
-      while (end < s.size()) {
-        size_t j = end;
-        if (is_python_space(next_code_point(s, j))) break;
-        end = j;
-      }
-      need_items(int64_t(out.size()) + 1);
-      out.emplace_back(s.substr(start, end - start));
-      i = end;
-    }
-    return out;
-  }
-  if (!sep.is_string()) throw Error(str_cat("must be str or None, not ", sep.type_name()));
-  const std::string& d = sep.as_string();
-  if (d.empty()) throw Error("empty separator");
-  size_t start = 0;
-  while (true) {
-    size_t p = s.find(d, start);
-    if (p == std::string::npos || (maxsplit >= 0 && int64_t(out.size()) == maxsplit)) break;
-    need_items(int64_t(out.size()) + 1);
-    out.emplace_back(s.substr(start, p - start));
-    start = p + d.size();
-  }
-  out.emplace_back(s.substr(start));
-  return out;
-}
-
-std::string replace(const std::string& s, const std::string& old, const std::string& repl, int64_t count) {
-  std::string out;
-  if (old.empty()) {  // Python inserts repl between every character
-    int64_t n = 0;
-    for (size_t i = 0; i < s.size();) {
-      size_t start = i;
-      next_code_point(s, i);
-      if (count < 0 || n < count) append_bounded(out, repl), ++n;
-      out.append(s, start, i - start);
-    }
-    if (count < 0 || n < count) append_bounded(out, repl);
-    return out;
-  }
-  size_t start = 0;
-  for (int64_t n = 0; count < 0 || n < count; ++n) {
-    size_t p = s.find(old, start);
-    if (p == std::string::npos) break;
-    out.append(s, start, p - start);
-    append_bounded(out, repl);
-    start = p + old.size();
-  }
-  return out + s.substr(start);
-}
-
-bool starts_or_ends(const std::string& s, const Value& affix, bool start) {
-  auto one = [&](const Value& a) {
-    if (!a.is_string()) throw Error(str_cat(start ? "startswith" : "endswith", " first arg must be str or a tuple of str, not ", a.type_name()));
-    const std::string& x = a.as_string();
-    return x.size() <= s.size() && (start ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
-  };
-  if (affix.is_list()) return std::any_of(affix.as_list().begin(), affix.as_list().end(), one);
-  return one(affix);
-}
-
 std::string join(const Value& v, const std::string& sep, const Value& attribute);
 
-// Jinja2's attribute lookup for filters: "a.b" walks dicts (and list indices).
-Value attribute_of(const Value& item, const std::string& path) {
+// Jinja2's make_attrgetter: "a.b.0" looks up each part as an item (then an attribute), a
+// part of digits as an integer.
+Value attribute_of(const Value& item, const std::string& path, const Value& def = Value()) {
   Value cur = item;
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (cur.is_dict() || cur.kind() == Value::Kind::Namespace) {
-      const Value* v = cur.as_dict().find(part);
-      cur = v ? *v : Value::undefined("'dict object' has no attribute '" + part + "'");
-    } else if (cur.is_list() && !part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      size_t k = std::stoul(part);
-      cur = k < cur.as_list().size() ? cur.as_list()[k] : Value::undefined("list index out of range");
-    } else {
-      check_defined(cur);
-      cur = Value::undefined(str_cat("'", cur.type_name(), " object' has no attribute '", part, "'"));
-    }
-    if (dot == std::string::npos) return cur;
+    const bool digits = !part.empty() && part.size() < 18 && std::all_of(part.begin(), part.end(), ::isdigit);
+    cur = get_item(cur, digits ? Value(int64_t(std::stoll(part))) : Value(part));
+    if (dot == std::string::npos) break;
     start = dot + 1;
   }
+  return cur.is_undefined() && !def.is_undefined() ? def : cur;
 }
 
 std::string join(const Value& v, const std::string& sep, const Value& attribute) {
@@ -229,7 +45,7 @@ std::string join(const Value& v, const std::string& sep, const Value& attribute)
 
 // Jinja2's sort key: strings compare case-insensitively unless case_sensitive.
 Value sort_key(const Value& v, bool case_sensitive) {
-  return v.is_string() && !case_sensitive ? Value(ascii_lower(v.as_string())) : v;
+  return v.is_string() && !case_sensitive ? Value(change_case(v.as_string(), CaseChange::Lower)) : v;
 }
 
 Value select_items(const char* name, const Value& seq, const List& args, bool by_attr, bool select) {
@@ -248,7 +64,43 @@ Value select_items(const char* name, const Value& seq, const List& args, bool by
     bool ok = test.empty() ? x.truthy() : apply_test(test, x, test_args);
     if (ok == select) out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::iterator(std::move(out));
+}
+
+// Python's int(s, base) of a stripped string: a sign, the base's prefix (any with base 0),
+// digits with single underscores between them. False when it is not one.
+bool parse_python_int(const std::string& s, int base, int64_t& out) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  auto prefix = [&](char c) {
+    return i + 1 < s.size() && s[i] == '0' && std::tolower(static_cast<unsigned char>(s[i + 1])) == c;
+  };
+  if (base == 0) {
+    base = prefix('x') ? 16 : prefix('o') ? 8 : prefix('b') ? 2 : 10;
+    if (base != 10) i += 2;
+    else if (i + 1 < s.size() && s[i] == '0' && s.find_first_not_of("0_", i) != std::string::npos) return false;  // "012"
+  } else if ((base == 16 && prefix('x')) || (base == 8 && prefix('o')) || (base == 2 && prefix('b'))) {
+    i += 2;
+    if (i < s.size() && s[i] == '_') ++i;
+  }
+  if (i >= s.size()) return false;
+  uint64_t x = 0;
+  bool digit_before = false;
+  for (; i < s.size(); ++i) {
+    char c = char(std::tolower(static_cast<unsigned char>(s[i])));
+    if (c == '_') {
+      if (!digit_before || i + 1 >= s.size() || s[i + 1] == '_') return false;
+      continue;
+    }
+    int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::isalpha(static_cast<unsigned char>(c)) ? c - 'a' + 10 : 99;
+    if (d >= base) return false;
+    if (x > (uint64_t(INT64_MAX) - uint64_t(d)) / uint64_t(base)) throw Error("int: the integer does not fit in 64 bits");
+    x = x * uint64_t(base) + uint64_t(d);
+    digit_before = true;
+  }
+  out = neg ? -int64_t(x) : int64_t(x);
+  return true;
 }
 
 // A float truncated to an integer; NaN, infinities and values past 64 bits give `def`.
@@ -280,19 +132,117 @@ Value to_number(const Value& v, bool as_int, const Value& def) {
   return def;
 }
 
-using FilterFn = Value (*)(const Value&, const List&, const Kwargs&);
+// Jinja2's title filter (not str.title): each piece after '-', whitespace, '(', '{', '[' or
+// '<' gets its first character upper-cased and the rest lowered ("they're" is "They're").
+std::string jinja_title(const std::string& s) {
+  auto is_break = [](uint32_t cp) { return cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || is_python_space(cp); };
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    size_t start = i;
+    const bool breaking = is_break(next_code_point(s, i));
+    while (i < s.size()) {
+      size_t j = i;
+      if (is_break(next_code_point(s, j)) != breaking) break;
+      i = j;
+    }
+    std::string piece = s.substr(start, i - start);
+    if (breaking) {
+      out += piece;
+      continue;
+    }
+    size_t first = 0;
+    next_code_point(piece, first);
+    out += change_case(piece.substr(0, first), CaseChange::Upper) + change_case(piece.substr(first), CaseChange::Lower);
+  }
+  return out;
+}
+
+// min/max with Jinja2's case_sensitive and attribute parameters.
+Value extreme(const char* what, const Value& v, const List& a, const Kwargs& k, bool biggest) {
+  Args p(what, a, k, {"case_sensitive", "attribute"});
+  const bool cs = p.flag(0, false);
+  const Value attr = p.get(1, Value::none());
+  List items = iterate(v);
+  if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
+  auto key = [&](const Value& x) { return sort_key(attr.is_none() ? x : attribute_of(x, attr.str()), cs); };
+  const Value* best = &items[0];
+  for (const Value& x : items)
+    if (biggest ? less(key(*best), key(x)) : less(key(x), key(*best))) best = &x;
+  return *best;
+}
+
+// Python's round(x, n): an int stays an int (ties to even for n < 0), a float is rounded
+// correctly from its binary value (printf's rounding, ties to even); Jinja2's ceil and floor
+// scale by 10**n and divide back, giving a float.
+Value round_value(const Value& v, int64_t n, const std::string& how) {
+  if (how != "common") {
+    double scale = std::pow(10.0, double(n));
+    double x = how == "ceil" ? std::ceil(v.as_float() * scale) : std::floor(v.as_float() * scale);
+    return Value(x / scale);
+  }
+  if (v.kind() != Value::Kind::Float) {
+    if (n >= 0) return Value(v.as_int());
+    if (n < -18) return Value(int64_t(0));
+    int64_t unit = 1;
+    for (int64_t i = 0; i < -n; ++i) unit *= 10;
+    int64_t x = v.as_int(), q = x / unit, r = x % unit;
+    if (r < 0) r += unit, --q;  // floor division
+    if (2 * r > unit || (2 * r == unit && (q & 1))) ++q;
+    int64_t out;
+    if (__builtin_mul_overflow(q, unit, &out)) throw Error("integer overflow (integers are 64-bit here)");
+    return Value(out);
+  }
+  double x = v.as_float();
+  if (!std::isfinite(x)) return v;
+  if (n < 0) {
+    double scale = std::pow(10.0, double(-n));
+    return Value(std::nearbyint(x / scale) * scale);
+  }
+  if (n > 300) return v;
+  char buf[400];
+  std::snprintf(buf, sizeof buf, "%.*f", int(n), x);
+  return Value(std::strtod(buf, nullptr));
+}
+
+// pprint.pformat of a short value: repr with every dict's items sorted by key.
+void sorted_repr(std::string& out, const Value& v) {
+  NestingGuard nesting("pprint");
+  spend(1);
+  if (v.is_dict()) {
+    auto items = v.as_dict().items;
+    std::stable_sort(items.begin(), items.end(), [](const auto& x, const auto& y) { return less(x.first, y.first); });
+    out += '{';
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) out += ", ";
+      sorted_repr(out, items[i].first);
+      out += ": ";
+      sorted_repr(out, items[i].second);
+    }
+    out += '}';
+  } else if (v.is_list() && (v.seq() == Value::Seq::List || v.is_tuple())) {
+    out += v.is_tuple() ? '(' : '[';
+    for (size_t i = 0; i < v.as_list().size(); ++i) {
+      if (i) out += ", ";
+      sorted_repr(out, v.as_list()[i]);
+    }
+    if (v.is_tuple() && v.as_list().size() == 1) out += ',';
+    out += v.is_tuple() ? ')' : ']';
+  } else {
+    out += v.repr();
+  }
+  need_bytes(int64_t(out.size()));
+}
 
 const std::map<std::string, FilterFn>& filters() {
   static const std::map<std::string, FilterFn> table = {
-      {"safe", [](const Value& v, const List& a, const Kwargs& k) { Args("safe", a, k, {}); return v; }},
-      {"string", [](const Value& v, const List& a, const Kwargs& k) { Args("string", a, k, {}); return Value(v.str()); }},
+      {"string", [](const Value& v, const List& a, const Kwargs& k) { Args("string", a, k, {}); return v.is_string() ? v : Value(v.str()); }},
       {"trim", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("trim", a, k, {"chars"});
          return Value(strip(v.str(), p.get(0, Value::none()), true, true));
        }},
-      {"upper", [](const Value& v, const List& a, const Kwargs& k) { Args("upper", a, k, {}); return Value(ascii_upper(v.str())); }},
-      {"lower", [](const Value& v, const List& a, const Kwargs& k) { Args("lower", a, k, {}); return Value(ascii_lower(v.str())); }},
-      {"title", [](const Value& v, const List& a, const Kwargs& k) { Args("title", a, k, {}); return Value(title_case(v.str())); }},
+      {"upper", [](const Value& v, const List& a, const Kwargs& k) { Args("upper", a, k, {}); return Value(change_case(v.str(), CaseChange::Upper)); }},
+      {"lower", [](const Value& v, const List& a, const Kwargs& k) { Args("lower", a, k, {}); return Value(change_case(v.str(), CaseChange::Lower)); }},
+      {"title", [](const Value& v, const List& a, const Kwargs& k) { Args("title", a, k, {}); return Value(jinja_title(v.str())); }},
       {"capitalize", [](const Value& v, const List& a, const Kwargs& k) { Args("capitalize", a, k, {}); return Value(capitalize(v.str())); }},
       {"length", [](const Value& v, const List& a, const Kwargs& k) { Args("length", a, k, {}); return Value(length(v)); }},
       {"count", [](const Value& v, const List& a, const Kwargs& k) { Args("count", a, k, {}); return Value(length(v)); }},
@@ -329,19 +279,27 @@ const std::map<std::string, FilterFn>& filters() {
       {"items", [](const Value& v, const List& a, const Kwargs& k) {
          Args("items", a, k, {});
          List out;
-         if (v.is_undefined()) return Value::list(out);
+         if (v.is_undefined()) return Value::iterator(out);
          if (!v.is_dict()) throw Error(str_cat("items: expected a mapping, got ", v.type_name()));
-         for (const auto& [key, val] : v.as_dict().items) out.push_back(Value::list({Value(key), val}));
-         return Value::list(std::move(out));
+         for (const auto& [key, val] : v.as_dict().items) out.push_back(Value::tuple({key, val}));
+         return Value::iterator(std::move(out));
        }},
       {"list", [](const Value& v, const List& a, const Kwargs& k) { Args("list", a, k, {}); return Value::list(iterate(v)); }},
       {"first", [](const Value& v, const List& a, const Kwargs& k) {
          Args("first", a, k, {});
+         if (v.kind() == Value::Kind::Iterator) {  // next(iter(gen)): takes one item
+           List& rest = v.iterator_rest();
+           if (rest.empty()) return Value::undefined("No first item, sequence was empty.");
+           Value item = rest.back();
+           rest.pop_back();
+           return item;
+         }
          List items = iterate(v);
          return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
        }},
       {"last", [](const Value& v, const List& a, const Kwargs& k) {
          Args("last", a, k, {});
+         if (v.kind() == Value::Kind::Iterator) throw Error("'generator' object is not reversible");
          List items = iterate(v);
          return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
        }},
@@ -349,7 +307,10 @@ const std::map<std::string, FilterFn>& filters() {
          Args("reverse", a, k, {});
          List items = iterate(v);
          std::reverse(items.begin(), items.end());
-         if (!v.is_string()) return Value::list(std::move(items));
+         // Python's reversed() of a sequence is an iterator; a generator, which reversed()
+         // refuses, Jinja2 turns into a reversed list.
+         if (v.kind() == Value::Kind::Iterator) return Value::list(std::move(items));
+         if (!v.is_string()) return Value::iterator(std::move(items));
          std::string out;
          for (const Value& c : items) out += c.as_string();
          return Value(out);
@@ -359,7 +320,17 @@ const std::map<std::string, FilterFn>& filters() {
          bool rev = p.flag(0, false), cs = p.flag(1, false);
          Value attr = p.get(2, Value::none());
          List items = iterate(v);
-         auto key = [&](const Value& x) { return sort_key(attr.is_none() ? x : attribute_of(x, attr.str()), cs); };
+         // attribute="a,b" sorts by a, then b (Jinja2's make_multi_attrgetter).
+         std::vector<std::string> attrs;
+         if (!attr.is_none())
+           for (const Value& part : split(attr.str(), Value(","), -1)) attrs.push_back(part.as_string());
+         auto key = [&](const Value& x) {
+           if (attrs.empty()) return sort_key(x, cs);
+           if (attrs.size() == 1) return sort_key(attribute_of(x, attrs[0]), cs);
+           List keys;
+           for (const std::string& a1 : attrs) keys.push_back(sort_key(attribute_of(x, a1), cs));
+           return Value::list(std::move(keys));
+         };
          std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
            return rev ? less(key(y), key(x)) : less(key(x), key(y));
          });
@@ -377,7 +348,7 @@ const std::map<std::string, FilterFn>& filters() {
              out.push_back(x);
            }
          }
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"selectattr", [](const Value& v, const List& a, const Kwargs& k) { Args("selectattr", a, k, {"attr", "test", "value"}); return select_items("selectattr", v, a, true, true); }},
       {"rejectattr", [](const Value& v, const List& a, const Kwargs& k) { Args("rejectattr", a, k, {"attr", "test", "value"}); return select_items("rejectattr", v, a, true, false); }},
@@ -405,11 +376,16 @@ const std::map<std::string, FilterFn>& filters() {
            List rest(a.begin() + 1, a.end());
            for (const Value& x : iterate(v)) out.push_back(apply_filter(f, x, rest, {}));
          }
-         return Value::list(std::move(out));
+         return Value::iterator(std::move(out));
        }},
       {"int", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("int", a, k, {"default", "base"});
-         if (p.integer(1, 10) != 10) throw Error("int: only base 10 is supported");
+         const int64_t base = p.integer(1, 10);
+         if (base != 0 && (base < 2 || base > 36)) throw Error("int() base must be >= 2 and <= 36, or 0");
+         if (v.is_string()) {
+           int64_t x;
+           if (parse_python_int(strip(v.as_string(), Value::none(), true, true), int(base), x)) return Value(x);
+         }
          return to_number(v, true, p.get(0, Value(int64_t(0))));
        }},
       {"float", [](const Value& v, const List& a, const Kwargs& k) {
@@ -428,26 +404,6 @@ const std::map<std::string, FilterFn>& filters() {
          Value count = p.get(2, Value::none());
          return Value(replace(v.str(), p.str(0, ""), p.str(1, ""), count.is_none() ? -1 : count.as_int()));
        }},
-      {"indent", [](const Value& v, const List& a, const Kwargs& k) {
-         Args p("indent", a, k, {"width", "first", "blank"});
-         Value w = p.get(0, Value(int64_t(4)));
-         if (!w.is_string()) need_bytes(w.as_int());  // indent(10**9) would allocate a gigabyte of spaces
-         std::string pad = w.is_string() ? w.as_string() : std::string(size_t(std::max<int64_t>(0, w.as_int())), ' ');
-         bool first = p.flag(1, false), blank = p.flag(2, false);
-         std::string s = v.str(), out;
-         size_t start = 0;
-         for (int line = 0;; ++line) {
-           size_t nl = s.find('\n', start);
-           std::string piece = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-           bool indent_it = (line > 0 || first) && (blank || !strip(piece, Value::none(), true, true).empty());
-           if (indent_it) append_bounded(out, pad);
-           out += piece;
-           if (nl == std::string::npos) break;
-           out += '\n';
-           start = nl + 1;
-         }
-         return Value(out);
-       }},
       {"dictsort", [](const Value& v, const List& a, const Kwargs& k) {
          Args p("dictsort", a, k, {"case_sensitive", "by", "reverse"});
          bool cs = p.flag(0, false), rev = p.flag(2, false);
@@ -457,262 +413,142 @@ const std::map<std::string, FilterFn>& filters() {
          auto items = v.as_dict().items;
          size_t idx = by == "key" ? 0 : 1;
          List out;
-         for (const auto& [key, val] : items) out.push_back(Value::list({Value(key), val}));
+         for (const auto& [key, val] : items) out.push_back(Value::tuple({key, val}));
          std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
            Value kx = sort_key(x.as_list()[idx], cs), ky = sort_key(y.as_list()[idx], cs);
            return rev ? less(ky, kx) : less(kx, ky);
          });
          return Value::list(std::move(out));
        }},
-      {"min", [](const Value& v, const List& a, const Kwargs& k) {
-         Args("min", a, k, {});
-         List items = iterate(v);
-         if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-         return *std::min_element(items.begin(), items.end(), [](const Value& x, const Value& y) { return less(sort_key(x, false), sort_key(y, false)); });
+      {"min", [](const Value& v, const List& a, const Kwargs& k) { return extreme("min", v, a, k, false); }},
+      {"max", [](const Value& v, const List& a, const Kwargs& k) { return extreme("max", v, a, k, true); }},
+      {"sum", [](const Value& v, const List& a, const Kwargs& k) {
+         Args p("sum", a, k, {"attribute", "start"});
+         Value attr = p.get(0, Value::none()), total = p.get(1, Value(int64_t(0)));
+         for (const Value& x : iterate(v)) {
+           Value y = attr.is_none() ? x : attribute_of(x, attr.str());
+           if (!total.is_number() || !y.is_number())
+             throw Error(str_cat("unsupported operand type(s) for +: '", total.type_name(), "' and '", y.type_name(), "'"));
+           if (total.kind() == Value::Kind::Float || y.kind() == Value::Kind::Float) {
+             total = Value(total.as_float() + y.as_float());
+           } else {
+             int64_t r;
+             if (__builtin_add_overflow(total.as_int(), y.as_int(), &r)) throw Error("integer overflow (integers are 64-bit here)");
+             total = Value(r);
+           }
+         }
+         return total;
        }},
-      {"max", [](const Value& v, const List& a, const Kwargs& k) {
-         Args("max", a, k, {});
+      {"format", [](const Value& v, const List& a, const Kwargs& k) {
+         if (!a.empty() && !k.empty()) throw Error("format: can't handle positional and keyword arguments at the same time");
+         if (!k.empty()) {
+           Dict d;
+           for (const auto& [key, val] : k) d.set(Value(key), val);
+           return Value(percent_format(v.str(), Value::dict(std::move(d))));
+         }
+         return Value(percent_format(v.str(), Value::tuple(a)));
+       }},
+      {"round", [](const Value& v, const List& a, const Kwargs& k) {
+         Args p("round", a, k, {"precision", "method"});
+         const int64_t precision = p.integer(0, 0);
+         const std::string how = p.str(1, "common");
+         if (how != "common" && how != "ceil" && how != "floor") throw Error("round: method must be common, ceil or floor");
+         if (!v.is_number()) throw Error(str_cat("round: type ", v.type_name(), " doesn't define __round__ method"));
+         return round_value(v, precision, how);
+       }},
+      {"batch", [](const Value& v, const List& a, const Kwargs& k) {
+         Args p("batch", a, k, {"linecount", "fill_with"});
+         const int64_t n = p.integer(0, 0);
+         if (n <= 0) throw Error("batch: linecount must be positive");
+         const Value fill = p.get(1, Value::none());
+         List out, cur;
+         for (const Value& x : iterate(v)) {
+           if (int64_t(cur.size()) == n) out.push_back(Value::list(std::move(cur))), cur.clear();
+           cur.push_back(x);
+         }
+         if (!cur.empty()) {
+           if (!fill.is_none()) need_items(n), cur.resize(size_t(n), fill);
+           out.push_back(Value::list(std::move(cur)));
+         }
+         return Value::iterator(std::move(out));
+       }},
+      {"slice", [](const Value& v, const List& a, const Kwargs& k) {
+         Args p("slice", a, k, {"slices", "fill_with"});
+         const int64_t slices = p.integer(0, 0);
+         if (slices <= 0) throw Error("slice: slices must be positive");
+         need_items(slices);
+         const Value fill = p.get(1, Value::none());
+         List seq = iterate(v), out;
+         const int64_t per = int64_t(seq.size()) / slices, extra = int64_t(seq.size()) % slices;
+         int64_t offset = 0;
+         for (int64_t s = 0; s < slices; ++s) {
+           int64_t start = offset + s * per;
+           if (s < extra) ++offset;
+           int64_t end = offset + (s + 1) * per;
+           List piece(seq.begin() + start, seq.begin() + end);
+           if (!fill.is_none() && s >= extra) piece.push_back(fill);
+           out.push_back(Value::list(std::move(piece)));
+         }
+         return Value::iterator(std::move(out));
+       }},
+      {"groupby", [](const Value& v, const List& a, const Kwargs& k) {
+         Args p("groupby", a, k, {"attribute", "default", "case_sensitive"});
+         const std::string attr = p.get(0).str();
+         const Value def = p.get(1, Value());
+         const bool cs = p.flag(2, false);
          List items = iterate(v);
-         if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
-         return *std::max_element(items.begin(), items.end(), [](const Value& x, const Value& y) { return less(sort_key(x, false), sort_key(y, false)); });
+         auto key = [&](const Value& x) { return sort_key(attribute_of(x, attr, def), cs); };
+         std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) { return less(key(x), key(y)); });
+         List out;
+         for (size_t i = 0; i < items.size();) {
+           Value group_key = key(items[i]);
+           List members;
+           size_t j = i;
+           for (; j < items.size() && equals(key(items[j]), group_key); ++j) members.push_back(items[j]);
+           // Grouped case-insensitively, the group is named by its first item's own value.
+           Value name = cs ? group_key : attribute_of(items[i], attr, def);
+           out.push_back(Value::sequence(Value::Seq::GroupTuple, {name, Value::list(std::move(members))}));
+           i = j;
+         }
+         return Value::list(std::move(out));
+       }},
+      {"attr", [](const Value& v, const List& a, const Kwargs& k) {
+         Args p("attr", a, k, {"name"});
+         const std::string name = p.get(0).str();
+         // Jinja2 reads only attributes here (not items); the sandbox's unsafe ones are undefined.
+         if (v.kind() == Value::Kind::Namespace) {
+           const Value* x = v.as_dict().find(name);
+           return x ? *x : Value::undefined("'Namespace object' has no attribute '" + name + "'");
+         }
+         try {
+           return method(v, name);
+         } catch (const Error&) {
+           return Value::undefined(str_cat("access to attribute '", name, "' of '", v.type_name(), "' object is unsafe"));
+         }
+       }},
+      {"pprint", [](const Value& v, const List& a, const Kwargs& k) {
+         Args("pprint", a, k, {});
+         std::string out;
+         sorted_repr(out, v);
+         // NOTE: pprint.pformat breaks a repr longer than 80 columns over lines; that is refused.
+         if (code_point_count(out) > 80) throw Error("pprint of a value longer than 80 characters is not supported");
+         return Value(out);
        }},
   };
   return table;
 }
 
-using TestFn = bool (*)(const Value&, const List&);
-
-const Value& arg0(const char* test, const List& a) {
-  if (a.empty()) throw Error(str_cat("test '", test, "' needs an argument"));
-  return a[0];
-}
-
-const std::map<std::string, TestFn>& tests() {
-  using K = Value::Kind;
-  static const std::map<std::string, TestFn> table = {
-      {"defined", [](const Value& v, const List&) { return !v.is_undefined(); }},
-      {"undefined", [](const Value& v, const List&) { return v.is_undefined(); }},
-      {"none", [](const Value& v, const List&) { return v.is_none(); }},
-      {"boolean", [](const Value& v, const List&) { return v.kind() == K::Bool; }},
-      {"true", [](const Value& v, const List&) { return v.kind() == K::Bool && v.as_bool(); }},
-      {"false", [](const Value& v, const List&) { return v.kind() == K::Bool && !v.as_bool(); }},
-      {"integer", [](const Value& v, const List&) { return v.kind() == K::Int; }},
-      {"float", [](const Value& v, const List&) { return v.kind() == K::Float; }},
-      {"number", [](const Value& v, const List&) { return v.is_number(); }},
-      {"string", [](const Value& v, const List&) { return v.is_string(); }},
-      {"mapping", [](const Value& v, const List&) { return v.is_dict(); }},
-      // Jinja2's Undefined is iterable (as empty) and has a length.
-      {"iterable", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }},
-      {"sequence", [](const Value& v, const List&) { return v.is_string() || v.is_list() || v.is_dict() || v.is_undefined(); }},
-      {"callable", [](const Value& v, const List&) { return v.kind() == K::Function; }},
-      {"odd", [](const Value& v, const List&) { return v.is_number() && v.as_int() % 2 != 0; }},
-      {"even", [](const Value& v, const List&) { return v.is_number() && v.as_int() % 2 == 0; }},
-      {"divisibleby", [](const Value& v, const List& a) {
-         int64_t n = arg0("divisibleby", a).as_int();
-         if (n == 0) throw Error("integer division or modulo by zero");
-         return v.as_int() % n == 0;
-       }},
-      {"eq", [](const Value& v, const List& a) { return equals(v, arg0("eq", a)); }},
-      {"equalto", [](const Value& v, const List& a) { return equals(v, arg0("equalto", a)); }},
-      {"==", [](const Value& v, const List& a) { return equals(v, arg0("==", a)); }},
-      {"ne", [](const Value& v, const List& a) { return !equals(v, arg0("ne", a)); }},
-      {"!=", [](const Value& v, const List& a) { return !equals(v, arg0("!=", a)); }},
-      {"lt", [](const Value& v, const List& a) { return less(v, arg0("lt", a)); }},
-      {"lessthan", [](const Value& v, const List& a) { return less(v, arg0("lessthan", a)); }},
-      {"<", [](const Value& v, const List& a) { return less(v, arg0("<", a)); }},
-      {"le", [](const Value& v, const List& a) { return !less(arg0("le", a), v); }},
-      {"<=", [](const Value& v, const List& a) { return !less(arg0("<=", a), v); }},
-      {"gt", [](const Value& v, const List& a) { return less(arg0("gt", a), v); }},
-      {"greaterthan", [](const Value& v, const List& a) { return less(arg0("greaterthan", a), v); }},
-      {">", [](const Value& v, const List& a) { return less(arg0(">", a), v); }},
-      {"ge", [](const Value& v, const List& a) { return !less(v, arg0("ge", a)); }},
-      {">=", [](const Value& v, const List& a) { return !less(v, arg0(">=", a)); }},
-      {"in", [](const Value& v, const List& a) { return contains(arg0("in", a), v); }},
-      {"lower", [](const Value& v, const List&) { return v.is_string() && ascii_lower(v.as_string()) == v.as_string(); }},
-      {"upper", [](const Value& v, const List&) { return v.is_string() && ascii_upper(v.as_string()) == v.as_string(); }},
-  };
-  return table;
-}
 
 }  // namespace
 
-bool is_filter(const std::string& name) { return name == "d" || filters().count(name) > 0; }
-bool is_test(const std::string& name) { return tests().count(name) > 0; }
+bool is_filter(const std::string& name) { return name == "d" || filters().count(name) > 0 || text_filters().count(name) > 0; }
 
 Value apply_filter(const std::string& name, const Value& value, const List& args, const Kwargs& kwargs) {
   auto it = filters().find(name == "d" ? "default" : name);
-  if (it == filters().end()) throw Error(str_cat("unsupported filter '", name, "'"));
-  return it->second(value, args, kwargs);
-}
-
-bool apply_test(const std::string& name, const Value& value, const List& args) {
-  auto it = tests().find(name);
-  if (it == tests().end()) throw Error(str_cat("unsupported test '", name, "'"));
-  return it->second(value, args);
-}
-
-Value method(const Value& obj, const std::string& name) {
-  using K = Value::Kind;
-  static const std::vector<std::string> str_methods = {
-      "strip", "lstrip", "rstrip", "split", "startswith", "endswith", "replace", "upper", "lower",
-      "title", "capitalize", "find", "count", "join", "isdigit", "isspace", "isalpha"};
-  static const std::vector<std::string> dict_methods = {"items", "keys", "values", "get"};
-  if (obj.kind() == K::String && std::count(str_methods.begin(), str_methods.end(), name)) {
-    // The string is shared, not copied: a bound method of a big string costs nothing to keep.
-    return Value::function("str." + name, [self = obj, name](const List& a, const Kwargs& k) -> Value {
-      const std::string& s = self.as_string();
-      std::string what = "str." + name + "()";
-      if (name == "strip" || name == "lstrip" || name == "rstrip") {
-        Args p(what.c_str(), a, k, {"chars"});
-        return Value(strip(s, p.get(0, Value::none()), name != "rstrip", name != "lstrip"));
-      }
-      if (name == "split") {
-        Args p(what.c_str(), a, k, {"sep", "maxsplit"});
-        return Value::list(split(s, p.get(0, Value::none()), p.integer(1, -1)));
-      }
-      if (name == "startswith" || name == "endswith") {
-        Args p(what.c_str(), a, k, {"prefix"});
-        if (!p.has(0)) throw Error(what + " takes at least 1 argument (0 given)");
-        return Value(starts_or_ends(s, p.get(0), name == "startswith"));
-      }
-      if (name == "replace") {
-        Args p(what.c_str(), a, k, {"old", "new", "count"});
-        return Value(replace(s, p.str(0, ""), p.str(1, ""), p.integer(2, -1)));
-      }
-      if (name == "find" || name == "count") {
-        Args p(what.c_str(), a, k, {"sub"});
-        std::string sub = p.str(0, "");
-        if (name == "find") {
-          size_t at = s.find(sub);
-          return Value(at == std::string::npos ? int64_t(-1) : code_point_count(s.substr(0, at)));
-        }
-        if (sub.empty()) return Value(code_point_count(s) + 1);
-        int64_t n = 0;
-        for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
-        return Value(n);
-      }
-      if (name == "join") {
-        Args p(what.c_str(), a, k, {"iterable"});
-        std::string out;
-        bool first = true;
-        for (const Value& x : iterate(p.get(0))) {
-          if (!x.is_string()) throw Error(str_cat("sequence item: expected str instance, ", x.type_name(), " found"));
-          if (!first) append_bounded(out, s);
-          append_bounded(out, x.as_string());
-          first = false;
-        }
-        return Value(out);
-      }
-      Args(what.c_str(), a, k, {});
-      if (name == "upper") return Value(ascii_upper(s));
-      if (name == "lower") return Value(ascii_lower(s));
-      if (name == "title") return Value(title_case(s));
-      if (name == "capitalize") return Value(capitalize(s));
-      auto all = [&](int (*pred)(int)) {
-        return !s.empty() && std::all_of(s.begin(), s.end(), [&](char c) { return pred(static_cast<unsigned char>(c)) != 0; });
-      };
-      if (name == "isdigit") return Value(all(::isdigit));
-      if (name == "isspace") return Value(all(::isspace));
-      return Value(all(::isalpha));
-    });
-  }
-  if (obj.kind() == K::Dict && std::count(dict_methods.begin(), dict_methods.end(), name)) {
-    Value d = obj;
-    return Value::function("dict." + name, [d, name](const List& a, const Kwargs& k) -> Value {
-      std::string what = "dict." + name + "()";
-      if (name == "get") {
-        Args p(what.c_str(), a, k, {"key", "default"});
-        const Value* v = p.get(0).is_string() ? d.as_dict().find(p.get(0).as_string()) : nullptr;
-        return v ? *v : p.get(1, Value::none());
-      }
-      Args(what.c_str(), a, k, {});
-      List out;
-      for (const auto& [key, val] : d.as_dict().items)
-        out.push_back(name == "keys" ? Value(key) : name == "values" ? val : Value::list({Value(key), val}));
-      return Value::list(std::move(out));
-    });
-  }
-  return Value::undefined(str_cat("'", obj.type_name(), " object' has no attribute '", name, "'"));
-}
-
-bool less(const Value& a, const Value& b) {
-  check_defined(a);
-  check_defined(b);
-  if (a.is_number() && b.is_number()) return a.as_float() < b.as_float();
-  if (a.is_string() && b.is_string()) {
-    spend_bytes(int64_t(std::min(a.as_string().size(), b.as_string().size())));
-    return a.as_string() < b.as_string();  // UTF-8 bytes: code point order
-  }
-  if (a.is_list() && b.is_list()) {
-    const List &x = a.as_list(), &y = b.as_list();
-    for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
-      spend(1);
-      if (!equals(x[k], y[k])) return less(x[k], y[k]);
-    }
-    return x.size() < y.size();
-  }
-  throw Error(str_cat("'<' not supported between instances of '", a.type_name(), "' and '", b.type_name(), "'"));
-}
-
-bool contains(const Value& haystack, const Value& needle) {
-  switch (haystack.kind()) {
-    case Value::Kind::Undefined: return false;
-    case Value::Kind::String:
-      if (!needle.is_string())
-        throw Error(str_cat("'in <string>' requires string as left operand, not ", needle.type_name()));
-      spend_bytes(int64_t(haystack.as_string().size()));
-      return haystack.as_string().find(needle.as_string()) != std::string::npos;
-    case Value::Kind::List:
-      return std::any_of(haystack.as_list().begin(), haystack.as_list().end(), [&](const Value& x) { return equals(x, needle); });
-    case Value::Kind::Dict:
-      return needle.is_string() && haystack.as_dict().find(needle.as_string()) != nullptr;
-    default:
-      throw Error(str_cat("argument of type '", haystack.type_name(), "' is not iterable"));
-  }
-}
-
-int64_t length(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::Undefined: return 0;
-    case Value::Kind::String: spend_bytes(int64_t(v.as_string().size())); return code_point_count(v.as_string());
-    case Value::Kind::List: return int64_t(v.as_list().size());
-    case Value::Kind::Dict: return int64_t(v.as_dict().items.size());
-    default: throw Error(str_cat("object of type '", v.type_name(), "' has no len()"));
-  }
-}
-
-List iterate(const Value& v) {
-  switch (v.kind()) {
-    case Value::Kind::Undefined: return {};
-    case Value::Kind::List:
-      spend(int64_t(v.as_list().size()));
-      need_items(int64_t(v.as_list().size()));
-      return v.as_list();
-    case Value::Kind::Dict: {
-      spend(int64_t(v.as_dict().items.size()));
-      need_items(int64_t(v.as_dict().items.size()));
-      List keys;
-      for (const auto& [k, val] : v.as_dict().items) keys.emplace_back(k);
-      return keys;
-    }
-    case Value::Kind::String: {
-      const std::string& s = v.as_string();
-      need_items(code_point_count(s));
-      spend_bytes(int64_t(s.size()));
-      List chars;
-      for (size_t i = 0; i < s.size();) {
-        size_t start = i;
-        next_code_point(s, i);
-        chars.emplace_back(s.substr(start, i - start));
-      }
-      return chars;
-    }
-    default: throw Error(str_cat("'", v.type_name(), "' object is not iterable"));
-  }
-}
-
-void check_defined(const Value& v) {
-  if (v.is_undefined()) throw Error(v.name().empty() ? std::string("undefined value") : v.name());
+  if (it != filters().end()) return it->second(value, args, kwargs);
+  auto text = text_filters().find(name);
+  if (text == text_filters().end()) throw Error(str_cat("unsupported filter '", name, "'"));
+  return text->second(value, args, kwargs);
 }
 
 }  // namespace xg::text::jinja::detail

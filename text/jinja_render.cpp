@@ -1,9 +1,8 @@
-// Renders a parsed Jinja-subset template: scopes as Jinja2 keeps them (a for loop and a
-// macro call open one, if does not, so {% set %} in a loop stays there and namespace() is
+// Renders a parsed Jinja template: scopes as Jinja2 keeps them (a for loop, a macro call and
+// a with block open one, if does not, so {% set %} in a loop stays there and namespace() is
 // how a template carries state out), Python's operators, attribute lookup (methods first for
-// `.`, keys first for `[]`), loops with `loop.*`, macros, and the built-in globals.
+// `.`, keys first for `[]`), loops with `loop.*` (recursive ones too), macros and call blocks.
 #include <cmath>
-#include <ctime>
 
 #include "autograd/error.hpp"
 #include "text/detail/jinja_ast.hpp"
@@ -23,6 +22,8 @@ using FramePtr = std::shared_ptr<Frame>;
 
 enum class Flow { Normal, Break, Continue };
 
+}  // namespace
+
 Value get_attr(const Value& obj, const std::string& name) {
   check_defined(obj);
   switch (obj.kind()) {
@@ -36,17 +37,25 @@ Value get_attr(const Value& obj, const std::string& name) {
       const Value* v = obj.as_dict().find(name);
       return v ? *v : Value::undefined("'Namespace object' has no attribute '" + name + "'");
     }
+    case Value::Kind::List:
+      if (obj.seq() == Value::Seq::GroupTuple && (name == "grouper" || name == "list"))
+        return obj.as_list()[name == "grouper" ? 0 : 1];
+      return method(obj, name);
     default: return method(obj, name);
   }
 }
 
 Value get_item(const Value& obj, const Value& key) {
+  using S = Value::Seq;
   check_defined(obj);
-  if ((obj.is_dict() || obj.kind() == Value::Kind::Namespace) && key.is_string()) {
-    if (const Value* v = obj.as_dict().find(key.as_string())) return *v;
-    return get_attr(obj, key.as_string());
+  if (obj.is_dict() || obj.kind() == Value::Kind::Namespace) {
+    if (key.is_hashable())
+      if (const Value* v = obj.as_dict().find(key)) return *v;
+    if (key.is_string()) return get_attr(obj, key.as_string());
+    return Value::undefined(str_cat("'dict object' has no attribute ", key.repr()));
   }
-  if ((obj.is_list() || obj.is_string()) && key.is_number() && key.kind() != Value::Kind::Float) {
+  const bool indexable = obj.is_string() || (obj.is_list() && (obj.seq() == S::List || obj.is_tuple() || obj.seq() == S::Range));
+  if (indexable && key.is_number() && key.kind() != Value::Kind::Float) {
     int64_t n = length(obj), k = key.as_int();
     if (k < 0) k += n;
     if (k < 0 || k >= n) return Value::undefined(str_cat(obj.type_name(), " index out of range"));
@@ -62,10 +71,15 @@ Value get_item(const Value& obj, const Value& key) {
   return Value::undefined(str_cat("'", obj.type_name(), " object' has no item ", key.repr()));
 }
 
+namespace {
+
 // Python's seq[start:stop:step] on a list or string.
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   check_defined(obj);
-  if (!obj.is_list() && !obj.is_string()) throw Error(str_cat("'", obj.type_name(), "' object is not subscriptable"));
+  using S = Value::Seq;
+  if (obj.is_list() && obj.seq() == S::Range) throw Error("unsupported construct: slicing a range (convert it with |list first)");
+  if (!obj.is_string() && !(obj.is_list() && (obj.seq() == S::List || obj.is_tuple())))
+    throw Error(str_cat("'", obj.type_name(), "' object is not subscriptable"));
   auto as_index = [](const Value& v, const char* what) -> const Value& {
     if (!v.is_none() && !v.is_undefined() && v.kind() != Value::Kind::Int)
       throw Error(str_cat("slice ", what, " must be an integer or None, not ", v.type_name()));
@@ -104,7 +118,7 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
     need_bytes(int64_t(picked.size() * sizeof(Value)));
     List out;
     for (int64_t k : picked) out.push_back(obj.as_list()[size_t(k)]);
-    return Value::list(std::move(out));
+    return obj.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
   }
   const std::string& s = obj.as_string();
   std::string out;
@@ -159,9 +173,9 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     const std::string x = a.is_string() ? std::string() : a.str(), y = b.is_string() ? std::string() : b.str();
     return concat(a.is_string() ? a.as_string() : x, b.is_string() ? b.as_string() : y);
   }
-  if (op == "%" && a.is_string()) throw Error("unsupported construct: string formatting with '%'");
   check_defined(a);
   check_defined(b);
+  if (op == "%" && a.is_string()) return Value(percent_format(a.as_string(), b));
   auto unsupported = [&]() -> Value {
     throw Error(str_cat("unsupported operand type(s) for ", op, ": '", a.type_name(), "' and '", b.type_name(), "'"));
   };
@@ -169,12 +183,22 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   const bool floats = nums && (a.kind() == Value::Kind::Float || b.kind() == Value::Kind::Float);
   if (op == "+") {
     if (nums) return floats ? Value(a.as_float() + b.as_float()) : Value(add(a.as_int(), b.as_int()));
-    if (a.is_string() && b.is_string()) return concat(a.as_string(), b.as_string());
+    if (a.is_string() && b.is_string()) {
+      // markupsafe's Markup escapes the plain string it is added to, and stays Markup.
+      if (a.is_markup() != b.is_markup()) {
+        Value joined = concat(a.is_markup() ? a.as_string() : html_escape(a.as_string()), b.is_markup() ? b.as_string() : html_escape(b.as_string()));
+        return Value::markup(joined.as_string());
+      }
+      return concat(a.as_string(), b.as_string());
+    }
     if (a.is_list() && b.is_list()) {
+      const bool tuples = a.is_tuple() && b.is_tuple();
+      if (!tuples && !(a.seq() == Value::Seq::List && b.seq() == Value::Seq::List))
+        throw Error(str_cat("can only concatenate ", a.type_name(), " (not \"", b.type_name(), "\") to ", a.type_name()));
       need_repeated(int64_t(a.as_list().size() + b.as_list().size()), sizeof(Value));
       List out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return Value::list(std::move(out));
+      return tuples ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     return unsupported();
   }
@@ -182,7 +206,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     if (nums) return floats ? Value(a.as_float() * b.as_float()) : Value(mul(a.as_int(), b.as_int()));
     const Value& seq = a.is_number() ? b : a;
     const Value& times = a.is_number() ? a : b;
-    if (times.is_number() && times.kind() != Value::Kind::Float && (seq.is_string() || seq.is_list())) {
+    if (times.is_number() && times.kind() != Value::Kind::Float && (seq.is_string() || (seq.is_list() && (seq.seq() == Value::Seq::List || seq.is_tuple())))) {
       int64_t size = seq.is_string() ? int64_t(seq.as_string().size()) : int64_t(seq.as_list().size());
       // Nothing repeated any number of times is nothing ('' * 10**15 must not loop).
       const int64_t count = size == 0 ? 0 : std::max<int64_t>(0, times.as_int());
@@ -195,7 +219,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       }
       List out;
       for (int64_t k = 0; k < count; ++k) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
-      return Value::list(std::move(out));
+      return seq.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     return unsupported();
   }
@@ -269,61 +293,8 @@ class Renderer {
     for (const Frame* f = frame.get(); f; f = f->parent.get())
       if (const Value* v = f->vars.find(name)) return *v;
     if (const Value* v = context_.find(name)) return *v;
-    if (const Value* v = globals().find(name)) return *v;
+    if (const Value* v = builtin_globals().find(name)) return *v;
     return Value::undefined("'" + name + "' is undefined");
-  }
-
-  static const Dict& globals() {
-    static const Dict g = [] {
-      Dict d;
-      d.set("range", Value::function("range", [](const List& a, const Kwargs& k) {
-        if (!k.empty() || a.empty() || a.size() > 3) throw Error("range expects 1 to 3 integer arguments");
-        for (const Value& x : a)
-          if (x.kind() != Value::Kind::Int) throw Error(str_cat("range: '", x.type_name(), "' object cannot be interpreted as an integer"));
-        int64_t start = a.size() > 1 ? a[0].as_int() : 0, stop = a.size() > 1 ? a[1].as_int() : a[0].as_int();
-        int64_t step = a.size() > 2 ? a[2].as_int() : 1;
-        if (step == 0) throw Error("range() arg 3 must not be zero");
-        // Jinja2's sandbox (transformers renders in ImmutableSandboxedEnvironment) refuses
-        // ranges longer than MAX_RANGE.
-        constexpr int64_t kMaxRange = 100000;
-        if ((double(stop) - double(start)) / double(step) > double(kMaxRange))
-          throw Error(str_cat("range too big: the sandbox blocks ranges longer than ", kMaxRange));
-        List out;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
-        return Value::list(std::move(out));
-      }));
-      auto from_args = [](const char* fn, const List& a, const Kwargs& k) {
-        Dict entries;
-        if (a.size() > 1) throw Error(str_cat(fn, " expected at most 1 positional argument"));
-        if (a.size() == 1) {
-          if (!a[0].is_dict()) throw Error(str_cat(fn, ": a positional argument must be a mapping"));
-          entries = a[0].as_dict();
-        }
-        for (const auto& [key, v] : k) entries.set(key, v);
-        return entries;
-      };
-      d.set("namespace", Value::function("namespace", [from_args](const List& a, const Kwargs& k) {
-        return Value::ns(from_args("namespace", a, k));
-      }));
-      d.set("dict", Value::function("dict", [from_args](const List& a, const Kwargs& k) {
-        return Value::dict(from_args("dict", a, k));
-      }));
-      d.set("raise_exception", Value::function("raise_exception", [](const List& a, const Kwargs&) -> Value {
-        throw Error(a.empty() ? std::string("raise_exception") : a[0].str());
-      }));
-      // transformers' strftime_now: datetime.now().strftime(format), local time.
-      d.set("strftime_now", Value::function("strftime_now", [](const List& a, const Kwargs&) {
-        if (a.size() != 1 || !a[0].is_string()) throw Error("strftime_now expects one format string");
-        std::time_t t = std::time(nullptr);
-        std::tm local{};
-        localtime_r(&t, &local);
-        char buf[512];
-        size_t n = std::strftime(buf, sizeof buf, a[0].as_string().c_str(), &local);
-        return Value(std::string(buf, n));
-      }));
-      return d;
-    }();
-    return g;
   }
 
   void assign(Frame& frame, const std::vector<std::string>& targets, const Value& v) {
@@ -379,8 +350,43 @@ class Renderer {
           }
           break;
         }
-        case Stmt::Kind::SetBlock: frame->vars.set(s.targets[0], Value(render_body(s.bodies[0], frame))); break;
-        case Stmt::Kind::Macro: frame->vars.set(s.name, make_macro(s, frame)); break;
+        case Stmt::Kind::SetBlock: {
+          Value text(render_body(s.bodies[0], frame));
+          if (s.expr) {
+            Value saved = block_text_;
+            block_text_ = text;
+            text = eval(*s.expr, frame);
+            block_text_ = saved;
+          }
+          frame->vars.set(s.targets[0], text);
+          break;
+        }
+        case Stmt::Kind::With: {
+          auto scope = std::make_shared<Frame>();
+          scope->parent = frame;
+          List values;
+          for (const auto& [name, value] : s.params) values.push_back(eval(*value, frame));
+          for (size_t k = 0; k < values.size(); ++k) scope->vars.set(s.params[k].first, values[k]);
+          Flow f = exec(s.bodies[0], scope, out);
+          if (f != Flow::Normal) return f;
+          break;
+        }
+        case Stmt::Kind::CallBlock: {
+          // The call with one more keyword, caller: a macro of the block's body.
+          const Expr& call = *s.expr;
+          Value fn = eval(*call.args[0], frame);
+          List args;
+          Kwargs kwargs;
+          for (size_t k = 1; k < call.args.size(); ++k) args.push_back(eval(*call.args[k], frame));
+          for (const auto& [key, x] : call.kwargs) kwargs.emplace_back(key, eval(*x, frame));
+          kwargs.emplace_back("caller", make_macro(s, frame, "caller"));
+          line_ = s.line;
+          check_defined(fn);
+          if (fn.kind() != Value::Kind::Function) throw Error(str_cat("'", fn.type_name(), "' object is not callable"));
+          emit(out, fn.as_function()(args, kwargs).str());
+          break;
+        }
+        case Stmt::Kind::Macro: frame->vars.set(s.name, make_macro(s, frame, s.name)); break;
         case Stmt::Kind::Break:
         case Stmt::Kind::Continue:
           if (loop_depth_ == 0) throw Error(str_cat("'", s.kind == Stmt::Kind::Break ? "break" : "continue", "' outside a loop"));
@@ -404,7 +410,13 @@ class Renderer {
 
   void exec_for(const Stmt& s, const FramePtr& frame, std::string& out) {
     Value seq = eval(*s.expr, frame);
-    if (!seq.is_undefined() && !seq.is_list() && !seq.is_dict() && !seq.is_string())
+    run_loop(s, frame, seq, 1, out);
+  }
+
+  // One pass of a for loop over seq at recursion depth `depth` (a recursive loop's loop(x)
+  // runs another, one deeper, into its own output).
+  void run_loop(const Stmt& s, const FramePtr& frame, const Value& seq, int64_t depth, std::string& out) {
+    if (!seq.is_undefined() && !seq.is_list() && !seq.is_dict() && !seq.is_string() && seq.kind() != Value::Kind::Iterator)
       throw Error(str_cat("'", seq.type_name(), "' object is not iterable"));
     auto scope = std::make_shared<Frame>();
     scope->parent = frame;
@@ -423,58 +435,117 @@ class Renderer {
     }
     const List& items = all.as_list();
     const int64_t n = int64_t(items.size());
+    // loop.cycle(*values): the value at this iteration's index, modulo their count.
+    auto index = std::make_shared<int64_t>(0);
+    Value cycle = Value::function("loop.cycle", [index](const List& a, const Kwargs&) {
+      if (a.empty()) throw Error("no items for cycling given");
+      return a[size_t(*index) % a.size()];
+    });
+    // loop.changed(*values): true when the values differ from the last call's.
+    auto last_changed = std::make_shared<Value>();
+    Value changed = Value::function("loop.changed", [last_changed](const List& a, const Kwargs&) {
+      Value now = Value::tuple(a);
+      if (!last_changed->is_undefined() && equals(*last_changed, now)) return Value(false);
+      *last_changed = now;
+      return Value(true);
+    });
+    Value recurse = Value::function("loop", [](const List&, const Kwargs&) -> Value {
+      throw Error("the loop must have the 'recursive' marker to be called recursively");
+    });
+    if (s.recursive) {
+      const Stmt* stmt = &s;
+      std::weak_ptr<Frame> outer = frame;
+      recurse = Value::function("loop", [this, stmt, outer, depth](const List& a, const Kwargs& k) {
+        if (a.size() != 1 || !k.empty()) throw Error("loop() takes the items to loop over");
+        auto parent = outer.lock();
+        if (!parent) throw Error("loop() called after its loop ended");
+        if (macro_depth_ >= kMaxMacroDepth) throw Error(str_cat("recursive loop nested more than ", kMaxMacroDepth, " calls deep"));
+        budget_.spend(3);
+        int saved_line = line_;
+        ++macro_depth_;
+        std::string text;
+        try {
+          run_loop(*stmt, parent, a[0], depth + 1, text);
+        } catch (...) {
+          --macro_depth_;
+          throw;
+        }
+        --macro_depth_;
+        budget_.release(int64_t(text.capacity()));
+        line_ = saved_line;
+        return Value(std::move(text));
+      });
+    }
+    // Jinja2 runs the else block unless some iteration's body ran to its end (one left by
+    // break or continue does not count).
+    bool completed = false;
     ++loop_depth_;
     for (int64_t k = 0; k < n; ++k) {
       line_ = s.line;
       budget_.spend(1);
+      // The keys are made once, outside any render (they are not counted), and set in order
+      // without a lookup: a loop iteration stays about one step's worth of work.
+      static const std::vector<Value> keys = [] {
+        auto uncounted = BudgetScope::uncounted();
+        return std::vector<Value>{"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                                  "depth", "depth0", "previtem", "nextitem", "cycle", "changed", "__call__"};
+      }();
       Dict loop;
-      loop.set("index", Value(k + 1));
-      loop.set("index0", Value(k));
-      loop.set("revindex", Value(n - k));
-      loop.set("revindex0", Value(n - k - 1));
-      loop.set("first", Value(k == 0));
-      loop.set("last", Value(k == n - 1));
-      loop.set("length", Value(n));
-      loop.set("depth", Value(int64_t(1)));
-      loop.set("depth0", Value(int64_t(0)));
-      loop.set("previtem", k > 0 ? items[size_t(k - 1)] : Value::undefined("there is no previous item"));
-      loop.set("nextitem", k + 1 < n ? items[size_t(k + 1)] : Value::undefined("there is no next item"));
-      loop.set("cycle", Value::function("loop.cycle", [k](const List& a, const Kwargs&) {
-        if (a.empty()) throw Error("no items for cycling given");
-        return a[size_t(k) % a.size()];
-      }));
+      loop.items.reserve(keys.size());
+      auto put = [&](size_t i, Value v) { loop.items.emplace_back(keys[i], std::move(v)); };
+      put(0, Value(k + 1));
+      put(1, Value(k));
+      put(2, Value(n - k));
+      put(3, Value(n - k - 1));
+      put(4, Value(k == 0));
+      put(5, Value(k == n - 1));
+      put(6, Value(n));
+      put(7, Value(depth));
+      put(8, Value(depth - 1));
+      put(9, k > 0 ? items[size_t(k - 1)] : Value::undefined("there is no previous item"));
+      put(10, k + 1 < n ? items[size_t(k + 1)] : Value::undefined("there is no next item"));
+      *index = k;
+      put(11, cycle);
+      put(12, changed);
+      put(13, recurse);
       scope->vars.set("loop", Value::dict(std::move(loop)));
       assign(*scope, s.targets, items[size_t(k)]);
-      if (exec(s.bodies[0], scope, out) == Flow::Break) break;
+      Flow f = exec(s.bodies[0], scope, out);
+      if (f == Flow::Break) break;
+      if (f == Flow::Normal) completed = true;
     }
     --loop_depth_;
-    if (n == 0 && s.bodies.size() > 1) {
+    if (!completed && s.bodies.size() > 1) {
       Flow f = exec(s.bodies[1], frame, out);
       (void)f;
     }
   }
 
-  // A macro is a function that renders its body in a new scope over the one it was defined
-  // in (held weakly: the scope holds the macro).
-  Value make_macro(const Stmt& s, const FramePtr& frame) {
+  // A macro (or a call block's caller) is a function that renders its body in a new scope
+  // over the one it was defined in (held weakly: the scope holds the macro). Extra positional
+  // arguments go to `varargs` and unknown keywords to `kwargs` when the body reads them, as
+  // Jinja2 decides; `caller` is a keyword a {% call %} block passes.
+  Value make_macro(const Stmt& s, const FramePtr& frame, const std::string& name) {
     std::weak_ptr<Frame> defined_in = frame;
     const Stmt* def = &s;
-    return Value::function(s.name, [this, def, defined_in](const List& a, const Kwargs& k) {
+    return Value::function(name, [this, def, defined_in, name](const List& a, const Kwargs& k) {
       auto parent = defined_in.lock();
-      if (!parent) throw Error(str_cat("macro '", def->name, "' called outside the scope that defined it"));
-      if (a.size() > def->params.size())
-        throw Error(str_cat("macro '", def->name, "' takes not more than ", def->params.size(), " argument(s)"));
+      if (!parent) throw Error(str_cat("macro '", name, "' called outside the scope that defined it"));
+      if (a.size() > def->params.size() && !def->uses_varargs)
+        throw Error(str_cat("macro '", name, "' takes not more than ", def->params.size(), " argument(s)"));
       auto scope = std::make_shared<Frame>();
       scope->parent = parent;
+      Dict extra;
       for (const auto& [key, v] : k) {
         bool known = false;
         for (size_t i = 0; i < def->params.size(); ++i) {
           if (def->params[i].first != key) continue;
-          if (i < a.size()) throw Error(str_cat("macro '", def->name, "' got multiple values for argument '", key, "'"));
+          if (i < a.size()) throw Error(str_cat("macro '", name, "' got multiple values for argument '", key, "'"));
           known = true;
         }
-        if (!known) throw Error(str_cat("macro '", def->name, "' takes no keyword argument '", key, "'"));
-        scope->vars.set(key, v);
+        if (known || (key == "caller" && def->uses_caller)) scope->vars.set(key, v);
+        else if (def->uses_kwargs) extra.set(Value(key), v);
+        else throw Error(str_cat("macro '", name, "' takes no keyword argument '", key, "'"));
       }
       for (size_t i = 0; i < def->params.size(); ++i) {
         const auto& [pname, pdef] = def->params[i];
@@ -482,12 +553,16 @@ class Renderer {
         else if (!scope->vars.find(pname))
           scope->vars.set(pname, pdef ? eval(*pdef, scope) : Value::undefined("'" + pname + "' is undefined"));
       }
+      if (def->uses_varargs)
+        scope->vars.set("varargs", Value::tuple(a.size() > def->params.size() ? List(a.begin() + int64_t(def->params.size()), a.end()) : List()));
+      if (def->uses_kwargs) scope->vars.set("kwargs", Value::dict(std::move(extra)));
+      if (def->uses_caller && !scope->vars.find("caller")) scope->vars.set("caller", Value::undefined("'caller' is undefined"));
       // NOTE: a macro call makes a scope, binds its parameters and renders into a buffer of its
       // own, about as long as four other steps take; it is counted so.
       budget_.spend(3);
       // Python stops a runaway recursion with a RecursionError; so does this.
       if (macro_depth_ >= kMaxMacroDepth)
-        throw Error(str_cat("macro '", def->name, "' nested more than ", kMaxMacroDepth, " calls deep"));
+        throw Error(str_cat("macro '", name, "' nested more than ", kMaxMacroDepth, " calls deep"));
       int saved_line = line_;
       int saved_depth = loop_depth_;
       loop_depth_ = 0;
@@ -497,6 +572,7 @@ class Renderer {
         text = render_body(def->bodies[0], scope);
       } catch (...) {
         --macro_depth_;
+        loop_depth_ = saved_depth;
         throw;
       }
       --macro_depth_;
@@ -515,14 +591,13 @@ class Renderer {
       case Expr::Kind::TupleLit: {
         List items;
         for (const ExprPtr& x : e.args) items.push_back(eval(*x, frame));
-        return Value::list(std::move(items));
+        return e.kind == Expr::Kind::TupleLit ? Value::tuple(std::move(items)) : Value::list(std::move(items));
       }
       case Expr::Kind::DictLit: {
         Dict d;
         for (size_t k = 0; k + 1 < e.args.size(); k += 2) {
           Value key = eval(*e.args[k], frame);
-          if (!key.is_string()) throw Error(str_cat("dict keys must be strings here, not ", key.type_name()));
-          d.set(key.as_string(), eval(*e.args[k + 1], frame));
+          d.set(key, eval(*e.args[k + 1], frame));
         }
         return Value::dict(std::move(d));
       }
@@ -555,6 +630,8 @@ class Renderer {
         line_ = e.line;
         spend_reading(Value(), args);
         check_defined(fn);
+        if (fn.is_dict())  // a recursive loop's loop(items)
+          if (const Value* call = fn.as_dict().find("__call__")) fn = *call;
         if (fn.kind() != Value::Kind::Function) throw Error(str_cat("'", fn.type_name(), "' object is not callable"));
         return fn.as_function()(args, kwargs);
       }

@@ -33,17 +33,36 @@ constexpr size_t kMaxMessageBytes = 300;
 
 const Value* Dict::find(const std::string& key) const {
   for (const auto& [k, v] : items)
-    if (k == key) return &v;
+    if (k.is_string() && k.as_string() == key) return &v;
   return nullptr;
 }
 
-void Dict::set(const std::string& key, Value value) {
+const Value* Dict::find(const Value& key) const {
+  if (key.is_string()) return find(key.as_string());
+  for (const auto& [k, v] : items)
+    if (!k.is_string() && equals(k, key)) return &v;
+  return nullptr;
+}
+
+void Dict::set(Value key, Value value) {
+  if (!key.is_hashable()) throw Error(str_cat("unhashable type: '", key.type_name(), "'"));
   for (auto& [k, v] : items)
-    if (k == key) {
-      v = std::move(value);
+    if (key.is_string() ? k.is_string() && k.as_string() == key.as_string() : !k.is_string() && equals(k, key)) {
+      v = std::move(value);  // Python keeps the first key ({1: 'a', 1.0: 'b'} is {1: 'b'})
       return;
     }
-  items.emplace_back(key, std::move(value));
+  items.emplace_back(std::move(key), std::move(value));
+}
+
+bool Value::is_hashable() const {
+  detail::NestingGuard nesting("hash");
+  switch (kind_) {
+    case Kind::Dict: case Kind::Namespace: return false;
+    case Kind::List:
+      if (!is_tuple()) return false;
+      return std::all_of(list_->begin(), list_->end(), [](const Value& v) { return v.is_hashable(); });
+    default: return true;
+  }
 }
 
 Value::Value(std::string s) : kind_(Kind::String) {
@@ -78,11 +97,32 @@ Value Value::list(List items) {
   return v;
 }
 
+Value Value::tuple(List items) { return sequence(Seq::Tuple, std::move(items)); }
+
+Value Value::sequence(Seq seq, List items, std::string range_repr) {
+  Value v = list(std::move(items));
+  v.seq_ = seq;
+  v.name_ = std::move(range_repr);
+  return v;
+}
+
+Value Value::iterator(List items) {
+  std::reverse(items.begin(), items.end());
+  Value v = list(std::move(items));
+  v.kind_ = Kind::Iterator;
+  return v;
+}
+
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
 Value Value::dict(Dict d) {
   Value v;
   v.kind_ = Kind::Dict;
   int64_t bytes = int64_t(d.items.capacity() * sizeof(d.items[0])) + detail::kObjectBytes;
-  for (const auto& kv : d.items) bytes += int64_t(kv.first.capacity());
   detail::spend(1 + int64_t(d.items.size()));
   v.dict_ = held<Dict>(std::move(d), bytes);
   return v;
@@ -111,7 +151,7 @@ bool Value::truthy() const {
     case Kind::String: return !s_->empty();
     case Kind::List: return !list_->empty();
     case Kind::Dict: return !dict_->items.empty();
-    case Kind::Namespace: case Kind::Function: return true;
+    case Kind::Namespace: case Kind::Function: case Kind::Iterator: return true;
   }
   return false;
 }
@@ -124,10 +164,20 @@ const char* Value::type_name() const {
     case Kind::Int: return "int";
     case Kind::Float: return "float";
     case Kind::String: return "str";
-    case Kind::List: return "list";
+    case Kind::List:
+      switch (seq_) {
+        case Seq::List: return "list";
+        case Seq::Tuple: case Seq::GroupTuple: return "tuple";
+        case Seq::DictItems: return "dict_items";
+        case Seq::DictKeys: return "dict_keys";
+        case Seq::DictValues: return "dict_values";
+        case Seq::Range: return "range";
+      }
+      return "list";
     case Kind::Dict: return "dict";
     case Kind::Namespace: return "Namespace";
     case Kind::Function: return "function";
+    case Kind::Iterator: return "generator";
   }
   return "?";
 }
@@ -177,9 +227,11 @@ void string_repr(std::string& out, const std::string& s) {
   char q = has_single && s.find('"') == std::string::npos ? '"' : '\'';
   detail::spend_bytes(int64_t(s.size()));
   out += q;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((i & 4095) == 0) check_built(out);
-    auto c = static_cast<unsigned char>(s[i]);
+  for (size_t i = 0, next_check = 0; i < s.size();) {
+    if (i >= next_check) check_built(out), next_check = i + 4096;
+    size_t start = i;
+    uint32_t c = detail::next_code_point(s, i);
+    char buf[16];
     if (c == '\\' || c == static_cast<unsigned char>(q)) {
       out += '\\';
       out += char(c);
@@ -189,12 +241,12 @@ void string_repr(std::string& out, const std::string& s) {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    } else if (c < 0x20 || c == 0x7F || (i - start > 1 && !detail::is_python_printable(c))) {
+      // Python escapes what str.isprintable() refuses: \xNN, \uNNNN or \UNNNNNNNN
+      std::snprintf(buf, sizeof buf, c < 0x100 ? "\\x%02x" : c < 0x10000 ? "\\u%04x" : "\\U%08x", c);
       out += buf;
     } else {
-      out += char(c);
+      out.append(s, start, i - start);
     }
   }
   out += q;
@@ -203,24 +255,39 @@ void string_repr(std::string& out, const std::string& s) {
 // Python's repr(v) appended to out: every node is a step, and out stays within the memory
 // bound (a list holding the same big string many times would print gigabytes).
 void repr_into(std::string& out, const Value& v) {
+  detail::NestingGuard nesting("repr");
   using K = Value::Kind;
   detail::spend(1);
   switch (v.kind()) {
-    case K::String: string_repr(out, v.as_string()); break;
+    case K::String:
+      if (v.is_markup()) out += "Markup(";
+      string_repr(out, v.as_string());
+      if (v.is_markup()) out += ')';
+      break;
     case K::List: {
-      out += '[';
+      using S = Value::Seq;
+      if (v.seq() == S::Range) {
+        out += v.name();
+        break;
+      }
+      const bool tuple = v.is_tuple();
+      const char* view = v.seq() == S::DictItems ? "dict_items(" : v.seq() == S::DictKeys ? "dict_keys(" : v.seq() == S::DictValues ? "dict_values(" : "";
+      out += view;
+      out += tuple ? '(' : '[';
       for (size_t k = 0; k < v.as_list().size(); ++k) {
         if (k) out += ", ";
         repr_into(out, v.as_list()[k]);
       }
-      out += ']';
+      if (tuple && v.as_list().size() == 1) out += ',';  // ('a',)
+      out += tuple ? ')' : ']';
+      if (*view) out += ')';
       break;
     }
     case K::Dict: case K::Namespace: {
       out += v.kind() == K::Dict ? "{" : "<Namespace {";
       for (size_t k = 0; k < v.as_dict().items.size(); ++k) {
         if (k) out += ", ";
-        string_repr(out, v.as_dict().items[k].first);
+        repr_into(out, v.as_dict().items[k].first);
         out += ": ";
         repr_into(out, v.as_dict().items[k].second);
       }
@@ -254,7 +321,10 @@ std::string Value::repr() const {
       repr_into(out, *this);
       return out;
     }
-    case Kind::Function: return "<function " + name_ + ">";
+    case Kind::Function: case Kind::Iterator:
+      // NOTE: Python prints these with their memory address ("<generator object ... at 0x7f...>").
+      throw Error(str_cat("printing a ", type_name(), " is not supported (Python prints its address)",
+                          kind_ == Kind::Iterator ? "; convert it with |list first" : ""));
   }
   return "";
 }
@@ -263,6 +333,7 @@ std::string Value::repr() const {
 // comparison of lists that share sublists could otherwise visit billions of nodes. As Python
 // does, an object equals itself without a look inside.
 bool equals(const Value& a, const Value& b) {
+  detail::NestingGuard nesting("==");
   using K = Value::Kind;
   detail::spend(1);
   if (a.is_number() && b.is_number()) {
@@ -278,9 +349,15 @@ bool equals(const Value& a, const Value& b) {
       detail::spend_bytes(int64_t(a.as_string().size()));
       return a.as_string() == b.as_string();
     case K::List: {
+      using S = Value::Seq;
       const List &x = a.as_list(), &y = b.as_list();
       if (&x == &y) return true;
-      if (x.size() != y.size()) return false;
+      if ((a.is_tuple() ? S::Tuple : a.seq()) != (b.is_tuple() ? S::Tuple : b.seq()) || x.size() != y.size()) return false;
+      if (a.seq() == S::DictValues) return false;  // Python compares dict_values by identity
+      if (a.seq() == S::DictKeys || a.seq() == S::DictItems)  // set-like: the same items in any order
+        return std::all_of(x.begin(), x.end(), [&](const Value& item) {
+          return std::any_of(y.begin(), y.end(), [&](const Value& other) { return equals(item, other); });
+        });
       for (size_t k = 0; k < x.size(); ++k)
         if (!equals(x[k], y[k])) return false;
       return true;
@@ -296,6 +373,7 @@ bool equals(const Value& a, const Value& b) {
       return true;
     }
     case K::Namespace: return &a.namespace_entries() == &b.namespace_entries();
+    case K::Iterator: return &a.iterator_rest() == &b.iterator_rest();
     case K::Function: return &a.as_function() == &b.as_function();
     default: return false;
   }
@@ -317,7 +395,7 @@ Value from_json(const nlohmann::ordered_json& j) {
     }
     case T::object: {
       Dict d;
-      for (const auto& [k, v] : j.items()) d.items.emplace_back(k, from_json(v));
+      for (const auto& [k, v] : j.items()) d.items.emplace_back(Value(k), from_json(v));
       return Value::dict(std::move(d));
     }
     default: throw Error("jinja: cannot convert a binary or discarded JSON value");
@@ -359,7 +437,12 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
 }
 
+std::string json_float(double f) {
+  return std::isnan(f) ? "NaN" : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity") : Value(f).repr();
+}
+
 void dump(std::string& out, const Value& v, const JsonDump& o, int depth) {
+  detail::NestingGuard nesting("tojson");
   using K = Value::Kind;
   const bool pretty = o.indent >= 0;
   const std::string item_sep = !o.item_separator.empty() ? o.item_separator : pretty ? "," : ", ";
@@ -375,11 +458,7 @@ void dump(std::string& out, const Value& v, const JsonDump& o, int depth) {
     case K::None: out += "null"; return;
     case K::Bool: out += v.as_bool() ? "true" : "false"; return;
     case K::Int: out += std::to_string(v.as_int()); return;
-    case K::Float: {
-      double f = v.as_float();
-      out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity") : v.repr();
-      return;
-    }
+    case K::Float: out += json_float(v.as_float()); return;
     case K::String: json_string(out, v.as_string(), o.ensure_ascii); return;
     case K::List: {
       const List& items = v.as_list();
@@ -398,20 +477,32 @@ void dump(std::string& out, const Value& v, const JsonDump& o, int depth) {
       return;
     }
     case K::Dict: {
-      auto items = v.as_dict().items;
+      // json.dumps writes a number, bool or None key as its JSON text; other keys are an error.
+      std::vector<std::pair<std::string, const Value*>> items;
+      for (const auto& [key, val] : v.as_dict().items) {
+        if (key.is_string()) items.emplace_back(key.as_string(), &val);
+        else if (key.is_none()) items.emplace_back("null", &val);
+        else if (key.kind() == K::Bool) items.emplace_back(key.as_bool() ? "true" : "false", &val);
+        else if (key.kind() == K::Int) items.emplace_back(std::to_string(key.as_int()), &val);
+        else if (key.kind() == K::Float) items.emplace_back(json_float(key.as_float()), &val);
+        else throw Error(str_cat("keys must be str, int, float, bool or None, not ", key.type_name()));
+      }
       if (items.empty()) {
         out += "{}";
         return;
       }
-      if (o.sort_keys)
+      if (o.sort_keys) {
+        for (const auto& [key, val] : v.as_dict().items)
+          if (!key.is_string()) throw Error("tojson: sort_keys with keys that are not all strings is not supported");
         std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      }
       out += '{';
       for (size_t k = 0; k < items.size(); ++k) {
         if (k) out += item_sep;
         newline(depth + 1);
         json_string(out, items[k].first, o.ensure_ascii);
         out += key_sep;
-        dump(out, items[k].second, o, depth + 1);
+        dump(out, *items[k].second, o, depth + 1);
       }
       newline(depth);
       out += '}';

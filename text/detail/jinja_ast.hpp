@@ -20,7 +20,7 @@ struct Expr {
     Literal,   // value
     Name,      // name
     ListLit,   // args: the items
-    TupleLit,  // args: the items (a tuple is a list here)
+    TupleLit,  // args: the items
     DictLit,   // args: key, value, key, value, ...
     Attr,      // args[0].name
     Item,      // args[0][args[1]]
@@ -54,12 +54,14 @@ struct Stmt {
     If,          // conds[k] -> bodies[k]; bodies.back() is the else branch when it is longer
     For,         // for targets in expr [if cond] body [else else_body]
     Set,         // targets (or target.attr) = expr
-    SetBlock,    // {% set target %}body{% endset %}
-    Macro,       // name(params) body
+    SetBlock,    // {% set target [| filters] %}body{% endset %}: expr, when set, is the filter chain
+    Macro,       // name(params) body; uses_* say whether it takes varargs, kwargs, caller
+    CallBlock,   // {% call(params) expr %}body{% endcall %}: expr is the call, the body its caller()
+    With,        // {% with params %}body{% endwith %}: params are the names and their values
     Break,
     Continue,
     FilterBlock, // {% filter expr %}body{% endfilter %}: expr is a Filter chain on null
-    Generation,  // transformers' {% generation %}body{% endgeneration %}: renders the body
+    Generation,  // transformers' {% generation %}body{% endgeneration %}, and {% block %}: the body
   };
   Kind kind;
   int line = 0;
@@ -71,7 +73,9 @@ struct Stmt {
   std::vector<std::string> targets;   // For, Set: names (several: unpacking)
   std::string attr;                   // Set: targets[0].attr = expr (namespace attribute)
   std::string name;                   // Macro
-  std::vector<std::pair<std::string, ExprPtr>> params;  // Macro: names and defaults (or null)
+  std::vector<std::pair<std::string, ExprPtr>> params;  // Macro, CallBlock: names and defaults (or null)
+  bool recursive = false;             // For: `recursive`, its body may call loop(items)
+  bool uses_varargs = false, uses_kwargs = false, uses_caller = false;  // Macro, CallBlock
 };
 
 struct Program {

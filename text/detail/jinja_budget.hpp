@@ -47,14 +47,18 @@ class Budget {
 const std::shared_ptr<Budget>& current_budget();
 
 // Installs a fresh budget on this thread for a render, and the previous one back after it.
+// BudgetScope::uncounted() installs none instead: for values made once and kept for every
+// render (the globals, the keys of `loop`), which no render should be charged for or hold.
 class BudgetScope {
  public:
   BudgetScope();
+  static BudgetScope uncounted() { return BudgetScope(nullptr); }
   ~BudgetScope();
   BudgetScope(const BudgetScope&) = delete;
   BudgetScope& operator=(const BudgetScope&) = delete;
 
  private:
+  explicit BudgetScope(std::nullptr_t);
   std::shared_ptr<Budget> saved_;
 };
 
@@ -70,5 +74,18 @@ void need_items(int64_t n);
 // then grows to just what it needs: doubling near the bound would ask for twice the bound.
 // Returns how many bytes out's buffer grew by.
 int64_t append_bounded(std::string& out, const std::string& piece, bool buffer_held = false);
+
+// The routines that walk a value's nesting (repr, tojson, ==, <, hashing) hold one of these
+// per level: past kMaxValueDepth levels, an error, as Python's RecursionError ends repr() of a
+// list nested a thousand deep. A template can nest a list 100,000 deep in a loop
+// ({% set ns.x = [ns.x] %}), which would otherwise overflow the stack.
+constexpr int kMaxValueDepth = 500;
+class NestingGuard {
+ public:
+  explicit NestingGuard(const char* what);
+  ~NestingGuard();
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+};
 
 }  // namespace xg::text::jinja::detail

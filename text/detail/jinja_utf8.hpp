@@ -55,4 +55,9 @@ inline bool is_python_space(uint32_t cp) {
          cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
+// Python's str.isprintable() for one code point: not a control, format, surrogate,
+// private-use or unassigned character, nor a separator other than the ASCII space (ICU's
+// general categories, jinja_format.cpp).
+bool is_python_printable(uint32_t cp);
+
 }  // namespace xg::text::jinja::detail
