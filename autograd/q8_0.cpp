@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "autograd/autocast.hpp"
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/float16.hpp"
+#include "autograd/gemm_backend.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/threads.hpp"
 
@@ -37,11 +40,24 @@ float block_scale(const uint8_t* block) {
   return half_to_float(h);
 }
 
+// T float or double: exactly d * q; bfloat16: d * q rounded (a product under autocast).
 template <class T>
 void widen_block(const uint8_t* block, T* out) {
-  const T d = static_cast<T>(block_scale(block));
+  using A = acc_t<T>;
+  const A d = static_cast<A>(block_scale(block));
   const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
-  for (int64_t j = 0; j < kQ8Block; ++j) out[j] = d * static_cast<T>(q[j]);
+  for (int64_t j = 0; j < kQ8Block; ++j) out[j] = static_cast<T>(d * static_cast<A>(q[j]));
+}
+
+// One thread's C = op(A) op(B) + beta C on a widened tile: BLAS for float and double, oneDNN's
+// bf16 matmul (float32 sums) for bfloat16.
+template <class T>
+void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+               acc_t<T> beta, acc_t<T>* C, int64_t ldc) {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    blas::onednn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  else
+    blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
 }
 
 // out [r1 - r0, c1 - c0] = rows r0..r1, columns c0..c1 (multiples of 32) of a q8_0 matrix whose
@@ -71,9 +87,12 @@ int piece_threads(int64_t pieces, double madds) {
   return static_cast<int>(std::min<int64_t>(omp_get_max_threads(), pieces));
 }
 
-// y [M, N] (row stride ldy) = x [M, K] w^T for w [N, K] q8_0, plus y when accumulate.
+// y [M, N] (row stride ldy) = x [M, K] w^T for w [N, K] q8_0, plus y when accumulate. T is
+// what the product multiplies (bfloat16 under autocast), y holds acc_t<T>.
 template <class T>
-void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, bool accumulate, T* y, int64_t ldy) {
+void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, bool accumulate, acc_t<T>* y,
+                int64_t ldy) {
+  using A = acc_t<T>;
   if (M == 0 || N == 0) return;
   const int64_t row_bytes = K / kQ8Block * kQ8BlockBytes;
   if (M < kQ8DotRows) {  // a dot per weight row, its blocks widened in registers
@@ -83,13 +102,13 @@ void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, b
       for (int64_t m = 0; m < M; ++m) {
         const uint8_t* row = w + n * row_bytes;
         const T* xr = x + m * K;
-        T acc = 0;
+        A acc = 0;
         for (int64_t b = 0; b < K / kQ8Block; ++b) {
           const int8_t* q = reinterpret_cast<const int8_t*>(row + b * kQ8BlockBytes + 2);
-          T part = 0;
+          A part = 0;
 #pragma omp simd reduction(+ : part)
-          for (int64_t j = 0; j < kQ8Block; ++j) part += static_cast<T>(q[j]) * xr[b * kQ8Block + j];
-          acc += static_cast<T>(block_scale(row + b * kQ8BlockBytes)) * part;
+          for (int64_t j = 0; j < kQ8Block; ++j) part += static_cast<A>(q[j]) * static_cast<A>(xr[b * kQ8Block + j]);
+          acc += static_cast<A>(block_scale(row + b * kQ8BlockBytes)) * part;
         }
         y[m * ldy + n] = accumulate ? y[m * ldy + n] + acc : acc;
       }
@@ -103,17 +122,18 @@ void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, b
     T* tile = tile_buffer<T>(static_cast<std::size_t>((n1 - n0) * K));
     widen_tile(w, K, n0, n1, 0, K, tile);
     // [M, K] @ [n1 - n0, K]^T into columns n0..n1 of y
-    blas::gemm(false, true, M, n1 - n0, K, T(1), x, K, tile, K, accumulate ? T(1) : T(0), y + n0, ldy);
+    tile_gemm(false, true, M, n1 - n0, K, x, K, tile, K, accumulate ? A(1) : A(0), y + n0, ldy);
   }
 }
 
 // y [M, K] = g [M, N] w for w [N, K] q8_0: pieces of kQ8Cols columns of y, each summing over N
-// in tiles of kQ8Rows rows in order.
+// in tiles of kQ8Rows rows in order. T and y as product_nt's.
 template <class T>
-void product_nn(int64_t M, int64_t N, int64_t K, const T* g, const uint8_t* w, T* y) {
+void product_nn(int64_t M, int64_t N, int64_t K, const T* g, const uint8_t* w, acc_t<T>* y) {
+  using A = acc_t<T>;
   if (M == 0 || K == 0) return;
   if (N == 0) {
-    std::fill(y, y + M * K, T(0));
+    std::fill(y, y + M * K, A(0));
     return;
   }
   const int64_t pieces = (K + kQ8Cols - 1) / kQ8Cols;
@@ -126,9 +146,16 @@ void product_nn(int64_t M, int64_t N, int64_t K, const T* g, const uint8_t* w, T
       const int64_t n1 = std::min(N, n0 + kQ8Rows);
       widen_tile(w, K, n0, n1, k0, k1, tile);
       // [M, n1 - n0] (columns n0..n1 of g) @ [n1 - n0, width] into columns k0..k1 of y
-      blas::gemm(false, false, M, width, n1 - n0, T(1), g + n0, N, tile, width, n0 ? T(1) : T(0), y + k0, K);
+      tile_gemm(false, false, M, width, n1 - n0, g + n0, N, tile, width, n0 ? A(1) : A(0), y + k0, K);
     }
   }
+}
+
+// Whether a product of x (rows of it) with a q8_0 weight runs on bf16 tiles: under autocast, a
+// float32 x, oneDNN's bf16 kernels present, and more rows than a decoding step's (whose dot per
+// weight row reads the blocks as they are, the faster way for one row).
+bool on_bf16(const Tensor& x, int64_t rows) {
+  return autocast_enabled() && x.dtype() == kFloat32 && bf16_gemm() == Bf16Gemm::OneDNN && rows >= kQ8DotRows;
 }
 
 void check_frozen(const Tensor& w, const char* op) {
@@ -199,27 +226,41 @@ Tensor linear_q8_0(const Tensor& x, const Tensor& w, const Tensor& b, const char
   Shape out_shape = x.shape();
   out_shape.back() = OC;
   Tensor out = empty(out_shape, x.dtype());
-  const Tensor xc = x.contiguous();
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    T* po = out.data<T>();
+  const auto* pw = static_cast<const uint8_t*>(w.raw_data());
+  const bool bf16 = on_bf16(x, rows);
+  if (bf16) {  // under autocast: the tiles rounded to bf16, x too, float32 sums (as a bf16 weight's)
+    float* po = out.data<float>();
     if (b.defined())
-      for (int64_t i = 0; i < rows; ++i) std::memcpy(po + i * OC, b.data<T>(), sizeof(T) * OC);
-    product_nt(rows, OC, C, xc.data<T>(), static_cast<const uint8_t*>(w.raw_data()), b.defined(), po, OC);
-  });
+      for (int64_t i = 0; i < rows; ++i) std::memcpy(po + i * OC, b.data<float>(), sizeof(float) * OC);
+    product_nt(rows, OC, C, detail::bf16_operand(x, false).data<bfloat16>(), pw, b.defined(), po, OC);
+  } else {
+    const Tensor xc = x.contiguous();
+    dispatch_float(x.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      T* po = out.data<T>();
+      if (b.defined())
+        for (int64_t i = 0; i < rows; ++i) std::memcpy(po + i * OC, b.data<T>(), sizeof(T) * OC);
+      product_nt(rows, OC, C, xc.data<T>(), pw, b.defined(), po, OC);
+    });
+  }
   std::vector<Tensor> inputs = {x, w};
   if (b.defined()) inputs.push_back(b);
-  return record(out, std::move(inputs), op, [rows, C, OC](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, std::move(inputs), op, [rows, C, OC, bf16](const Tensor& g, const Tensor&, const Grads& in) {
     Grads grads(in.size());
-    const Tensor gc = g.contiguous();
-    dispatch_float(g.dtype(), "linear backward", [&](auto tag) {
-      using T = decltype(tag);
-      if (wants(in, 0)) {  // [rows, OC] @ [OC, C]
-        grads[0] = empty(in[0].shape(), g.dtype());
-        product_nn(rows, OC, C, gc.data<T>(), static_cast<const uint8_t*>(in[1].raw_data()), grads[0].data<T>());
+    const auto* pw = static_cast<const uint8_t*>(in[1].raw_data());
+    if (wants(in, 0)) {  // [rows, OC] @ [OC, C]
+      grads[0] = empty(in[0].shape(), g.dtype());
+      if (bf16) {
+        product_nn(rows, OC, C, detail::bf16_operand(g, false).data<bfloat16>(), pw, grads[0].data<float>());
+      } else {
+        const Tensor gc = g.contiguous();
+        dispatch_float(g.dtype(), "linear backward", [&](auto tag) {
+          using T = decltype(tag);
+          product_nn(rows, OC, C, gc.data<T>(), pw, grads[0].data<T>());
+        });
       }
-      if (in.size() > 2 && wants(in, 2)) grads[2] = gc.reshape({rows, OC}).sum(0);
-    });
+    }
+    if (in.size() > 2 && wants(in, 2)) grads[2] = g.contiguous().reshape({rows, OC}).sum(0);
     return grads;
   });
 }
@@ -236,19 +277,30 @@ Tensor matmul_q8_0(const Tensor& a, const Tensor& w, const char* op) {
   Shape out_shape = a.shape();
   out_shape.back() = K;
   Tensor out = empty(out_shape, a.dtype());
-  const Tensor ac = a.contiguous();
-  dispatch_float(a.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    product_nn(rows, N, K, ac.data<T>(), static_cast<const uint8_t*>(w.raw_data()), out.data<T>());
-  });
-  return record(out, {a, w}, op, [rows, N, K](const Tensor& g, const Tensor&, const Grads& in) {
+  const auto* pw = static_cast<const uint8_t*>(w.raw_data());
+  const bool bf16 = on_bf16(a, rows);
+  if (bf16) {
+    product_nn(rows, N, K, detail::bf16_operand(a, false).data<bfloat16>(), pw, out.data<float>());
+  } else {
+    const Tensor ac = a.contiguous();
+    dispatch_float(a.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      product_nn(rows, N, K, ac.data<T>(), pw, out.data<T>());
+    });
+  }
+  return record(out, {a, w}, op, [rows, N, K, bf16](const Tensor& g, const Tensor&, const Grads& in) {
     Grads grads(2);
     if (!wants(in, 0)) return grads;
-    const Tensor gc = g.contiguous();
+    const auto* pw = static_cast<const uint8_t*>(in[1].raw_data());
     grads[0] = empty(in[0].shape(), g.dtype());
+    if (bf16) {
+      product_nt(rows, N, K, detail::bf16_operand(g, false).data<bfloat16>(), pw, false, grads[0].data<float>(), N);
+      return grads;
+    }
+    const Tensor gc = g.contiguous();
     dispatch_float(g.dtype(), "matmul backward", [&](auto tag) {
       using T = decltype(tag);
-      product_nt(rows, N, K, gc.data<T>(), static_cast<const uint8_t*>(in[1].raw_data()), false, grads[0].data<T>(), N);
+      product_nt(rows, N, K, gc.data<T>(), pw, false, grads[0].data<T>(), N);
     });
     return grads;
   });

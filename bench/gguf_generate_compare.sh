@@ -5,7 +5,8 @@
 # briefly trained); it is exported with xg-export --dtype f32 and both runtimes read that file.
 #   bash bench/gguf_generate_compare.sh            (needs build/bin and Node; installs the tools)
 # Env: P (prompt tokens, 256), N (new tokens, 128), REPEATS (best of, 3), THREADS ("1 2"),
-# BASE (an existing model folder or .gguf to use instead of training one).
+# BASE (an existing model folder or .gguf to use instead of training one), DTYPE (the export's
+# type: f32, f16, bf16 or q8_0, default f32; xg-generate computes on it as stored, --dtype auto).
 # Both sides time the same two phases inside the process, model loading excluded: xg-generate's
 # --timings (the prefill forward of the P-token prompt; then N - 1 one-token forwards against
 # the KV cache, sampling excluded as llama.cpp's eval time excludes it), and node-llama-cpp's
@@ -13,7 +14,7 @@
 # Results: a JSON line per runtime and thread count on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-P=${P:-256} N=${N:-128} REPEATS=${REPEATS:-3} THREADS=${THREADS:-"1 2"}
+P=${P:-256} N=${N:-128} REPEATS=${REPEATS:-3} THREADS=${THREADS:-"1 2"} DTYPE=${DTYPE:-f32}
 BIN=build/bin
 bash scripts/reference_tools.sh >&2
 tmp=$(mktemp -d)
@@ -24,7 +25,7 @@ if [[ -z "${BASE:-}" ]]; then
   BASE="$tmp/model"
 fi
 GGUF="$tmp/model.gguf"
-"$BIN/xg-export" --base "$BASE" --to gguf --dtype f32 --out "$GGUF" >&2
+"$BIN/xg-export" --base "$BASE" --to gguf --dtype "$DTYPE" --out "$GGUF" >&2
 prompt=$(head -c "$P" tests/fixtures/tokenizers/texts/glosses.txt | tr -d "'\n")
 # One xg-generate run with --timings -> "prompt_tokens prefill_tokens/s decode_tokens/s" from its stderr line.
 rates() {
@@ -37,7 +38,7 @@ for t in $THREADS; do
     read -r np a b < <(rates --threads "$t" --prompt "$prompt" --max-new-tokens "$N")
     pp=$(python3 -c "print(max($pp, $a))") tg=$(python3 -c "print(max($tg, $b))")
   done
-  python3 -c "import json; print(json.dumps({'runtime': 'xgrad xg-generate', 'threads': $t, 'prompt_tokens': $np, 'new_tokens': $N,
+  python3 -c "import json; print(json.dumps({'runtime': 'xgrad xg-generate', 'dtype': '$DTYPE', 'threads': $t, 'prompt_tokens': $np, 'new_tokens': $N,
     'pp_tokens_per_s': $pp, 'tg_tokens_per_s': $tg}))"
   node bench/gguf_generate_compare.mjs build/reference-tools/node_modules "$GGUF" "$P" "$N" "$t" "$REPEATS"
 done

@@ -263,6 +263,19 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
   EXPECT_TRUE(fs::exists(d / "out" / "adapter_model.safetensors"));
 }
 
+// Runs xg-finetune with `flags` into `out`, SIGKILLs it once a checkpoint appears, resumes it,
+// and expects the adapter of the straight run in `straight`.
+void expect_killed_run_resumes_to(const std::string& flags, const fs::path& out, const fs::path& straight) {
+  ASSERT_TRUE(xg::test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
+                                                   out.string() + " >/dev/null 2>&1",
+                                               (out / "checkpoint.safetensors").string()))
+      << "the run finished before a checkpoint appeared, or none did";
+  CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
+  EXPECT_EQ(slurp((out / "adapter_model.safetensors").string()), slurp((straight / "adapter_model.safetensors").string()));
+}
+
 TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
   const fs::path d = xg::test::fresh_test_dir("resume");
   const fs::path base = tiny_base(d);
@@ -273,14 +286,7 @@ TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
   CliRun full = run("xg-finetune", flags + " --out " + (d / "full").string());
   ASSERT_EQ(full.status, 0) << full.err;
   const fs::path out = d / "killed";
-  ASSERT_TRUE(xg::test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
-                                                   out.string() + " >/dev/null 2>&1",
-                                               (out / "checkpoint.safetensors").string()))
-      << "the run finished before a checkpoint appeared, or none did";
-  CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
-  ASSERT_EQ(resumed.status, 0) << resumed.err;
-  EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
-  EXPECT_EQ(slurp((out / "adapter_model.safetensors").string()), slurp((d / "full" / "adapter_model.safetensors").string()));
+  expect_killed_run_resumes_to(flags, out, d / "full");
   // Resuming with other LoRA settings is refused, naming the setting (the run used the default r 16).
   CliRun other = run("xg-finetune", flags + " --out " + out.string() + " --resume --lora-r 4");
   EXPECT_EQ(other.status, 2);
@@ -304,14 +310,7 @@ TEST(XgFinetune, AKilledBf16RunOnALowPrecisionBaseResumesBitwise) {
     EXPECT_NE(full.out.find(std::string("--base-dtype ") + dtype + ": parameters"), std::string::npos) << full.out;
     EXPECT_NE(full.out.find(std::string(dtype == std::string("q8_0") ? "q8_0 x " : "bfloat16 x ")), std::string::npos)
         << full.out;
-    ASSERT_TRUE(xg::test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
-                                                     out.string() + " >/dev/null 2>&1",
-                                                 (out / "checkpoint.safetensors").string()))
-        << "the run finished before a checkpoint appeared, or none did";
-    CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
-    ASSERT_EQ(resumed.status, 0) << resumed.err;
-    EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
-    EXPECT_EQ(slurp((out / "adapter_model.safetensors").string()), slurp((full_out / "adapter_model.safetensors").string()));
+    expect_killed_run_resumes_to(flags, out, full_out);
   }
 }
 

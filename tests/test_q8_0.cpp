@@ -137,6 +137,36 @@ TEST(Q8_0, ProductsDoNotDependOnTheThreadCount) {
   EXPECT_EQ(dx[0], dx[1]);
 }
 
+TEST(Q8_0, UnderAutocastAProductRunsOnBf16Tiles) {
+  // torch.autocast's rule for a product (both operands in bf16, float32 sums): the q8_0 tiles are
+  // widened to bf16 (d * q rounded) and x rounded, so the result is the float64 product of those
+  // rounded values up to the float32 sums' rounding; a decoding step (fewer than 4 rows) keeps
+  // the exact dot instead.
+  if (bf16_gemm() != Bf16Gemm::OneDNN) GTEST_SKIP() << "no bf16 kernels on this CPU";
+  const Tensor wq = random_weight({300, 96}, 15, 0.05).to(kQ8_0);
+  const Tensor x = random_weight({40, 96}, 16), g = random_weight({40, 300}, 17);
+  const Tensor w_bf = wq.to(kFloat32).to(kBFloat16).to(kFloat64), x_bf = x.to(kBFloat16).to(kFloat64);
+  const Tensor g_bf = g.to(kBFloat16).to(kFloat64);
+  Tensor xr = x.clone().detach().requires_grad_();
+  Tensor y;
+  {
+    autocast bf16;
+    y = linear(xr, wq);
+    y.backward(g);
+  }
+  EXPECT_TRUE(xg::test::tensors_close(y.to(kFloat64), linear(x_bf, w_bf), 1e-5, 1e-6));
+  EXPECT_TRUE(xg::test::tensors_close(xr.grad().to(kFloat64), matmul(g_bf, w_bf), 1e-5, 1e-6));
+  // and the exact float32 product differs from it by more than the sums' rounding: the path is taken
+  EXPECT_FALSE(xg::test::tensors_close(linear(x, wq).to(kFloat64), linear(x_bf, w_bf), 1e-5, 1e-6));
+  const Tensor row = random_weight({1, 96}, 18);
+  Tensor one;
+  {
+    autocast bf16;
+    one = linear(row, wq);
+  }
+  EXPECT_TRUE(xg::test::tensors_close(one.to(kFloat64), linear(row.to(kFloat64), wq.to(kFloat64)), 1e-5, 1e-6));
+}
+
 TEST(Q8_0, EmbeddingWidensTheRowsItLooksUp) {
   const Tensor wq = random_weight({10, 64}, 14).to(kQ8_0);
   const Tensor ids = from_vector(std::vector<int64_t>{3, 0, 9, 3}, {2, 2});
