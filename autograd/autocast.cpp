@@ -1,6 +1,8 @@
 // The autocast scope's state and its cache of leaves' bf16 copies (autocast.hpp).
 #include "autograd/autocast.hpp"
 
+#include "autograd/graph.hpp"
+
 #include <map>
 #include <utility>
 
@@ -36,7 +38,10 @@ Tensor bf16_operand(const Tensor& t, bool cache_it) {
   if (t.dtype() == kBFloat16) return t;
   check(t.dtype() == kFloat32, "bf16 product: expected a float32 or bfloat16 operand, got ", dtype_name(t.dtype()),
         " ", shape_str(t.shape()));
-  const bool cache = cache_it && g_enabled && t.is_leaf();
+  // Only a weight's copy is kept for the scope: a leaf that requires grad, or any leaf while a
+  // graph is recorded. Without a graph every activation is a leaf too (gradient checkpointing's
+  // first pass, evaluation), and keeping those kept every block's activations for the step.
+  const bool cache = cache_it && g_enabled && t.is_leaf() && (t.requires_grad() || is_grad_enabled());
   const auto key = std::make_pair<const Node*, const Storage*>(t.node(), t.node()->storage.get());
   if (cache) {
     auto it = g_bf16_leaves.find(key);

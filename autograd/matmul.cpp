@@ -419,7 +419,7 @@ Tensor linear_cat_bf16(const Tensor& x, const std::vector<Tensor>& ws, const std
   out_shape.back() = width;
   Tensor sums = empty(out_shape, kFloat32);
   float* po = sums.data<float>();
-  const Tensor X = detail::bf16_operand(x, true);
+  const Tensor X = detail::bf16_operand(x, false);  // an activation: its copy is not kept for the scope
   bool all_bf16 = x.dtype() == kBFloat16;
   for (int64_t i = 0; i < n; ++i) {
     if (!bs.empty()) bias_rows(bs[i], rows, width, po + offs[i]);
@@ -451,7 +451,7 @@ Tensor linear_cat_bf16(const Tensor& x, const std::vector<Tensor>& ws, const std
                   for (int64_t i = 0; i < n; ++i) {
                     const int64_t oc = offs[i + 1] - offs[i];
                     if (wants(in, 1 + i)) {  // [rows, out_i]^T @ [rows, C]
-                      if (!X.defined()) X = detail::bf16_operand(in[0], true);
+                      if (!X.defined()) X = detail::bf16_operand(in[0], false);
                       Tensor dw = empty(in[1 + i].shape(), kFloat32);
                       gemm(true, false, oc, C, rows, pg + offs[i], width, X.data<bfloat16>(), C, 0.0f, dw.data<float>(),
                            C);

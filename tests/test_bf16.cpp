@@ -314,6 +314,24 @@ TEST(Autocast, WeightCopiesLiveForTheScopeAndFollowNewData) {
   EXPECT_THROW(xg::autocast(true, kFloat64), Error);
 }
 
+TEST(Autocast, ActivationsMadeWithoutAGraphAreNotKeptForTheScope) {
+  // Without a graph (gradient checkpointing's first pass, evaluation) every activation is a
+  // leaf; the weight cache kept each one with its bf16 copy for the whole scope, so a
+  // checkpointed --bf16 step held every block's activations: a 7B LoRA step ran out of 24 GB.
+  Tensor w = xg::test::randn64({256, 512}, 51).detach().to(kFloat32);
+  autocast bf16;
+  NoGradGuard no_grad;
+  (void)linear(xg::test::randn64({64, 512}, 52).detach().to(kFloat32), w);  // w's copy, made once
+  (void)matmul(xg::test::randn64({64, 512}, 53).detach().to(kFloat32), w.t());
+  const std::size_t before = allocated_bytes();
+  for (int i = 0; i < 20; ++i) {
+    const Tensor x = xg::test::randn64({64, 512}, 60 + i).detach().to(kFloat32);  // 128 KB
+    (void)linear(x, w);
+    (void)matmul(x, w.t());
+  }
+  EXPECT_LE(allocated_bytes(), before + (1u << 20)) << "20 activations of 128 KB each were kept";
+}
+
 TEST(Autocast, ProductsAreBf16OthersStayFloat32) {
   // 1 + 2^-9 is not a bf16 number: inside the scope a product sees 1; outside it sees 1 + 2^-9.
   const double v = 1.0 + 1.0 / 512;
