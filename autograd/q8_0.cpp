@@ -220,9 +220,22 @@ int64_t quantize_q8_0(const float* x, int64_t n, void* out) {
       finite = finite && std::isfinite(x[b + j]);
       amax = std::max(amax, std::fabs(x[b + j]));
     }
-    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    const float d = amax / 127.0f;
+    // 1 / d overflows for a subnormal d (max|x| below about 4e-37): then x / d, which stays
+    // within +-127 (ggml multiplies by the infinite 1 / d, and converting that to int8 is
+    // undefined). Such a block's half scale is 0 either way, so it widens to zeros.
+    const float id = d != 0 ? 1.0f / d : 0.0f;
+    const bool tiny = d != 0 && !std::isfinite(id);
     const uint16_t dh = float_to_half(d);
     if (!finite || (dh & 0x7fffu) == 0x7c00u) return b;
+    if (tiny) {
+      std::memcpy(o, &dh, 2);
+      for (int64_t j = 0; j < kQ8Block; ++j) {
+        const auto q = static_cast<int8_t>(std::round(x[b + j] / d));
+        std::memcpy(o + 2 + j, &q, 1);
+      }
+      continue;
+    }
     std::memcpy(o, &dh, 2);
     for (int64_t j = 0; j < kQ8Block; ++j) {
       // std::round rounds halves away from zero, as ggml's roundf; |x / d| <= 127 fits int8.

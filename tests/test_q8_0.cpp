@@ -72,6 +72,11 @@ TEST(Q8_0, RefusesWhatBlocksCannotHoldByName) {
   w.data<float>()[37] = 1e8f;  // d = 1e8 / 127 is beyond half's 65504
   EXPECT_THROW(w.to(kQ8_0), Error);
   EXPECT_THROW(empty({4, 48}, kQ8_0), Error);  // rows are not whole blocks
+  // A block of subnormal values: 1 / d would be infinite (and its int8 conversion undefined); it
+  // quantizes to a zero half scale and widens to zeros.
+  Tensor tiny = full({1, 32}, 1e-39, kFloat32);
+  tiny.data<float>()[3] = -5e-40f;
+  EXPECT_EQ(tiny.to(kQ8_0).to(kFloat32).to_vector(), std::vector<double>(32, 0.0));
   EXPECT_THROW(random_weight({4, 48}, 3).to(kQ8_0), Error);
   Tensor q = random_weight({4, 32}, 4).to(kQ8_0);
   try {
