@@ -689,3 +689,41 @@ TEST(XgFinetune, SizeFlagsAreBoundedByTheMemoryTheProcessMayUse) {
 }
 
 }  // namespace finetune_size_flags
+
+namespace finetune_moved {
+
+// A finetuning run folder copied elsewhere, with its base and data moved too, resumes: the base
+// and the data are compared by content. A base whose files changed is refused naming --base
+// (in args.json, and by the checkpoint's own record without it).
+TEST(XgFinetune, ACopiedRunResumesOnAMovedBaseAndAChangedBaseIsNamed) {
+  const fs::path d = xg::test::fresh_test_dir("moved");
+  tiny_base(d);
+  write_yes_rows(d / "train.jsonl");
+  auto flags = [&](const std::string& base, const std::string& data, const fs::path& out) {
+    return "--base " + (d / base).string() + " --data " + (d / data).string() + " --out " + out.string() +
+           " --warmup 1 --batch 4 --lora-r 4 --eval-every 0 --steps ";
+  };
+  CliRun r = run("xg-finetune", flags("base", "train.jsonl", d / "o") + "4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  fs::copy(d / "base", d / "moved_base", fs::copy_options::recursive);
+  fs::copy_file(d / "train.jsonl", d / "moved.jsonl");
+  fs::copy(d / "o", d / "copy", fs::copy_options::recursive);
+  r = run("xg-finetune", flags("moved_base", "moved.jsonl", d / "copy") + "6 --allow-change steps --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;
+
+  fs::copy(d / "o", d / "other", fs::copy_options::recursive);
+  nlohmann::json config = json::parse(slurp((d / "moved_base" / "config.json").string()));
+  config["block"]["norm"]["eps"] = 1e-3;  // another base: the same shapes, other numbers
+  std::ofstream(d / "moved_base" / "config.json") << config.dump(2);
+  r = run("xg-finetune", flags("moved_base", "moved.jsonl", d / "other") + "4 --resume");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--resume: the contents of --base changed since " + (d / "other" / "args.json").string()),
+            std::string::npos) << r.err;
+  fs::remove(d / "other" / "args.json");
+  r = run("xg-finetune", flags("moved_base", "moved.jsonl", d / "other") + "4 --resume");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("was written by a run with a different base"), std::string::npos) << r.err;
+}
+
+}  // namespace finetune_moved
