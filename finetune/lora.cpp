@@ -38,9 +38,18 @@ double LoRAConfig::scaling() const {
 
 namespace {
 // What one adapter needs (targets matter only for injection).
+// NOTE: the bounds are far beyond any published recipe (r 4-256, a scale alpha / r of 0.5-4):
+// they only keep the adapters' matrices allocatable and their products finite.
+constexpr int64_t kMaxRank = 65536;
+constexpr double kMaxScale = 1e4;
+
 void check_numbers(const LoRAConfig& c, const std::string& who) {
   check(c.r >= 1, who, ": r must be at least 1, got ", c.r);
+  check(c.r <= kMaxRank, who, ": r must be at most ", kMaxRank, ", got ", c.r);
   check(std::isfinite(c.alpha), who, ": lora_alpha must be a finite number, got ", c.alpha);
+  check(std::abs(c.scaling()) <= kMaxScale, who, ": lora_alpha ", c.alpha, " with r ", c.r, " scales the adapter by ",
+        c.scaling(), c.use_rslora ? " (rsLoRA: alpha / sqrt(r))" : "", ", beyond +-", kMaxScale,
+        " (its products would overflow)");
   check(c.dropout >= 0 && c.dropout < 1, who, ": lora_dropout must be in [0, 1), got ", c.dropout);
 }
 }  // namespace

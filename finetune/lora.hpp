@@ -28,7 +28,8 @@ struct LoRAConfig {
   bool use_rslora = false;  // scaling alpha / sqrt(r) instead of alpha / r
 
   double scaling() const;
-  // Throws xg::Error naming `who` and the field: r >= 1, dropout in [0, 1), targets non-empty.
+  // Throws xg::Error naming `who` and the field: r in [1, 65536], lora_alpha finite with a
+  // scale of at most 1e4 in size, dropout in [0, 1), targets non-empty.
   void validate(const std::string& who = "LoRAConfig") const;
 };
 

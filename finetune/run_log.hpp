@@ -4,20 +4,30 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace xg::finetune {
 
 using Metrics = std::map<std::string, double>;
 
+// The records of a log.jsonl. A last line cut mid-write (no '\n', not JSON: a run killed or
+// stopped by a full disk while writing it) is skipped with a warning on stderr; a bad line
+// elsewhere is an xg::Error naming the file and line.
+std::vector<nlohmann::json> read_run_log(const std::string& path);
+
 class RunLog {
  public:
   // `log_path` empty: no file. `tty`: redraw one progress line with '\r' (default: whether
-  // stderr is a terminal).
+  // stderr is a terminal). A torn last line in an existing log (a run killed mid-write) is cut
+  // off, with a note on stderr. Every record is appended whole or not at all: a failed write is
+  // undone and throws xg::Error naming the file, the disk and the step.
   RunLog(std::string program, const std::string& log_path, int64_t total_steps, int tty = -1);
   ~RunLog();
+  RunLog(const RunLog&) = delete;
+  RunLog& operator=(const RunLog&) = delete;
 
   // A training step: updates the progress line (terminal) or prints a log line every
   // `every` steps (otherwise); always appends a record {"kind": "train", "step", ...metrics}.
@@ -40,7 +50,7 @@ class RunLog {
 
   std::string program_;
   std::string path_;  // of log.jsonl ("" = none)
-  std::ofstream file_;
+  int fd_ = -1;  // log.jsonl, opened O_APPEND
   int64_t total_;
   bool tty_;
   bool line_open_ = false;

@@ -1,14 +1,57 @@
 // libFuzzer target: GgufReader on arbitrary bytes (header, metadata, tensor table), then every
 // tensor read and the file's model and tokenizer interpreted; a file that reads must write
-// and read again to the same metadata and tensors.
+// and read again to the same metadata and tensors. Then its low-precision data attacked (see
+// fuzz/low_precision.hpp): one F32 / F16 / BF16 value or Q8_0 block scale set to NaN, Inf or a
+// huge value, each tensor read into a float32, bfloat16 or q8_0 destination and the model
+// loaded with its matrices so stored; a NaN or Inf must be refused naming the tensor, and a
+// file cut inside a tensor's data must be refused when opened.
 #include "fuzz/fuzz_util.hpp"
+#include "fuzz/low_precision.hpp"
 #include "io/gguf.hpp"
 #include "nn/gguf_model.hpp"
 #include "text/gguf_vocab.hpp"
 
+namespace {
+
+xg::fuzz::Stored stored(xg::io::GgmlType t) {
+  switch (t) {
+    case xg::io::GgmlType::F32: return xg::fuzz::Stored::F32;
+    case xg::io::GgmlType::F16: return xg::fuzz::Stored::F16;
+    case xg::io::GgmlType::BF16: return xg::fuzz::Stored::BF16;
+    case xg::io::GgmlType::Q8_0: return xg::fuzz::Stored::Q8_0;
+  }
+  return xg::fuzz::Stored::Other;
+}
+
+// The attack on the low-precision data of `r` (a file that opened as `bytes`).
+void attack_tensor_data(const xg::io::GgufReader& r, std::string bytes, uint64_t h) {
+  if (r.tensors().empty()) return;
+  const xg::io::GgufTensorInfo& t = r.tensors()[xg::fuzz::pick(h, 24, r.tensors().size())];
+  const uint64_t offset = r.file_offset(t.name);
+  if (t.bytes > 0 && xg::fuzz::pick(h, 32, 8) == 0) {  // cut inside the tensor's data
+    bytes.resize(offset + xg::fuzz::pick(h, 40, t.bytes));
+    try {
+      xg::io::GgufReader cut(xg::fuzz::scratch_file("cut.gguf", bytes));
+    } catch (const xg::Error&) {
+      return;
+    }
+    __builtin_trap();  // a truncated tensor opened
+  }
+  const bool nonfinite = xg::fuzz::poke(bytes, offset, t.bytes, stored(t.type), h);
+  xg::io::GgufReader p(xg::fuzz::scratch_file("poked.gguf", bytes));
+  const xg::Dtype dst = xg::fuzz::destination_dtype(h);
+  for (const xg::io::GgufTensorInfo& u : p.tensors())
+    if (u.bytes <= (1u << 22)) xg::fuzz::read_refusing_nonfinite(p, u.name, u.shape, dst, nonfinite && u.name == t.name);
+  xg::nn::load_gguf_model(p, xg::fuzz::load_options(h));
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  const uint64_t h = xg::fuzz::input_hash(data, size);
   return xg::fuzz::expect_only_xg_errors([&] {
-    xg::io::GgufReader r(xg::fuzz::scratch_file("in.gguf", xg::fuzz::as_string(data, size)));
+    const std::string bytes = xg::fuzz::as_string(data, size);
+    xg::io::GgufReader r(xg::fuzz::scratch_file("in.gguf", bytes));
     std::vector<xg::io::GgufTensorData> tensors;
     for (const xg::io::GgufTensorInfo& t : r.tensors())
       if (t.bytes <= (1u << 22)) tensors.push_back({t.name, r.read(t.name), xg::io::GgmlType::F32});
@@ -20,6 +63,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
       xg::text::load_gguf_tokenizer(r);
     } catch (const xg::Error&) {
     }
-    xg::nn::load_gguf_model(r);
+    try {
+      xg::nn::load_gguf_model(r);
+    } catch (const xg::Error&) {
+    }
+    attack_tensor_data(r, bytes, h);
   });
 }

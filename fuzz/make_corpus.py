@@ -180,3 +180,18 @@ put("adapter", "weights", b"\x01" + safetensors({pre + "w_q.lora_A.weight": ("F3
                                                  pre + "w_q.lora_B.weight": ("F32", [8, 4], f32(*[0.02] * 32)),
                                                  pre + "w_v.lora_A.weight": ("F32", [4, 8], f32(*[0.03] * 32)),
                                                  pre + "w_v.lora_B.weight": ("F32", [4, 4], f32(*[0.04] * 16))}))
+
+# Chat templates (fuzz_template.cpp): 0 + a template's source, 1 + a tokenizer_config.json,
+# 2 + the messages a ChatML template renders.
+llama3 = ("{{ bos_token }}{% for m in messages %}{% if loop.index0 == 0 and m['role'] == 'system' %}"
+          "{% set sys = m['content'] %}{% endif %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n'"
+          " + m['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+          "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+put("template", "llama3", b"\x00" + llama3.encode())
+put("template", "loops_and_macros", b"\x00" + b"{% macro turn(m) %}[{{ m.role | upper }}] {{ m.content }}{% endmacro %}"
+    b"{% for m in messages %}{{ turn(m) }}{% if not loop.last %}\n{% endif %}{% endfor %}"
+    b"{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}")
+put("template", "tokenizer_config", b"\x01" + json.dumps({"bos_token": "<s>", "eos_token": {"content": "</s>"},
+                                                          "chat_template": llama3}).encode())
+put("template", "messages", b"\x02" + json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant"},
+                                                  {"role": "tool", "content": ["x"]}]).encode())

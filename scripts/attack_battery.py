@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Runs the executables with the bad inputs a careful tester tries (malformed and absurd flags,
 files and configs; NaN models; changed resumes; shared and protected output folders; stale
-temporaries; a full disk) and counts how each attempt ends. "Refused cleanly" means: a non-zero
+temporaries; a full disk; run folders copied elsewhere; limits of a small machine) and counts how
+each attempt ends. "Refused cleanly" means: a non-zero
 exit, exactly one line on stderr, within 60 s, and (where the attempt names a fresh --out)
 nothing written there. Standard library only; prints one line per attempt and the totals, and
 exits 1 if any attempt did not end as expected.
@@ -11,7 +12,9 @@ import hashlib
 import json
 import math
 import os
+import resource
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -26,11 +29,23 @@ T = tempfile.mkdtemp(prefix="xgrad-attacks-")
 results = []  # (kind, what, ok, detail)
 
 
-def run(args, timeout=60):
+def limited(address_space=None, file_size=None):
+    """A preexec_fn for run(): a process of `address_space` bytes (a small machine), or whose files
+    may not grow past `file_size` bytes (a full disk; SIGXFSZ ignored, so writes fail with EFBIG)."""
+    def apply():
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        if file_size:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    return apply
+
+
+def run(args, timeout=60, preexec=None):
     t0 = time.time()
     try:
         p = subprocess.run([os.path.join(BIN, args[0])] + [str(a) for a in args[1:]], capture_output=True, text=True,
-                           errors="replace", timeout=timeout)
+                           errors="replace", timeout=timeout, preexec_fn=preexec)
         return p.returncode, p.stdout, p.stderr, time.time() - t0
     except subprocess.TimeoutExpired:
         return None, "", "timeout", timeout
@@ -40,8 +55,8 @@ def empty_or_absent(path):
     return not os.path.exists(path) or not os.listdir(path)
 
 
-def refused(kind, what, args, out=None, needle=None):
-    status, _, err, _ = run(args)
+def refused(kind, what, args, out=None, needle=None, preexec=None):
+    status, _, err, _ = run(args, preexec=preexec)
     lines = [l for l in err.split("\n") if l.strip()]
     ok = status not in (0, None) and status > 0 and len(lines) == 1 and (out is None or empty_or_absent(out))
     if needle is not None:
@@ -223,6 +238,37 @@ full = fresh("g"); os.makedirs(full); os.symlink("/dev/full", os.path.join(full,
 status, _, err, _ = run(train("--out", full, "--resume", "--log-every", 1, "--steps", 10))
 check(K, "a full disk (log.jsonl on /dev/full) stops the run naming the file",
       status not in (0, None) and "log.jsonl" in err and not os.path.exists(os.path.join(full, "model.safetensors")), err.strip()[:160])
+
+# ---- run folders that move, stale temporaries, sizes against the process's memory, full disks
+K = "round three (issue 52)"
+copy = fresh("h"); shutil.copytree(run_out, copy)
+moved = os.path.join(T, "moved.txt"); shutil.copy(text, moved)
+moved_train = lambda *extra: ["xg-train", "--data", moved] + flags(MODEL, extra)
+status, out, err, _ = run(moved_train("--out", copy, "--resume", "--steps", 8, "--allow-change", "steps"))
+check(K, "a copied run folder with moved data resumes", status == 0 and "resume step" in out, f"exit {status}: {err.strip()[:120]}")
+refused(K, "a copied run folder resumed with another --seed names --seed", moved_train("--out", copy, "--resume", "--steps", 8, "--seed", 7), needle="--seed")
+zombie = os.fork()
+if zombie == 0:
+    os._exit(0)
+time.sleep(0.1)
+stale = os.path.join(run_out, f"checkpoint.safetensors.tmp.{zombie}")
+write(stale, "partial")
+status, _, err, _ = run(train("--out", run_out, "--resume", "--steps", 8, "--allow-change", "steps"))
+check(K, "a kill -9ed writer not yet reaped (a zombie): its .tmp.<pid> is removed", status == 0 and not os.path.exists(stale), f"exit {status}")
+os.waitpid(zombie, 0)
+small = limited(address_space=4 * 10**9)
+refused(K, "xg-finetune --group-size 10000 in a 4 GB address space", finetune(grpo, "--objective", "grpo", "--group-size", 10000,
+        "--max-new-tokens", 8, "--out", fresh("i1")), fresh("i1"), needle="--group-size", preexec=small)
+refused(K, "xg-generate --samples 1000000 in a 4 GB address space", ["xg-generate", "--base", base, "--samples", 1000000],
+        needle="--samples", preexec=small)
+fills = fresh("j"); shutil.copytree(run_out, fills)
+limit = os.path.getsize(os.path.join(fills, "log.jsonl")) + 4000
+status, _, err, _ = run(train("--out", fills, "--resume", "--steps", 2000, "--allow-change", "steps", "--checkpoint-every", 0),
+                        preexec=limited(file_size=limit))
+log = open(os.path.join(fills, "log.jsonl")).read()
+whole = log.endswith("\n") and all(json.loads(line) is not None for line in log.splitlines())
+check(K, "a disk that fills mid-run: the run stops naming log.jsonl, every log line whole",
+      status not in (0, None) and "log.jsonl" in err and whole, err.strip()[:160])
 
 # ---- report --------------------------------------------------------------------------------
 shutil.rmtree(T, ignore_errors=True)

@@ -51,6 +51,16 @@ void write_text(const std::string& file, const std::string& text) {
   out << text;
 }
 
+// Writes `good` to `file` with `key` set to `value` (a discarded value: key left out).
+void write_config_with(const std::string& file, const json& good, const std::string& key, const json& value) {
+  json c = good;
+  if (value.is_discarded())
+    c.erase(key);
+  else
+    c[key] = value;
+  write_text(file, c.dump(2));
+}
+
 // A model with adapters on q, v (2 layers), B randomized, saved to <tmp>/adapter.
 struct Saved {
   TempDir tmp;
@@ -225,14 +235,7 @@ TEST(FinetunePeft, MalformedConfigNamesTheFile) {
   const std::string cfile = s.dir + "/adapter_config.json";
   const json good = read_json(cfile);
   nn::DecoderLM fresh(tiny_llama());
-  auto with = [&](const std::string& key, const json& value) {
-    json c = good;
-    if (value.is_discarded())
-      c.erase(key);
-    else
-      c[key] = value;
-    write_text(cfile, c.dump(2));
-  };
+  auto with = [&](const std::string& key, const json& value) { write_config_with(cfile, good, key, value); };
   write_text(cfile, "{\"peft_type\": \"LORA\", \"r\": ");
   EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": invalid JSON");
   with("peft_type", "PREFIX_TUNING");
@@ -337,3 +340,29 @@ TEST(FinetunePeft, HfBaseAdaptersHavePeftsNamesForThatModelAndLoadBack) {
                   "target module 'w_q' matches no Linear module in the model; available Linear modules: "
                   "model.layers.0.self_attn.q_proj");
 }
+
+namespace peft_numbers {
+
+// An adapter's numbers are bounded where they are read, naming the key: a lora_alpha of 1e308
+// is finite but its scale overflows every product (generation failed later, in sampling, naming
+// no file), and an r of 2^40 would size the adapters' matrices.
+TEST(FinetunePeft, AbsurdNumbersInTheConfigAreRefusedByKey) {
+  Saved s;
+  const std::string cfile = s.dir + "/adapter_config.json";
+  const json good = read_json(cfile);
+  nn::DecoderLM fresh(tiny_llama());
+  auto with = [&](const std::string& key, const json& value) { write_config_with(cfile, good, key, value); };
+  with("lora_alpha", 1e308);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": lora_alpha 1e+308 with r 2 scales the adapter by 5e+307");
+  with("lora_alpha", -1e300);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": lora_alpha -1e+300 with r 2 scales the adapter by -5e+299");
+  with("r", int64_t{1} << 40);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": r must be at most 65536, got 1099511627776");
+  with("lora_dropout", -0.25);
+  EXPECT_XG_ERROR(load_adapter(fresh, s.dir), cfile + ": lora_dropout must be in [0, 1), got -0.25");
+  EXPECT_TRUE(lora_adapters(fresh).empty());
+  // The same bounds hold for a config made in code (xg-finetune's --lora-alpha).
+  EXPECT_XG_ERROR(lora_cfg(2, 1e308, "q").validate("xg-finetune"), "xg-finetune: lora_alpha 1e+308 with r 2 scales");
+}
+
+}  // namespace peft_numbers

@@ -60,6 +60,13 @@ std::vector<json> eval_records(const fs::path& log, const std::string& key) {
 
 const char* kWords[] = {"apple", "river", "stone", "cloud", "glass", "tiger", "bread", "flute"};
 
+// GRPO rows over kWords: "Say <w>.", answered <w>.
+void write_say_rows(const fs::path& path) {
+  std::vector<json> rows;
+  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}});
+  write_lines(path, rows);
+}
+
 // DPO pairs over kWords: "Is <w> a word?", chosen "yes", rejected "no".
 void write_yes_no_pairs(const fs::path& path) {
   std::vector<json> rows;
@@ -237,9 +244,7 @@ TEST(XgFinetune, PackedSftAndDpoTeachWhatPaddedBatchesTeach) {
 TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
   const fs::path d = xg::test::fresh_test_dir("grpo");
   const fs::path base = tiny_base(d);
-  std::vector<json> rows;
-  for (const char* w : kWords) rows.push_back({{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}});
-  write_lines(d / "train.jsonl", rows);
+  write_say_rows(d / "train.jsonl");
   CliRun r = run("xg-finetune", "--objective grpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
                                     " --eval-data " + (d / "train.jsonl").string() + " --out " + (d / "out").string() +
                                     " --steps 4 --warmup 1 --group-size 4 --max-new-tokens 6 --reward prefix --eval-rows 4"
@@ -645,3 +650,79 @@ TEST(XgFinetune, AKilledMergeLeavesNoPartialFolder) {
   EXPECT_TRUE(fs::exists(d / "out" / "merged" / "model.safetensors"));
   for (const auto& e : fs::directory_iterator(d / "out")) EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos);
 }
+
+namespace finetune_size_flags {
+
+// `prlimit --as=4000000000 <tool> args`: a process with 4 GB of address space, as on a small
+// machine or a container, whatever this machine's memory.
+CliRun run_small(const std::string& tool, const std::string& args) {
+  return run_cli("/usr/bin/prlimit", "--as=4000000000 '" + std::string(XGRAD_TOOL_DIR) + "/" + tool + "' " + args);
+}
+
+// Absurd sizes are refused before the first allocation, naming the flag, against the memory
+// this process may use (here its address-space limit; the machine may have more): a GRPO group
+// of 10,000 completions (about 8 GB of activations), a million samples (about 17 GB of KV
+// cache), and on a machine of 500 MB (XGRAD_MEMORY_LIMIT) a LoRA rank of 60,000 (1.2 GB of
+// adapters and their AdamW state). A refused run leaves --out as it was: not even made.
+TEST(XgFinetune, SizeFlagsAreBoundedByTheMemoryTheProcessMayUse) {
+  const fs::path d = xg::test::fresh_test_dir("sizes");
+  const fs::path base = tiny_base(d);
+  write_say_rows(d / "train.jsonl");
+  const std::string common = "--base " + base.string() + " --data " + (d / "train.jsonl").string() + " --out " +
+                             (d / "out").string() + " --steps 1 --warmup 0";
+  CliRun r = run_small("xg-finetune", common + " --objective grpo --group-size 10000 --max-new-tokens 8");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("xg-finetune: --group-size 10000 completions of up to --max-new-tokens 8 needs about "),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(ulimit -v)"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "out"));
+  ::setenv("XGRAD_MEMORY_LIMIT", "500000000", 1);
+  r = run("xg-finetune", common + " --objective grpo --lora-r 60000");
+  ::unsetenv("XGRAD_MEMORY_LIMIT");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("xg-finetune: --lora-r 60000 on "), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "out"));
+  r = run_small("xg-generate", "--base " + base.string() + " --samples 1000000 --max-new-tokens 60");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("xg-generate: --samples 1000000 of "), std::string::npos) << r.err;
+}
+
+}  // namespace finetune_size_flags
+
+namespace finetune_moved {
+
+// A finetuning run folder copied elsewhere, with its base and data moved too, resumes: the base
+// and the data are compared by content. A base whose files changed is refused naming --base
+// (in args.json, and by the checkpoint's own record without it).
+TEST(XgFinetune, ACopiedRunResumesOnAMovedBaseAndAChangedBaseIsNamed) {
+  const fs::path d = xg::test::fresh_test_dir("moved");
+  tiny_base(d);
+  write_yes_rows(d / "train.jsonl");
+  auto flags = [&](const std::string& base, const std::string& data, const fs::path& out) {
+    return "--base " + (d / base).string() + " --data " + (d / data).string() + " --out " + out.string() +
+           " --warmup 1 --batch 4 --lora-r 4 --eval-every 0 --steps ";
+  };
+  CliRun r = run("xg-finetune", flags("base", "train.jsonl", d / "o") + "4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  fs::copy(d / "base", d / "moved_base", fs::copy_options::recursive);
+  fs::copy_file(d / "train.jsonl", d / "moved.jsonl");
+  fs::copy(d / "o", d / "copy", fs::copy_options::recursive);
+  r = run("xg-finetune", flags("moved_base", "moved.jsonl", d / "copy") + "6 --allow-change steps --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;
+
+  fs::copy(d / "o", d / "other", fs::copy_options::recursive);
+  nlohmann::json config = json::parse(slurp((d / "moved_base" / "config.json").string()));
+  config["block"]["norm"]["eps"] = 1e-3;  // another base: the same shapes, other numbers
+  std::ofstream(d / "moved_base" / "config.json") << config.dump(2);
+  r = run("xg-finetune", flags("moved_base", "moved.jsonl", d / "other") + "4 --resume");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("--resume: the contents of --base changed since " + (d / "other" / "args.json").string()),
+            std::string::npos) << r.err;
+  fs::remove(d / "other" / "args.json");
+  r = run("xg-finetune", flags("moved_base", "moved.jsonl", d / "other") + "4 --resume");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("was written by a run with a different base"), std::string::npos) << r.err;
+}
+
+}  // namespace finetune_moved

@@ -428,7 +428,8 @@ TEST(XgTrain, AWriteErrorStopsTheRunNamingTheFile) {
                              " --d-model 32 --layers 2 --heads 2 --seq-len 32 --batch 4 --warmup 1 --steps 30"
                              " --log-every 1 --sample-tokens 0 --resume");
   EXPECT_EQ(r.status, 1) << r.out;
-  EXPECT_NE(r.err.find("xg-train: writing " + (d / "o" / "log.jsonl").string() + " failed (disk full?); stopped at step "),
+  EXPECT_NE(r.err.find("xg-train: writing " + (d / "o" / "log.jsonl").string() + " failed (No space left on device: the disk holding " +
+                       (d / "o").string() + " is full); stopped at step "),
             std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(d / "o" / "model.safetensors"));
 }
@@ -452,3 +453,122 @@ TEST(XgTrain, StepsAloneRunsWithAnAutoWarmup) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("xg-train: --warmup 21 is longer than the run (--steps 20)"), std::string::npos) << r.err;
 }
+
+namespace xg_train_moved {
+
+// The flags of a small run of <data> into <out> (a checkpoint at its end).
+std::string run_flags(const fs::path& data, const fs::path& out) {
+  return "--data " + data.string() + " --out " + out.string() +
+         " --d-model 32 --layers 2 --heads 2 --batch 4 --warmup 1 --sample-tokens 0 --log-every 1";
+}
+
+// Paths are records, not identity: a run folder copied elsewhere, with its data moved too,
+// resumes (also without args.json, on the checkpoint's own record). What is the run's identity
+// is refused by name: --steps, --seq-len, --seed and the data's contents.
+TEST(XgTrain, ACopiedRunFolderResumesAndChangedSettingsAreNamed) {
+  const fs::path d = xg::test::fresh_test_dir("moved");
+  write_text(d / "train.txt", 400, 0);
+  CliRun r = run_train(run_flags(d / "train.txt", d / "o") + " --steps 4 --seq-len 32 --seed 5");
+  ASSERT_EQ(r.status, 0) << r.err;
+  fs::copy_file(d / "train.txt", d / "moved.txt");
+  auto copy = [&](const std::string& name) {
+    fs::copy(d / "o", d / name, fs::copy_options::recursive);
+    return d / name;
+  };
+  const std::string same = " --steps 4 --seq-len 32 --seed 5 --resume";
+  const fs::path c = copy("copy");
+  r = run_train(run_flags(d / "moved.txt", c) + " --steps 6 --seq-len 32 --seed 5 --resume --allow-change steps");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;
+  const fs::path bare = copy("bare");
+  fs::remove(bare / "args.json");
+  r = run_train(run_flags(d / "moved.txt", bare) + " --steps 6 --seq-len 32 --seed 5 --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;
+
+  const fs::path e = copy("refused");
+  const std::string args = (e / "args.json").string();
+  r = run_train(run_flags(d / "moved.txt", e) + " --steps 8 --seq-len 32 --seed 5 --resume");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--resume: --steps was 4 in " + args + ", now 8"), std::string::npos) << r.err;
+  r = run_train(run_flags(d / "moved.txt", e) + " --steps 4 --seq-len 16 --seed 5 --resume");
+  EXPECT_NE(r.err.find("--resume: --seq-len was 32 in " + args + ", now 16"), std::string::npos) << r.err;
+  r = run_train(run_flags(d / "moved.txt", e) + " --steps 4 --seq-len 32 --seed 6 --resume");
+  EXPECT_NE(r.err.find("--resume: --seed was 5 in " + args + ", now 6"), std::string::npos) << r.err;
+  write_text(d / "moved.txt", 400, 1);
+  r = run_train(run_flags(d / "moved.txt", e) + same);
+  EXPECT_NE(r.err.find("--resume: the contents of --data changed since " + args), std::string::npos) << r.err;
+  fs::remove(e / "args.json");  // the checkpoint's own record still knows the data
+  r = run_train(run_flags(d / "moved.txt", e) + same);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("was written by a run with a different data"), std::string::npos) << r.err;
+}
+
+// A resume removes what a `kill -9`ed writer left, also when its pid is a zombie not reaped yet
+// (its parent has not waited for it) or was reused by a process started after the file was
+// written; save_adapter's `.staged.<pid>` too.
+TEST(XgTrain, AResumeRemovesStaleTemporariesOfZombiesAndReusedPids) {
+  const fs::path d = xg::test::fresh_test_dir("stale");
+  write_text(d / "train.txt", 400, 0);
+  CliRun r = run_train(run_flags(d / "train.txt", d / "o") + " --steps 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  const pid_t reused = fork();
+  if (reused == 0) {
+    ::pause();
+    _exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the first child has exited
+  const fs::path of_zombie = d / "o" / ("checkpoint.safetensors.tmp." + std::to_string(zombie));
+  const fs::path of_reused = d / "o" / ("model.safetensors.tmp." + std::to_string(reused));
+  std::ofstream(of_zombie) << "half";
+  std::ofstream(d / "o" / ("adapter_model.safetensors.staged." + std::to_string(zombie))) << "half";
+  std::ofstream(of_reused) << "half";
+  fs::last_write_time(of_reused, fs::last_write_time(of_reused) - std::chrono::hours(1));
+  r = run_train(run_flags(d / "train.txt", d / "o") + " --steps 6 --allow-change steps --resume");
+  kill(reused, SIGKILL);
+  waitpid(reused, nullptr, 0);
+  waitpid(zombie, nullptr, 0);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(of_zombie.string() + ", left by a run killed while writing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(of_reused.string() + ", left by a run killed while writing"), std::string::npos) << r.out;
+  for (const auto& e : fs::directory_iterator(d / "o")) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find(".staged."), std::string::npos) << e.path();
+  }
+}
+
+}  // namespace xg_train_moved
+
+namespace xg_train_full_disk {
+
+// A disk that fills during a run (a file size limit, set without root: `prlimit --fsize`, with
+// SIGXFSZ ignored so that writes fail with EFBIG): the run stops naming the file and the disk,
+// log.jsonl holds whole lines only, and the last checkpoint is kept, so a resume continues.
+TEST(XgTrain, AFullDiskStopsTheRunWithWholeLogLinesAndTheLastCheckpoint) {
+  const fs::path d = xg::test::fresh_test_dir("fills");
+  write_text(d / "train.txt", 400, 0);
+  const fs::path o = d / "o";
+  const std::string flags = xg_train_moved::run_flags(d / "train.txt", o);
+  CliRun r = run_train(flags + " --steps 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto limit = fs::file_size(o / "log.jsonl") + 6000;
+  r = run_cli("/bin/sh", "-c \"trap '' XFSZ; exec prlimit --fsize=" + std::to_string(limit) + " '" + kXgTrain + "' " + flags +
+                             " --steps 2000 --allow-change steps --checkpoint-every 0 --resume\"");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("xg-train: writing " + (o / "log.jsonl").string() + " failed (File too large: the disk holding " +
+                       o.string() + " is full); stopped at step "),
+            std::string::npos) << r.err;
+  const std::string log = slurp((o / "log.jsonl").string());
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back(), '\n');
+  std::stringstream lines(log);
+  for (std::string line; std::getline(lines, line);) EXPECT_NO_THROW(nlohmann::json::parse(line)) << line;
+  EXPECT_EQ(xg::finetune::load_checkpoint((o / "checkpoint.safetensors").string()).progress.step, 4);
+  r = run_train(flags + " --steps 6 --allow-change steps --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("resume step 4"), std::string::npos) << r.out;
+}
+
+}  // namespace xg_train_full_disk

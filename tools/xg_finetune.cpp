@@ -7,6 +7,7 @@
 // for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -339,14 +340,22 @@ int main(int argc, char** argv) {
         // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
         // rejected, and the reference without adapters), or a GRPO group of completions.
         const nn::LMConfig& lm = model->config();
+        // The adapters, their gradients and AdamW's two moments, float32.
+        double adapters = 0;
+        const auto linears = ft::linear_modules(*model, naming);
+        const std::vector<std::string> targeted = ft::match_targets(*model, f.lora.targets, "--lora-targets", naming);
+        for (const auto& [path, lin] : linears)
+          if (std::find(targeted.begin(), targeted.end(), path) != targeted.end())
+            adapters += 16.0 * static_cast<double>(f.lora.r) * static_cast<double>(lin->in_features() + lin->out_features());
+        cli::require_memory(adapters, str_cat("--lora-r ", f.lora.r, " on ", targeted.size(), " modules"));
         if (f.objective == "grpo") {
           const int64_t longest = f.max_len + f.grpo.max_new_tokens;
-          cli::require_memory(nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
+          cli::require_memory(adapters + nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
                               str_cat("--group-size ", f.grpo.group_size, " completions of up to --max-new-tokens ",
                                       f.grpo.max_new_tokens));
         }
         else
-          cli::require_memory(nn::activation_bytes(lm, (f.objective == "dpo" ? (f.packing ? 2 : 3) : 1) * f.batch, f.max_len),
+          cli::require_memory(adapters + nn::activation_bytes(lm, (f.objective == "dpo" ? (f.packing ? 2 : 3) : 1) * f.batch, f.max_len),
                               str_cat("--batch ", f.batch, f.packing ? " packed" : "", " rows of --max-len ", f.max_len));
         // Packed, a step draws --batch packed rows: --epochs counts passes over those.
         if (f.packing) {
@@ -367,12 +376,14 @@ int main(int argc, char** argv) {
         const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
 
         const bool main_rank = ft::world().is_main();
+        // What the base and the data hold, not where they lie: a run (or its inputs) may move.
+        const std::string base_checksum = cli::model_checksum(f.base), data_checksum = cli::input_checksum(f.data);
         std::unique_ptr<cli::RunDir> run_dir;
         if (main_rank) {
           run_dir = std::make_unique<cli::RunDir>(
               kProg, o.out_dir, o.resume, f.run_dir,
               std::vector<std::pair<std::string, std::string>>{{"base", f.base}, {"data", f.data}, {"eval-data", f.eval_data}});
-          json inputs = {{"data", cli::input_checksum(f.data)}};
+          json inputs = {{"base", base_checksum}, {"data", data_checksum}};
           if (!f.eval_data.empty()) inputs["eval-data"] = cli::input_checksum(f.eval_data);
           run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs}, {"steps", o.steps},
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
@@ -394,10 +405,10 @@ int main(int argc, char** argv) {
           std::printf("%s: --base-dtype %s: parameters %s\n", kProg, f.base_dtype.c_str(), nn::weights_summary(*model).c_str());
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
-        loop.run_identity["base"] = f.base;
+        loop.run_identity["base"] = base_checksum;
         loop.run_identity["objective"] = f.objective;
         loop.run_identity["format"] = chat ? "chat template, system: " + f.system : std::string("plain");
-        loop.run_identity["data"] = f.data;
+        loop.run_identity["data"] = data_checksum;
         loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
                                             " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
         if (f.objective == "sft") {

@@ -195,11 +195,12 @@ int main(int argc, char** argv) {
         manual_seed(o.seed);  // the init
         nn::DecoderLM model(config);
 
+        const std::string data_checksum = "crc32:" + io::crc32_hex(train.text());
         std::unique_ptr<cli::RunDir> run_dir;
         if (main_rank) {
           run_dir = std::make_unique<cli::RunDir>(kProg, o.out_dir, o.resume, f.run_dir,
                                                   std::vector<std::pair<std::string, std::string>>{{"data", f.data}, {"eval-data", f.eval_data}});
-          json inputs = {{"data", "crc32:" + io::crc32_hex(train.text())}};
+          json inputs = {{"data", data_checksum}};
           if (heldout) inputs["eval-data"] = "crc32:" + io::crc32_hex(heldout->text());
           run_dir->record_args({{"program", kProg}, {"flags", cli::flags_json(vm)}, {"inputs", inputs},
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
 
         ft::TrainLoop loop(kProg, model, model.named_parameters(), o);
         loop.run_identity["config"] = config.to_json();
-        loop.run_identity["data"] = f.data;
+        loop.run_identity["data"] = data_checksum;  // its contents: the file may have moved
         loop.micro_step = [&](int64_t, int64_t, Generator& rng) {
           ft::LmBatch b = train.random_batch(rng, f.batch, f.seq_len);
           return ft::MicroResult{losses::cross_entropy(model(b.x), b.y), b.x.numel(), {}};

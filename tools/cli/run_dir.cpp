@@ -70,6 +70,37 @@ std::string joined(const std::vector<std::string>& names, std::size_t at_most) {
 
 }  // namespace
 
+std::string model_checksum(const std::string& path) {
+  // NOTE: a file of more than 16 MiB (the weights) counts by its size and its first and last
+  // MiB, so that a resume does not read gigabytes to compare.
+  constexpr std::uintmax_t kWhole = 16u << 20, kEnd = 1u << 20;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.is_regular_file()) files.push_back(e.path());
+  } else {
+    files.push_back(path);
+  }
+  std::sort(files.begin(), files.end());
+  std::string all;
+  for (const fs::path& p : files) {
+    std::ifstream f(p, std::ios::binary);
+    const std::uintmax_t size = fs::file_size(p);
+    std::string bytes(static_cast<std::size_t>(std::min(size, kWhole)), '\0');
+    if (size <= kWhole) {
+      f.read(bytes.data(), static_cast<std::streamsize>(size));
+    } else {
+      f.read(bytes.data(), kEnd);
+      f.seekg(static_cast<std::streamoff>(size - kEnd));
+      f.read(bytes.data() + kEnd, kEnd);
+      bytes.resize(2 * kEnd);
+    }
+    check(f.good(), p.string(), ": cannot read file");
+    all += str_cat(p.filename().string(), " ", size, " ", io::crc32_hex(bytes), "\n");
+  }
+  return "crc32:" + io::crc32_hex(all);
+}
+
 po::options_description run_dir_flags(RunDirOptions& o) {
   po::options_description g = cli::flag_group("output folder");
   // clang-format off
@@ -106,6 +137,7 @@ RunDir::RunDir(std::string program, std::string out, bool resume, const RunDirOp
   const fs::path here = canonical_path(out_);
   require(!(resume_ && o.overwrite), "--resume continues the run in --out, --overwrite replaces it: give one");
   for (const auto& [flag, folder] : inputs) {
+    paths_.insert(flag);
     if (folder.empty()) continue;  // an optional input not given
     const fs::path there = canonical_path(folder);
     require(!is_within(here, there) && !is_within(there, here),
@@ -191,8 +223,13 @@ void RunDir::record_args(const nlohmann::json& args) const {
     for (const auto& [k, v] : now.items()) names.insert(k);
     for (const std::string& k : names) {
       if (flags_free_on_resume().count(k) || allowed_.count(k)) continue;
-      auto text = [](const nlohmann::json& j, const std::string& k) {
-        return j.contains(k) ? j[k].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : std::string("not given");
+      // A path is a record, not the run's identity: a copied run folder, or data moved
+      // elsewhere, resumes. What the path holds is compared below ("inputs"); here only
+      // whether it was given.
+      const bool is_path = k == "out" || paths_.count(k);
+      auto text = [is_path](const nlohmann::json& j, const std::string& k) {
+        if (!j.contains(k)) return std::string("not given");
+        return is_path ? std::string("given") : j[k].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       };
       const std::string a = text(was, k), b = text(now, k);
       require(a == b, str_cat("--resume: --", k, " was ", a, " in ", path, ", now ", b,
@@ -202,7 +239,7 @@ void RunDir::record_args(const nlohmann::json& args) const {
     const nlohmann::json had = before.value("inputs", nlohmann::json::object()),
                          has = args.value("inputs", nlohmann::json::object());
     for (const auto& [k, v] : has.items()) {
-      if (allowed_.count(k) || !had.contains(k) || had[k] == v) continue;
+      if (allowed_.count(k) || !had.contains(k) || had[k] == v) continue;  // (an older args.json: no checksum)
       throw UsageError(str_cat("--resume: the contents of --", k, " changed since ", path, " was written (",
                                had[k].get<std::string>(), " then, ", v.get<std::string>(), " now; --allow-change ", k,
                                " accepts the change)"));

@@ -27,6 +27,10 @@ const std::set<std::string>& flags_free_on_resume();
 // "crc32:<8 hex>" of the file at `path` (an input whose contents a resume must find unchanged).
 std::string input_checksum(const std::string& path);
 
+// The same for a model (a folder or one file): each file's name, size and contents (of a file
+// over 16 MiB, its first and last MiB).
+std::string model_checksum(const std::string& path);
+
 class RunDir {
  public:
   // Claims `out` for `program`, in this order, so that a refused command changes no file:
@@ -48,7 +52,9 @@ class RunDir {
 
   // Writes `args` (with its "flags": flags_json, and optionally "inputs": {flag: checksum of the
   // file, input_checksum}) to args.json. On a resume, first compares the flags and the inputs
-  // with the recorded ones: a changed one that is neither free (flags_free_on_resume) nor in
+  // with the recorded ones (paths, --out and the inputs' flags, only by whether they were given:
+  // a run folder copied elsewhere resumes; the inputs by their checksums): a changed one that is
+  // neither free (flags_free_on_resume) nor in
   // --allow-change is a UsageError naming it, both values and how to allow it; args.json then
   // stays as it was.
   void record_args(const nlohmann::json& args) const;
@@ -60,6 +66,7 @@ class RunDir {
   std::string program_, out_;
   bool resume_;
   std::set<std::string> allowed_;
+  std::set<std::string> paths_;  // the inputs' flags: their values are paths, compared by content
   int lock_fd_ = -1;
 };
 
