@@ -26,7 +26,8 @@ PACKAGES=(
 if [[ "${1:-}" == "--fixtures" ]]; then PACKAGES+=(python3-torch python3-numpy python3-jinja2); fi
 # `scripts/setup.sh --sanitize`: clang with libFuzzer and the sanitizer runtimes, and LLVM's
 # OpenMP for clang, and xz for the fuzzers' regression corpora (scripts/sanitize.sh).
-if [[ "${1:-}" == "--sanitize" ]]; then PACKAGES+=(clang libclang-rt-14-dev libomp-dev xz-utils); fi
+# Also python3 for .ci/run's attack battery and bit-flip campaign (scripts/*.py, stdlib only).
+if [[ "${1:-}" == "--sanitize" ]]; then PACKAGES+=(clang libclang-rt-14-dev libomp-dev xz-utils python3); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
