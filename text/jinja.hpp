@@ -23,6 +23,8 @@ using Function = std::function<Value(const List& args, const Kwargs& kwargs)>;
 // of keys). Keys are any hashable value, equal as Python's are (1, 1.0 and True are one key).
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
+  // 1 + how deeply its keys and values nest (Value::depth), kept by set() and Value::dict.
+  int32_t depth = 1;
   const Value* find(const std::string& key) const;
   const Value* find(const Value& key) const;
   const Value* find(const char* key) const { return find(std::string(key)); }
@@ -67,6 +69,10 @@ class Value {
   bool is_none() const { return kind_ == Kind::None; }
   bool is_string() const { return kind_ == Kind::String; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
+  // How deeply lists, dicts and namespaces nest in this value (0: none), at most 500: destroying
+  // a value recurses through its nesting, so a template nesting one without bound would
+  // overflow the stack; making a deeper one is an error.
+  int32_t depth() const { return (kind_ == Kind::Dict || kind_ == Kind::Namespace) && dict_ ? dict_->depth : depth_; }
   bool is_list() const { return kind_ == Kind::List; }  // any Seq
   bool is_tuple() const { return kind_ == Kind::List && (seq_ == Seq::Tuple || seq_ == Seq::GroupTuple); }
   Seq seq() const { return seq_; }
@@ -98,6 +104,8 @@ class Value {
   Seq seq_ = Seq::List;
   bool markup_ = false;
   bool b_ = false;
+  // A list's nesting (0 for a scalar); a dict's and a namespace's is its Dict's (depth()).
+  int32_t depth_ = 0;
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;

@@ -44,8 +44,17 @@ const Value* Dict::find(const Value& key) const {
   return nullptr;
 }
 
+// 1 + the deepest nesting `d` below a new list or dict; more than kMaxValueDepth is an error (a
+// template building [[[...]]] in a loop: each level's destructor calls the next's, past the stack).
+static int32_t one_deeper(int32_t d) {
+  if (d + 1 > detail::kMaxValueDepth)
+    throw Error(str_cat("a value nested deeper than ", detail::kMaxValueDepth, " levels"));
+  return d + 1;
+}
+
 void Dict::set(Value key, Value value) {
   if (!key.is_hashable()) throw Error(str_cat("unhashable type: '", key.type_name(), "'"));
+  depth = std::max(depth, one_deeper(std::max(key.depth(), value.depth())));
   for (auto& [k, v] : items)
     if (key.is_string() ? k.is_string() && k.as_string() == key.as_string() : !k.is_string() && equals(k, key)) {
       v = std::move(value);  // Python keeps the first key ({1: 'a', 1.0: 'b'} is {1: 'b'})
@@ -91,6 +100,9 @@ Value Value::none() {
 Value Value::list(List items) {
   Value v;
   v.kind_ = Kind::List;
+  int32_t d = 0;
+  for (const Value& x : items) d = std::max(d, x.depth());
+  v.depth_ = one_deeper(d);
   detail::spend(1 + int64_t(items.size()));
   int64_t bytes = int64_t(items.capacity() * sizeof(Value)) + detail::kObjectBytes;
   v.list_ = held<List>(std::move(items), bytes);
@@ -122,6 +134,9 @@ Value Value::markup(std::string s) {
 Value Value::dict(Dict d) {
   Value v;
   v.kind_ = Kind::Dict;
+  int32_t deepest = 0;
+  for (const auto& [key, value] : d.items) deepest = std::max({deepest, key.depth(), value.depth()});
+  d.depth = one_deeper(deepest);
   int64_t bytes = int64_t(d.items.capacity() * sizeof(d.items[0])) + detail::kObjectBytes;
   detail::spend(1 + int64_t(d.items.size()));
   v.dict_ = held<Dict>(std::move(d), bytes);
