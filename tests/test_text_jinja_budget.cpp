@@ -47,8 +47,10 @@ Outcome render_source(const std::string& source) {
   return o;
 }
 
-// Under a sanitizer everything runs many times slower (ASan's -O1 build took 23 s for the macro
-// calls); the bound on time is for the optimized build without one.
+// Under a sanitizer everything runs many times slower (scripts/sanitize.sh's -O0 build took
+// 60.3 s for the macro calls on a busy 2-core machine, about 100x the Release build's 0.56 s);
+// the bound on time is for the optimized build without one, and a sanitizer build's only checks
+// that the render ends.
 // GCC says __SANITIZE_ADDRESS__, clang (scripts/sanitize.sh's compiler) __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
 #define XG_BUDGET_TEST_UNDER_ASAN 1
@@ -60,7 +62,7 @@ Outcome render_source(const std::string& source) {
 #if defined(__OPTIMIZE__) && !defined(XG_BUDGET_TEST_UNDER_ASAN)
 constexpr double kSecondsAllowed = 3;
 #else
-constexpr double kSecondsAllowed = 60;
+constexpr double kSecondsAllowed = 240;
 #endif
 
 // Rendering `source` ends, within kSecondsAllowed, in the error `what` on template line `line`.
