@@ -273,7 +273,7 @@ void SafetensorsReader::read_into(const std::string& name, const Tensor& dst) {
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
     verify(name, crc32_of(0, dst.raw_data(), e.end - e.begin));
     constexpr int64_t kCheck = 1 << 16;
-    std::vector<float> widened(static_cast<std::size_t>(std::min<int64_t>(n, kCheck)));
+    std::vector<float> widened(dst.dtype() == kBFloat16 ? static_cast<std::size_t>(std::min<int64_t>(n, kCheck)) : 0);
     for (int64_t at = 0; at < n; at += kCheck) {
       const int64_t len = std::min(kCheck, n - at);
       if (dst.dtype() == kFloat32) {

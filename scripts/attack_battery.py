@@ -240,7 +240,7 @@ check(K, "a full disk (log.jsonl on /dev/full) stops the run naming the file",
       status not in (0, None) and "log.jsonl" in err and not os.path.exists(os.path.join(full, "model.safetensors")), err.strip()[:160])
 
 # ---- run folders that move, stale temporaries, sizes against the process's memory, full disks
-K = "round three (issue 52)"
+K = "round three (moved runs, stale temporaries, size flags, full disk)"
 copy = fresh("h"); shutil.copytree(run_out, copy)
 moved = os.path.join(T, "moved.txt"); shutil.copy(text, moved)
 moved_train = lambda *extra: ["xg-train", "--data", moved] + flags(MODEL, extra)

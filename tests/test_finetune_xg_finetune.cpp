@@ -320,7 +320,7 @@ TEST(XgFinetune, AKilledBf16RunOnALowPrecisionBaseResumesBitwise) {
 }
 
 TEST(XgFinetune, ANanInABf16BaseIsRefusedAtLoadAndWritesNothing) {
-  // Issue 57 point 1: a BF16 base with one NaN weight loaded silently and the run stopped at
+  // A BF16 base with one NaN weight loaded silently and the run stopped at
   // step 1 on a NaN loss, after writing .lock, args.json and log.jsonl into --out.
   const fs::path d = xg::test::fresh_test_dir("nan_base");
   auto model = xg::nn::load_model(tiny_base(d).string());

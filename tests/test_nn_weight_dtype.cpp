@@ -2,7 +2,7 @@
 // straight into bf16 or q8_0 matrices (never through a whole float32 copy), the logits and the
 // LoRA gradients of such a model against a float32 model holding the same (widened) values, and
 // a NaN or Inf in a low-precision file refused at load naming the file, the tensor and the
-// element (issue 57 point 1: these loaded silently before).
+// element (these loaded silently before).
 #include <gtest/gtest.h>
 
 #include <cstring>

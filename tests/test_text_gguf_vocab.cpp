@@ -50,7 +50,7 @@ std::vector<int64_t> llama_cpp_rule_ids(const io::GgufReader& f, const std::stri
 }
 
 TEST(TextGgufVocab, AnExportedByteModelStartsAPromptAsXgGenerateDoes) {
-  // Issue 50 point 5: the export said add_bos_token false while xg-generate's raw format puts the
+  // The export used to say add_bos_token false while xg-generate's raw format puts the
   // byte tokenizer's BOS (256) first, so llama.cpp continued another sequence than xgrad did.
   const fs::path dir = test::fresh_test_dir();
   const io::GgufMetadata meta = text::gguf_tokenizer_metadata(xg::io::ModelSource::open(test::gguf_fixture("trained").string()), 259);
