@@ -3,7 +3,8 @@
 // as the machine's peak, and raw cblas_sgemm against dnnl_sgemm on one thread from small
 // shapes to large (where gemm_backend.hpp's rule 3 draws its 2^23 line), one-row products
 // (a decoded token) on xgrad's kernel against dnnl_sgemm, and the cores' float32 FMA peak
-// that every sgemm rate is a fraction of. All float32; GFLOP/s counts 2*M*N*K per product.
+// that every sgemm rate is a fraction of; bf16 products (bf16 tensors, and float32 ones under
+// xg::autocast) beside them. GFLOP/s counts 2*M*N*K per product.
 #include <cblas.h>
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -76,12 +77,15 @@ void BM_LinearForward(benchmark::State& state) {
 }
 BENCHMARK(BM_LinearForward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// y = x @ w^T, then backward: dx = g @ w, dw = g^T @ x
-void BM_LinearForwardBackward(benchmark::State& state) {
+// y = x @ w^T, then backward: dx = g @ w, dw = g^T @ x. With bf16, each pass under
+// xg::autocast as a --bf16 step runs its projections: float32 x and w rounded to bf16 (w once
+// per autocast scope, x every call), float32 sums and gradients.
+void linear_forward_backward(benchmark::State& state, bool bf16) {
   const int64_t M = state.range(0), in = state.range(1), out = state.range(2);
   Tensor x = randn32({M, in}, 1).requires_grad_(), w = randn32({out, in}, 2).requires_grad_();
   Tensor g = randn32({M, out}, 3);
   for (auto _ : state) {
+    xg::autocast mixed(bf16);  // one scope per pass, as the step bench opens one per step
     Tensor y = xg::linear(x, w);
     y.backward(g);
     benchmark::DoNotOptimize(w.grad().raw_data());
@@ -89,8 +93,28 @@ void BM_LinearForwardBackward(benchmark::State& state) {
     w.zero_grad();
   }
   set_gflops(state, 3 * 2.0 * M * in * out);
+  if (bf16) state.SetLabel(xg::bf16_gemm_description());
 }
+void BM_LinearForwardBackward(benchmark::State& state) { linear_forward_backward(state, false); }
 BENCHMARK(BM_LinearForwardBackward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// bf16 products (AVX512-BF16 or AMX through oneDNN where the CPU has them, else both operands
+// widened to float32: gemm_backend.hpp). [N, N] @ [N, N] on bf16 tensors: the products' own
+// rate, beside BM_MatmulForward's float32 one.
+void BM_MatmulBf16Forward(benchmark::State& state) {
+  const int64_t N = state.range(0);
+  Tensor a = randn32({N, N}, 1).to(xg::kBFloat16), b = randn32({N, N}, 2).to(xg::kBFloat16);
+  for (auto _ : state) {
+    Tensor y = xg::matmul(a, b);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_gflops(state, 2.0 * N * N * N);
+  state.SetLabel(xg::bf16_gemm_description());
+}
+BENCHMARK(BM_MatmulBf16Forward)->Arg(256)->Arg(512)->Arg(1024)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_LinearAutocastForwardBackward(benchmark::State& state) { linear_forward_backward(state, true); }
+BENCHMARK(BM_LinearAutocastForwardBackward)->Apply(linear_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The backward alone of y = x @ w^T (graph built once, kept with retain_graph): the two
 // products dx = g @ w ([M, out] x [out, in]) and dw = g^T @ x ([out, M] x [M, in]).

@@ -203,7 +203,7 @@ json run_steps(const std::string& name, const BenchConfig& c, uint64_t seed, boo
 // Nothing else of the step (norms, RoPE, SwiGLU, residuals, cross-entropy, AdamW) runs, so
 // flop_per_step / this time is the most the whole step could reach with these products: the
 // ceiling against which "xgrad of the sgemm peak" is read. Median of `reps` passes.
-json products_only(const std::string& name, const BenchConfig& c, int64_t reps) {
+json products_only(const std::string& name, const BenchConfig& c, int64_t reps, bool bf16) {
   xg::Generator gen(0);
   const int64_t M = c.batch * c.seq, d = c.d, F = ffn_dim(c.d), hs = c.d / c.n_heads;
   auto param = [&](const xg::Shape& shape) { return xg::randn(shape, xg::kFloat32, &gen).requires_grad_(); };
@@ -237,6 +237,7 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   // One pass runs every product of a step back to back, as the step does; the gradients are
   // dropped after each call (a step's parameter gradients start from none).
   auto pass = [&](bool timed) {
+    xg::autocast mixed(bf16);  // --bf16: the products as a --bf16 step runs them
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t kind = 0; kind < ops.size(); ++kind) {
       Operands& o = ops[kind];
@@ -270,6 +271,8 @@ json products_only(const std::string& name, const BenchConfig& c, int64_t reps) 
   j["flop_formula"] = kFlopFormula;
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();
+  j["bf16"] = bf16;
+  if (bf16) j["gemm_bf16"] = xg::bf16_gemm_description();
   j["settings"] = xg::cli::settings_json();
   // Per kind: forward + both gradients at 6 M in out per product (the attention at the formula's
   // 12 T d per token and layer, over the full T x T though the causal half is skipped).
@@ -392,7 +395,7 @@ int main(int argc, char** argv) {
       },
       [&] {
         const json j = sgemm      ? sgemm_peak(sgemm_impl, sgemm_n, sgemm_reps)
-                       : products ? products_only(config, c, c.steps)
+                       : products ? products_only(config, c, c.steps, bf16)
                                   : run_steps(config, c, seed, bf16);
         std::cout << j.dump() << std::endl;
         return 0;

@@ -60,6 +60,9 @@ def parse_args(argv):
     p.add_argument("--wait-policy", default="", choices=["", "passive", "active"],
                    help="OMP_WAIT_POLICY for libgomp (set before torch is imported; '': inherit)")
     p.add_argument("--foreach", action="store_true", help="AdamW(foreach=True) (torch 1.13's default is off)")
+    p.add_argument("--autocast", action="store_true",
+                   help="forward and loss under torch.autocast('cpu', dtype=torch.bfloat16) (mixed precision, "
+                        "float32 weights and AdamW state), as TRL's bf16=True runs on a CPU")
     a = p.parse_args(argv)
     if a.warmup < -1 or a.steps == 0 or a.steps < -1:
         p.error(f"--warmup must be >= 0 and --steps > 0 (or -1 for the defaults), got {a.warmup} and {a.steps}")
@@ -188,8 +191,9 @@ def main(argv):
     for s, (inp, tgt) in enumerate(batches):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        logits = model(inp)
-        loss = F.cross_entropy(logits.view(-1, VOCAB), tgt.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            logits = model(inp)
+            loss = F.cross_entropy(logits.view(-1, VOCAB), tgt.view(-1))
         loss.backward()
         opt.step()
         loss_last = loss.item()
@@ -226,6 +230,7 @@ def main(argv):
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "foreach": bool(a.foreach),
+        "autocast": bool(a.autocast),
     }
     print(json.dumps(out))
     return 0

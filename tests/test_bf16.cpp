@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <vector>
 #include <limits>
 #include <sstream>
 
@@ -61,6 +63,48 @@ TEST(BFloat16, RoundsToNearestEvenAsTorchDoes) {
   EXPECT_TRUE(std::isnan(tensor({std::nan("")}).to(kBFloat16).item()));
   // float64 -> bf16 goes through float32, as c10::BFloat16's constructor does.
   EXPECT_EQ(tensor({1.0 + 1.0 / 256}, kFloat64).to(kBFloat16).item(), 1.0);
+}
+
+// Arrays convert as single values do, on the threaded and vectorized path too (2^17 elements,
+// past the threading threshold): every class of float32 bit pattern, ties included, against the
+// definition of round-to-nearest-even written out here on the bits.
+TEST(BFloat16, ArraysConvertExactlyAsSingleValues) {
+  const int64_t n = 1 << 17;
+  std::vector<uint32_t> bits(n);
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int64_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t b = static_cast<uint32_t>(state >> 32);
+    switch (i % 8) {
+      case 0: b = (b & 0xffff0000u) | 0x8000u; break;        // an exact tie
+      case 1: b &= 0x807fffffu; break;                       // zero or subnormal
+      case 2: b = (b & 0x80000000u) | 0x7f800000u | (b & 0x7fffffu); break;  // Inf or NaN
+      case 3: b = (b & 0x80000000u) | 0x7f7f8000u | (b & 0x7fffu); break;    // rounds past the largest
+      default: break;                                        // anything
+    }
+    bits[i] = b;
+  }
+  std::vector<float> values(n);
+  std::memcpy(values.data(), bits.data(), n * 4);
+  Tensor x = empty({n}, kFloat32);
+  std::memcpy(x.data<float>(), values.data(), n * 4);
+  const Tensor b = x.to(kBFloat16);
+  const uint16_t* got = reinterpret_cast<const uint16_t*>(b.raw_data());
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t v = bits[i];
+    const bool nan = (v & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t keep = v >> 16, rest = v & 0xffffu;
+    const uint32_t up = rest > 0x8000u || (rest == 0x8000u && (keep & 1u));
+    const uint16_t want = static_cast<uint16_t>(nan ? (keep | 0x40u) : keep + up);
+    ASSERT_EQ(got[i], want) << "element " << i << " (bits 0x" << std::hex << v << ")";
+  }
+  // and back: bf16 -> float32 is exact (the bits shifted up)
+  const Tensor back = b.to(kFloat32);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t w;
+    std::memcpy(&w, back.data<float>() + i, 4);
+    ASSERT_EQ(w, static_cast<uint32_t>(got[i]) << 16) << "element " << i;
+  }
 }
 
 TEST(BFloat16, StorageFactoriesCopiesAndPrinting) {
