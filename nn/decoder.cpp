@@ -524,7 +524,8 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
   check(L < 0 || slide || T0 + max_new_tokens <= L, who(), "::generate: the prompt's ", T0, " tokens (prompt ",
         shape_str(prompt.shape()), ") + max_new_tokens ", max_new_tokens, " exceed max_seq_len ", L,
         " (GenerateOptions::sliding_window keeps the last max_seq_len tokens instead)");
-  const SamplingOptions sampling{options.temperature, options.top_k, options.top_p};
+  const SamplingOptions sampling{options.temperature, options.top_k, options.top_p, options.min_p,
+                                 options.repetition_penalty};
   sampling_probs(zeros({1}), sampling);  // validates the sampling options before any work
 
   NoGradGuard no_grad;
@@ -562,10 +563,16 @@ Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const G
     const Tensor last = reshape(narrow(logits, 1, Tl - 1, 1), {B, V});
     std::vector<int64_t> next(static_cast<std::size_t>(B));
     bool all_done = true;
+    const int64_t pad = std::max<int64_t>(options.eos_id, 0);
     for (int64_t b = 0; b < B; ++b) {
-      int64_t tok = options.eos_id;
-      if (!done[b]) tok = sample_token(reshape(narrow(last, 0, b, 1), {V}), sampling, gen);
-      if (tok == options.eos_id) done[b] = true;
+      int64_t tok = pad;
+      if (!done[b]) {
+        // The penalty's context: the row's prompt and what it has drawn so far.
+        std::vector<int64_t> context;
+        if (sampling.repetition_penalty != 1) context.assign(seq.begin() + b * W, seq.begin() + b * W + T0 + n);
+        tok = sample_token(reshape(narrow(last, 0, b, 1), {V}), sampling, gen, context);
+        if (tok == options.eos_id || (options.on_token && options.on_token(b, tok))) done[b] = true;
+      }
       all_done = all_done && done[b];
       next[b] = tok;
       seq[b * W + T0 + n] = tok;

@@ -3,6 +3,7 @@
 // config as JSON beside the weights (save_pretrained / load_pretrained).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,8 @@ struct GenerateOptions {
   double temperature = 1.0;  // 0 = greedy
   int64_t top_k = 0;         // 0 = off
   double top_p = 1.0;        // 1 = off
+  double min_p = 0.0;        // 0 = off (nn/sampling.hpp)
+  double repetition_penalty = 1.0;  // 1 = off; over the row's prompt and generated tokens
   uint64_t seed = 0;         // of the generator the draws come from
   int64_t eos_id = -1;       // >= 0: a row stops at this token (then padded with it); generation
                              // ends early once every row has stopped
@@ -58,6 +61,11 @@ struct GenerateOptions {
   // once the window is full it slides, and the KV caches are rebuilt from the window's tokens
   // at positions 0.. (one full forward per token from then on).
   bool sliding_window = false;
+  // Called with each token a row draws, as it is drawn (rows in order within a step): for
+  // streaming, and for stopping criteria such as stop strings. Returning true ends the row
+  // there, as eos does: no more tokens are drawn for it and the rest of its row is eos_id
+  // (0 without an eos_id).
+  std::function<bool(int64_t row, int64_t token)> on_token;
 };
 
 // Where generate's time went (wall clock), split as llama.cpp's timings are: the prefill (one

@@ -16,14 +16,28 @@ void validate(const Tensor& logits, const SamplingOptions& o) {
         "sample_token: temperature must be 0 (greedy) or in [", kMinTemperature, ", inf), got ", o.temperature);
   check(o.top_k >= 0, "sample_token: top_k must be >= 0, got ", o.top_k);
   check(o.top_p > 0 && o.top_p <= 1, "sample_token: top_p must be in (0, 1], got ", o.top_p);
+  check(o.min_p >= 0 && o.min_p <= 1, "sample_token: min_p must be in [0, 1], got ", o.min_p);
+  check(o.repetition_penalty > 0 && std::isfinite(o.repetition_penalty),
+        "sample_token: repetition_penalty must be positive and finite, got ", o.repetition_penalty);
 }
 
 }  // namespace
 
-Tensor sampling_probs(const Tensor& logits, const SamplingOptions& o) {
+Tensor sampling_probs(const Tensor& logits, const SamplingOptions& o, const std::vector<int64_t>& context) {
   validate(logits, o);
   std::vector<double> z = logits.to_vector();
   const std::size_t V = z.size();
+  if (o.repetition_penalty != 1) {
+    // Each token of the context once, however often it occurs (a gather and a scatter in HF).
+    std::vector<bool> seen(V, false);
+    for (int64_t id : context) {
+      check(id >= 0 && static_cast<std::size_t>(id) < V, "sample_token: context token ", id, " is outside the vocabulary [0, ",
+            V, ")");
+      if (seen[id]) continue;
+      seen[id] = true;
+      z[id] = z[id] < 0 ? z[id] * o.repetition_penalty : z[id] / o.repetition_penalty;
+    }
+  }
   // -inf masks a token out; NaN, +inf or every token masked leaves nothing to draw from.
   bool any = false;
   for (std::size_t i = 0; i < V; ++i) {
@@ -66,11 +80,19 @@ Tensor sampling_probs(const Tensor& logits, const SamplingOptions& o) {
     const double kept = std::accumulate(p.begin(), p.end(), 0.0);
     for (double& v : p) v /= kept;
   }
+  if (o.min_p > 0) {
+    // Relative to the most likely token's probability among those left; it always stays.
+    const double floor = o.min_p * p[order[0]];
+    for (std::size_t r = 1; r < V; ++r)
+      if (p[order[r]] < floor) p[order[r]] = 0;
+    const double kept = std::accumulate(p.begin(), p.end(), 0.0);
+    for (double& v : p) v /= kept;
+  }
   return from_vector(p, {static_cast<int64_t>(V)}, kFloat64);
 }
 
-int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& gen) {
-  const std::vector<double> p = sampling_probs(logits, o).to_vector();
+int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& gen, const std::vector<int64_t>& context) {
+  const std::vector<double> p = sampling_probs(logits, o, context).to_vector();
   if (o.temperature == 0) return static_cast<int64_t>(std::max_element(p.begin(), p.end()) - p.begin());
   const double u = gen.uniform();
   double cum = 0;

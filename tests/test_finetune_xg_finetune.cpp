@@ -686,7 +686,9 @@ TEST(XgFinetune, SizeFlagsAreBoundedByTheMemoryTheProcessMayUse) {
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("xg-finetune: --group-size 10000 completions of up to --max-new-tokens 8 needs about "),
             std::string::npos) << r.err;
-  if (!kAsan) EXPECT_NE(r.err.find("(ulimit -v)"), std::string::npos) << r.err;
+  if (!kAsan) {
+    EXPECT_NE(r.err.find("(ulimit -v)"), std::string::npos) << r.err;
+  }
   EXPECT_FALSE(fs::exists(d / "out"));
   ::setenv("XGRAD_MEMORY_LIMIT", "500000000", 1);
   r = run("xg-finetune", common + " --objective grpo --lora-r 60000");

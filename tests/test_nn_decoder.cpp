@@ -260,7 +260,11 @@ Tensor generate_by_full_forwards(const DecoderLM& lm, const Tensor& prompt, int6
     const Tensor logits = lm(seq);
     const Tensor last = reshape(narrow(logits, 1, seq.size(1) - 1, 1), {B, Vn});
     std::vector<int64_t> next;
-    for (int64_t b = 0; b < B; ++b) next.push_back(sample_token(reshape(narrow(last, 0, b, 1), {Vn}), s, gen));
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int64_t> context;  // the row so far: what the repetition penalty reads
+      for (double v : narrow(seq, 0, b, 1).to_vector()) context.push_back(static_cast<int64_t>(v));
+      next.push_back(sample_token(reshape(narrow(last, 0, b, 1), {Vn}), s, gen, context));
+    }
     seq = cat({seq, from_vector(next, {B, 1})}, int64_t{1});
   }
   return seq;
@@ -307,6 +311,55 @@ TEST(NnDecoderGenerate, SeededSamplingIsReproducible) {
   EXPECT_EQ(a.to_vector(), ref.to_vector());
   o.seed = 43;
   EXPECT_NE(lm.generate(prompt, 10, o).to_vector(), a.to_vector());
+}
+
+// min_p and the repetition penalty draw as sample_token does after full forwards, each row's
+// penalty over its own prompt and tokens so far; the penalty changes greedy output too.
+TEST(NnDecoderGenerate, MinPAndRepetitionPenaltyFollowSampleToken) {
+  DecoderLM lm(small_lm(AttentionKind::GQA));
+  randomize64(lm, 51, 0.3);
+  const Tensor prompt = random_tokens(2, 4, 13, 52);
+  GenerateOptions o;
+  o.temperature = 0.8;
+  o.min_p = 0.1;
+  o.repetition_penalty = 1.5;
+  o.seed = 7;
+  const Tensor ref = generate_by_full_forwards(lm, prompt, 10, {0.8, 0, 1.0, 0.1, 1.5}, 7);
+  EXPECT_EQ(lm.generate(prompt, 10, o).to_vector(), ref.to_vector());
+  o.temperature = 0;
+  o.repetition_penalty = 3.0;
+  const Tensor greedy_ref = generate_by_full_forwards(lm, prompt, 10, {0.0, 0, 1.0, 0.0, 3.0}, 0);
+  const Tensor penalised = lm.generate(prompt, 10, o);
+  EXPECT_EQ(penalised.to_vector(), greedy_ref.to_vector());
+  o.repetition_penalty = 1.0;
+  EXPECT_NE(lm.generate(prompt, 10, o).to_vector(), penalised.to_vector());
+}
+
+// on_token sees each row's tokens in order as they are drawn; returning true ends that row,
+// which is padded with eos_id after it, while the other rows go on.
+TEST(NnDecoderGenerate, OnTokenStreamsAndStopsARow) {
+  DecoderLM lm(small_lm(AttentionKind::GQA));
+  randomize64(lm, 61, 0.3);
+  const Tensor prompt = random_tokens(2, 3, 13, 62);
+  GenerateOptions o;
+  o.temperature = 0;
+  o.eos_id = 12;
+  const Tensor plain = lm.generate(prompt, 8, o);
+  std::vector<std::vector<int64_t>> seen(2);
+  o.on_token = [&](int64_t row, int64_t tok) {
+    seen[row].push_back(tok);
+    return row == 0 && seen[0].size() == 3;  // row 0 stops after its third token
+  };
+  const Tensor out = lm.generate(prompt, 8, o);
+  const auto want = plain.to_vector(), got = out.to_vector();
+  const int64_t W = out.size(1);
+  ASSERT_EQ(seen[0].size(), 3u);
+  for (int64_t t = 0; t < W; ++t) {
+    if (t < 6) EXPECT_EQ(got[t], want[t]) << t;       // prompt and the three tokens
+    else EXPECT_EQ(got[t], 12) << t;                  // then eos_id
+    EXPECT_EQ(got[W + t], want[W + t]) << t;           // row 1 as without the callback
+  }
+  for (std::size_t i = 0; i < seen[1].size(); ++i) EXPECT_EQ(seen[1][i], want[W + 3 + i]) << i;
 }
 
 // The timings count the prefill of the whole prompt once and one decode step per generated token
