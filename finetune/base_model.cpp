@@ -11,9 +11,12 @@ namespace xg::finetune {
 BaseModel load_base(const io::ModelSource& source, const std::string& who, const nn::LoadOptions& options) {
   BaseModel b;
   b.source = source;
-  b.naming = b.hf() ? "hf_llama" : "xgrad";
   if (source.format != io::ModelFormat::Xgrad) b.tokenizer = text::load_tokenizer(source);
   b.model = nn::load_model(source, options);
+  // PEFT's module names for a Hugging Face model; GPT-2's packed c_attn has no LoRA of its own
+  // per q, k and v, so its adapters keep xgrad's names (w_q, w_k, w_v, w_o, fc1, fc2).
+  b.naming = b.hf() && nn::HFConfig::from_lm(b.model->config()).architecture != nn::HFArchitecture::GPT2 ? "hf_llama"
+                                                                                                          : "xgrad";
   if (!b.tokenizer) b.tokenizer = text::load_tokenizer(source);
   check(b.tokenizer->vocab_size() <= b.model->config().vocab_size, who, ": the tokenizer of ", source.path, " has ",
         b.tokenizer->vocab_size(), " ids but the model's vocabulary only ", b.model->config().vocab_size);

@@ -6,6 +6,7 @@
 #include "nn/init.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -317,6 +318,8 @@ void LMConfig::validate(const std::string& who) const {
   check(vocab_size > 0, who, ": field 'vocab_size' must be positive, got ", vocab_size);
   check(n_layers > 0, who, ": field 'n_layers' must be positive, got ", n_layers);
   check(is_floating(dtype), who, ": field 'dtype' must be float32 or float64, got ", dtype_name(dtype));
+  check(std::isfinite(embed_scale) && embed_scale > 0, who, ": field 'embed_scale' must be a positive number, got ",
+        embed_scale);
   BlockConfig b = block;
   b.n_layers = n_layers;
   b.validate(who + ": block");
@@ -329,6 +332,7 @@ std::string LMConfig::to_json() const {
   j["tie_embeddings"] = tie_embeddings;
   j["final_norm"] = final_norm;
   j["dtype"] = dtype_name(dtype);
+  if (embed_scale != 1.0) j["embed_scale"] = embed_scale;
   j["block"] = block_to_json(block);
   return j.dump(2) + "\n";
 }
@@ -354,6 +358,13 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
   r("tie_embeddings", c.tie_embeddings);
   r("final_norm", c.final_norm);
   r("dtype", c.dtype);
+  r.object(
+      "embed_scale",
+      [&](const json& v) {
+        check(v.is_number(), source, ": field 'embed_scale' must be a number, got ", v.dump());
+        c.embed_scale = v.get<double>();
+      },
+      /*required=*/false);  // written only when not 1
   r.object("block", [&](const json& b) { block_from_json(b, c.block, source); });
   r.run();
   c.block.n_layers = c.n_layers;
@@ -483,6 +494,8 @@ LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVC
                                : AttnMask::causal_mask();
   Tensor h = tok_embeddings_->forward(tokens);  // [B, T, C]
   if (widen_embeddings_ && h.dtype() != kFloat32) h = h.to(kFloat32);
+  if (config_.embed_scale != 1.0)  // in h's dtype, as Gemma's normalizer tensor
+    h = h * (h.dtype() == kFloat32 ? static_cast<double>(static_cast<float>(config_.embed_scale)) : config_.embed_scale);
   if (sinusoidal_) h = packed ? sinusoidal_->forward_at(h, position_ids) : sinusoidal_->forward(h, pos0);
   if (learned_) h = packed ? learned_->forward_at(h, position_ids) : learned_->forward(h, pos0);
   if (config_.block.dropout > 0 && is_training()) h = dropout(h, config_.block.dropout, true);

@@ -27,13 +27,17 @@ struct LMConfig {
   bool tie_embeddings = false;  // logits = h @ tok_embeddings.weight^T (no "output" Linear)
   bool final_norm = true;       // "norm" before the LM head (of block.norm's kind and eps)
   Dtype dtype = kFloat32;       // of the parameters
+  // The token embeddings are multiplied by this before the first block (Gemma: sqrt(d_model),
+  // rounded to the activations' dtype as its normalizer is). In config.json only when not 1.
+  double embed_scale = 1.0;
 
   // {"vocab_size": .., "n_layers": .., "tie_embeddings": .., "final_norm": .., "dtype": "float32",
   //  "block": {"d_model": .., "norm_position": "pre", ..., "norm": {"kind": "rmsnorm", "eps": ..},
   //            "attention": {"kind": "gqa", "n_heads": .., ...}, "ffn": {"kind": "swiglu", ...}}}:
   //  every field, enums as their names, each sublayer as its kind and that kind's fields.
   std::string to_json() const;
-  // Every field to_json writes is required (block.rope_scaling only when scaling is on). A missing
+  // Every field to_json writes is required (block.rope_scaling only when scaling is on,
+  // embed_scale only when not 1). A missing
   // or unknown field, a value of the wrong type or an invalid value is an xg::Error naming
   // `source` (e.g. the file) and the field. A block in the flat form of earlier xgrad versions
   // ("n_heads", "norm": "rmsnorm", ...) is read as well, with that format's defaults.

@@ -62,6 +62,10 @@ std::string gguf_architecture(const LMConfig& config) {
       check(!hf.attention().qkv_bias, "GGUF export: a model with QK-Norm is llama.cpp's qwen3, which has no attention biases");
       return "qwen3";
     case HFArchitecture::Qwen2: return "qwen2";
+    case HFArchitecture::Gemma:
+    case HFArchitecture::GPT2:
+      throw Error(str_cat("GGUF export: a ", hf_architecture_name(hf.architecture),
+                          " model is not supported (xgrad writes llama, qwen2 and qwen3)"));
     default: return "llama";
   }
 }

@@ -1,17 +1,21 @@
 // Hugging Face config.json <-> LMConfig for LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM and Qwen3ForCausalLM: the keys each uses, their transformers defaults, and
-// the refusals (anything xgrad would compute differently).
+// Qwen2ForCausalLM, Qwen3ForCausalLM and GemmaForCausalLM (GPT-2's keys are nn/hf_gpt2.cpp's):
+// the keys each uses, their transformers defaults, and the refusals (anything xgrad would
+// compute differently).
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
 #include "nn/hf.hpp"
+#include "nn/hf_keys.hpp"
 
 namespace xg::nn {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using hf_detail::json;
+using hf_detail::Keys;
+using hf_detail::read_ids;
 
 struct ArchInfo {
   HFArchitecture arch;
@@ -21,7 +25,9 @@ struct ArchInfo {
 constexpr ArchInfo kArchs[] = {{HFArchitecture::Llama, "LlamaForCausalLM", "llama"},
                                {HFArchitecture::Mistral, "MistralForCausalLM", "mistral"},
                                {HFArchitecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
-                               {HFArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"}};
+                               {HFArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
+                               {HFArchitecture::Gemma, "GemmaForCausalLM", "gemma"},
+                               {HFArchitecture::GPT2, "GPT2LMHeadModel", "gpt2"}};
 
 std::string supported_list(bool model_types) {
   std::string s;
@@ -30,7 +36,7 @@ std::string supported_list(bool model_types) {
 }
 
 // The defaults of transformers' config classes (LlamaConfig, MistralConfig, Qwen2Config,
-// Qwen3Config) for the keys a config.json may leave out.
+// Qwen3Config, GemmaConfig; GPT2Config's bos/eos) for the keys a config.json may leave out.
 struct Defaults {
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads;
   int64_t num_key_value_heads;  // -1: num_attention_heads
@@ -45,66 +51,11 @@ Defaults defaults_of(HFArchitecture a) {
     case HFArchitecture::Mistral: return {32000, 4096, 14336, 32, 32, 8, -1, 4096 * 32, 1e-6, 10000.0, 1, 2};
     case HFArchitecture::Qwen2: return {151936, 4096, 22016, 32, 32, 32, -1, 32768, 1e-6, 10000.0, {}, {}};
     case HFArchitecture::Qwen3: return {151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, {}, {}};
+    case HFArchitecture::Gemma: return {256000, 3072, 24576, 28, 16, 16, 256, 8192, 1e-6, 10000.0, 2, 1};
+    case HFArchitecture::GPT2: return {50257, 768, 3072, 12, 12, -1, -1, 1024, 1e-5, 0.0, 50256, 50256};
   }
   return {};
 }
-
-// Typed access to config.json's keys; every error names the file, the key and its value.
-class Keys {
- public:
-  Keys(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-  const json& at(const char* key) const { return j_[key]; }
-  int64_t integer(const char* key, int64_t def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_number_integer()) bad(key, "an integer");
-    return j_[key].get<int64_t>();
-  }
-  int64_t positive(const char* key, int64_t def) const {
-    const int64_t v = integer(key, def);
-    if (v <= 0) bad(key, "a positive integer");
-    return v;
-  }
-  double number(const char* key, double def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_number()) bad(key, "a number");
-    return j_[key].get<double>();
-  }
-  bool boolean(const char* key, bool def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_boolean()) bad(key, "true or false");
-    return j_[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_string()) bad(key, "a string");
-    return j_[key].get<std::string>();
-  }
-  [[noreturn]] void bad(const std::string& key, const std::string& expected) const {
-    throw Error(str_cat(source_, ": key '", key, "' must be ", expected, ", got ", value(key)));
-  }
-  [[noreturn]] void refuse(const std::string& key, const std::string& why) const {
-    throw Error(str_cat(source_, ": key '", key, "' = ", value(key), " is not supported (", why, ")"));
-  }
-
- private:
-  // A key may be dotted ("rope_scaling.rope_type") to name a field of an object.
-  std::string value(const std::string& key) const {
-    const json* v = &j_;
-    std::size_t start = 0;
-    while (true) {
-      const std::size_t dot = key.find('.', start);
-      const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      if (!v->is_object() || !v->contains(part)) return "nothing";
-      v = &(*v)[part];
-      if (dot == std::string::npos) break;
-      start = dot + 1;
-    }
-    return v->dump();
-  }
-  const json& j_;
-  std::string source_;
-};
 
 HFArchitecture read_architecture(const Keys& k) {
   std::optional<HFArchitecture> from_arch, from_type;
@@ -169,7 +120,7 @@ RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& s
 // refused: xgrad's attention is full causal attention.
 void check_sliding_window(const Keys& k, HFArchitecture arch, int64_t max_pos, int64_t n_layers) {
   const bool qwen = arch == HFArchitecture::Qwen2 || arch == HFArchitecture::Qwen3;
-  if (arch == HFArchitecture::Llama || !k.has("sliding_window")) return;
+  if (arch == HFArchitecture::Llama || arch == HFArchitecture::Gemma || !k.has("sliding_window")) return;
   const int64_t window = k.integer("sliding_window", 0);
   if (window >= max_pos) return;  // covers every position: full attention
   if (qwen) {
@@ -193,21 +144,6 @@ void check_sliding_window(const Keys& k, HFArchitecture arch, int64_t max_pos, i
            str_cat("a window shorter than max_position_embeddings (", max_pos, "); xgrad attends to every position"));
 }
 
-std::vector<int64_t> read_ids(const Keys& k, const json& j, const char* key, bool& is_list) {
-  is_list = false;
-  if (!k.has(key)) return {};
-  const json& v = j[key];
-  if (v.is_number_integer()) return {v.get<int64_t>()};
-  if (!v.is_array()) k.bad(key, "an integer, a list of integers or null");
-  is_list = true;
-  std::vector<int64_t> out;
-  for (const json& e : v) {
-    if (!e.is_number_integer()) k.bad(key, "an integer, a list of integers or null");
-    out.push_back(e.get<int64_t>());
-  }
-  return out;
-}
-
 }  // namespace
 
 const char* hf_architecture_name(HFArchitecture a) {
@@ -216,11 +152,27 @@ const char* hf_architecture_name(HFArchitecture a) {
   return "?";
 }
 
+const char* hf_naming_scheme(HFArchitecture a) { return a == HFArchitecture::GPT2 ? "hf_gpt2" : "hf_llama"; }
+
+void hf_detail::write_token_ids(json& j, const HFConfig& c) {
+  j["bos_token_id"] = c.bos_token_id ? json(*c.bos_token_id) : json(nullptr);
+  if (c.eos_token_ids.empty())
+    j["eos_token_id"] = nullptr;
+  else if (c.eos_is_list || c.eos_token_ids.size() > 1)
+    j["eos_token_id"] = c.eos_token_ids;
+  else
+    j["eos_token_id"] = c.eos_token_ids[0];
+}
+
 const char* hf_model_type(HFArchitecture a) {
   for (const ArchInfo& i : kArchs)
     if (i.arch == a) return i.model_type;
   return "?";
 }
+
+namespace {
+void read_llama_family(const Keys& k, const json& j, const std::string& source, HFConfig& c);
+}  // namespace
 
 HFConfig HFConfig::from_json(const std::string& text, const std::string& source) {
   json j;
@@ -235,14 +187,56 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   c.architecture = read_architecture(k);
   const HFArchitecture arch = c.architecture;
   const Defaults d = defaults_of(arch);
+  if (k.has("quantization_config")) k.refuse("quantization_config", "xgrad reads unquantized weights only");
+  if (arch == HFArchitecture::GPT2)
+    hf_detail::read_gpt2(k, c.lm);
+  else
+    read_llama_family(k, j, source, c);
+  c.lm.validate(source);
+
+  // torch_dtype (transformers >= 4.56 writes "dtype").
+  const char* dtype_key = k.has("torch_dtype") ? "torch_dtype" : "dtype";
+  c.torch_dtype = k.string(dtype_key, "float32");
+  if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
+    k.refuse(dtype_key, "xgrad reads weights stored as float32, bfloat16 or float16");
+
+  bool bos_list = false;
+  const std::vector<int64_t> bos = j.contains("bos_token_id") ? read_ids(k, j, "bos_token_id", bos_list)
+                                                                : (d.bos ? std::vector<int64_t>{*d.bos} : std::vector<int64_t>{});
+  if (bos_list && bos.size() != 1) k.bad("bos_token_id", "one integer");
+  if (!bos.empty()) c.bos_token_id = bos[0];
+  c.eos_token_ids = j.contains("eos_token_id") ? read_ids(k, j, "eos_token_id", c.eos_is_list)
+                                               : (d.eos ? std::vector<int64_t>{*d.eos} : std::vector<int64_t>{});
+  return c;
+}
+
+namespace {
+
+// Gemma's MLP activation: hidden_activation, or gelu_pytorch_tanh when it is not given
+// (transformers' GemmaMLP ignores hidden_act, with a warning).
+Activation gemma_activation(const Keys& k) {
+  const std::string act = k.string("hidden_activation", "gelu_pytorch_tanh");
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") return Activation::GELUTanh;
+  if (act == "gelu") return Activation::GELU;
+  k.refuse("hidden_activation", "xgrad's GeGLU uses \"gelu_pytorch_tanh\" or \"gelu\"");
+}
+
+// Llama, Mistral, Qwen2, Qwen3 and Gemma: a Pre-Norm RMSNorm block of GQA with rotate-half RoPE
+// and a gated MLP (SwiGLU; Gemma: GeGLU, RMSNorm with a unit offset, embeddings times
+// sqrt(hidden_size)).
+void read_llama_family(const Keys& k, const json& j, const std::string& source, HFConfig& c) {
+  const HFArchitecture arch = c.architecture;
+  const Defaults d = defaults_of(arch);
+  const bool gemma = arch == HFArchitecture::Gemma;
 
   // Keys that change the forward in ways xgrad does not compute.
-  const std::string act = k.string("hidden_act", "silu");
-  if (act != "silu") k.refuse("hidden_act", "xgrad's SwiGLU uses \"silu\"");
-  if (k.has("hidden_activation")) k.refuse("hidden_activation", "xgrad's SwiGLU uses hidden_act \"silu\"");
-  if (k.boolean("mlp_bias", false)) k.refuse("mlp_bias", "xgrad's SwiGLU of these architectures has no biases");
+  if (!gemma) {
+    const std::string act = k.string("hidden_act", "silu");
+    if (act != "silu") k.refuse("hidden_act", "xgrad's SwiGLU uses \"silu\"");
+    if (k.has("hidden_activation")) k.refuse("hidden_activation", "xgrad's SwiGLU uses hidden_act \"silu\"");
+  }
+  if (k.boolean("mlp_bias", false)) k.refuse("mlp_bias", "xgrad's gated MLP of these architectures has no biases");
   if (k.number("attention_dropout", 0.0) != 0.0) k.refuse("attention_dropout", "xgrad reads 0.0 only");
-  if (k.has("quantization_config")) k.refuse("quantization_config", "xgrad reads unquantized weights only");
   if (k.has("partial_rotary_factor") && k.number("partial_rotary_factor", 1.0) != 1.0)
     k.refuse("partial_rotary_factor", "xgrad rotates every feature of a head (1.0)");
   if (k.integer("pretraining_tp", 1) < 1) k.bad("pretraining_tp", "a positive integer");  // its split is exact
@@ -250,7 +244,7 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   LMConfig& lm = c.lm;
   lm.vocab_size = k.positive("vocab_size", d.vocab_size);
   lm.n_layers = k.positive("num_hidden_layers", d.num_hidden_layers);
-  lm.tie_embeddings = k.boolean("tie_word_embeddings", false);
+  lm.tie_embeddings = k.boolean("tie_word_embeddings", gemma);
   lm.final_norm = true;
   lm.dtype = kFloat32;
   const int64_t d_model = k.positive("hidden_size", d.hidden_size);
@@ -274,7 +268,10 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   b.rope_layout = RopeLayout::RotateHalf;  // HF's layout: no q/k row permutation
   const double eps = k.number("rms_norm_eps", d.rms_norm_eps);
   if (!(eps > 0)) k.bad("rms_norm_eps", "positive");
-  b.norm = RMSNormSpec{eps};
+  if (gemma)
+    b.norm = UnitOffsetRMSNormSpec{eps};
+  else
+    b.norm = RMSNormSpec{eps};
   b.rope_base = k.number("rope_theta", d.rope_theta);
   if (!(b.rope_base > 0)) k.bad("rope_theta", "positive");
   b.rope_scaling = read_rope_scaling(k, j, source);
@@ -284,6 +281,8 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   switch (arch) {
     case HFArchitecture::Llama:
     case HFArchitecture::Qwen3:
+    case HFArchitecture::Gemma:
+    case HFArchitecture::GPT2:
       gqa.qkv_bias = gqa.out_bias = attention_bias;
       break;
     case HFArchitecture::Mistral:  // MistralAttention has no biases whatever the key says
@@ -296,49 +295,48 @@ HFConfig HFConfig::from_json(const std::string& text, const std::string& source)
   }
   gqa.qk_norm = arch == HFArchitecture::Qwen3;
   b.attention = GQASpec::of(gqa, d_model);
-  SwiGLUSpec ffn;
-  ffn.d_ff = k.positive("intermediate_size", d.intermediate_size);
-  ffn.bias = false;
-  b.ffn = ffn;
+  const int64_t d_ff = k.positive("intermediate_size", d.intermediate_size);
+  if (gemma) {
+    GeGLUSpec ffn;
+    ffn.d_ff = d_ff;
+    ffn.activation = gemma_activation(k);
+    b.ffn = ffn;
+    // GemmaModel: hidden_states * torch.tensor(hidden_size**0.5, dtype=hidden_states.dtype)
+    lm.embed_scale = std::sqrt(static_cast<double>(d_model));
+  } else {
+    SwiGLUSpec ffn;
+    ffn.d_ff = d_ff;
+    b.ffn = ffn;
+  }
   lm.block = b;
-  lm.validate(source);
-
-  // torch_dtype (transformers >= 4.56 writes "dtype").
-  const char* dtype_key = k.has("torch_dtype") ? "torch_dtype" : "dtype";
-  c.torch_dtype = k.string(dtype_key, "float32");
-  if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16")
-    k.refuse(dtype_key, "xgrad reads weights stored as float32, bfloat16 or float16");
-
-  bool bos_list = false;
-  const std::vector<int64_t> bos = j.contains("bos_token_id") ? read_ids(k, j, "bos_token_id", bos_list)
-                                                                : (d.bos ? std::vector<int64_t>{*d.bos} : std::vector<int64_t>{});
-  if (bos_list && bos.size() != 1) k.bad("bos_token_id", "one integer");
-  if (!bos.empty()) c.bos_token_id = bos[0];
-  c.eos_token_ids = j.contains("eos_token_id") ? read_ids(k, j, "eos_token_id", c.eos_is_list)
-                                               : (d.eos ? std::vector<int64_t>{*d.eos} : std::vector<int64_t>{});
-  return c;
 }
+
+}  // namespace
 
 std::string HFConfig::to_json() const {
   lm.validate("HFConfig");
+  if (architecture == HFArchitecture::GPT2) return hf_detail::gpt2_to_json(*this);
+  const bool gemma = architecture == HFArchitecture::Gemma;
   const BlockConfig& b = lm.block;
   const GQAShape gqa = attention();
   json j;
   j["architectures"] = {hf_architecture_name(architecture)};
   j["model_type"] = hf_model_type(architecture);
-  if (architecture == HFArchitecture::Llama || architecture == HFArchitecture::Qwen3) j["attention_bias"] = gqa.qkv_bias;
+  if (architecture == HFArchitecture::Llama || architecture == HFArchitecture::Qwen3 || gemma)
+    j["attention_bias"] = gqa.qkv_bias;
   j["attention_dropout"] = 0.0;
-  j["bos_token_id"] = bos_token_id ? json(*bos_token_id) : json(nullptr);
-  if (eos_token_ids.empty())
-    j["eos_token_id"] = nullptr;
-  else if (eos_is_list || eos_token_ids.size() > 1)
-    j["eos_token_id"] = eos_token_ids;
-  else
-    j["eos_token_id"] = eos_token_ids[0];
+  hf_detail::write_token_ids(j, *this);
   j["head_dim"] = gqa.head_dim;
-  j["hidden_act"] = "silu";
+  const DenseFFNShape ffn = mlp();
+  if (gemma) {
+    const bool tanh = ffn.activation == activation_name(Activation::GELUTanh);
+    j["hidden_act"] = tanh ? "gelu_pytorch_tanh" : "gelu";
+    j["hidden_activation"] = tanh ? "gelu_pytorch_tanh" : "gelu";
+  } else {
+    j["hidden_act"] = "silu";
+  }
   j["hidden_size"] = b.d_model;
-  j["intermediate_size"] = mlp().d_ff;
+  j["intermediate_size"] = ffn.d_ff;
   j["max_position_embeddings"] = b.max_seq_len;
   if (architecture == HFArchitecture::Llama) j["mlp_bias"] = false;
   j["num_attention_heads"] = gqa.n_heads;
@@ -354,7 +352,7 @@ std::string HFConfig::to_json() const {
   else
     j["rope_scaling"] = nullptr;
   j["rope_theta"] = b.rope_base;
-  if (architecture != HFArchitecture::Llama) j["sliding_window"] = nullptr;
+  if (architecture != HFArchitecture::Llama && !gemma) j["sliding_window"] = nullptr;
   j["tie_word_embeddings"] = lm.tie_embeddings;
   j["torch_dtype"] = torch_dtype;
   if (architecture == HFArchitecture::Qwen2 || architecture == HFArchitecture::Qwen3) j["use_sliding_window"] = false;
@@ -365,7 +363,7 @@ std::string HFConfig::to_json() const {
 
 namespace {
 
-const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3 model needs ";
+const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3/Gemma model needs ";
 
 }  // namespace
 
@@ -377,6 +375,15 @@ GQAShape HFConfig::attention() const {
 
 DenseFFNShape HFConfig::mlp() const {
   const std::optional<DenseFFNShape> f = dense_shape(lm.block.ffn, lm.block.context());
+  if (architecture == HFArchitecture::GPT2) {
+    check(f && !f->gated, "save_hf: a Hugging Face GPT-2 model needs ffn mlp, got ", spec_kind(lm.block.ffn));
+    return *f;
+  }
+  if (architecture == HFArchitecture::Gemma) {
+    check(f && f->gated && f->activation != "silu" && !f->bias, kNeeds, "ffn geglu without bias (Gemma), got ",
+          spec_kind(lm.block.ffn));
+    return *f;
+  }
   check(f && f->gated && f->activation == "silu" && !f->bias, kNeeds, "ffn swiglu without bias, got ",
         spec_kind(lm.block.ffn));
   return *f;
@@ -387,21 +394,40 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
   lm.block.n_layers = lm.n_layers;
   lm.validate("save_hf");
   const BlockConfig& b = lm.block;
+  // GPT-2's block: LayerNorm and learned positions (nn/hf_gpt2.cpp).
+  if (std::holds_alternative<LayerNormSpec>(b.norm) && b.position == PositionKind::Learned)
+    return hf_detail::gpt2_from_lm(lm);
   check(b.norm_position == NormPosition::Pre, kNeeds, "norm_position pre, got ", norm_position_name(b.norm_position));
-  check(std::holds_alternative<RMSNormSpec>(b.norm), kNeeds, "norm rmsnorm, got ", spec_kind(b.norm));
+  const bool gemma = std::holds_alternative<UnitOffsetRMSNormSpec>(b.norm);
+  check(gemma || std::holds_alternative<RMSNormSpec>(b.norm), kNeeds, "norm rmsnorm, got ", spec_kind(b.norm));
   check(b.position == PositionKind::RoPE, kNeeds, "position rope, got ", position_kind_name(b.position));
   check(lm.final_norm, kNeeds, "final_norm true");
+  const double gemma_scale = std::sqrt(static_cast<double>(b.d_model));
+  check(lm.embed_scale == (gemma ? gemma_scale : 1.0), kNeeds, "embed_scale ", gemma ? "sqrt(d_model)" : "1",
+        " with norm ", spec_kind(b.norm), ", got ", lm.embed_scale);
   HFConfig c;
   c.lm = lm;
+  if (gemma) c.architecture = HFArchitecture::Gemma;
   const DenseFFNShape mlp = c.mlp();
   const GQAShape gqa = c.attention();
   // HF's block as from_json builds it, whatever kinds of spec described these shapes (MHA is
   // GQA with n_kv_heads = n_heads: the same parameters).
   c.lm.block.attention = GQASpec::of(gqa, b.d_model);
-  SwiGLUSpec ffn;
-  ffn.d_ff = mlp.d_ff;
-  c.lm.block.ffn = ffn;
-  if (gqa.qk_norm) {
+  if (gemma) {
+    GeGLUSpec ffn;
+    ffn.d_ff = mlp.d_ff;
+    ffn.activation = mlp.activation == activation_name(Activation::GELU) ? Activation::GELU : Activation::GELUTanh;
+    c.lm.block.ffn = ffn;
+    check(!gqa.qk_norm && gqa.qkv_bias == gqa.out_bias, kNeeds,
+          "no QK-Norm and q/k/v and output biases alike (Gemma's attention_bias)");
+  } else {
+    SwiGLUSpec ffn;
+    ffn.d_ff = mlp.d_ff;
+    c.lm.block.ffn = ffn;
+  }
+  if (gemma) {
+    // architecture set above
+  } else if (gqa.qk_norm) {
     c.architecture = HFArchitecture::Qwen3;
     check(gqa.qkv_bias == gqa.out_bias, kNeeds, "q/k/v and output biases alike with QK-Norm (Qwen3's attention_bias)");
   } else if (gqa.qkv_bias && !gqa.out_bias) {

@@ -687,10 +687,10 @@ TEST(NnDecoderErrors, BadConfig) {
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "gqa", "latent_dim": 3}}})", "my.json"),
                   "my.json: unknown field 'block.attention.latent_dim' (known fields: head_dim, kind, n_heads, "
                   "n_kv_heads, out_bias, qk_norm, qkv_bias)");
-  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"ffn": {"kind": "geglu"}}})", "my.json"),
-                  "my.json: field 'block.ffn.kind' must be one of \"mlp\", \"swiglu\", \"moe\", got \"geglu\"");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"ffn": {"kind": "reglu"}}})", "my.json"),
+                  "my.json: field 'block.ffn.kind' must be one of \"mlp\", \"swiglu\", \"moe\", \"geglu\", got \"reglu\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": {"eps": 1e-5}}})", "my.json"),
-                  "my.json: field 'block.norm.kind' must be one of \"layernorm\", \"rmsnorm\", got nothing");
+                  "my.json: field 'block.norm.kind' must be one of \"layernorm\", \"rmsnorm\", \"rmsnorm_unit_offset\", got nothing");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": "rmsnorm", "bias": 1}})", "my.json"),
                   "field 'block.attention.bias' must be true or false, got 1");  // the flat form
   EXPECT_XG_ERROR(LMConfig::from_json(full_with(llama_lm(), [](auto& j) { j["vocab_size"] = 0; }), "my.json"),

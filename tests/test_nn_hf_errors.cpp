@@ -48,11 +48,11 @@ void hferr_write(const fs::path& p, const std::string& bytes) {
 }
 
 TEST(NnHfErrors, RefusedConfigsNameTheKeyAndValue) {
-  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["architectures"] = {"GPT2LMHeadModel"}; }),
-                  "cfg.json: key 'architectures' = [\"GPT2LMHeadModel\"] is not supported (xgrad reads LlamaForCausalLM, "
-                  "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
-  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j.erase("architectures"); j["model_type"] = "gemma"; }),
-                  "key 'model_type' = \"gemma\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["architectures"] = {"FalconForCausalLM"}; }),
+                  "cfg.json: key 'architectures' = [\"FalconForCausalLM\"] is not supported (xgrad reads LlamaForCausalLM, "
+                  "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM");
+  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j.erase("architectures"); j["model_type"] = "falcon"; }),
+                  "key 'model_type' = \"falcon\" is not supported");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["model_type"] = "llama"; }),
                   "key 'model_type' = \"llama\" is not supported (it disagrees with architectures Qwen2ForCausalLM)");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["hidden_act"] = "gelu_pytorch_tanh"; }),
