@@ -30,6 +30,13 @@ struct LMConfig {
   // The token embeddings are multiplied by this before the first block (Gemma: sqrt(d_model),
   // rounded to the activations' dtype as its normalizer is). In config.json only when not 1.
   double embed_scale = 1.0;
+  // > 0: logits = cap * tanh(logits / cap) (Gemma 2's final_logit_softcapping). In config.json
+  // only when set.
+  double final_logit_softcap = 0;
+  // Per layer, the block's sliding_window for that layer (0: full attention), overriding the
+  // block's: Gemma 2 alternates local and global layers. Empty: every layer as the block. In
+  // config.json only when not empty.
+  std::vector<int64_t> layer_windows;
 
   // {"vocab_size": .., "n_layers": .., "tie_embeddings": .., "final_norm": .., "dtype": "float32",
   //  "block": {"d_model": .., "norm_position": "pre", ..., "norm": {"kind": "rmsnorm", "eps": ..},

@@ -56,6 +56,8 @@ Dims dims_of(const HFConfig& hf) {
 
 std::string gguf_architecture(const LMConfig& config) {
   const HFConfig hf = HFConfig::from_lm(config);  // refuses what llama.cpp's llama family cannot express either
+  check(hf.lm.layer_windows.empty(), "GGUF export: a model with a sliding window is not supported (xgrad writes ",
+        "llama, qwen2 and qwen3 without one)");
   switch (hf.architecture) {
     case HFArchitecture::Qwen3:
       // llama.cpp's qwen3 graph has no attention biases (llama-model.cpp, LLM_ARCH_QWEN3).
@@ -63,6 +65,7 @@ std::string gguf_architecture(const LMConfig& config) {
       return "qwen3";
     case HFArchitecture::Qwen2: return "qwen2";
     case HFArchitecture::Gemma:
+    case HFArchitecture::Gemma2:
     case HFArchitecture::GPT2:
       throw Error(str_cat("GGUF export: a ", hf_architecture_name(hf.architecture),
                           " model is not supported (xgrad writes llama, qwen2 and qwen3)"));

@@ -18,7 +18,7 @@
 
 namespace xg::nn {
 
-enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3, Gemma, GPT2 };
+enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, GPT2 };
 const char* hf_architecture_name(HFArchitecture a);  // "LlamaForCausalLM", ...
 const char* hf_model_type(HFArchitecture a);         // "llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"
 // The naming scheme (nn/naming.hpp) of the architecture's checkpoints: "hf_gpt2" for GPT-2,

@@ -2,6 +2,7 @@
 // Qwen2ForCausalLM, Qwen3ForCausalLM and GemmaForCausalLM (GPT-2's keys are nn/hf_gpt2.cpp's):
 // the keys each uses, their transformers defaults, and the refusals (anything xgrad would
 // compute differently).
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -27,6 +28,7 @@ constexpr ArchInfo kArchs[] = {{HFArchitecture::Llama, "LlamaForCausalLM", "llam
                                {HFArchitecture::Qwen2, "Qwen2ForCausalLM", "qwen2"},
                                {HFArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
                                {HFArchitecture::Gemma, "GemmaForCausalLM", "gemma"},
+                               {HFArchitecture::Gemma2, "Gemma2ForCausalLM", "gemma2"},
                                {HFArchitecture::GPT2, "GPT2LMHeadModel", "gpt2"}};
 
 std::string supported_list(bool model_types) {
@@ -52,6 +54,7 @@ Defaults defaults_of(HFArchitecture a) {
     case HFArchitecture::Qwen2: return {151936, 4096, 22016, 32, 32, 32, -1, 32768, 1e-6, 10000.0, {}, {}};
     case HFArchitecture::Qwen3: return {151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, {}, {}};
     case HFArchitecture::Gemma: return {256000, 3072, 24576, 28, 16, 16, 256, 8192, 1e-6, 10000.0, 2, 1};
+    case HFArchitecture::Gemma2: return {256000, 2304, 9216, 26, 8, 4, 256, 8192, 1e-6, 10000.0, 2, 1};
     case HFArchitecture::GPT2: return {50257, 768, 3072, 12, 12, -1, -1, 1024, 1e-5, 0.0, 50256, 50256};
   }
   return {};
@@ -116,32 +119,36 @@ RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& s
   return r;
 }
 
-// A sliding window that masks some attention (shorter than the positions the model allows) is
-// refused: xgrad's attention is full causal attention.
-void check_sliding_window(const Keys& k, HFArchitecture arch, int64_t max_pos, int64_t n_layers) {
+// Each layer's sliding window (0: full attention), empty when no layer has one that masks (a
+// window as long as max_position_embeddings masks nothing). Mistral: every layer; Qwen2/3 with
+// use_sliding_window: layer_types, or the layers from max_window_layers on; Gemma 2:
+// layer_types, or the even layers (its sliding_window defaults to 4096).
+std::vector<int64_t> read_layer_windows(const Keys& k, HFArchitecture arch, int64_t max_pos, int64_t n_layers) {
   const bool qwen = arch == HFArchitecture::Qwen2 || arch == HFArchitecture::Qwen3;
-  if (arch == HFArchitecture::Llama || arch == HFArchitecture::Gemma || !k.has("sliding_window")) return;
-  const int64_t window = k.integer("sliding_window", 0);
-  if (window >= max_pos) return;  // covers every position: full attention
-  if (qwen) {
-    if (!k.boolean("use_sliding_window", false)) return;
-    if (k.has("layer_types")) {
-      const json& lt = k.at("layer_types");
-      if (!lt.is_array()) k.bad("layer_types", "a list");
-      for (const json& t : lt)
-        if (t != "full_attention")
-          k.refuse("layer_types", str_cat("layers of sliding attention (sliding_window ", window,
-                                          " < max_position_embeddings ", max_pos, "); xgrad attends to every position"));
-      return;
+  const bool gemma2 = arch == HFArchitecture::Gemma2;
+  if (arch == HFArchitecture::Llama || arch == HFArchitecture::Gemma) return {};
+  if (!k.has("sliding_window") && !(gemma2 && !k.present("sliding_window"))) return {};  // null: none
+  const int64_t window = k.positive("sliding_window", 4096);
+  if (qwen && !k.boolean("use_sliding_window", false)) return {};
+  std::vector<int64_t> w(static_cast<std::size_t>(n_layers), window);
+  if ((qwen || gemma2) && k.has("layer_types")) {
+    const json& lt = k.at("layer_types");
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != n_layers)
+      k.bad("layer_types", str_cat("a list of ", n_layers, " layer types (num_hidden_layers)"));
+    for (std::size_t i = 0; i < lt.size(); ++i) {
+      if (lt[i] == "full_attention")
+        w[i] = 0;
+      else if (lt[i] != "sliding_attention")
+        k.refuse("layer_types", "layer types are \"full_attention\" or \"sliding_attention\"");
     }
-    // transformers: layers from max_window_layers on use the window.
-    if (k.integer("max_window_layers", 28) >= n_layers) return;
-    k.refuse("use_sliding_window", str_cat("sliding_window ", window, " < max_position_embeddings ", max_pos,
-                                           " on layers from max_window_layers ", k.integer("max_window_layers", 28),
-                                           "; xgrad attends to every position"));
+  } else if (qwen) {  // transformers: layers from max_window_layers on use the window
+    const int64_t from = k.integer("max_window_layers", 28);
+    for (int64_t i = 0; i < n_layers && i < from; ++i) w[static_cast<std::size_t>(i)] = 0;
+  } else if (gemma2) {  // Gemma2Attention: the even layers are local
+    for (int64_t i = 1; i < n_layers; i += 2) w[static_cast<std::size_t>(i)] = 0;
   }
-  k.refuse("sliding_window",
-           str_cat("a window shorter than max_position_embeddings (", max_pos, "); xgrad attends to every position"));
+  if (window >= max_pos || std::all_of(w.begin(), w.end(), [](int64_t x) { return x == 0; })) return {};
+  return w;
 }
 
 }  // namespace
@@ -152,7 +159,9 @@ const char* hf_architecture_name(HFArchitecture a) {
   return "?";
 }
 
-const char* hf_naming_scheme(HFArchitecture a) { return a == HFArchitecture::GPT2 ? "hf_gpt2" : "hf_llama"; }
+const char* hf_naming_scheme(HFArchitecture a) {
+  return a == HFArchitecture::GPT2 ? "hf_gpt2" : a == HFArchitecture::Gemma2 ? "hf_gemma2" : "hf_llama";
+}
 
 void hf_detail::write_token_ids(json& j, const HFConfig& c) {
   j["bos_token_id"] = c.bos_token_id ? json(*c.bos_token_id) : json(nullptr);
@@ -227,7 +236,8 @@ Activation gemma_activation(const Keys& k) {
 void read_llama_family(const Keys& k, const json& j, const std::string& source, HFConfig& c) {
   const HFArchitecture arch = c.architecture;
   const Defaults d = defaults_of(arch);
-  const bool gemma = arch == HFArchitecture::Gemma;
+  const bool gemma2 = arch == HFArchitecture::Gemma2;
+  const bool gemma = arch == HFArchitecture::Gemma || gemma2;
 
   // Keys that change the forward in ways xgrad does not compute.
   if (!gemma) {
@@ -262,10 +272,11 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
   }
   if (head_dim % 2 != 0) k.bad("head_dim", "even (RoPE rotates pairs of features)");
   const int64_t max_pos = k.positive("max_position_embeddings", d.max_position_embeddings);
-  check_sliding_window(k, arch, max_pos, lm.n_layers);
+  lm.layer_windows = read_layer_windows(k, arch, max_pos, lm.n_layers);
 
   BlockConfig b = BlockConfig::llama(d_model, n_heads, n_kv_heads);
   b.rope_layout = RopeLayout::RotateHalf;  // HF's layout: no q/k row permutation
+  if (gemma2) b.norm_position = NormPosition::Sandwich;  // post_attention / pre_ and post_feedforward norms
   const double eps = k.number("rms_norm_eps", d.rms_norm_eps);
   if (!(eps > 0)) k.bad("rms_norm_eps", "positive");
   if (gemma)
@@ -282,6 +293,7 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
     case HFArchitecture::Llama:
     case HFArchitecture::Qwen3:
     case HFArchitecture::Gemma:
+    case HFArchitecture::Gemma2:
     case HFArchitecture::GPT2:
       gqa.qkv_bias = gqa.out_bias = attention_bias;
       break;
@@ -294,6 +306,17 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
       break;
   }
   gqa.qk_norm = arch == HFArchitecture::Qwen3;
+  if (gemma2) {
+    // Gemma2Attention: scaling query_pre_attn_scalar**-0.5, scores soft-capped before the mask;
+    // Gemma2ForCausalLM caps the logits. A key given as null turns the cap off.
+    const double scalar = k.number("query_pre_attn_scalar", 256);
+    if (!(scalar > 0)) k.bad("query_pre_attn_scalar", "positive");
+    gqa.scale = std::pow(scalar, -0.5);
+    gqa.softcap = k.present("attn_logit_softcapping") ? k.number("attn_logit_softcapping", 0) : 50.0;
+    lm.final_logit_softcap = k.present("final_logit_softcapping") ? k.number("final_logit_softcapping", 0) : 30.0;
+    if (!(gqa.softcap >= 0)) k.bad("attn_logit_softcapping", "positive or null");
+    if (!(lm.final_logit_softcap >= 0)) k.bad("final_logit_softcapping", "positive or null");
+  }
   b.attention = GQASpec::of(gqa, d_model);
   const int64_t d_ff = k.positive("intermediate_size", d.intermediate_size);
   if (gemma) {
@@ -316,9 +339,13 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
 std::string HFConfig::to_json() const {
   lm.validate("HFConfig");
   if (architecture == HFArchitecture::GPT2) return hf_detail::gpt2_to_json(*this);
-  const bool gemma = architecture == HFArchitecture::Gemma;
+  const bool gemma2 = architecture == HFArchitecture::Gemma2;
+  const bool gemma = architecture == HFArchitecture::Gemma || gemma2;
+  const bool qwen = architecture == HFArchitecture::Qwen2 || architecture == HFArchitecture::Qwen3;
   const BlockConfig& b = lm.block;
   const GQAShape gqa = attention();
+  const std::vector<int64_t>& lw = lm.layer_windows;
+  const int64_t window = lw.empty() ? 0 : *std::max_element(lw.begin(), lw.end());
   json j;
   j["architectures"] = {hf_architecture_name(architecture)};
   j["model_type"] = hf_model_type(architecture);
@@ -352,10 +379,28 @@ std::string HFConfig::to_json() const {
   else
     j["rope_scaling"] = nullptr;
   j["rope_theta"] = b.rope_base;
-  if (architecture != HFArchitecture::Llama && !gemma) j["sliding_window"] = nullptr;
+  if (architecture != HFArchitecture::Llama && architecture != HFArchitecture::Gemma)
+    j["sliding_window"] = window > 0 ? json(window) : json(nullptr);
+  if (!lw.empty() && (qwen || gemma2)) {  // transformers >= 4.53 reads each layer's kind
+    json types = json::array();
+    for (int64_t w : lw) types.push_back(w > 0 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+  }
+  if (qwen && !lw.empty()) {  // older transformers: the layers from max_window_layers on
+    j["max_window_layers"] = std::find_if(lw.begin(), lw.end(), [](int64_t w) { return w > 0; }) - lw.begin();
+  }
+  if (gemma2) {
+    // scale = query_pre_attn_scalar^-1/2, written as the integer it was read from when it is one.
+    const double scalar = gqa.scale > 0 ? 1.0 / (gqa.scale * gqa.scale) : static_cast<double>(gqa.head_dim);
+    const double whole = std::round(scalar);
+    j["query_pre_attn_scalar"] = std::abs(scalar - whole) <= 1e-9 * whole ? json(static_cast<int64_t>(whole)) : json(scalar);
+    j["attn_logit_softcapping"] = gqa.softcap > 0 ? json(gqa.softcap) : json(nullptr);
+    j["final_logit_softcapping"] = lm.final_logit_softcap > 0 ? json(lm.final_logit_softcap) : json(nullptr);
+    j["cache_implementation"] = "hybrid";
+  }
   j["tie_word_embeddings"] = lm.tie_embeddings;
   j["torch_dtype"] = torch_dtype;
-  if (architecture == HFArchitecture::Qwen2 || architecture == HFArchitecture::Qwen3) j["use_sliding_window"] = false;
+  if (qwen) j["use_sliding_window"] = !lw.empty();
   j["use_cache"] = true;
   j["vocab_size"] = lm.vocab_size;
   return j.dump(2) + "\n";
@@ -363,7 +408,14 @@ std::string HFConfig::to_json() const {
 
 namespace {
 
-const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3/Gemma model needs ";
+const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3/Gemma/Gemma 2 model needs ";
+
+// HF's layout: rotate-half (the hf_llama scheme permutes an interleaved model's rows), float32.
+HFConfig finish_from_lm(HFConfig c) {
+  c.lm.block.rope_layout = RopeLayout::RotateHalf;
+  c.lm.dtype = kFloat32;
+  return c;
+}
 
 }  // namespace
 
@@ -379,7 +431,7 @@ DenseFFNShape HFConfig::mlp() const {
     check(f && !f->gated, "save_hf: a Hugging Face GPT-2 model needs ffn mlp, got ", spec_kind(lm.block.ffn));
     return *f;
   }
-  if (architecture == HFArchitecture::Gemma) {
+  if (architecture == HFArchitecture::Gemma || architecture == HFArchitecture::Gemma2) {
     check(f && f->gated && f->activation != "silu" && !f->bias, kNeeds, "ffn geglu without bias (Gemma), got ",
           spec_kind(lm.block.ffn));
     return *f;
@@ -393,12 +445,22 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
   LMConfig lm = given;
   lm.block.n_layers = lm.n_layers;
   lm.validate("save_hf");
+  // A window on the block is one on every layer (HF's configs list the layers').
+  if (lm.block.sliding_window > 0 && lm.layer_windows.empty())
+    lm.layer_windows.assign(static_cast<std::size_t>(lm.n_layers), lm.block.sliding_window);
+  lm.block.sliding_window = 0;
+  if (std::all_of(lm.layer_windows.begin(), lm.layer_windows.end(), [](int64_t w) { return w == 0; }))
+    lm.layer_windows.clear();
   const BlockConfig& b = lm.block;
   // GPT-2's block: LayerNorm and learned positions (nn/hf_gpt2.cpp).
-  if (std::holds_alternative<LayerNormSpec>(b.norm) && b.position == PositionKind::Learned)
+  if (std::holds_alternative<LayerNormSpec>(b.norm) && b.position == PositionKind::Learned) {
+    check(lm.layer_windows.empty(), "save_hf: a Hugging Face GPT-2 model has no sliding window");
     return hf_detail::gpt2_from_lm(lm);
-  check(b.norm_position == NormPosition::Pre, kNeeds, "norm_position pre, got ", norm_position_name(b.norm_position));
+  }
   const bool gemma = std::holds_alternative<UnitOffsetRMSNormSpec>(b.norm);
+  const bool gemma2 = gemma && b.norm_position == NormPosition::Sandwich;
+  check(b.norm_position == NormPosition::Pre || gemma2, kNeeds, "norm_position pre (sandwich: Gemma 2), got ",
+        norm_position_name(b.norm_position));
   check(gemma || std::holds_alternative<RMSNormSpec>(b.norm), kNeeds, "norm rmsnorm, got ", spec_kind(b.norm));
   check(b.position == PositionKind::RoPE, kNeeds, "position rope, got ", position_kind_name(b.position));
   check(lm.final_norm, kNeeds, "final_norm true");
@@ -407,12 +469,19 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
         " with norm ", spec_kind(b.norm), ", got ", lm.embed_scale);
   HFConfig c;
   c.lm = lm;
-  if (gemma) c.architecture = HFArchitecture::Gemma;
+  if (gemma) c.architecture = gemma2 ? HFArchitecture::Gemma2 : HFArchitecture::Gemma;
   const DenseFFNShape mlp = c.mlp();
   const GQAShape gqa = c.attention();
   // HF's block as from_json builds it, whatever kinds of spec described these shapes (MHA is
   // GQA with n_kv_heads = n_heads: the same parameters).
   c.lm.block.attention = GQASpec::of(gqa, b.d_model);
+  check(gemma2 || (gqa.scale == 0 && gqa.softcap == 0 && lm.final_logit_softcap == 0), kNeeds,
+        "the default score scale and no soft-capping (Gemma 2's), got attention scale ", gqa.scale, ", softcap ",
+        gqa.softcap, ", final_logit_softcap ", lm.final_logit_softcap);
+  const std::vector<int64_t>& lw = c.lm.layer_windows;
+  const int64_t window = lw.empty() ? 0 : *std::max_element(lw.begin(), lw.end());
+  check(std::all_of(lw.begin(), lw.end(), [&](int64_t w) { return w == 0 || w == window; }), kNeeds,
+        "one sliding_window for the layers that have one, got layer_windows of ", window, " and less");
   if (gemma) {
     GeGLUSpec ffn;
     ffn.d_ff = mlp.d_ff;
@@ -420,26 +489,26 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
     c.lm.block.ffn = ffn;
     check(!gqa.qk_norm && gqa.qkv_bias == gqa.out_bias, kNeeds,
           "no QK-Norm and q/k/v and output biases alike (Gemma's attention_bias)");
-  } else {
-    SwiGLUSpec ffn;
-    ffn.d_ff = mlp.d_ff;
-    c.lm.block.ffn = ffn;
+    check(gemma2 || lw.empty(), kNeeds, "no sliding window with Gemma's block (Gemma 2 has sandwich norms)");
+    return finish_from_lm(c);
   }
-  if (gemma) {
-    // architecture set above
-  } else if (gqa.qk_norm) {
+  SwiGLUSpec ffn;
+  ffn.d_ff = mlp.d_ff;
+  c.lm.block.ffn = ffn;
+  if (gqa.qk_norm) {
     c.architecture = HFArchitecture::Qwen3;
     check(gqa.qkv_bias == gqa.out_bias, kNeeds, "q/k/v and output biases alike with QK-Norm (Qwen3's attention_bias)");
   } else if (gqa.qkv_bias && !gqa.out_bias) {
     c.architecture = HFArchitecture::Qwen2;
+  } else if (!lw.empty()) {  // Mistral: the window on every layer, no biases
+    c.architecture = HFArchitecture::Mistral;
+    check(!gqa.qkv_bias && std::all_of(lw.begin(), lw.end(), [](int64_t w) { return w > 0; }), kNeeds,
+          "a sliding window on every layer and no biases (Mistral's) or q/k/v biases (Qwen2's)");
   } else {
     c.architecture = HFArchitecture::Llama;
     check(gqa.qkv_bias == gqa.out_bias, kNeeds, "q/k/v and output biases alike (Llama's attention_bias)");
   }
-  // What HF's layout is: rotate-half (the hf_llama scheme permutes an interleaved model's rows).
-  c.lm.block.rope_layout = RopeLayout::RotateHalf;
-  c.lm.dtype = kFloat32;
-  return c;
+  return finish_from_lm(c);
 }
 
 }  // namespace xg::nn

@@ -20,6 +20,7 @@ class Keys {
  public:
   Keys(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
   bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  bool present(const char* key) const { return j_.contains(key); }  // null included
   const json& at(const char* key) const { return j_[key]; }
   int64_t integer(const char* key, int64_t def) const {
     if (!has(key)) return def;

@@ -235,9 +235,11 @@ NamingScheme meta_llama_scheme() {
   return s;
 }
 
-NamingScheme hf_llama_scheme() {
+// hf_llama, and with sandwich=true hf_gemma2, whose block has four norms: input_layernorm,
+// post_attention_layernorm (on the attention's output), pre_ and post_feedforward_layernorm.
+NamingScheme hf_llama_scheme(bool sandwich = false) {
   NamingScheme s;
-  s.name = "hf_llama";
+  s.name = sandwich ? "hf_gemma2" : "hf_llama";
   s.complete = true;
   s.rope_layout = RopeLayout::RotateHalf;
   const std::pair<const char*, const char*> attention[] = {
@@ -252,7 +254,15 @@ NamingScheme hf_llama_scheme() {
   for (const auto& [x, e] : ffn)
     s.rules.push_back({std::string("layers.*.ffn.") + x + ".weight", std::string("model.layers.*.mlp.") + e + ".weight", ""});
   for (const char* n : {"norm_attn", "norm1"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.input_layernorm.weight", ""});
-  for (const char* n : {"norm_ffn", "norm2"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_attention_layernorm.weight", ""});
+  const std::string ffn_norm = sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm";
+  for (const char* n : {"norm_ffn", "norm2"})
+    s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*." + ffn_norm + ".weight", ""});
+  if (sandwich) {
+    for (const char* n : {"post_norm_attn", "post_norm1"})
+      s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_attention_layernorm.weight", ""});
+    for (const char* n : {"post_norm_ffn", "post_norm2"})
+      s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_feedforward_layernorm.weight", ""});
+  }
   s.rules.push_back({"tok_embeddings.weight", "model.embed_tokens.weight", ""});
   s.rules.push_back({"norm.weight", "model.norm.weight", ""});
   s.rules.push_back({"output.weight", "lm_head.weight", ""});
@@ -303,6 +313,7 @@ const std::map<std::string, NamingScheme>& schemes() {
     m["meta_llama"] = meta_llama_scheme();
     m["hf_llama"] = hf_llama_scheme();
     m["hf_gpt2"] = hf_gpt2_scheme();
+    m["hf_gemma2"] = hf_llama_scheme(true);
     return m;
   }();
   return all;

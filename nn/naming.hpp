@@ -76,6 +76,9 @@ struct NamingScheme {
   //  "hf_gpt2":    Hugging Face's GPT2LMHeadModel (transformer.wte, wpe, h.N.ln_1, attn.c_attn
   //                packing q, k, v, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj, ln_f, lm_head), its
   //                Conv1D weights stored transposed ([in, out]).
+  //  "hf_gemma2":  Hugging Face's Gemma2ForCausalLM: hf_llama's names, with the sandwich
+  //                block's norms input_layernorm, post_attention_layernorm (after the
+  //                attention), pre_feedforward_layernorm and post_feedforward_layernorm.
   static const NamingScheme& get(const std::string& name);
 };
 

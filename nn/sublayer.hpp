@@ -96,6 +96,9 @@ struct SublayerContext {
   double rope_base = 10000.0;
   RopeScaling rope_scaling;    // of RoPE's frequencies (Llama 3.1); GQA and MHA only
   int64_t max_seq_len = 2048;  // rows of the RoPE tables
+  // > 0: a query attends to the last sliding_window positions only, itself included (Mistral,
+  // Gemma 2's local layers); 0: to every earlier position. GQA and MHA with RoPE only.
+  int64_t sliding_window = 0;
 };
 
 // An attention as grouped-query attention lays it out: w_q [n_heads head_dim, d_model], w_k and
@@ -108,6 +111,8 @@ struct GQAShape {
   bool qkv_bias = false;  // on w_q, w_k, w_v
   bool out_bias = false;  // on w_o
   bool qk_norm = false;
+  double scale = 0;    // of the scores; 0: 1/sqrt(head_dim)
+  double softcap = 0;  // > 0: scores = softcap * tanh(scores / softcap) before the mask (Gemma 2)
 };
 
 // A dense FFN as checkpoint configs describe one: down(act(gate(x)) * up(x)) when gated,
@@ -124,6 +129,18 @@ struct DenseFFNShape {
 // {value, name} pairs, beside the enum's spec (nn/registry.hpp reads and writes them).
 template <class E>
 struct EnumNames;
+
+// A config.json field added after its kind's first version: a file that leaves it out keeps the
+// default, the model such files described, so readers do not require it. In a visit function:
+// f("softcap", later(s.softcap)).
+template <class T>
+struct Later {
+  T& value;
+};
+template <class T>
+Later<T> later(T& v) {
+  return Later<T>{v};
+}
 
 template <class E>
 const char* enum_name(E e) {
