@@ -197,6 +197,7 @@ Tensor apply_rope_packed(const Tensor& x, const Tensor& cos, const Tensor& sin, 
 void RopeScaling::validate(const std::string& who) const {
   if (!active()) return;
   check(factor > 0, who, ": field 'rope_scaling.factor' must be positive, got ", factor);
+  if (kind != RopeScalingKind::Llama3) return;
   check(low_freq_factor > 0, who, ": field 'rope_scaling.low_freq_factor' must be positive, got ", low_freq_factor);
   check(high_freq_factor > low_freq_factor, who, ": field 'rope_scaling.high_freq_factor' (", high_freq_factor,
         ") must be greater than low_freq_factor (", low_freq_factor, ")");
@@ -212,6 +213,8 @@ std::vector<double> rope_frequencies(int64_t head_dim, double base, const RopeSc
   std::vector<double> freqs(static_cast<std::size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     freqs[static_cast<std::size_t>(i)] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  if (scaling.kind == RopeScalingKind::Linear)
+    for (double& f : freqs) f /= scaling.factor;
   if (scaling.kind == RopeScalingKind::Llama3) {
     const double L = static_cast<double>(scaling.original_max_seq_len);
     const double low_wavelen = L / scaling.low_freq_factor, high_wavelen = L / scaling.high_freq_factor;

@@ -36,7 +36,11 @@ Tensor apply_rope_packed(const Tensor& x, const Tensor& cos, const Tensor& sin, 
 //           high = L / high_freq_factor, a frequency is kept when wavelen < high, divided by
 //           factor when wavelen > low, and in between mixed as (1 - s) freq / factor + s freq
 //           with s = (L / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor).
-enum class RopeScalingKind { None, Llama3 };
+//   Linear: freqs[i] / factor (position interpolation; transformers' "linear").
+//   Dynamic: NTK-aware dynamic scaling (transformers' _compute_dynamic_ntk_parameters), which
+//           changes the base only for sequences longer than original_max_seq_len: the tables
+//           (at most max_seq_len = original_max_seq_len rows) hold the unscaled frequencies.
+enum class RopeScalingKind { None, Llama3, Linear, Dynamic };
 struct RopeScaling {
   RopeScalingKind kind = RopeScalingKind::None;
   double factor = 8.0;           // the Llama3 defaults are Llama 3.1's
@@ -44,7 +48,7 @@ struct RopeScaling {
   double high_freq_factor = 4.0;
   int64_t original_max_seq_len = 8192;
   bool active() const { return kind != RopeScalingKind::None; }
-  // Throws xg::Error naming `who` and the field (factor > 0, 0 < low < high, L > 0) when active.
+  // Throws xg::Error naming `who` and the field (factor > 0; Llama3: 0 < low < high, L > 0) when active.
   void validate(const std::string& who) const;
 };
 

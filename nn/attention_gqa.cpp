@@ -28,8 +28,8 @@ GroupedQueryAttention::GroupedQueryAttention(const GQASpec& spec, const Sublayer
   w_v_ = register_module(upper ? "W_v" : "w_v", std::make_shared<Linear>(d, kv_dim, spec.qkv_bias));
   w_o_ = register_module(upper ? "W_o" : "w_o", std::make_shared<Linear>(q_dim, d, spec.out_bias));
   if (spec.qk_norm) {
-    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps));
-    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps));
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps, ctx.norm_unit_offset));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps, ctx.norm_unit_offset));
   }
   if (ctx.rope)
     rope_ = register_module("rope", std::make_shared<RotaryEmbedding>(head_dim_, ctx.max_seq_len, ctx.rope_base,

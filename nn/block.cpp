@@ -60,6 +60,7 @@ SublayerContext BlockConfig::context() const {
   ctx.d_model = d_model;
   ctx.dropout = dropout;
   ctx.norm_eps = norm_eps(norm);
+  ctx.norm_unit_offset = std::holds_alternative<UnitOffsetRMSNormSpec>(norm);
   ctx.rope = position == PositionKind::RoPE;
   ctx.rope_layout = rope_layout;
   ctx.rope_base = rope_base;

@@ -329,6 +329,8 @@ void LMConfig::validate(const std::string& who) const {
   check(is_floating(dtype), who, ": field 'dtype' must be float32 or float64, got ", dtype_name(dtype));
   check(std::isfinite(embed_scale) && embed_scale > 0, who, ": field 'embed_scale' must be a positive number, got ",
         embed_scale);
+  check(std::isfinite(local_rope_base) && local_rope_base >= 0, who,
+        ": field 'local_rope_base' must be >= 0 (0 = the block's rope_base), got ", local_rope_base);
   check(std::isfinite(final_logit_softcap) && final_logit_softcap >= 0, who,
         ": field 'final_logit_softcap' must be >= 0 (0 = off), got ", final_logit_softcap);
   check(layer_windows.empty() || static_cast<int64_t>(layer_windows.size()) == n_layers, who,
@@ -355,6 +357,7 @@ std::string LMConfig::to_json() const {
   j["dtype"] = dtype_name(dtype);
   if (embed_scale != 1.0) j["embed_scale"] = embed_scale;
   if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;
+  if (local_rope_base != 0) j["local_rope_base"] = local_rope_base;
   if (!layer_windows.empty()) j["layer_windows"] = layer_windows;
   j["block"] = block_to_json(block);
   return j.dump(2) + "\n";
@@ -393,6 +396,13 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
       [&](const json& v) {
         check(v.is_number(), source, ": field 'final_logit_softcap' must be a number, got ", v.dump());
         c.final_logit_softcap = v.get<double>();
+      },
+      /*required=*/false);  // written only when set
+  r.object(
+      "local_rope_base",
+      [&](const json& v) {
+        check(v.is_number(), source, ": field 'local_rope_base' must be a number, got ", v.dump());
+        c.local_rope_base = v.get<double>();
       },
       /*required=*/false);  // written only when set
   r.object(
@@ -440,6 +450,10 @@ DecoderLM::DecoderLM(const LMConfig& config) : config_(config) {
   for (int64_t i = 0; i < config_.n_layers; ++i) {
     BlockConfig bi = b;
     if (!config_.layer_windows.empty()) bi.sliding_window = config_.layer_windows[static_cast<std::size_t>(i)];
+    if (bi.sliding_window > 0 && config_.local_rope_base > 0) {  // Gemma 3's local layers
+      bi.rope_base = config_.local_rope_base;
+      bi.rope_scaling = RopeScaling{};
+    }
     layers_->push_back(std::make_shared<TransformerBlock>(bi));
     // The first block tells what all of them will take, before the others are allocated.
     if (i == 0) check_layers_memory(config_, module_bytes(*(*layers_)[0]), "DecoderLM");

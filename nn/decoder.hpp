@@ -37,6 +37,9 @@ struct LMConfig {
   // block's: Gemma 2 alternates local and global layers. Empty: every layer as the block. In
   // config.json only when not empty.
   std::vector<int64_t> layer_windows;
+  // > 0: the RoPE base of the layers with a window, whose RoPE is then unscaled (Gemma 3's
+  // rope_local_base_freq); 0: as the block. In config.json only when set.
+  double local_rope_base = 0;
 
   // {"vocab_size": .., "n_layers": .., "tie_embeddings": .., "final_norm": .., "dtype": "float32",
   //  "block": {"d_model": .., "norm_position": "pre", ..., "norm": {"kind": "rmsnorm", "eps": ..},

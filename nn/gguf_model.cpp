@@ -58,6 +58,9 @@ std::string gguf_architecture(const LMConfig& config) {
   const HFConfig hf = HFConfig::from_lm(config);  // refuses what llama.cpp's llama family cannot express either
   check(hf.lm.layer_windows.empty(), "GGUF export: a model with a sliding window is not supported (xgrad writes ",
         "llama, qwen2 and qwen3 without one)");
+  const RopeScalingKind rs = hf.lm.block.rope_scaling.kind;
+  check(rs == RopeScalingKind::None || rs == RopeScalingKind::Llama3, "GGUF export: RoPE scaling ", enum_name(rs),
+        " is not written (xgrad writes Llama 3.1's)");
   switch (hf.architecture) {
     case HFArchitecture::Qwen3:
       // llama.cpp's qwen3 graph has no attention biases (llama-model.cpp, LLM_ARCH_QWEN3).

@@ -182,10 +182,12 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
     if (!options.config && source.format == io::ModelFormat::HuggingFace && !source.config_file.empty()) {
       const std::string& path = source.config_file;
       const HFConfig src = HFConfig::from_json(io::read_file(path, "save_hf"), path);
-      // The source's architecture name when it computes the same model (Mistral is Llama without biases).
+      // The source's architecture name when it computes the same model (Mistral and Phi-3 are
+      // Llama without biases, with or without a window).
+      const bool llama_like = config.architecture == HFArchitecture::Llama || config.architecture == HFArchitecture::Mistral;
       const bool same = src.architecture == config.architecture ||
-                        (src.architecture == HFArchitecture::Mistral && config.architecture == HFArchitecture::Llama &&
-                         !config.attention().qkv_bias);
+                        ((src.architecture == HFArchitecture::Mistral || src.architecture == HFArchitecture::Phi3) &&
+                         llama_like && !config.attention().qkv_bias);
       if (same) config.architecture = src.architecture;
       config.bos_token_id = src.bos_token_id;
       config.eos_token_ids = src.eos_token_ids;

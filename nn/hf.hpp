@@ -18,11 +18,11 @@
 
 namespace xg::nn {
 
-enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, GPT2 };
+enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, GPT2 };
 const char* hf_architecture_name(HFArchitecture a);  // "LlamaForCausalLM", ...
 const char* hf_model_type(HFArchitecture a);         // "llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"
 // The naming scheme (nn/naming.hpp) of the architecture's checkpoints: "hf_gpt2" for GPT-2,
-// "hf_llama" for the others.
+// "hf_gemma2" for Gemma 2 and 3, "hf_phi3" for Phi-3, "hf_llama" for the others.
 const char* hf_naming_scheme(HFArchitecture a);
 
 // What a Hugging Face config.json says: the model (as an LMConfig: Pre-Norm RMSNorm, SwiGLU,

@@ -29,6 +29,8 @@ constexpr ArchInfo kArchs[] = {{HFArchitecture::Llama, "LlamaForCausalLM", "llam
                                {HFArchitecture::Qwen3, "Qwen3ForCausalLM", "qwen3"},
                                {HFArchitecture::Gemma, "GemmaForCausalLM", "gemma"},
                                {HFArchitecture::Gemma2, "Gemma2ForCausalLM", "gemma2"},
+                               {HFArchitecture::Gemma3, "Gemma3ForCausalLM", "gemma3_text"},
+                               {HFArchitecture::Phi3, "Phi3ForCausalLM", "phi3"},
                                {HFArchitecture::GPT2, "GPT2LMHeadModel", "gpt2"}};
 
 std::string supported_list(bool model_types) {
@@ -55,6 +57,8 @@ Defaults defaults_of(HFArchitecture a) {
     case HFArchitecture::Qwen3: return {151936, 4096, 22016, 32, 32, 32, 128, 32768, 1e-6, 10000.0, {}, {}};
     case HFArchitecture::Gemma: return {256000, 3072, 24576, 28, 16, 16, 256, 8192, 1e-6, 10000.0, 2, 1};
     case HFArchitecture::Gemma2: return {256000, 2304, 9216, 26, 8, 4, 256, 8192, 1e-6, 10000.0, 2, 1};
+    case HFArchitecture::Gemma3: return {262208, 2304, 9216, 26, 8, 4, 256, 131072, 1e-6, 1000000.0, 2, 1};
+    case HFArchitecture::Phi3: return {32064, 3072, 8192, 32, 32, -1, -1, 4096, 1e-5, 10000.0, 1, 32000};
     case HFArchitecture::GPT2: return {50257, 768, 3072, 12, 12, -1, -1, 1024, 1e-5, 0.0, 50256, 50256};
   }
   return {};
@@ -84,7 +88,7 @@ HFArchitecture read_architecture(const Keys& k) {
   return from_arch ? *from_arch : *from_type;
 }
 
-RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& source) {
+RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& source, int64_t max_pos) {
   RopeScaling r;
   if (!k.has("rope_scaling")) return r;
   const json& s = j["rope_scaling"];
@@ -95,7 +99,25 @@ RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& s
   const std::string type = rs.string(type_key, "default");
   const std::string key = std::string("rope_scaling.") + type_key;
   if (type == "default") return r;
-  if (type != "llama3") k.refuse(key, "xgrad computes rope_scaling types \"default\" and \"llama3\"");
+  if (type == "linear" || type == "dynamic") {
+    // linear: the frequencies / factor. dynamic: transformers changes the base only for
+    // sequences longer than max_position_embeddings, which xgrad's tables do not reach.
+    r.kind = type == "linear" ? RopeScalingKind::Linear : RopeScalingKind::Dynamic;
+    if (!rs.has("factor")) k.bad("rope_scaling.factor", str_cat("given for rope_type \"", type, "\""));
+    r.factor = rs.number("factor", 0);
+    if (!(r.factor > 0)) k.bad("rope_scaling.factor", "positive");
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const std::string f = it.key();
+      if (f == "original_max_position_embeddings" && type == "dynamic" &&
+          rs.integer("original_max_position_embeddings", 0) == max_pos)
+        continue;  // the same length: the same frequencies
+      if (f != "rope_type" && f != "type" && f != "factor")
+        k.refuse("rope_scaling." + f, str_cat("rope_type \"", type, "\" takes factor only"));
+    }
+    return r;
+  }
+  if (type != "llama3")
+    k.refuse(key, "xgrad computes rope_scaling types \"default\", \"linear\", \"dynamic\" and \"llama3\"");
   r.kind = RopeScalingKind::Llama3;
   auto need = [&](const char* f) {
     if (!rs.has(f)) k.bad(std::string("rope_scaling.") + f, "given for rope_type \"llama3\"");
@@ -122,10 +144,12 @@ RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& s
 // Each layer's sliding window (0: full attention), empty when no layer has one that masks (a
 // window as long as max_position_embeddings masks nothing). Mistral: every layer; Qwen2/3 with
 // use_sliding_window: layer_types, or the layers from max_window_layers on; Gemma 2:
-// layer_types, or the even layers (its sliding_window defaults to 4096).
+// layer_types, or the even layers (its sliding_window defaults to 4096); Gemma 3: layer_types,
+// or all but every sliding_window_pattern-th (default 6); Phi-3: every layer, as Mistral.
 std::vector<int64_t> read_layer_windows(const Keys& k, HFArchitecture arch, int64_t max_pos, int64_t n_layers) {
   const bool qwen = arch == HFArchitecture::Qwen2 || arch == HFArchitecture::Qwen3;
-  const bool gemma2 = arch == HFArchitecture::Gemma2;
+  const bool gemma3 = arch == HFArchitecture::Gemma3;
+  const bool gemma2 = arch == HFArchitecture::Gemma2 || gemma3;  // local and global layers
   if (arch == HFArchitecture::Llama || arch == HFArchitecture::Gemma) return {};
   if (!k.has("sliding_window") && !(gemma2 && !k.present("sliding_window"))) return {};  // null: none
   const int64_t window = k.positive("sliding_window", 4096);
@@ -144,6 +168,9 @@ std::vector<int64_t> read_layer_windows(const Keys& k, HFArchitecture arch, int6
   } else if (qwen) {  // transformers: layers from max_window_layers on use the window
     const int64_t from = k.integer("max_window_layers", 28);
     for (int64_t i = 0; i < n_layers && i < from; ++i) w[static_cast<std::size_t>(i)] = 0;
+  } else if (gemma3) {  // Gemma3TextConfig: every sliding_window_pattern-th layer is global
+    const int64_t pattern = k.positive("sliding_window_pattern", 6);
+    for (int64_t i = pattern - 1; i < n_layers; i += pattern) w[static_cast<std::size_t>(i)] = 0;
   } else if (gemma2) {  // Gemma2Attention: the even layers are local
     for (int64_t i = 1; i < n_layers; i += 2) w[static_cast<std::size_t>(i)] = 0;
   }
@@ -160,7 +187,13 @@ const char* hf_architecture_name(HFArchitecture a) {
 }
 
 const char* hf_naming_scheme(HFArchitecture a) {
-  return a == HFArchitecture::GPT2 ? "hf_gpt2" : a == HFArchitecture::Gemma2 ? "hf_gemma2" : "hf_llama";
+  switch (a) {
+    case HFArchitecture::GPT2: return "hf_gpt2";
+    case HFArchitecture::Gemma2:
+    case HFArchitecture::Gemma3: return "hf_gemma2";
+    case HFArchitecture::Phi3: return "hf_phi3";
+    default: return "hf_llama";
+  }
 }
 
 void hf_detail::write_token_ids(json& j, const HFConfig& c) {
@@ -236,7 +269,8 @@ Activation gemma_activation(const Keys& k) {
 void read_llama_family(const Keys& k, const json& j, const std::string& source, HFConfig& c) {
   const HFArchitecture arch = c.architecture;
   const Defaults d = defaults_of(arch);
-  const bool gemma2 = arch == HFArchitecture::Gemma2;
+  const bool gemma3 = arch == HFArchitecture::Gemma3;
+  const bool gemma2 = arch == HFArchitecture::Gemma2 || gemma3;  // Gemma 3 is Gemma 2's block with q/k norms
   const bool gemma = arch == HFArchitecture::Gemma || gemma2;
 
   // Keys that change the forward in ways xgrad does not compute.
@@ -250,6 +284,9 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
   if (k.has("partial_rotary_factor") && k.number("partial_rotary_factor", 1.0) != 1.0)
     k.refuse("partial_rotary_factor", "xgrad rotates every feature of a head (1.0)");
   if (k.integer("pretraining_tp", 1) < 1) k.bad("pretraining_tp", "a positive integer");  // its split is exact
+  if (arch == HFArchitecture::Phi3)  // dropout on the embeddings and the residual branches
+    for (const char* key : {"resid_pdrop", "embd_pdrop"})
+      if (k.number(key, 0.0) != 0.0) k.refuse(key, "xgrad reads 0.0 only");
 
   LMConfig& lm = c.lm;
   lm.vocab_size = k.positive("vocab_size", d.vocab_size);
@@ -285,7 +322,7 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
     b.norm = RMSNormSpec{eps};
   b.rope_base = k.number("rope_theta", d.rope_theta);
   if (!(b.rope_base > 0)) k.bad("rope_theta", "positive");
-  b.rope_scaling = read_rope_scaling(k, j, source);
+  b.rope_scaling = read_rope_scaling(k, j, source, max_pos);
   b.max_seq_len = max_pos;
   GQAShape gqa{n_heads, n_kv_heads, head_dim};
   const bool attention_bias = k.boolean("attention_bias", false);
@@ -294,9 +331,11 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
     case HFArchitecture::Qwen3:
     case HFArchitecture::Gemma:
     case HFArchitecture::Gemma2:
+    case HFArchitecture::Gemma3:
     case HFArchitecture::GPT2:
       gqa.qkv_bias = gqa.out_bias = attention_bias;
       break;
+    case HFArchitecture::Phi3:     // Phi3Attention's qkv_proj and o_proj have no biases
     case HFArchitecture::Mistral:  // MistralAttention has no biases whatever the key says
       gqa.qkv_bias = gqa.out_bias = false;
       break;
@@ -305,15 +344,22 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
       gqa.out_bias = false;
       break;
   }
-  gqa.qk_norm = arch == HFArchitecture::Qwen3;
+  gqa.qk_norm = arch == HFArchitecture::Qwen3 || gemma3;
+  if (gemma3) {  // the local layers' RoPE: rope_local_base_freq, unscaled
+    lm.local_rope_base = k.number("rope_local_base_freq", 10000.0);
+    if (!(lm.local_rope_base > 0)) k.bad("rope_local_base_freq", "positive");
+  }
   if (gemma2) {
     // Gemma2Attention: scaling query_pre_attn_scalar**-0.5, scores soft-capped before the mask;
     // Gemma2ForCausalLM caps the logits. A key given as null turns the cap off.
     const double scalar = k.number("query_pre_attn_scalar", 256);
     if (!(scalar > 0)) k.bad("query_pre_attn_scalar", "positive");
     gqa.scale = std::pow(scalar, -0.5);
-    gqa.softcap = k.present("attn_logit_softcapping") ? k.number("attn_logit_softcapping", 0) : 50.0;
-    lm.final_logit_softcap = k.present("final_logit_softcapping") ? k.number("final_logit_softcapping", 0) : 30.0;
+    // Gemma 2 caps at 50 and 30 by default, Gemma 3 not at all.
+    gqa.softcap = k.present("attn_logit_softcapping") ? k.number("attn_logit_softcapping", 0) : gemma3 ? 0 : 50.0;
+    lm.final_logit_softcap = k.present("final_logit_softcapping") ? k.number("final_logit_softcapping", 0)
+                             : gemma3                              ? 0
+                                                                   : 30.0;
     if (!(gqa.softcap >= 0)) k.bad("attn_logit_softcapping", "positive or null");
     if (!(lm.final_logit_softcap >= 0)) k.bad("final_logit_softcapping", "positive or null");
   }
@@ -339,7 +385,8 @@ void read_llama_family(const Keys& k, const json& j, const std::string& source, 
 std::string HFConfig::to_json() const {
   lm.validate("HFConfig");
   if (architecture == HFArchitecture::GPT2) return hf_detail::gpt2_to_json(*this);
-  const bool gemma2 = architecture == HFArchitecture::Gemma2;
+  const bool gemma3 = architecture == HFArchitecture::Gemma3;
+  const bool gemma2 = architecture == HFArchitecture::Gemma2 || gemma3;
   const bool gemma = architecture == HFArchitecture::Gemma || gemma2;
   const bool qwen = architecture == HFArchitecture::Qwen2 || architecture == HFArchitecture::Qwen3;
   const BlockConfig& b = lm.block;
@@ -376,6 +423,8 @@ std::string HFConfig::to_json() const {
                          {"low_freq_factor", b.rope_scaling.low_freq_factor},
                          {"original_max_position_embeddings", b.rope_scaling.original_max_seq_len},
                          {"rope_type", "llama3"}};
+  else if (b.rope_scaling.active())
+    j["rope_scaling"] = {{"factor", b.rope_scaling.factor}, {"rope_type", enum_name(b.rope_scaling.kind)}};
   else
     j["rope_scaling"] = nullptr;
   j["rope_theta"] = b.rope_base;
@@ -398,6 +447,11 @@ std::string HFConfig::to_json() const {
     j["final_logit_softcapping"] = lm.final_logit_softcap > 0 ? json(lm.final_logit_softcap) : json(nullptr);
     j["cache_implementation"] = "hybrid";
   }
+  if (gemma3) j["rope_local_base_freq"] = lm.local_rope_base > 0 ? lm.local_rope_base : b.rope_base;
+  if (architecture == HFArchitecture::Phi3) {
+    j["embd_pdrop"] = 0.0;
+    j["resid_pdrop"] = 0.0;
+  }
   j["tie_word_embeddings"] = lm.tie_embeddings;
   j["torch_dtype"] = torch_dtype;
   if (qwen) j["use_sliding_window"] = !lw.empty();
@@ -408,7 +462,7 @@ std::string HFConfig::to_json() const {
 
 namespace {
 
-const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3/Gemma/Gemma 2 model needs ";
+const char* const kNeeds = "save_hf: a Hugging Face Llama/Mistral/Qwen2/Qwen3/Gemma/Gemma 2/Gemma 3 model needs ";
 
 // HF's layout: rotate-half (the hf_llama scheme permutes an interleaved model's rows), float32.
 HFConfig finish_from_lm(HFConfig c) {
@@ -431,7 +485,8 @@ DenseFFNShape HFConfig::mlp() const {
     check(f && !f->gated, "save_hf: a Hugging Face GPT-2 model needs ffn mlp, got ", spec_kind(lm.block.ffn));
     return *f;
   }
-  if (architecture == HFArchitecture::Gemma || architecture == HFArchitecture::Gemma2) {
+  if (architecture == HFArchitecture::Gemma || architecture == HFArchitecture::Gemma2 ||
+      architecture == HFArchitecture::Gemma3) {
     check(f && f->gated && f->activation != "silu" && !f->bias, kNeeds, "ffn geglu without bias (Gemma), got ",
           spec_kind(lm.block.ffn));
     return *f;
@@ -458,7 +513,7 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
     return hf_detail::gpt2_from_lm(lm);
   }
   const bool gemma = std::holds_alternative<UnitOffsetRMSNormSpec>(b.norm);
-  const bool gemma2 = gemma && b.norm_position == NormPosition::Sandwich;
+  const bool gemma2 = gemma && b.norm_position == NormPosition::Sandwich;  // or Gemma 3: with QK-Norm
   check(b.norm_position == NormPosition::Pre || gemma2, kNeeds, "norm_position pre (sandwich: Gemma 2), got ",
         norm_position_name(b.norm_position));
   check(gemma || std::holds_alternative<RMSNormSpec>(b.norm), kNeeds, "norm rmsnorm, got ", spec_kind(b.norm));
@@ -472,6 +527,9 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
   if (gemma) c.architecture = gemma2 ? HFArchitecture::Gemma2 : HFArchitecture::Gemma;
   const DenseFFNShape mlp = c.mlp();
   const GQAShape gqa = c.attention();
+  if (gemma2 && gqa.qk_norm) c.architecture = HFArchitecture::Gemma3;
+  check(lm.local_rope_base == 0 || c.architecture == HFArchitecture::Gemma3, kNeeds,
+        "no local_rope_base (Gemma 3's, with QK-Norm and sandwich norms), got ", lm.local_rope_base);
   // HF's block as from_json builds it, whatever kinds of spec described these shapes (MHA is
   // GQA with n_kv_heads = n_heads: the same parameters).
   c.lm.block.attention = GQASpec::of(gqa, b.d_model);
@@ -487,8 +545,8 @@ HFConfig HFConfig::from_lm(const LMConfig& given) {
     ffn.d_ff = mlp.d_ff;
     ffn.activation = mlp.activation == activation_name(Activation::GELU) ? Activation::GELU : Activation::GELUTanh;
     c.lm.block.ffn = ffn;
-    check(!gqa.qk_norm && gqa.qkv_bias == gqa.out_bias, kNeeds,
-          "no QK-Norm and q/k/v and output biases alike (Gemma's attention_bias)");
+    check((!gqa.qk_norm || gemma2) && gqa.qkv_bias == gqa.out_bias, kNeeds,
+          "q/k/v and output biases alike (Gemma's attention_bias) and QK-Norm only with sandwich norms (Gemma 3)");
     check(gemma2 || lw.empty(), kNeeds, "no sliding window with Gemma's block (Gemma 2 has sandwich norms)");
     return finish_from_lm(c);
   }

@@ -270,6 +270,18 @@ NamingScheme hf_llama_scheme(bool sandwich = false) {
   return s;
 }
 
+// hf_llama with Phi-3's fused projections: qkv_proj = cat(q, k, v), gate_up_proj = cat(gate, up).
+NamingScheme hf_phi3_scheme() {
+  NamingScheme s = hf_llama_scheme();
+  s.name = "hf_phi3";
+  s.packs = {{{"layers.*.attention.w_q.weight", "layers.*.attention.w_k.weight", "layers.*.attention.w_v.weight"},
+              "model.layers.*.self_attn.qkv_proj.weight", 0}};
+  for (const auto& [gate, up] : {std::pair{"W_gate", "W_up"}, std::pair{"w_gate", "w_up"}, std::pair{"w1", "w3"}})
+    s.packs.push_back({{str_cat("layers.*.ffn.", gate, ".weight"), str_cat("layers.*.ffn.", up, ".weight")},
+                       "model.layers.*.mlp.gate_up_proj.weight", 0});
+  return s;
+}
+
 NamingScheme hf_gpt2_scheme() {
   NamingScheme s;
   s.name = "hf_gpt2";
@@ -314,6 +326,7 @@ const std::map<std::string, NamingScheme>& schemes() {
     m["hf_llama"] = hf_llama_scheme();
     m["hf_gpt2"] = hf_gpt2_scheme();
     m["hf_gemma2"] = hf_llama_scheme(true);
+    m["hf_phi3"] = hf_phi3_scheme();
     return m;
   }();
   return all;

@@ -79,6 +79,9 @@ struct NamingScheme {
   //  "hf_gemma2":  Hugging Face's Gemma2ForCausalLM: hf_llama's names, with the sandwich
   //                block's norms input_layernorm, post_attention_layernorm (after the
   //                attention), pre_feedforward_layernorm and post_feedforward_layernorm.
+  //                Also Gemma 3's (with q_norm / k_norm).
+  //  "hf_phi3":    Hugging Face's Phi3ForCausalLM: hf_llama's names with q, k and v packed
+  //                into self_attn.qkv_proj and gate, up into mlp.gate_up_proj.
   static const NamingScheme& get(const std::string& name);
 };
 

@@ -91,6 +91,7 @@ struct SublayerContext {
   int64_t d_model = 0;
   double dropout = 0.0;   // on the attention weights
   double norm_eps = 1e-6; // of the block's norms, and so of QK-Norm
+  bool norm_unit_offset = false;  // the block's RMSNorms scale by 1 + weight (Gemma), QK-Norm's too
   bool rope = false;      // RoPE on q and k (PositionKind::RoPE)
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   double rope_base = 10000.0;
@@ -151,8 +152,11 @@ const char* enum_name(E e) {
 
 template <>
 struct EnumNames<RopeScalingKind> {
-  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 2> values{
-      {{RopeScalingKind::None, "none"}, {RopeScalingKind::Llama3, "llama3"}}};
+  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 4> values{
+      {{RopeScalingKind::None, "none"},
+       {RopeScalingKind::Llama3, "llama3"},
+       {RopeScalingKind::Linear, "linear"},
+       {RopeScalingKind::Dynamic, "dynamic"}}};
 };
 
 template <>

@@ -5,12 +5,14 @@
 // sliding window load to PyTorch's float64 logits and greedy generations, save and load back
 // bit for bit, and their bad configs are refused by key; the new ops and modules pass float64
 // gradient checks.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "autograd/gradcheck.hpp"
+#include "finetune/lora.hpp"
 #include "nn/gguf_model.hpp"
 #include "nn/hf.hpp"
 #include "nn/naming.hpp"
@@ -31,7 +33,8 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 using V = std::vector<Tensor>;
 
-const char* const kArchFolders[] = {"gpt2", "gpt2_relu", "gemma", "gemma2", "mistral_window"};
+const char* const kArchFolders[] = {"gpt2",  "gpt2_relu", "gemma", "gemma2", "mistral_window", "gemma3", "phi3",
+                                    "llama_linear", "llama_dynamic"};
 
 std::string arch_fixture(const std::string& name) { return std::string(XGRAD_FIXTURE_DIR) + "/hf/" + name; }
 
@@ -119,6 +122,52 @@ TEST(NnHfArch, ConfigMapsGpt2AndGemma) {
   nn::load_hf(arch_fixture("mistral_window"), &c);
   EXPECT_EQ(c.architecture, nn::HFArchitecture::Mistral);
   EXPECT_EQ(c.lm.layer_windows, (std::vector<int64_t>{5, 5}));
+
+  auto gemma3 = nn::load_hf(arch_fixture("gemma3"), &c);
+  EXPECT_EQ(c.architecture, nn::HFArchitecture::Gemma3);
+  EXPECT_TRUE(std::get<nn::GQASpec>(c.lm.block.attention).qk_norm);
+  EXPECT_EQ(std::get<nn::GQASpec>(c.lm.block.attention).softcap, 0.0);
+  EXPECT_EQ(c.lm.final_logit_softcap, 0.0);
+  EXPECT_EQ(c.lm.layer_windows, (std::vector<int64_t>{3, 3, 0}));
+  EXPECT_DOUBLE_EQ(c.lm.local_rope_base, 10000.0);
+  EXPECT_DOUBLE_EQ(c.lm.block.rope_base, 1e6);
+  // The local layers' RoPE base, the global layer's; QK-Norm with Gemma's unit offset.
+  EXPECT_DOUBLE_EQ((*gemma3->layers())[0]->config().rope_base, 10000.0);
+  EXPECT_DOUBLE_EQ((*gemma3->layers())[2]->config().rope_base, 1e6);
+  // Linear RoPE scaling on the global layer only, as Gemma3TextModel's rotary_emb_local is unscaled.
+  EXPECT_FALSE((*gemma3->layers())[0]->config().rope_scaling.active());
+  EXPECT_EQ((*gemma3->layers())[2]->config().rope_scaling.kind, RopeScalingKind::Linear);
+  EXPECT_DOUBLE_EQ((*gemma3->layers())[2]->config().rope_scaling.factor, 8.0);
+  for (const auto& [n, child] : (*gemma3->layers())[0]->attention()->named_children())
+    if (n == "q_norm" || n == "k_norm") EXPECT_TRUE(std::dynamic_pointer_cast<nn::RMSNorm>(child)->unit_offset()) << n;
+
+  nn::load_hf(arch_fixture("llama_dynamic"), &c);
+  EXPECT_EQ(c.lm.block.rope_scaling.kind, RopeScalingKind::Dynamic);
+  EXPECT_EQ(ojson::parse(c.to_json())["rope_scaling"], (ojson{{"factor", 2.0}, {"rope_type", "dynamic"}}));
+
+  auto phi3 = nn::load_hf(arch_fixture("phi3"), &c);
+  EXPECT_EQ(c.architecture, nn::HFArchitecture::Phi3);
+  EXPECT_EQ(c.lm.layer_windows, (std::vector<int64_t>{6, 6}));
+  EXPECT_EQ(phi3->state_dict().at("layers.0.attention.w_k.weight").shape(), (Shape{16, 32}));
+  EXPECT_EQ(phi3->state_dict().at("layers.0.ffn.W_up.weight").shape(), (Shape{48, 32}));
+}
+
+// "linear" divides every frequency by factor; "dynamic" keeps them within max_seq_len (its
+// base changes only past max_position_embeddings); GGUF export writes neither.
+TEST(NnHfArch, LinearAndDynamicRopeFrequencies) {
+  RopeScaling lin, dyn;
+  lin.kind = RopeScalingKind::Linear;
+  lin.factor = 4.0;
+  dyn.kind = RopeScalingKind::Dynamic;
+  dyn.factor = 2.0;
+  const std::vector<double> plain = rope_frequencies(16, 10000.0), l = rope_frequencies(16, 10000.0, lin),
+                            d = rope_frequencies(16, 10000.0, dyn);
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_DOUBLE_EQ(l[i], plain[i] / 4.0) << i;
+    EXPECT_EQ(d[i], plain[i]) << i;
+  }
+  nn::LMConfig c = nn::HFConfig::from_json(arch_config("llama_linear").dump()).lm;
+  EXPECT_XG_ERROR(nn::gguf_architecture(c), "GGUF export: RoPE scaling linear is not written");
 }
 
 // Gemma 2's defaults (transformers' Gemma2Config): caps 50 and 30, query_pre_attn_scalar 256,
@@ -187,6 +236,14 @@ TEST(NnHfArch, SaveLoadRoundTripsBitForBit) {
     EXPECT_TRUE(tensors_close(saved.read(ours), hub.read(theirs), 0, 0)) << ours;
   }
   EXPECT_EQ(saved.entry("transformer.h.0.attn.c_attn.weight").shape, (Shape{64, 192}));
+  // Phi-3's fused projections are written fused again, bit for bit.
+  io::SafetensorsReader p3((dir / "phi3" / "model.safetensors").string());
+  io::SafetensorsReader p3_given(arch_fixture("phi3") + "/model.safetensors");
+  for (const char* n : {"model.layers.0.self_attn.qkv_proj.weight", "model.layers.1.mlp.gate_up_proj.weight"})
+    EXPECT_TRUE(tensors_close(p3.read(n), p3_given.read(n), 0, 0)) << n;
+  EXPECT_FALSE(p3.contains("model.layers.0.self_attn.q_proj.weight"));
+  std::ifstream p3_config(dir / "phi3" / "config.json");
+  EXPECT_EQ(ojson::parse(p3_config)["architectures"][0], "Phi3ForCausalLM");  // kept from the source folder
   // Gemma 2's post-attention norm is the sandwich's, its pre-FFN norm pre_feedforward_layernorm.
   io::SafetensorsReader g2((dir / "gemma2" / "model.safetensors").string());
   io::SafetensorsReader g2_given(arch_fixture("gemma2") + "/model.safetensors");
@@ -306,6 +363,13 @@ TEST(NnHfArch, RefusedConfigsNameTheKey) {
                     return j.dump();
                   }()));
   EXPECT_EQ(std::get<nn::GeGLUSpec>(c.lm.block.ffn).activation, nn::Activation::GELU);
+  EXPECT_XG_ERROR(arch_parse("phi3", [](ojson& j) { j["resid_pdrop"] = 0.1; }), "key 'resid_pdrop' = 0.1 is not supported");
+  EXPECT_XG_ERROR(arch_parse("phi3", [](ojson& j) { j["rope_scaling"] = {{"type", "longrope"}}; }),
+                  "key 'rope_scaling.type' = \"longrope\" is not supported");
+  EXPECT_XG_ERROR(arch_parse("gemma3", [](ojson& j) { j["rope_local_base_freq"] = 0.0; }),
+                  "key 'rope_local_base_freq' must be positive, got 0.0");
+  EXPECT_XG_ERROR(arch_parse("gemma3", [](ojson& j) { j["sliding_window_pattern"] = 0; }),
+                  "key 'sliding_window_pattern' must be a positive integer, got 0");
   EXPECT_XG_ERROR(arch_parse("gemma2", [](ojson& j) { j["query_pre_attn_scalar"] = 0; }),
                   "key 'query_pre_attn_scalar' must be positive, got 0");
   EXPECT_XG_ERROR(arch_parse("gemma2", [](ojson& j) { j["attn_logit_softcapping"] = -1.0; }),
@@ -368,6 +432,19 @@ TEST(NnHfArch, MisshapenGpt2WeightsNameTheTensor) {
   std::ofstream(dir / "config.json") << j.dump();
   // c_fc.bias is the first of the file's misshapen tensors (files hold tensors in name order).
   EXPECT_XG_ERROR(nn::load_hf(dir.string()), "tensor 'h.0.mlp.c_fc.bias' has shape [256], config.json gives [128]");
+}
+
+// LoRA targets: the fused projections' HF names select their parts' modules.
+TEST(NnHfArch, FusedProjectionNamesSelectTheirParts) {
+  auto gpt2 = nn::load_hf(arch_fixture("gpt2"));
+  std::vector<std::string> qkv = finetune::match_targets(*gpt2, "c_attn");
+  std::sort(qkv.begin(), qkv.end());
+  EXPECT_EQ(qkv, (std::vector<std::string>{"layers.0.attention.w_k", "layers.0.attention.w_q", "layers.0.attention.w_v",
+                                           "layers.1.attention.w_k", "layers.1.attention.w_q", "layers.1.attention.w_v"}));
+  EXPECT_EQ(finetune::match_targets(*gpt2, "c_proj,c_fc").size(), 6u);  // w_o, fc2; fc1 of both layers
+  auto phi3 = nn::load_hf(arch_fixture("phi3"));
+  EXPECT_EQ(finetune::match_targets(*phi3, "gate_up_proj").size(), 4u);  // W_gate, W_up of both layers
+  EXPECT_EQ(finetune::match_targets(*phi3, "qkv_proj,o_proj").size(), 8u);
 }
 
 // --- the new modules: float64 gradient checks -----------------------------------------------

@@ -59,8 +59,17 @@ TEST(NnHfErrors, RefusedConfigsNameTheKeyAndValue) {
                   "key 'hidden_act' = \"gelu_pytorch_tanh\" is not supported");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"]["rope_type"] = "yarn"; }),
                   "key 'rope_scaling.rope_type' = \"yarn\" is not supported");
-  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }),
-                  "key 'rope_scaling.type' = \"linear\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}}; }),
+                  "key 'rope_scaling.type' = \"su\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}, {"low_freq_factor", 1.0}}; }),
+                  "key 'rope_scaling.low_freq_factor' = 1.0 is not supported (rope_type \"linear\" takes factor only)");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "dynamic"}}; }),
+                  "key 'rope_scaling.factor' must be given for rope_type \"dynamic\", got nothing");
+  // Dynamic NTK with a shorter original length would change the base inside max_position_embeddings.
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) {
+                    j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}, {"original_max_position_embeddings", 64}};
+                  }),
+                  "key 'rope_scaling.original_max_position_embeddings' = 64 is not supported");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"].erase("low_freq_factor"); }),
                   "key 'rope_scaling.low_freq_factor' must be given for rope_type \"llama3\", got nothing");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["mlp_bias"] = true; }), "key 'mlp_bias' = true is not supported");
