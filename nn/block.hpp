@@ -108,6 +108,10 @@ struct BlockConfig {
     f("low_freq_factor", r.low_freq_factor);
     f("high_freq_factor", r.high_freq_factor);
     f("original_max_seq_len", r.original_max_seq_len);
+    f("beta_fast", later(r.beta_fast));
+    f("beta_slow", later(r.beta_slow));
+    f("attention_factor", later(r.attention_factor));
+    f("truncate", later(r.truncate));
   }
 };
 

@@ -88,6 +88,37 @@ HFArchitecture read_architecture(const Keys& k) {
   return from_arch ? *from_arch : *from_type;
 }
 
+// YaRN as transformers' _compute_yarn_parameters: factor as given, the correction range over
+// original_max_position_embeddings (max_position_embeddings when absent), beta_fast 32 and
+// beta_slow 1 by default (also when 0 or null, as its `or`), truncate, and attention_factor,
+// else mscale / mscale_all_dim, else 0.1 ln(factor) + 1. Errors name the rope_scaling key.
+RopeScaling read_yarn(const Keys& k, const Keys& rs, int64_t max_pos) {
+  RopeScaling r;
+  r.kind = RopeScalingKind::Yarn;
+  if (!rs.has("factor")) k.bad("rope_scaling.factor", "given for rope_type \"yarn\"");
+  r.factor = rs.number("factor", 0);
+  if (!(r.factor > 0)) k.bad("rope_scaling.factor", "positive");
+  r.original_max_seq_len = rs.integer("original_max_position_embeddings", max_pos);
+  if (r.original_max_seq_len <= 0) k.bad("rope_scaling.original_max_position_embeddings", "a positive integer");
+  r.beta_fast = rs.number("beta_fast", 0) != 0 ? rs.number("beta_fast", 0) : 32.0;
+  r.beta_slow = rs.number("beta_slow", 0) != 0 ? rs.number("beta_slow", 0) : 1.0;
+  if (!(r.beta_fast > 0)) k.bad("rope_scaling.beta_fast", "positive");
+  if (!(r.beta_slow > 0)) k.bad("rope_scaling.beta_slow", "positive");
+  r.truncate = rs.boolean("truncate", true);
+  auto get_mscale = [&](double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; };
+  const double mscale = rs.number("mscale", 0), mscale_all_dim = rs.number("mscale_all_dim", 0);
+  if (rs.has("attention_factor"))
+    r.attention_factor = rs.number("attention_factor", 1);
+  else if (mscale != 0 && mscale_all_dim != 0)
+    r.attention_factor = get_mscale(r.factor, mscale) / get_mscale(r.factor, mscale_all_dim);
+  else
+    r.attention_factor = get_mscale(r.factor, 1.0);
+  if (!(r.attention_factor > 0)) k.bad("rope_scaling.attention_factor", "positive");
+  for (const char* f : {"extrapolation_factor", "attn_factor", "low_freq_factor", "high_freq_factor"})
+    if (rs.has(f)) k.refuse(std::string("rope_scaling.") + f, "transformers' yarn does not read it");
+  return r;
+}
+
 RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& source, int64_t max_pos) {
   RopeScaling r;
   if (!k.has("rope_scaling")) return r;
@@ -116,8 +147,9 @@ RopeScaling read_rope_scaling(const Keys& k, const json& j, const std::string& s
     }
     return r;
   }
+  if (type == "yarn") return read_yarn(k, rs, max_pos);
   if (type != "llama3")
-    k.refuse(key, "xgrad computes rope_scaling types \"default\", \"linear\", \"dynamic\" and \"llama3\"");
+    k.refuse(key, "xgrad computes rope_scaling types \"default\", \"linear\", \"dynamic\", \"yarn\" and \"llama3\"");
   r.kind = RopeScalingKind::Llama3;
   auto need = [&](const char* f) {
     if (!rs.has(f)) k.bad(std::string("rope_scaling.") + f, "given for rope_type \"llama3\"");
@@ -423,6 +455,14 @@ std::string HFConfig::to_json() const {
                          {"low_freq_factor", b.rope_scaling.low_freq_factor},
                          {"original_max_position_embeddings", b.rope_scaling.original_max_seq_len},
                          {"rope_type", "llama3"}};
+  else if (b.rope_scaling.kind == RopeScalingKind::Yarn)
+    j["rope_scaling"] = {{"attention_factor", b.rope_scaling.attention_factor},
+                         {"beta_fast", b.rope_scaling.beta_fast},
+                         {"beta_slow", b.rope_scaling.beta_slow},
+                         {"factor", b.rope_scaling.factor},
+                         {"original_max_position_embeddings", b.rope_scaling.original_max_seq_len},
+                         {"rope_type", "yarn"},
+                         {"truncate", b.rope_scaling.truncate}};
   else if (b.rope_scaling.active())
     j["rope_scaling"] = {{"factor", b.rope_scaling.factor}, {"rope_type", enum_name(b.rope_scaling.kind)}};
   else

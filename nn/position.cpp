@@ -223,8 +223,11 @@ std::string RotaryEmbedding::extra_repr() const {
                            ", high_freq_factor=", scaling_.high_freq_factor, ", original_max_seq_len=",
                            scaling_.original_max_seq_len, ")")
              : scaling_.active()
-                 ? str_cat(", scaling=", scaling_.kind == RopeScalingKind::Linear ? "linear" : "dynamic", "(factor=",
-                           scaling_.factor, ")")
+                 ? str_cat(", scaling=",
+                           scaling_.kind == RopeScalingKind::Linear    ? "linear"
+                           : scaling_.kind == RopeScalingKind::Dynamic ? "dynamic"
+                                                                       : "yarn",
+                           "(factor=", scaling_.factor, ")")
                  : std::string());
 }
 

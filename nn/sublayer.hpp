@@ -152,11 +152,12 @@ const char* enum_name(E e) {
 
 template <>
 struct EnumNames<RopeScalingKind> {
-  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 4> values{
+  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 5> values{
       {{RopeScalingKind::None, "none"},
        {RopeScalingKind::Llama3, "llama3"},
        {RopeScalingKind::Linear, "linear"},
-       {RopeScalingKind::Dynamic, "dynamic"}}};
+       {RopeScalingKind::Dynamic, "dynamic"},
+       {RopeScalingKind::Yarn, "yarn"}}};
 };
 
 template <>

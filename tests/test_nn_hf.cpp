@@ -286,8 +286,9 @@ TEST(NnHf, RopeScalingInConfigJson) {
   nn::LMConfig bad = c;
   bad.block.rope_scaling.high_freq_factor = 0.5;
   EXPECT_XG_ERROR(bad.validate(), "field 'rope_scaling.high_freq_factor' (0.5) must be greater than low_freq_factor (1)");
-  EXPECT_XG_ERROR(nn::LMConfig::from_json(R"({"block": {"rope_scaling": {"kind": "yarn"}}})", "cfg"),
-                  "field 'block.rope_scaling.kind' must be one of \"none\", \"llama3\", \"linear\", \"dynamic\", got \"yarn\"");
+  EXPECT_XG_ERROR(nn::LMConfig::from_json(R"({"block": {"rope_scaling": {"kind": "longrope"}}})", "cfg"),
+                  "field 'block.rope_scaling.kind' must be one of \"none\", \"llama3\", \"linear\", \"dynamic\", \"yarn\", "
+                  "got \"longrope\"");
 }
 
 TEST(NnHf, NamingSchemeSkipsRotaryInvFreq) {

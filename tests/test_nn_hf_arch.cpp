@@ -34,7 +34,7 @@ using ojson = nlohmann::ordered_json;
 using V = std::vector<Tensor>;
 
 const char* const kArchFolders[] = {"gpt2",  "gpt2_relu", "gemma", "gemma2", "mistral_window", "gemma3", "phi3",
-                                    "llama_linear", "llama_dynamic"};
+                                    "llama_linear", "llama_dynamic", "llama_yarn", "llama_yarn_mscale"};
 
 std::string arch_fixture(const std::string& name) { return std::string(XGRAD_FIXTURE_DIR) + "/hf/" + name; }
 
@@ -139,11 +139,32 @@ TEST(NnHfArch, ConfigMapsGpt2AndGemma) {
   EXPECT_EQ((*gemma3->layers())[2]->config().rope_scaling.kind, RopeScalingKind::Linear);
   EXPECT_DOUBLE_EQ((*gemma3->layers())[2]->config().rope_scaling.factor, 8.0);
   for (const auto& [n, child] : (*gemma3->layers())[0]->attention()->named_children())
-    if (n == "q_norm" || n == "k_norm") EXPECT_TRUE(std::dynamic_pointer_cast<nn::RMSNorm>(child)->unit_offset()) << n;
+    if (n == "q_norm" || n == "k_norm") {
+      EXPECT_TRUE(std::dynamic_pointer_cast<nn::RMSNorm>(child)->unit_offset()) << n;
+    }
 
   nn::load_hf(arch_fixture("llama_dynamic"), &c);
   EXPECT_EQ(c.lm.block.rope_scaling.kind, RopeScalingKind::Dynamic);
   EXPECT_EQ(ojson::parse(c.to_json())["rope_scaling"], (ojson{{"factor", 2.0}, {"rope_type", "dynamic"}}));
+
+  // YaRN: attention_factor 0.1 ln(factor) + 1, or mscale / mscale_all_dim's ratio; written back
+  // resolved, and read back to the same scaling (xgrad's config.json too).
+  nn::load_hf(arch_fixture("llama_yarn"), &c);
+  EXPECT_EQ(c.lm.block.rope_scaling.kind, RopeScalingKind::Yarn);
+  EXPECT_DOUBLE_EQ(c.lm.block.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0);
+  EXPECT_EQ(c.lm.block.rope_scaling.original_max_seq_len, 16);
+  nn::load_hf(arch_fixture("llama_yarn_mscale"), &c);
+  const RopeScaling& y = c.lm.block.rope_scaling;
+  EXPECT_DOUBLE_EQ(y.attention_factor, (0.1 * std::log(8.0) + 1.0) / (0.05 * std::log(8.0) + 1.0));
+  EXPECT_DOUBLE_EQ(y.beta_fast, 16.0);
+  EXPECT_DOUBLE_EQ(y.beta_slow, 2.0);
+  const RopeScaling again = nn::HFConfig::from_json(c.to_json()).lm.block.rope_scaling;
+  EXPECT_EQ(nn::LMConfig::from_json(c.lm.to_json()).block.rope_scaling.attention_factor, y.attention_factor);
+  EXPECT_EQ(again.attention_factor, y.attention_factor);
+  EXPECT_EQ(again.beta_fast, y.beta_fast);
+  EXPECT_EQ(again.original_max_seq_len, y.original_max_seq_len);
+  EXPECT_XG_ERROR(arch_parse("llama_yarn", [](ojson& j) { j["rope_scaling"]["extrapolation_factor"] = 0.5; }),
+                  "key 'rope_scaling.extrapolation_factor' = 0.5 is not supported");
 
   auto phi3 = nn::load_hf(arch_fixture("phi3"), &c);
   EXPECT_EQ(c.architecture, nn::HFArchitecture::Phi3);

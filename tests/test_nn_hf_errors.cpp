@@ -57,8 +57,8 @@ TEST(NnHfErrors, RefusedConfigsNameTheKeyAndValue) {
                   "key 'model_type' = \"llama\" is not supported (it disagrees with architectures Qwen2ForCausalLM)");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["hidden_act"] = "gelu_pytorch_tanh"; }),
                   "key 'hidden_act' = \"gelu_pytorch_tanh\" is not supported");
-  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"]["rope_type"] = "yarn"; }),
-                  "key 'rope_scaling.rope_type' = \"yarn\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"]["rope_type"] = "longrope"; }),
+                  "key 'rope_scaling.rope_type' = \"longrope\" is not supported");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}}; }),
                   "key 'rope_scaling.type' = \"su\" is not supported");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}, {"low_freq_factor", 1.0}}; }),
