@@ -487,7 +487,14 @@ std::string HFConfig::to_json() const {
     j["final_logit_softcapping"] = lm.final_logit_softcap > 0 ? json(lm.final_logit_softcap) : json(nullptr);
     j["cache_implementation"] = "hybrid";
   }
-  if (gemma3) j["rope_local_base_freq"] = lm.local_rope_base > 0 ? lm.local_rope_base : b.rope_base;
+  if (gemma3) {
+    j["rope_local_base_freq"] = lm.local_rope_base > 0 ? lm.local_rope_base : b.rope_base;
+    // Releases before layer_types read this: every p-th layer global, the others local.
+    const int64_t p = lw.empty() ? 0 : std::find(lw.begin(), lw.end(), 0) - lw.begin() + 1;
+    bool periodic = p > 0;
+    for (std::size_t i = 0; i < lw.size(); ++i) periodic = periodic && ((lw[i] == 0) == ((int64_t(i) + 1) % p == 0));
+    if (periodic) j["sliding_window_pattern"] = p;
+  }
   if (architecture == HFArchitecture::Phi3) {
     j["embd_pdrop"] = 0.0;
     j["resid_pdrop"] = 0.0;

@@ -265,6 +265,10 @@ TEST(NnHfArch, SaveLoadRoundTripsBitForBit) {
   EXPECT_FALSE(p3.contains("model.layers.0.self_attn.q_proj.weight"));
   std::ifstream p3_config(dir / "phi3" / "config.json");
   EXPECT_EQ(ojson::parse(p3_config)["architectures"][0], "Phi3ForCausalLM");  // kept from the source folder
+  std::ifstream g3_config(dir / "gemma3" / "config.json");
+  const ojson g3 = ojson::parse(g3_config);
+  EXPECT_EQ(g3["sliding_window_pattern"], 3);  // every 3rd layer global, as the fixture's
+  EXPECT_EQ(g3["layer_types"], (ojson{"sliding_attention", "sliding_attention", "full_attention"}));
   // Gemma 2's post-attention norm is the sandwich's, its pre-FFN norm pre_feedforward_layernorm.
   io::SafetensorsReader g2((dir / "gemma2" / "model.safetensors").string());
   io::SafetensorsReader g2_given(arch_fixture("gemma2") + "/model.safetensors");
