@@ -130,7 +130,7 @@ std::shared_ptr<Attention> GQASpec::build(const SublayerContext& ctx) const {
 }
 
 std::optional<GQAShape> GQASpec::gqa_shape(const SublayerContext& ctx) const {
-  return GQAShape{n_heads,  n_kv_heads > 0 ? n_kv_heads : n_heads, head_dim > 0 ? head_dim : ctx.d_model / n_heads,
+  return GQAShape{n_heads, n_kv_heads > 0 ? n_kv_heads : n_heads, head_dim > 0 ? head_dim : ctx.d_model / n_heads,
                   qkv_bias, out_bias, qk_norm, scale, softcap};
 }
 

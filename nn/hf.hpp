@@ -1,8 +1,8 @@
 // Hugging Face model folders: config.json of LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM and GPT2LMHeadModel mapped to and from LMConfig, weights read tensor by
-// tensor from model.safetensors or a sharded model.safetensors.index.json (F32, F16, BF16,
-// widened to float32), and written back the way the Hub lays them out; load_model for a model
-// of any source.
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma 1/2/3 and GPT2LMHeadModel mapped
+// to and from LMConfig, weights read tensor by tensor from model.safetensors or a sharded
+// model.safetensors.index.json (F32, F16, BF16, widened to float32), and written back the way
+// the Hub lays them out; load_model for a model of any source.
 #pragma once
 
 #include <cstdint>

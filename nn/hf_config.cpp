@@ -1,7 +1,7 @@
 // Hugging Face config.json <-> LMConfig for LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM, Qwen3ForCausalLM and GemmaForCausalLM (GPT-2's keys are nn/hf_gpt2.cpp's):
-// the keys each uses, their transformers defaults, and the refusals (anything xgrad would
-// compute differently).
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM and Gemma 1/2/3 (GPT-2's keys are
+// nn/hf_gpt2.cpp's): the keys each uses, their transformers defaults, sliding windows and RoPE
+// scaling, and the refusals (anything xgrad would compute differently).
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
