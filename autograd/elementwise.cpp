@@ -209,6 +209,23 @@ Tensor tanh(const Tensor& x) {
   });
 }
 
+// out = cap * tanh(x / cap), Gemma 2's soft-capping of attention scores and logits (x / cap
+// first, as its tanh(x / cap) * cap does)   =>   dx = g * (1 - (out / cap)^2)
+Tensor softcap(const Tensor& x, double cap) {
+  check(std::isfinite(cap) && cap > 0, "softcap: cap must be a positive number, got ", cap);
+  Tensor out = float_unary(x, "softcap", [cap](auto v) {
+    using A = decltype(v);
+    return std::tanh(v / static_cast<A>(cap)) * static_cast<A>(cap);
+  });
+  return record(out, {x}, "softcap", [cap](const Tensor& g, const Tensor& out, const Grads&) {
+    return Grads{float_ternary(g, out, out, [cap](auto gi, auto yi, auto) {
+      using A = decltype(gi);
+      const A t = yi / static_cast<A>(cap);
+      return gi * (1 - t * t);
+    })};
+  });
+}
+
 template <class T>
 static T sigmoid_of(T v) {
   // Stable on both sides: never exp of a large positive number.

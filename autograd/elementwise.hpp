@@ -40,6 +40,8 @@ Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor tanh(const Tensor& x);
+// cap * tanh(x / cap), cap > 0: Gemma 2's soft-capping of attention scores and logits.
+Tensor softcap(const Tensor& x, double cap);
 Tensor sigmoid(const Tensor& x);
 Tensor logsigmoid(const Tensor& x);
 // log(1 + exp(beta x)) / beta, linear above `threshold` (torch.nn.functional.softplus).

@@ -197,6 +197,14 @@ Tensor apply_rope_packed(const Tensor& x, const Tensor& cos, const Tensor& sin, 
 void RopeScaling::validate(const std::string& who) const {
   if (!active()) return;
   check(factor > 0, who, ": field 'rope_scaling.factor' must be positive, got ", factor);
+  if (kind == RopeScalingKind::Yarn) {
+    check(beta_fast > 0 && beta_slow > 0, who, ": fields 'rope_scaling.beta_fast' and 'beta_slow' must be positive, got ",
+          beta_fast, " and ", beta_slow);
+    check(attention_factor > 0, who, ": field 'rope_scaling.attention_factor' must be positive, got ", attention_factor);
+    check(original_max_seq_len > 0, who, ": field 'rope_scaling.original_max_seq_len' must be positive, got ",
+          original_max_seq_len);
+  }
+  if (kind != RopeScalingKind::Llama3) return;
   check(low_freq_factor > 0, who, ": field 'rope_scaling.low_freq_factor' must be positive, got ", low_freq_factor);
   check(high_freq_factor > low_freq_factor, who, ": field 'rope_scaling.high_freq_factor' (", high_freq_factor,
         ") must be greater than low_freq_factor (", low_freq_factor, ")");
@@ -212,6 +220,26 @@ std::vector<double> rope_frequencies(int64_t head_dim, double base, const RopeSc
   std::vector<double> freqs(static_cast<std::size_t>(half));
   for (int64_t i = 0; i < half; ++i)
     freqs[static_cast<std::size_t>(i)] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  if (scaling.kind == RopeScalingKind::Linear)
+    for (double& f : freqs) f /= scaling.factor;
+  if (scaling.kind == RopeScalingKind::Yarn) {
+    const double pi = 3.14159265358979323846, dim = static_cast<double>(head_dim);
+    const double L = static_cast<double>(scaling.original_max_seq_len);
+    auto correction_dim = [&](double rotations) { return dim * std::log(L / (rotations * 2 * pi)) / (2 * std::log(base)); };
+    double low = correction_dim(scaling.beta_fast), high = correction_dim(scaling.beta_slow);
+    if (scaling.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;  // as transformers: no zero-width ramp
+    for (int64_t i = 0; i < half; ++i) {
+      const double s = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      double& f = freqs[static_cast<std::size_t>(i)];
+      f = f / scaling.factor * s + f * (1 - s);
+    }
+  }
   if (scaling.kind == RopeScalingKind::Llama3) {
     const double L = static_cast<double>(scaling.original_max_seq_len);
     const double low_wavelen = L / scaling.low_freq_factor, high_wavelen = L / scaling.high_freq_factor;
@@ -237,6 +265,7 @@ std::pair<Tensor, Tensor> rope_tables(int64_t head_dim, int64_t max_seq_len, dou
   const int64_t half = head_dim / 2;
   // angles = outer(t, freqs): in float64, rounded once.
   const std::vector<double> freqs = rope_frequencies(head_dim, base, scaling);
+  const double m = scaling.kind == RopeScalingKind::Yarn ? scaling.attention_factor : 1.0;
   Tensor cos = empty({max_seq_len, half}, dtype), sin = empty({max_seq_len, half}, dtype);
   dispatch_float(dtype, "rope_tables", [&](auto tag) {
     using T = decltype(tag);
@@ -246,8 +275,8 @@ std::pair<Tensor, Tensor> rope_tables(int64_t head_dim, int64_t max_seq_len, dou
     for (int64_t t = 0; t < max_seq_len; ++t)
       for (int64_t i = 0; i < half; ++i) {
         const double a = static_cast<double>(t) * freqs[static_cast<std::size_t>(i)];
-        pc[t * half + i] = static_cast<T>(std::cos(a));
-        ps[t * half + i] = static_cast<T>(std::sin(a));
+        pc[t * half + i] = static_cast<T>(std::cos(a) * m);
+        ps[t * half + i] = static_cast<T>(std::sin(a) * m);
       }
   });
   return {cos, sin};

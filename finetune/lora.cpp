@@ -280,6 +280,19 @@ const std::string& short_name_of(const std::string& entry) {
   return it == hf.end() ? entry : it->second;
 }
 
+// A fused projection of a Hugging Face checkpoint (GPT-2's c_attn, c_fc, c_proj; Phi-3's
+// qkv_proj, gate_up_proj) stands for the short names of its parts, which xgrad keeps as
+// separate modules; null for another entry.
+const std::vector<std::string>* fused_parts(const std::string& entry) {
+  static const std::map<std::string, std::vector<std::string>> m = {{"c_attn", {"q", "k", "v"}},
+                                                                    {"qkv_proj", {"q", "k", "v"}},
+                                                                    {"gate_up_proj", {"gate", "up"}},
+                                                                    {"c_fc", {"up"}},
+                                                                    {"c_proj", {"o", "down"}}};
+  auto it = m.find(entry);
+  return it == m.end() ? nullptr : &it->second;
+}
+
 bool is_target_list(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ',';
@@ -297,10 +310,14 @@ bool entry_matches(const std::string& entry, const std::string& path) {
   if (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
       path[path.size() - entry.size() - 1] == '.')
     return true;
-  auto it = short_names().find(short_name_of(entry));
-  if (it == short_names().end()) return false;
   const std::string last = leaf(path);
-  return std::find(it->second.begin(), it->second.end(), last) != it->second.end();
+  auto selects = [&](const std::string& short_name) {
+    auto it = short_names().find(short_name);
+    return it != short_names().end() && std::find(it->second.begin(), it->second.end(), last) != it->second.end();
+  };
+  if (const std::vector<std::string>* parts = fused_parts(entry))
+    return std::any_of(parts->begin(), parts->end(), selects);
+  return selects(short_name_of(entry));
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -367,7 +384,7 @@ std::vector<std::string> peft_target_names(const nn::Module& model, const std::s
   std::set<std::string> names;
   const auto lins = linear_modules(model, naming);
   for (const auto& e : split_list(targets)) {
-    if (!short_names().count(short_name_of(e))) {
+    if (!short_names().count(short_name_of(e)) && !fused_parts(e)) {
       names.insert(e);
       continue;
     }

@@ -1,6 +1,7 @@
 // GroupedQueryAttention and GQASpec.
 #include "nn/attention_gqa.hpp"
 
+#include <cmath>
 #include <tuple>
 
 #include "autograd/shape.hpp"
@@ -27,8 +28,8 @@ GroupedQueryAttention::GroupedQueryAttention(const GQASpec& spec, const Sublayer
   w_v_ = register_module(upper ? "W_v" : "w_v", std::make_shared<Linear>(d, kv_dim, spec.qkv_bias));
   w_o_ = register_module(upper ? "W_o" : "w_o", std::make_shared<Linear>(q_dim, d, spec.out_bias));
   if (spec.qk_norm) {
-    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps));
-    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps));
+    q_norm_ = register_module("q_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps, ctx.norm_unit_offset));
+    k_norm_ = register_module("k_norm", std::make_shared<RMSNorm>(head_dim_, ctx.norm_eps, ctx.norm_unit_offset));
   }
   if (ctx.rope)
     rope_ = register_module("rope", std::make_shared<RotaryEmbedding>(head_dim_, ctx.max_seq_len, ctx.rope_base,
@@ -44,12 +45,16 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
   check_attention_input(x, ctx_.d_model, who);
   const int64_t B = x.size(0), T = x.size(1);
   const int64_t pos = start_position(cache, start_pos, who);
-  if (!q_norm_ && can_pack(*w_q_, *w_k_, *w_v_, cache)) {
+  const int64_t window = ctx_.sliding_window, keys = cache ? pos + T : T;
+  // Keys at positions 0.. of the cache, or at x's own positions.
+  const AttnMask m = windowed_mask(mask, window, T, keys, pos, cache ? 0 : pos, who);
+  const double scale = spec_.scale;
+  if (!q_norm_ && spec_.softcap == 0 && can_pack(*w_q_, *w_k_, *w_v_, cache)) {
     // One projection [B, T, Hq + 2 Hkv, hs], RoPE on its query and key heads, attention read in
     // place and written as [B, T, Hq hs]: no head splits, merges or dx sums.
     Tensor qkv = reshape(linear_stacked(x, {w_q_.get(), w_k_.get(), w_v_.get()}), {B, T, H + 2 * Hkv, head_dim_});
     if (rope_) qkv = rope_->forward_packed(qkv, pos, H + Hkv);
-    return w_o_->forward(scaled_dot_product_attention_packed(qkv, H, Hkv, mask, dropout, is_training()));
+    return w_o_->forward(scaled_dot_product_attention_packed(qkv, H, Hkv, m, dropout, is_training(), scale));
   }
   // [B, T, heads * hs] -> [B, T, heads, hs] (QK-Norm over hs) -> [B, heads, T, hs] (RoPE)
   Tensor q = reshape(w_q_->forward(x), {B, T, H, head_dim_});
@@ -65,9 +70,13 @@ Tensor GroupedQueryAttention::forward(const Tensor& x, const AttnMask& mask, KVC
     q = rope_->forward(q, pos);
     k = rope_->forward(k, pos);
   }
+  if (spec_.softcap > 0) {
+    if (cache) std::tie(k, v) = store_cached(*cache, k, v, pos, who);
+    return w_o_->forward(merge_heads(softcapped_attention(q, k, v, m, scale, spec_.softcap, dropout, is_training())));
+  }
   if (cache)
-    return w_o_->forward(merge_heads(attend_cached(*cache, q, k, v, pos, mask, dropout, is_training(), who)));
-  Tensor out = scaled_dot_product_attention(q, k, v, mask, dropout, is_training());
+    return w_o_->forward(merge_heads(attend_cached(*cache, q, k, v, pos, m, dropout, is_training(), who, scale)));
+  Tensor out = scaled_dot_product_attention(q, k, v, m, dropout, is_training(), scale);
   return w_o_->forward(merge_heads(out));
 }
 
@@ -94,6 +103,9 @@ std::string GroupedQueryAttention::extra_repr() const {
                           ", head_dim=", head_dim_);
   if (ctx_.dropout > 0) s += str_cat(", dropout=", ctx_.dropout);
   if (spec_.qk_norm) s += ", qk_norm=true";
+  if (spec_.scale > 0) s += str_cat(", scale=", spec_.scale);
+  if (spec_.softcap > 0) s += str_cat(", softcap=", spec_.softcap);
+  if (ctx_.sliding_window > 0) s += str_cat(", sliding_window=", ctx_.sliding_window);
   if (rope_) s += str_cat(", rope=", rope_layout_name(ctx_.rope_layout));
   return s;
 }
@@ -109,6 +121,8 @@ void GQASpec::validate(const SublayerContext& ctx, const std::string& who) const
   check(head_dim >= 0, who, ": field 'attention.head_dim' must be >= 0 (0 = d_model / n_heads), got ", head_dim);
   if (head_dim == 0) check_split(ctx, n_heads, who);
   check_rope_dim(ctx, head_dim > 0 ? head_dim : ctx.d_model / n_heads, who);
+  check(std::isfinite(scale) && scale >= 0, who, ": field 'attention.scale' must be >= 0 (0 = 1/sqrt(head_dim)), got ", scale);
+  check(std::isfinite(softcap) && softcap >= 0, who, ": field 'attention.softcap' must be >= 0 (0 = off), got ", softcap);
 }
 
 std::shared_ptr<Attention> GQASpec::build(const SublayerContext& ctx) const {
@@ -117,7 +131,7 @@ std::shared_ptr<Attention> GQASpec::build(const SublayerContext& ctx) const {
 
 std::optional<GQAShape> GQASpec::gqa_shape(const SublayerContext& ctx) const {
   return GQAShape{n_heads, n_kv_heads > 0 ? n_kv_heads : n_heads, head_dim > 0 ? head_dim : ctx.d_model / n_heads,
-                  qkv_bias, out_bias, qk_norm};
+                  qkv_bias, out_bias, qk_norm, scale, softcap};
 }
 
 GQASpec GQASpec::of(const GQAShape& shape, int64_t d_model) {
@@ -128,6 +142,8 @@ GQASpec GQASpec::of(const GQAShape& shape, int64_t d_model) {
   s.qkv_bias = shape.qkv_bias;
   s.out_bias = shape.out_bias;
   s.qk_norm = shape.qk_norm;
+  s.scale = shape.scale;
+  s.softcap = shape.softcap;
   return s;
 }
 

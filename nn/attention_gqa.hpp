@@ -29,6 +29,11 @@ struct GQASpec {
   // QK-Norm (Henry et al. 2020; Dehghani et al. 2023): RMSNorm q_norm / k_norm over each
   // head's features, applied after the projection and before RoPE (Qwen3).
   bool qk_norm = false;
+  // The scores' scale; 0: 1/sqrt(head_dim). Gemma 2: query_pre_attn_scalar^-1/2.
+  double scale = 0;
+  // > 0: the scores (scaled) become softcap * tanh(scores / softcap) before the mask (Gemma 2's
+  // attn_logit_softcapping); the attention then runs op by op, not in the fused kernel.
+  double softcap = 0;
   template <class Self, class F>
   static void visit(Self& s, F&& f) {
     f("n_heads", s.n_heads);
@@ -37,6 +42,8 @@ struct GQASpec {
     f("qkv_bias", s.qkv_bias);
     f("out_bias", s.out_bias);
     f("qk_norm", s.qk_norm);
+    f("scale", later(s.scale));
+    f("softcap", later(s.softcap));
   }
   void validate(const SublayerContext& ctx, const std::string& who) const;
   std::shared_ptr<Attention> build(const SublayerContext& ctx) const;

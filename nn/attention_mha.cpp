@@ -21,7 +21,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, double 
 
 MultiHeadAttention::MultiHeadAttention(const MHASpec& spec, const SublayerContext& ctx)
     : MultiHeadAttention(ctx.d_model, spec.n_heads, ctx.dropout, spec.bias) {
-  check(!ctx.rope && !spec.qk_norm, "MultiHeadAttention: RoPE and qk_norm are GroupedQueryAttention's ",
+  check(!ctx.rope && !spec.qk_norm && ctx.sliding_window == 0,
+        "MultiHeadAttention: RoPE, qk_norm and a sliding window are GroupedQueryAttention's ",
         "(MHASpec::build builds one with n_kv_heads = n_heads)");
 }
 
@@ -71,12 +72,13 @@ void MHASpec::validate(const SublayerContext& ctx, const std::string& who) const
 }
 
 std::shared_ptr<Attention> MHASpec::build(const SublayerContext& ctx) const {
-  if (!ctx.rope && !qk_norm) return std::make_shared<MultiHeadAttention>(*this, ctx);
+  // GroupedQueryAttention computes RoPE, QK-Norm and the sliding window.
+  if (!ctx.rope && !qk_norm && ctx.sliding_window == 0) return std::make_shared<MultiHeadAttention>(*this, ctx);
   return std::make_shared<GroupedQueryAttention>(GQASpec::of(*gqa_shape(ctx), ctx.d_model), ctx);
 }
 
 std::optional<GQAShape> MHASpec::gqa_shape(const SublayerContext& ctx) const {
-  return GQAShape{n_heads, n_heads, ctx.d_model / n_heads, bias, bias, qk_norm};
+  return GQAShape{n_heads, n_heads, ctx.d_model / n_heads, bias, bias, qk_norm, 0, 0};
 }
 
 int64_t MHASpec::kv_cache_bytes_per_token(const SublayerContext& ctx, int64_t bytes_per_element) const {

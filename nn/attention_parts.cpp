@@ -3,9 +3,15 @@
 #include "nn/attention_parts.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/matmul.hpp"
+#include "autograd/random.hpp"
+#include "autograd/softmax.hpp"
 #include "autograd/shape.hpp"
 
 namespace xg::nn {
@@ -117,11 +123,67 @@ Tensor append_cached(const Tensor& cached, const Tensor& fresh, int64_t dim, con
 }
 
 Tensor attend_cached(KVCache& cache, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos,
-                     const AttnMask& mask, double dropout, bool training, const std::string& who) {
+                     const AttnMask& mask, double dropout, bool training, const std::string& who, double scale) {
   cache.k = store(cache.k, k, pos, who, "keys");
   cache.v = store(cache.v, v, pos, who, "values");
   cache.length = pos + q.size(2);
-  return scaled_dot_product_attention_prefix(q, cache.k, cache.v, cache.length, mask, dropout, training);
+  return scaled_dot_product_attention_prefix(q, cache.k, cache.v, cache.length, mask, dropout, training, scale);
+}
+
+std::pair<Tensor, Tensor> store_cached(KVCache& cache, const Tensor& k, const Tensor& v, int64_t pos,
+                                       const std::string& who) {
+  cache.k = store(cache.k, k, pos, who, "keys");
+  cache.v = store(cache.v, v, pos, who, "values");
+  cache.length = pos + k.size(2);
+  return {narrow(cache.k, 2, 0, cache.length), narrow(cache.v, 2, 0, cache.length)};
+}
+
+AttnMask windowed_mask(const AttnMask& mask, int64_t window, int64_t Tq, int64_t Tk, int64_t q0, int64_t k0,
+                       const std::string& who) {
+  if (window <= 0) return mask;
+  if (mask.mask.defined() && mask.mask.dtype() != kBool)
+    throw Error(str_cat(who, ": a sliding window combines with a bool mask only, got an additive ",
+                        dtype_name(mask.mask.dtype()), " mask"));
+  Tensor keep = empty({1, 1, Tq, Tk}, kBool);  // [1, 1, Tq, Tk]
+  bool* p = keep.data<bool>();
+  for (int64_t i = 0; i < Tq; ++i)
+    for (int64_t j = 0; j < Tk; ++j) p[i * Tk + j] = (q0 + i) - (k0 + j) < window;
+  return AttnMask(mask.mask.defined() ? logical_and(mask.mask, keep) : keep, mask.causal);
+}
+
+// q [B, H, Tq, hs], k, v [B, Hkv, Tk, hs] -> [B, H, Tq, hs]
+Tensor softcapped_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& mask, double scale,
+                            double cap, double dropout_p, bool training) {
+  const int64_t B = q.size(0), H = q.size(1), Tq = q.size(2), hs = q.size(3), Hkv = k.size(1), Tk = k.size(2);
+  check(H % Hkv == 0 && Tk >= Tq, "softcapped_attention: q ", shape_str(q.shape()), " and k ", shape_str(k.shape()),
+        " (kv heads must divide the heads, keys must cover the queries)");
+  // repeat_kv: kv head g serves query heads g * (H / Hkv) ..
+  auto repeat_kv = [&](const Tensor& t) {
+    if (Hkv == H) return t;
+    const int64_t D = t.size(3);
+    return reshape(expand(reshape(t, {B, Hkv, 1, Tk, D}), {B, Hkv, H / Hkv, Tk, D}), {B, H, Tk, D});
+  };
+  const double s = scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(hs));
+  Tensor scores = softcap(matmul(q, transpose(repeat_kv(k), 2, 3)) * s, cap);  // [B, H, Tq, Tk]
+  Tensor keep;
+  if (mask.causal) {  // end-aligned: query i sees keys j <= i + (Tk - Tq)
+    keep = empty({1, 1, Tq, Tk}, kBool);
+    bool* p = keep.data<bool>();
+    for (int64_t i = 0; i < Tq; ++i)
+      for (int64_t j = 0; j < Tk; ++j) p[i * Tk + j] = j <= i + (Tk - Tq);
+  }
+  if (mask.mask.defined()) {
+    if (mask.mask.dtype() == kBool)
+      keep = keep.defined() ? logical_and(keep, mask.mask) : mask.mask;
+    else
+      scores = scores + mask.mask;
+  }
+  const double lowest = q.dtype() == kFloat64 ? std::numeric_limits<double>::lowest()
+                                              : static_cast<double>(std::numeric_limits<float>::lowest());
+  if (keep.defined()) scores = where(keep, scores, lowest);
+  Tensor w = softmax(scores, -1);
+  if (training && dropout_p > 0) w = dropout(w, dropout_p, true);
+  return matmul(w, repeat_kv(v));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -57,9 +57,27 @@ bool can_pack(const Linear& q, const Linear& k, const Linear& v, const KVCache* 
 Tensor append_cached(const Tensor& cached, const Tensor& fresh, int64_t dim, const std::string& who, const char* what);
 
 // Self-attention of q [B, H, T, hs] over the cache after storing this step's k and v
-// [B, Hkv, T, hs] at position pos: the cache's filled prefix, read in place.
+// [B, Hkv, T, hs] at position pos: the cache's filled prefix, read in place. scale 0: 1/sqrt(hs).
 Tensor attend_cached(KVCache& cache, const Tensor& q, const Tensor& k, const Tensor& v, int64_t pos,
-                     const AttnMask& mask, double dropout, bool training, const std::string& who);
+                     const AttnMask& mask, double dropout, bool training, const std::string& who,
+                     double scale = 0);
+// Stores this step's k and v [B, Hkv, T, hs] at position pos; returns the cached keys and values
+// [B, Hkv, pos + T, hs] (copies of the filled prefix).
+std::pair<Tensor, Tensor> store_cached(KVCache& cache, const Tensor& k, const Tensor& v, int64_t pos,
+                                       const std::string& who);
+
+// `mask` narrowed to a sliding window: query i (at position q0 + i) keeps key j (at k0 + j) only
+// when (q0 + i) - (k0 + j) < window, for Tq queries and Tk keys (a bool [1, 1, Tq, Tk] ANDed
+// with a bool mask; an additive mask is refused). mask itself when window is 0.
+AttnMask windowed_mask(const AttnMask& mask, int64_t window, int64_t Tq, int64_t Tk, int64_t q0, int64_t k0,
+                       const std::string& who);
+
+// out = dropout(softmax(softcap(q k^T * scale) + mask)) v op by op (Gemma 2's eager attention,
+// which the fused kernel does not compute): q [B, H, Tq, hs], k and v [B, Hkv, Tk, hs] (grouped
+// as the kernel groups them) -> [B, H, Tq, hs]. Masked scores are set to the dtype's lowest
+// value, as transformers does. scale 0: 1/sqrt(hs).
+Tensor softcapped_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnMask& mask, double scale,
+                            double softcap, double dropout, bool training);
 
 // --- checks of the spec fields every kind has ---------------------------------------------------
 

@@ -60,11 +60,13 @@ SublayerContext BlockConfig::context() const {
   ctx.d_model = d_model;
   ctx.dropout = dropout;
   ctx.norm_eps = norm_eps(norm);
+  ctx.norm_unit_offset = std::holds_alternative<UnitOffsetRMSNormSpec>(norm);
   ctx.rope = position == PositionKind::RoPE;
   ctx.rope_layout = rope_layout;
   ctx.rope_base = rope_base;
   ctx.rope_scaling = rope_scaling;
   ctx.max_seq_len = max_seq_len;
+  ctx.sliding_window = sliding_window;
   return ctx;
 }
 
@@ -78,6 +80,10 @@ void BlockConfig::validate(const std::string& who) const {
     check(c.max_seq_len > 0, who, ": field 'max_seq_len' must be positive, got ", c.max_seq_len);
   check(c.rope_base > 0, who, ": field 'rope_base' must be positive, got ", c.rope_base);
   check(c.dropout >= 0 && c.dropout < 1, who, ": field 'dropout' must be in [0, 1), got ", c.dropout);
+  check(c.sliding_window >= 0, who, ": field 'sliding_window' must be >= 0 (0 = none), got ", c.sliding_window);
+  if (c.sliding_window > 0)
+    check(gqa_shape(c.attention, context()).has_value(), who, ": field 'sliding_window' needs attention gqa or mha, got ",
+          spec_kind(c.attention));
   if (c.rope_scaling.active()) {
     check(c.position == PositionKind::RoPE, who, ": field 'rope_scaling' needs position = rope, got ",
           position_kind_name(c.position));
@@ -103,6 +109,11 @@ TransformerBlock::TransformerBlock(const BlockConfig& config) : config_(config) 
   norm1_ = make_sublayer(config_.norm, ctx);
   norm2_ = make_sublayer(config_.norm, ctx);
   const BlockConfig& c = config_;
+  const bool sandwich = c.norm_position == NormPosition::Sandwich;
+  if (sandwich) {
+    post_norm1_ = make_sublayer(config_.norm, ctx);
+    post_norm2_ = make_sublayer(config_.norm, ctx);
+  }
 
   // The two conventions' registration orders (and so named_parameters' order).
   if (c.naming == BlockNaming::Teaching) {
@@ -110,11 +121,17 @@ TransformerBlock::TransformerBlock(const BlockConfig& config) : config_(config) 
     register_module("ffn", ffn_);
     register_module("norm1", norm1_);
     register_module("norm2", norm2_);
+    if (sandwich) {
+      register_module("post_norm1", post_norm1_);
+      register_module("post_norm2", post_norm2_);
+    }
   } else {
     register_module("norm_attn", norm1_);
     register_module("attention", attention_);
+    if (sandwich) register_module("post_norm_attn", post_norm1_);
     register_module("norm_ffn", norm2_);
     register_module("ffn", ffn_);
+    if (sandwich) register_module("post_norm_ffn", post_norm2_);
   }
 
   if (c.norm_position == NormPosition::DeepNorm) {
@@ -147,6 +164,7 @@ void TransformerBlock::deepnorm_init() {
 //   Post:     x = norm1(x + d(a(x)));          x = norm2(x + d(f(x)))
 //   Pre:      x = x + d(a(norm1(x)));          x = x + d(f(norm2(x)))
 //   DeepNorm: x = norm1(alpha x + d(a(x)));    x = norm2(alpha x + d(f(x)))
+//   Sandwich: x = x + d(post_norm1(a(norm1(x))));   x = x + d(post_norm2(f(norm2(x))))
 // NOTE: teaching code often takes a mask in the block's forward and never passes it to the
 // attention (every token then sees every other, even in a decoder); the mask is applied here.
 BlockOutput TransformerBlock::forward(const Tensor& x, const AttnMask& mask, KVCache* cache, int64_t start_pos) const {
@@ -176,6 +194,14 @@ BlockOutput TransformerBlock::forward(const Tensor& x, const AttnMask& mask, KVC
     case NormPosition::DeepNorm:
       h = norm1_->forward(x * alpha_ + attn_sub(x));
       h = norm2_->forward(h * alpha_ + ffn_sub(h));
+      break;
+    case NormPosition::Sandwich:  // the post norms before the dropout, as the sublayer's output
+      h = x + resid(post_norm1_->forward(attention_->forward(norm1_->forward(x), mask, cache, start_pos)));
+      {
+        FFNOutput r = ffn_->forward_with_aux(norm2_->forward(h));
+        aux = r.aux_loss;
+        h = h + resid(post_norm2_->forward(r.out));
+      }
       break;
   }
   return {h, aux};

@@ -15,6 +15,7 @@ enum class NormPosition {
   Post,      // x = norm(x + f(x))                  (the original Transformer, Vaswani et al. 2017)
   Pre,       // x = x + f(norm(x))                  (GPT-2, LLaMA)
   DeepNorm,  // x = norm(alpha x + f(x)), alpha = (2N)^(1/4), init gain beta = (8N)^(-1/4) (DeepNet)
+  Sandwich,  // x = x + post_norm(f(norm(x)))       (Gemma 2 and 3: a second norm on each output)
 };
 // Sinusoidal and Learned are added to the token embeddings by the LM (DecoderLM's "pos"), not
 // in the block; RoPE is applied to q and k inside the attention; None uses no positions.
@@ -25,8 +26,9 @@ enum class BlockNaming { Teaching, LLaMA };
 
 template <>
 struct EnumNames<NormPosition> {
-  static constexpr std::array<std::pair<NormPosition, const char*>, 3> values{
-      {{NormPosition::Post, "post"}, {NormPosition::Pre, "pre"}, {NormPosition::DeepNorm, "deepnorm"}}};
+  static constexpr std::array<std::pair<NormPosition, const char*>, 4> values{
+      {{NormPosition::Post, "post"}, {NormPosition::Pre, "pre"}, {NormPosition::DeepNorm, "deepnorm"},
+       {NormPosition::Sandwich, "sandwich"}}};
 };
 template <>
 struct EnumNames<PositionKind> {
@@ -64,6 +66,8 @@ struct BlockConfig {
   // "high_freq_factor": .., "original_max_seq_len": ..}, written only when active.
   RopeScaling rope_scaling;
   int64_t max_seq_len = 2048;  // of the position tables (and of RoPE)
+  // > 0: each query attends to the last sliding_window positions only (SublayerContext); 0: all.
+  int64_t sliding_window = 0;
 
   double dropout = 0.0;  // on the attention weights and on each sublayer's output
   BlockNaming naming = BlockNaming::Teaching;
@@ -94,6 +98,7 @@ struct BlockConfig {
     f("max_seq_len", c.max_seq_len);
     f("dropout", c.dropout);
     f("naming", c.naming);
+    f("sliding_window", later(c.sliding_window));
   }
   // rope_scaling's fields, in config.json order.
   template <class Self, class F>
@@ -103,6 +108,10 @@ struct BlockConfig {
     f("low_freq_factor", r.low_freq_factor);
     f("high_freq_factor", r.high_freq_factor);
     f("original_max_seq_len", r.original_max_seq_len);
+    f("beta_fast", later(r.beta_fast));
+    f("beta_slow", later(r.beta_slow));
+    f("attention_factor", later(r.attention_factor));
+    f("truncate", later(r.truncate));
   }
 };
 
@@ -137,6 +146,10 @@ class TransformerBlock : public Module {
   const std::shared_ptr<FeedForward>& ffn() const { return ffn_; }
   const std::shared_ptr<Norm>& norm1() const { return norm1_; }  // before/after the attention
   const std::shared_ptr<Norm>& norm2() const { return norm2_; }  // before/after the FFN
+  // Sandwich only: on the attention's and the FFN's outputs (post_norm_attn / post_norm_ffn,
+  // or post_norm1 / post_norm2 under the teaching naming); null otherwise.
+  const std::shared_ptr<Norm>& post_norm1() const { return post_norm1_; }
+  const std::shared_ptr<Norm>& post_norm2() const { return post_norm2_; }
   std::string name() const override { return "TransformerBlock"; }
   std::string extra_repr() const override;
 
@@ -147,7 +160,7 @@ class TransformerBlock : public Module {
   double alpha_ = 1.0;
   std::shared_ptr<Attention> attention_;
   std::shared_ptr<FeedForward> ffn_;
-  std::shared_ptr<Norm> norm1_, norm2_;
+  std::shared_ptr<Norm> norm1_, norm2_, post_norm1_, post_norm2_;
 };
 
 }  // namespace xg::nn

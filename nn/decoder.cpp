@@ -6,6 +6,7 @@
 #include "nn/init.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -45,6 +46,11 @@ class FieldReader {
   template <class T>
   void operator()(const char* key, T& dst) {
     add(key, [this, key, &dst](const json& v) { read(key, v, dst); }, true);
+  }
+  // A field added later (Later, nn/sublayer.hpp): read when present, not required.
+  template <class T>
+  void operator()(const char* key, Later<T> dst) {
+    add(key, [this, key, p = &dst.value](const json& v) { read(key, v, *p); }, false);
   }
   void object(const char* key, const std::function<void(const json&)>& read, bool required = true) {
     add(key, read, required);
@@ -116,6 +122,10 @@ struct FieldWriter {
       j[key] = enum_name(v);
     else
       j[key] = v;
+  }
+  template <class T>
+  void operator()(const char* key, Later<T> v) {
+    (*this)(key, static_cast<const std::remove_const_t<T>&>(v.value));
   }
 };
 
@@ -317,6 +327,22 @@ void LMConfig::validate(const std::string& who) const {
   check(vocab_size > 0, who, ": field 'vocab_size' must be positive, got ", vocab_size);
   check(n_layers > 0, who, ": field 'n_layers' must be positive, got ", n_layers);
   check(is_floating(dtype), who, ": field 'dtype' must be float32 or float64, got ", dtype_name(dtype));
+  check(std::isfinite(embed_scale) && embed_scale > 0, who, ": field 'embed_scale' must be a positive number, got ",
+        embed_scale);
+  check(std::isfinite(local_rope_base) && local_rope_base >= 0, who,
+        ": field 'local_rope_base' must be >= 0 (0 = the block's rope_base), got ", local_rope_base);
+  check(std::isfinite(final_logit_softcap) && final_logit_softcap >= 0, who,
+        ": field 'final_logit_softcap' must be >= 0 (0 = off), got ", final_logit_softcap);
+  check(layer_windows.empty() || static_cast<int64_t>(layer_windows.size()) == n_layers, who,
+        ": field 'layer_windows' must list one window per layer (", n_layers, "), got ", layer_windows.size());
+  for (std::size_t i = 0; i < layer_windows.size(); ++i) {
+    check(layer_windows[i] >= 0, who, ": field 'layer_windows' [", i, "] must be >= 0 (0 = full attention), got ",
+          layer_windows[i]);
+    BlockConfig bi = block;
+    bi.n_layers = n_layers;
+    bi.sliding_window = layer_windows[i];
+    if (layer_windows[i] > 0) bi.validate(str_cat(who, ": layer ", i));
+  }
   BlockConfig b = block;
   b.n_layers = n_layers;
   b.validate(who + ": block");
@@ -329,6 +355,10 @@ std::string LMConfig::to_json() const {
   j["tie_embeddings"] = tie_embeddings;
   j["final_norm"] = final_norm;
   j["dtype"] = dtype_name(dtype);
+  if (embed_scale != 1.0) j["embed_scale"] = embed_scale;
+  if (final_logit_softcap != 0) j["final_logit_softcap"] = final_logit_softcap;
+  if (local_rope_base != 0) j["local_rope_base"] = local_rope_base;
+  if (!layer_windows.empty()) j["layer_windows"] = layer_windows;
   j["block"] = block_to_json(block);
   return j.dump(2) + "\n";
 }
@@ -354,6 +384,37 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
   r("tie_embeddings", c.tie_embeddings);
   r("final_norm", c.final_norm);
   r("dtype", c.dtype);
+  r.object(
+      "embed_scale",
+      [&](const json& v) {
+        check(v.is_number(), source, ": field 'embed_scale' must be a number, got ", v.dump());
+        c.embed_scale = v.get<double>();
+      },
+      /*required=*/false);  // written only when not 1
+  r.object(
+      "final_logit_softcap",
+      [&](const json& v) {
+        check(v.is_number(), source, ": field 'final_logit_softcap' must be a number, got ", v.dump());
+        c.final_logit_softcap = v.get<double>();
+      },
+      /*required=*/false);  // written only when set
+  r.object(
+      "local_rope_base",
+      [&](const json& v) {
+        check(v.is_number(), source, ": field 'local_rope_base' must be a number, got ", v.dump());
+        c.local_rope_base = v.get<double>();
+      },
+      /*required=*/false);  // written only when set
+  r.object(
+      "layer_windows",
+      [&](const json& v) {
+        check(v.is_array(), source, ": field 'layer_windows' must be a list of integers, got ", v.dump());
+        for (const json& w : v) {
+          check(w.is_number_integer(), source, ": field 'layer_windows' must be a list of integers, got ", v.dump());
+          c.layer_windows.push_back(w.get<int64_t>());
+        }
+      },
+      /*required=*/false);  // written only when not empty
   r.object("block", [&](const json& b) { block_from_json(b, c.block, source); });
   r.run();
   c.block.n_layers = c.n_layers;
@@ -387,7 +448,13 @@ DecoderLM::DecoderLM(const LMConfig& config) : config_(config) {
   }
   layers_ = register_module("layers", std::make_shared<ModuleList<TransformerBlock>>());
   for (int64_t i = 0; i < config_.n_layers; ++i) {
-    layers_->push_back(std::make_shared<TransformerBlock>(b));
+    BlockConfig bi = b;
+    if (!config_.layer_windows.empty()) bi.sliding_window = config_.layer_windows[static_cast<std::size_t>(i)];
+    if (bi.sliding_window > 0 && config_.local_rope_base > 0) {  // Gemma 3's local layers
+      bi.rope_base = config_.local_rope_base;
+      bi.rope_scaling = RopeScaling{};
+    }
+    layers_->push_back(std::make_shared<TransformerBlock>(bi));
     // The first block tells what all of them will take, before the others are allocated.
     if (i == 0) check_layers_memory(config_, module_bytes(*(*layers_)[0]), "DecoderLM");
   }
@@ -483,6 +550,8 @@ LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVC
                                : AttnMask::causal_mask();
   Tensor h = tok_embeddings_->forward(tokens);  // [B, T, C]
   if (widen_embeddings_ && h.dtype() != kFloat32) h = h.to(kFloat32);
+  if (config_.embed_scale != 1.0)  // in h's dtype, as Gemma's normalizer tensor
+    h = h * (h.dtype() == kFloat32 ? static_cast<double>(static_cast<float>(config_.embed_scale)) : config_.embed_scale);
   if (sinusoidal_) h = packed ? sinusoidal_->forward_at(h, position_ids) : sinusoidal_->forward(h, pos0);
   if (learned_) h = packed ? learned_->forward_at(h, position_ids) : learned_->forward(h, pos0);
   if (config_.block.dropout > 0 && is_training()) h = dropout(h, config_.block.dropout, true);
@@ -506,6 +575,7 @@ LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVC
   }
   if (norm_) h = norm_->forward(h);
   Tensor logits = output_ ? output_->forward(h) : linear(h, tok_embeddings_->weight());
+  if (config_.final_logit_softcap > 0) logits = softcap(logits, config_.final_logit_softcap);
   return {logits, aux};
 }
 

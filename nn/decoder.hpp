@@ -28,13 +28,27 @@ struct LMConfig {
   bool tie_embeddings = false;  // logits = h @ tok_embeddings.weight^T (no "output" Linear)
   bool final_norm = true;       // "norm" before the LM head (of block.norm's kind and eps)
   Dtype dtype = kFloat32;       // of the parameters
+  // The token embeddings are multiplied by this before the first block (Gemma: sqrt(d_model),
+  // rounded to the activations' dtype as its normalizer is). In config.json only when not 1.
+  double embed_scale = 1.0;
+  // > 0: logits = cap * tanh(logits / cap) (Gemma 2's final_logit_softcapping). In config.json
+  // only when set.
+  double final_logit_softcap = 0;
+  // Per layer, the block's sliding_window for that layer (0: full attention), overriding the
+  // block's: Gemma 2 alternates local and global layers. Empty: every layer as the block. In
+  // config.json only when not empty.
+  std::vector<int64_t> layer_windows;
+  // > 0: the RoPE base of the layers with a window, whose RoPE is then unscaled (Gemma 3's
+  // rope_local_base_freq); 0: as the block. In config.json only when set.
+  double local_rope_base = 0;
 
   // {"vocab_size": .., "n_layers": .., "tie_embeddings": .., "final_norm": .., "dtype": "float32",
   //  "block": {"d_model": .., "norm_position": "pre", ..., "norm": {"kind": "rmsnorm", "eps": ..},
   //            "attention": {"kind": "gqa", "n_heads": .., ...}, "ffn": {"kind": "swiglu", ...}}}:
   //  every field, enums as their names, each sublayer as its kind and that kind's fields.
   std::string to_json() const;
-  // Every field to_json writes is required (block.rope_scaling only when scaling is on). A missing
+  // Every field to_json writes is required (block.rope_scaling only when scaling is on,
+  // embed_scale only when not 1). A missing
   // or unknown field, a value of the wrong type or an invalid value is an xg::Error naming
   // `source` (e.g. the file) and the field. A block in the flat form of earlier xgrad versions
   // ("n_heads", "norm": "rmsnorm", ...) is read as well, with that format's defaults.

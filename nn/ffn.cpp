@@ -33,6 +33,19 @@ void check_input(const Tensor& x, int64_t d_model, const std::string& who) {
         shape_str(x.shape()));
 }
 
+// The three projections' names of a gated FFN (SwiGLU, GeGLU).
+struct GatedNames {
+  const char *gate, *up, *down;
+};
+GatedNames gated_names(SwiGLUNaming naming) {
+  switch (naming) {
+    case SwiGLUNaming::LLaMA: return {"w1", "w3", "w2"};
+    case SwiGLUNaming::Lowercase: return {"w_gate", "w_up", "w_down"};
+    case SwiGLUNaming::Capitalized: break;
+  }
+  return {"W_gate", "W_up", "W_down"};
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -88,10 +101,10 @@ SwiGLU::SwiGLU(int64_t d_model, int64_t d_ff, bool bias, SwiGLUNaming naming)
   if (d_ff_ == 0) d_ff_ = default_d_ff(d_model);
   // Registered gate, up, down, the order SwiGLU classes are usually written in, so that
   // named_parameters() walks in the same order as theirs.
-  const bool llama = naming == SwiGLUNaming::LLaMA, lower = naming == SwiGLUNaming::Lowercase;
-  gate_ = register_module(llama ? "w1" : lower ? "w_gate" : "W_gate", std::make_shared<Linear>(d_model_, d_ff_, bias));
-  up_ = register_module(llama ? "w3" : lower ? "w_up" : "W_up", std::make_shared<Linear>(d_model_, d_ff_, bias));
-  down_ = register_module(llama ? "w2" : lower ? "w_down" : "W_down", std::make_shared<Linear>(d_ff_, d_model_, bias));
+  const GatedNames n = gated_names(naming);
+  gate_ = register_module(n.gate, std::make_shared<Linear>(d_model_, d_ff_, bias));
+  up_ = register_module(n.up, std::make_shared<Linear>(d_model_, d_ff_, bias));
+  down_ = register_module(n.down, std::make_shared<Linear>(d_ff_, d_model_, bias));
 }
 
 SwiGLU::SwiGLU(const SwiGLUSpec& spec, const SublayerContext& ctx) : SwiGLU(ctx.d_model, spec.d_ff, spec.bias, spec.naming) {}
@@ -104,6 +117,30 @@ Tensor SwiGLU::forward(const Tensor& x) const {
 
 std::string SwiGLU::extra_repr() const {
   return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", bias=", gate_->bias().defined() ? "true" : "false");
+}
+
+// ---------------------------------------------------------------------------------------
+// GeGLU
+
+GeGLU::GeGLU(const GeGLUSpec& spec, const SublayerContext& ctx)
+    : d_model_(ctx.d_model), d_ff_(spec.d_ff > 0 ? spec.d_ff : SwiGLU::default_d_ff(ctx.d_model)),
+      activation_(spec.activation) {
+  check(d_model_ > 0, "GeGLU: d_model must be positive, got ", d_model_);
+  const GatedNames n = gated_names(spec.naming);
+  gate_ = register_module(n.gate, std::make_shared<Linear>(d_model_, d_ff_, spec.bias));
+  up_ = register_module(n.up, std::make_shared<Linear>(d_model_, d_ff_, spec.bias));
+  down_ = register_module(n.down, std::make_shared<Linear>(d_ff_, d_model_, spec.bias));
+}
+
+// x: [..., d_model] -> [..., d_model]
+Tensor GeGLU::forward(const Tensor& x) const {
+  check_input(x, d_model_, str_cat("GeGLU(d_model=", d_model_, ", d_ff=", d_ff_, ")"));
+  return (*down_)(nn::activation((*gate_)(x), activation_) * (*up_)(x));
+}
+
+std::string GeGLU::extra_repr() const {
+  return str_cat("d_model=", d_model_, ", d_ff=", d_ff_, ", activation=", activation_name(activation_),
+                 ", bias=", gate_->bias().defined() ? "true" : "false");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -220,6 +257,17 @@ std::shared_ptr<FeedForward> SwiGLUSpec::build(const SublayerContext& ctx) const
 }
 std::optional<DenseFFNShape> SwiGLUSpec::dense_shape(const SublayerContext& ctx) const {
   return DenseFFNShape{d_ff > 0 ? d_ff : SwiGLU::default_d_ff(ctx.d_model), true, "silu", bias};
+}
+
+void GeGLUSpec::validate(const SublayerContext&, const std::string& who) const {
+  check(d_ff >= 0, who, ": field 'ffn.d_ff' must be >= 0 (0 = SwiGLU's default), got ", d_ff);
+  check(activation != Activation::ReLU, who, ": field 'ffn.activation' must be \"gelu\" or \"gelu_tanh\", got \"relu\"");
+}
+std::shared_ptr<FeedForward> GeGLUSpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<GeGLU>(*this, ctx);
+}
+std::optional<DenseFFNShape> GeGLUSpec::dense_shape(const SublayerContext& ctx) const {
+  return DenseFFNShape{d_ff > 0 ? d_ff : SwiGLU::default_d_ff(ctx.d_model), true, activation_name(activation), bias};
 }
 
 void MoESpec::validate(const SublayerContext&, const std::string& who) const {

@@ -152,6 +152,48 @@ class SwiGLU : public FeedForward {
   std::shared_ptr<Linear> gate_, up_, down_;
 };
 
+// --- GeGLU ---------------------------------------------------------------------------------------
+
+// "geglu": down(act(gate(x)) * up(x)) with a GELU (Shazeer 2020; Gemma's MLP uses GELU's tanh form).
+struct GeGLUSpec {
+  static constexpr const char* kind = "geglu";
+  int64_t d_ff = 0;  // 0: SwiGLU::default_d_ff(d_model)
+  Activation activation = Activation::GELUTanh;  // gelu or gelu_tanh
+  bool bias = false;
+  SwiGLUNaming naming = SwiGLUNaming::Capitalized;  // W_gate, W_up, W_down
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) {
+    f("d_ff", s.d_ff);
+    f("activation", s.activation);
+    f("bias", s.bias);
+    f("naming", s.naming);
+  }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<FeedForward> build(const SublayerContext& ctx) const;
+  std::optional<DenseFFNShape> dense_shape(const SublayerContext& ctx) const;
+};
+
+// out = down(gelu(gate(x)) * up(x)), gate/up: d_model -> d_ff, down: d_ff -> d_model; the
+// projections named as SwiGLU's.
+class GeGLU : public FeedForward {
+ public:
+  GeGLU(const GeGLUSpec& spec, const SublayerContext& ctx);
+  Tensor forward(const Tensor& x) const override;  // x: [..., d_model] -> [..., d_model]
+  const std::shared_ptr<Linear>& gate() const { return gate_; }
+  const std::shared_ptr<Linear>& up() const { return up_; }
+  const std::shared_ptr<Linear>& down() const { return down_; }
+  int64_t d_model() const override { return d_model_; }
+  int64_t d_ff() const override { return d_ff_; }
+  Activation activation() const { return activation_; }
+  std::string name() const override { return "GeGLU"; }
+  std::string extra_repr() const override;
+
+ private:
+  int64_t d_model_, d_ff_;
+  Activation activation_;
+  std::shared_ptr<Linear> gate_, up_, down_;
+};
+
 // --- mixture of experts ----------------------------------------------------------------------------
 
 // "moe": top-k routed experts with the Switch Transformer's load-balancing loss.

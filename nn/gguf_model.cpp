@@ -56,12 +56,22 @@ Dims dims_of(const HFConfig& hf) {
 
 std::string gguf_architecture(const LMConfig& config) {
   const HFConfig hf = HFConfig::from_lm(config);  // refuses what llama.cpp's llama family cannot express either
+  check(hf.lm.layer_windows.empty(), "GGUF export: a model with a sliding window is not supported (xgrad writes ",
+        "llama, qwen2 and qwen3 without one)");
+  const RopeScalingKind rs = hf.lm.block.rope_scaling.kind;
+  check(rs == RopeScalingKind::None || rs == RopeScalingKind::Llama3, "GGUF export: RoPE scaling ", enum_name(rs),
+        " is not written (xgrad writes Llama 3.1's)");
   switch (hf.architecture) {
     case HFArchitecture::Qwen3:
       // llama.cpp's qwen3 graph has no attention biases (llama-model.cpp, LLM_ARCH_QWEN3).
       check(!hf.attention().qkv_bias, "GGUF export: a model with QK-Norm is llama.cpp's qwen3, which has no attention biases");
       return "qwen3";
     case HFArchitecture::Qwen2: return "qwen2";
+    case HFArchitecture::Gemma:
+    case HFArchitecture::Gemma2:
+    case HFArchitecture::GPT2:
+      throw Error(str_cat("GGUF export: a ", hf_architecture_name(hf.architecture),
+                          " model is not supported (xgrad writes llama, qwen2 and qwen3)"));
     default: return "llama";
   }
 }

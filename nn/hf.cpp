@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "autograd/graph.hpp"
+#include "autograd/shape.hpp"
 #include "io/atomic_file.hpp"
 #include "io/read_file.hpp"
 #include "nn/gguf_model.hpp"
@@ -29,6 +31,24 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                            "generation_config.json"};
+
+// A tensor stored packed (GPT-2's c_attn: q, k and v side by side) or transposed (its Conv1D
+// weights, [in, out]): read whole in float32, then each part copied into its parameter.
+void read_packed(io::SafetensorsReader& reader, const std::string& stored, const ExternalTensor& e,
+                 const TensorMap& own) {
+  Tensor whole = empty(e.shape, kFloat32);
+  reader.read_into(stored, whole);
+  NoGradGuard no_grad;
+  if (e.transposed) whole = transpose(whole, 0, 1);
+  int64_t offset = 0;
+  for (const std::string& p : e.parts) {
+    const Tensor& dst = own.at(p);
+    const int64_t len = dst.size(e.dim);
+    Tensor part = e.parts.size() == 1 ? whole : narrow(whole, e.dim, offset, len);
+    offset += len;
+    dst.copy_(part.dtype() == dst.dtype() ? part : part.to(dst.dtype()));
+  }
+}
 
 std::string first_few(const std::vector<std::string>& names) {
   std::string s;
@@ -67,7 +87,7 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
     throw Error(str_cat(config_path, ": ", e.what()));
   }
   if (stored != kFloat32) store_weights_in(*model, stored, /*values=*/false);
-  const NamingScheme& scheme = NamingScheme::get("hf_llama");
+  const NamingScheme& scheme = NamingScheme::get(hf_naming_scheme(config.architecture));
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   const TensorMap own = model->state_dict();  // handles to the parameters' storage
   std::vector<std::string> expected_names;
@@ -85,11 +105,12 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
     std::vector<std::pair<uint64_t, std::string>> order;  // file order: one pass over the file
     for (const auto& [name, e] : reader.entries()) order.emplace_back(e.begin, name);
     std::sort(order.begin(), order.end());
-    for (const auto& [begin, name] : order) {
+    for (const auto& [begin, stored] : order) {
+      const std::string name = scheme.canonical(stored);  // GPT-2's names may lack "transformer."
       if (scheme.ignores(name)) continue;
       if (source.sharded()) {
-        auto w = source.weight_map.find(name);
-        check(w != source.weight_map.end() && w->second == path, path, ": tensor '", name, "' is ",
+        auto w = source.weight_map.find(stored);
+        check(w != source.weight_map.end() && w->second == path, path, ": tensor '", stored, "' is ",
               w == source.weight_map.end()
                   ? std::string("not in the weight_map of ") + source.index_file
                   : "put in " + fs::path(w->second).filename().string() + " by " + source.index_file);
@@ -99,16 +120,20 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
         continue;
       }
       auto it = expected.find(name);
-      check(it != expected.end(), path, ": tensor '", name, "' is not part of a ", arch,
+      check(it != expected.end(), path, ": tensor '", stored, "' is not part of a ", arch,
             " with this config.json (closest expected: '", closest_name(name, expected_names), "')");
-      check(loaded.insert(name).second, path, ": tensor '", name, "' is stored in more than one file");
+      check(loaded.insert(name).second, path, ": tensor '", stored, "' is stored in more than one file");
       const ExternalTensor& e = it->second;
-      const io::SafetensorsEntry& entry = reader.entry(name);
-      check(entry.shape == e.shape, path, ": tensor '", name, "' has shape ", shape_str(entry.shape), ", config.json ",
+      const io::SafetensorsEntry& entry = reader.entry(stored);
+      check(entry.shape == e.shape, path, ": tensor '", stored, "' has shape ", shape_str(entry.shape), ", config.json ",
             "gives ", shape_str(e.shape));
-      // hf_llama renames one to one, and the model is built in HF's rotate-half layout.
-      check(e.parts.size() == 1 && !e.rope_permuted, "load_hf: internal error: '", name, "' is packed or permuted");
-      reader.read_into(name, own.at(e.parts[0]));
+      // The model is built in HF's rotate-half layout: no rows to permute.
+      check(!e.rope_permuted, "load_hf: internal error: '", name, "' is permuted");
+      if (e.parts.size() == 1 && !e.transposed) {
+        reader.read_into(stored, own.at(e.parts[0]));
+        continue;
+      }
+      read_packed(reader, stored, e, own);
     }
   }
   std::vector<std::string> missing;
@@ -157,10 +182,12 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
     if (!options.config && source.format == io::ModelFormat::HuggingFace && !source.config_file.empty()) {
       const std::string& path = source.config_file;
       const HFConfig src = HFConfig::from_json(io::read_file(path, "save_hf"), path);
-      // The source's architecture name when it computes the same model (Mistral is Llama without biases).
+      // The source's architecture name when it computes the same model (Mistral and Phi-3 are
+      // Llama without biases, with or without a window).
+      const bool llama_like = config.architecture == HFArchitecture::Llama || config.architecture == HFArchitecture::Mistral;
       const bool same = src.architecture == config.architecture ||
-                        (src.architecture == HFArchitecture::Mistral && config.architecture == HFArchitecture::Llama &&
-                         !config.attention().qkv_bias);
+                        ((src.architecture == HFArchitecture::Mistral || src.architecture == HFArchitecture::Phi3) &&
+                         llama_like && !config.attention().qkv_bias);
       if (same) config.architecture = src.architecture;
       config.bos_token_id = src.bos_token_id;
       config.eos_token_ids = src.eos_token_ids;
@@ -168,7 +195,7 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
     }
   }
   config.torch_dtype = options.dtype == io::StoredFloat::BFloat16 ? "bfloat16" : "float32";
-  const TensorMap tensors = model.state_dict(NamingScheme::get("hf_llama"));
+  const TensorMap tensors = model.state_dict(NamingScheme::get(hf_naming_scheme(config.architecture)));
 
   // Shards as the Hub fills them: tensors in order, a new shard when the next would overflow.
   std::vector<TensorMap> shards(1);

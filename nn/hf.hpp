@@ -1,8 +1,8 @@
 // Hugging Face model folders: config.json of LlamaForCausalLM, MistralForCausalLM,
-// Qwen2ForCausalLM and Qwen3ForCausalLM mapped to and from LMConfig, weights read tensor by
-// tensor from model.safetensors or a sharded model.safetensors.index.json (F32, F16, BF16,
-// widened to float32), and written back the way the Hub lays them out; load_model for a model
-// of any source.
+// Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma 1/2/3 and GPT2LMHeadModel mapped
+// to and from LMConfig, weights read tensor by tensor from model.safetensors or a sharded
+// model.safetensors.index.json (F32, F16, BF16, widened to float32), and written back the way
+// the Hub lays them out; load_model for a model of any source.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +18,18 @@
 
 namespace xg::nn {
 
-enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3 };
+enum class HFArchitecture { Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, GPT2 };
 const char* hf_architecture_name(HFArchitecture a);  // "LlamaForCausalLM", ...
-const char* hf_model_type(HFArchitecture a);         // "llama", "mistral", "qwen2", "qwen3"
+const char* hf_model_type(HFArchitecture a);         // "llama", "mistral", "qwen2", "qwen3", "gemma", "gpt2"
+// The naming scheme (nn/naming.hpp) of the architecture's checkpoints: "hf_gpt2" for GPT-2,
+// "hf_gemma2" for Gemma 2 and 3, "hf_phi3" for Phi-3, "hf_llama" for the others.
+const char* hf_naming_scheme(HFArchitecture a);
 
 // What a Hugging Face config.json says: the model (as an LMConfig: Pre-Norm RMSNorm, SwiGLU,
-// GQA with rotate-half RoPE, the LLaMA block naming, a final norm, float32 parameters) and
-// the keys that do not change its math but belong in the folder.
+// GQA with rotate-half RoPE, the LLaMA block naming, a final norm, float32 parameters; Gemma:
+// RMSNorm with a unit offset, GeGLU and embeddings times sqrt(d_model); GPT-2: LayerNorm, GELU
+// MLP and attention with biases, learned positions) and the keys that do not change its math
+// but belong in the folder.
 struct HFConfig {
   HFArchitecture architecture = HFArchitecture::Llama;
   LMConfig lm;
@@ -41,13 +46,14 @@ struct HFConfig {
   static HFConfig from_json(const std::string& text, const std::string& source = "config.json");
   // config.json as transformers writes it (architectures, model_type, torch_dtype, ...).
   std::string to_json() const;
-  // The HF config of an xgrad model: its architecture inferred (QK-Norm: Qwen3; q/k/v biases
+  // The HF config of an xgrad model: its architecture inferred (LayerNorm with learned
+  // positions: GPT-2; RMSNorm with a unit offset: Gemma; QK-Norm: Qwen3; q/k/v biases
   // without an output bias: Qwen2; else Llama). A model HF's classes cannot express (another
   // norm, FFN or attention kind, Post-Norm, no final norm, ...) is an error naming the field.
   static HFConfig from_lm(const LMConfig& lm);
   // lm's attention heads and MLP width, asked of its specs (nn/sublayer.hpp): a GQA-shaped
-  // attention and a gated silu MLP without bias, as from_json and from_lm make them; another
-  // kind is an xg::Error naming it.
+  // attention and a gated silu MLP without bias (Gemma: gated GELU; GPT-2: a two-layer MLP), as
+  // from_json and from_lm make them; another kind is an xg::Error naming it.
   GQAShape attention() const;
   DenseFFNShape mlp() const;
 };

@@ -86,17 +86,31 @@ std::map<std::string, std::string> owner_kinds(const Module& m) {
 struct Entry {
   std::vector<std::string> parts;
   int64_t dim = 0;
+  bool transposed = false;
 };
 
-// The first of the scheme's rules that matches `name` (owned by a module of kind `owner`)
-// renames it; nullopt when none does.
-std::optional<std::string> apply_rules(const NamingScheme& s, const std::string& name, const std::string& owner) {
-  std::vector<std::string> caps;
+// The first of the scheme's rules that matches `name` (owned by a module of kind `owner`),
+// with its captures; null when none does.
+const NameRule* matching_rule(const NamingScheme& s, const std::string& name, const std::string& owner,
+                              std::vector<std::string>& caps) {
   for (const NameRule& r : s.rules) {
     if (!r.module.empty() && owner != r.module) continue;
-    if (match(r.xgrad, name, caps)) return fill(r.external, caps);
+    if (match(r.xgrad, name, caps)) return &r;
   }
-  return std::nullopt;
+  return nullptr;
+}
+
+// The name that rule gives `name`; nullopt when no rule matches.
+std::optional<std::string> apply_rules(const NamingScheme& s, const std::string& name, const std::string& owner) {
+  std::vector<std::string> caps;
+  const NameRule* r = matching_rule(s, name, owner, caps);
+  return r ? std::optional<std::string>(fill(r->external, caps)) : std::nullopt;
+}
+
+// The shape a tensor of `shape` is stored in: its two dims swapped when transposed.
+Shape stored_shape(Shape shape, bool transposed) {
+  if (transposed) std::swap(shape.at(0), shape.at(1));
+  return shape;
 }
 
 // external name -> its xgrad parts, for the model's own state dict.
@@ -109,7 +123,7 @@ std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
   for (const PackRule& pack : s.packs) {
     for (const auto& [name, t] : own) {
       if (packed.count(name) || !match(pack.xgrad.at(0), name, caps)) continue;
-      Entry e{{}, pack.dim};
+      Entry e{{}, pack.dim, pack.transposed};
       for (const std::string& part : pack.xgrad) e.parts.push_back(fill(part, caps));
       const bool all = std::all_of(e.parts.begin(), e.parts.end(), [&](const std::string& p) { return own.count(p) > 0; });
       if (!all) continue;  // e.g. in_proj_bias of attention without biases
@@ -119,9 +133,9 @@ std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
   }
   for (const auto& [name, t] : own) {
     if (packed.count(name)) continue;
-    const std::optional<std::string> renamed = apply_rules(s, name, kinds.at(name));
-    std::string external = renamed.value_or("");
-    if (!renamed) {
+    const NameRule* rule = matching_rule(s, name, kinds.at(name), caps);
+    std::string external = rule ? fill(rule->external, caps) : "";
+    if (!rule) {
       if (s.complete) {  // the hint is built only for the error
         std::vector<std::string> patterns;
         for (const NameRule& r : s.rules) patterns.push_back(r.xgrad);
@@ -131,7 +145,7 @@ std::map<std::string, Entry> plan(const Module& m, const NamingScheme& s) {
       external = name;
     }
     check(!out.count(external), "naming scheme '", s.name, "': two of the model's tensors map to '", external, "'");
-    out[external] = Entry{{name}, 0};
+    out[external] = Entry{{name}, 0, rule && rule->transposed};
   }
   return out;
 }
@@ -221,9 +235,11 @@ NamingScheme meta_llama_scheme() {
   return s;
 }
 
-NamingScheme hf_llama_scheme() {
+// hf_llama, and with sandwich=true hf_gemma2, whose block has four norms: input_layernorm,
+// post_attention_layernorm (on the attention's output), pre_ and post_feedforward_layernorm.
+NamingScheme hf_llama_scheme(bool sandwich = false) {
   NamingScheme s;
-  s.name = "hf_llama";
+  s.name = sandwich ? "hf_gemma2" : "hf_llama";
   s.complete = true;
   s.rope_layout = RopeLayout::RotateHalf;
   const std::pair<const char*, const char*> attention[] = {
@@ -238,11 +254,61 @@ NamingScheme hf_llama_scheme() {
   for (const auto& [x, e] : ffn)
     s.rules.push_back({std::string("layers.*.ffn.") + x + ".weight", std::string("model.layers.*.mlp.") + e + ".weight", ""});
   for (const char* n : {"norm_attn", "norm1"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.input_layernorm.weight", ""});
-  for (const char* n : {"norm_ffn", "norm2"}) s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_attention_layernorm.weight", ""});
+  const std::string ffn_norm = sandwich ? "pre_feedforward_layernorm" : "post_attention_layernorm";
+  for (const char* n : {"norm_ffn", "norm2"})
+    s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*." + ffn_norm + ".weight", ""});
+  if (sandwich) {
+    for (const char* n : {"post_norm_attn", "post_norm1"})
+      s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_attention_layernorm.weight", ""});
+    for (const char* n : {"post_norm_ffn", "post_norm2"})
+      s.rules.push_back({std::string("layers.*.") + n + ".weight", "model.layers.*.post_feedforward_layernorm.weight", ""});
+  }
   s.rules.push_back({"tok_embeddings.weight", "model.embed_tokens.weight", ""});
   s.rules.push_back({"norm.weight", "model.norm.weight", ""});
   s.rules.push_back({"output.weight", "lm_head.weight", ""});
   s.ignored = {"model.layers.*.self_attn.rotary_emb.inv_freq", "model.rotary_emb.inv_freq"};
+  return s;
+}
+
+// hf_llama with Phi-3's fused projections: qkv_proj = cat(q, k, v), gate_up_proj = cat(gate, up).
+NamingScheme hf_phi3_scheme() {
+  NamingScheme s = hf_llama_scheme();
+  s.name = "hf_phi3";
+  s.packs = {{{"layers.*.attention.w_q.weight", "layers.*.attention.w_k.weight", "layers.*.attention.w_v.weight"},
+              "model.layers.*.self_attn.qkv_proj.weight", 0}};
+  for (const auto& [gate, up] : {std::pair{"W_gate", "W_up"}, std::pair{"w_gate", "w_up"}, std::pair{"w1", "w3"}})
+    s.packs.push_back({{str_cat("layers.*.ffn.", gate, ".weight"), str_cat("layers.*.ffn.", up, ".weight")},
+                       "model.layers.*.mlp.gate_up_proj.weight", 0});
+  return s;
+}
+
+NamingScheme hf_gpt2_scheme() {
+  NamingScheme s;
+  s.name = "hf_gpt2";
+  s.complete = true;
+  s.optional_prefix = "transformer.";
+  // c_attn is one Conv1D producing q, k and v side by side: [d_model, 3 d_model] as stored.
+  s.packs = {{{"layers.*.attention.w_q.weight", "layers.*.attention.w_k.weight", "layers.*.attention.w_v.weight"},
+              "transformer.h.*.attn.c_attn.weight", 0, true},
+             {{"layers.*.attention.w_q.bias", "layers.*.attention.w_k.bias", "layers.*.attention.w_v.bias"},
+              "transformer.h.*.attn.c_attn.bias", 0, false}};
+  const std::pair<const char*, const char*> linears[] = {{"attention.w_o", "attn.c_proj"}, {"ffn.fc1", "mlp.c_fc"},
+                                                         {"ffn.w_up", "mlp.c_fc"},        {"ffn.fc2", "mlp.c_proj"},
+                                                         {"ffn.w_down", "mlp.c_proj"}};
+  for (const auto& [x, e] : linears) {
+    s.rules.push_back({str_cat("layers.*.", x, ".weight"), str_cat("transformer.h.*.", e, ".weight"), "", true});
+    s.rules.push_back({str_cat("layers.*.", x, ".bias"), str_cat("transformer.h.*.", e, ".bias"), "", false});
+  }
+  for (const char* p : {"weight", "bias"}) {
+    for (const char* n : {"norm_attn", "norm1"}) s.rules.push_back({str_cat("layers.*.", n, ".", p), str_cat("transformer.h.*.ln_1.", p), ""});
+    for (const char* n : {"norm_ffn", "norm2"}) s.rules.push_back({str_cat("layers.*.", n, ".", p), str_cat("transformer.h.*.ln_2.", p), ""});
+    s.rules.push_back({str_cat("norm.", p), str_cat("transformer.ln_f.", p), ""});
+  }
+  s.rules.push_back({"tok_embeddings.weight", "transformer.wte.weight", ""});
+  s.rules.push_back({"pos.weight", "transformer.wpe.weight", ""});
+  s.rules.push_back({"output.weight", "lm_head.weight", ""});
+  // The causal-mask buffers older transformers saved beside the weights.
+  s.ignored = {"transformer.h.*.attn.bias", "transformer.h.*.attn.masked_bias"};
   return s;
 }
 
@@ -258,6 +324,9 @@ const std::map<std::string, NamingScheme>& schemes() {
     m["gamma"] = gamma;
     m["meta_llama"] = meta_llama_scheme();
     m["hf_llama"] = hf_llama_scheme();
+    m["hf_gpt2"] = hf_gpt2_scheme();
+    m["hf_gemma2"] = hf_llama_scheme(true);
+    m["hf_phi3"] = hf_phi3_scheme();
     return m;
   }();
   return all;
@@ -287,6 +356,16 @@ std::optional<std::string> rename_tensor(const NamingScheme& scheme, const std::
   return name;
 }
 
+std::string NamingScheme::canonical(const std::string& external) const {
+  if (optional_prefix.empty() || external.rfind(optional_prefix, 0) == 0) return external;
+  std::vector<std::string> caps;
+  for (const NameRule& r : rules)
+    if (match(r.external, external, caps)) return external;
+  for (const PackRule& p : packs)
+    if (match(p.external, external, caps)) return external;
+  return optional_prefix + external;
+}
+
 bool NamingScheme::ignores(const std::string& external) const {
   std::vector<std::string> caps;
   for (const std::string& p : ignored)
@@ -300,9 +379,10 @@ std::map<std::string, ExternalTensor> external_tensors(const Module& m, const Na
   const std::map<std::string, LaidOutRows> rope = rope_rows(m);
   std::map<std::string, ExternalTensor> out;
   for (const auto& [external, e] : plan(m, scheme)) {
-    ExternalTensor x{e.parts, e.dim, own.at(e.parts[0]).shape(), false};
+    ExternalTensor x{e.parts, e.dim, own.at(e.parts[0]).shape(), false, e.transposed};
     for (std::size_t i = 1; i < e.parts.size(); ++i)
       x.shape[static_cast<std::size_t>(e.dim)] += own.at(e.parts[i]).size(e.dim);
+    x.shape = stored_shape(x.shape, e.transposed);
     for (const std::string& p : e.parts) {
       auto r = rope.find(p);
       if (scheme.rope_layout && r != rope.end() && r->second.layout != *scheme.rope_layout) x.rope_permuted = true;
@@ -360,13 +440,15 @@ TensorMap Module::state_dict(const NamingScheme& scheme) const {
   };
   TensorMap out;
   for (const auto& [external, e] : plan(*this, scheme)) {
+    Tensor t;
     if (e.parts.size() == 1) {
-      out.emplace(external, out_tensor(e.parts[0]));
-      continue;
+      t = out_tensor(e.parts[0]);
+    } else {
+      std::vector<Tensor> parts;
+      for (const std::string& p : e.parts) parts.push_back(out_tensor(p).detach());
+      t = cat(parts, e.dim);
     }
-    std::vector<Tensor> parts;
-    for (const std::string& p : e.parts) parts.push_back(out_tensor(p).detach());
-    out.emplace(external, cat(parts, e.dim));
+    out.emplace(external, e.transposed ? transpose(t.detach(), 0, 1) : t);
   }
   return out;
 }
@@ -382,7 +464,7 @@ void Module::load_state_dict(const TensorMap& given, const NamingScheme& scheme)
   auto expected_shape = [&](const Entry& e) {
     Shape shape = own.at(e.parts[0]).shape();
     for (std::size_t i = 1; i < e.parts.size(); ++i) shape[static_cast<std::size_t>(e.dim)] += own.at(e.parts[i]).size(e.dim);
-    return shape;
+    return stored_shape(shape, e.transposed);
   };
   // A hint pairs a missing name with the closest unexpected one (a misspelling) and the
   // other way round.
@@ -417,7 +499,7 @@ void Module::load_state_dict(const TensorMap& given, const NamingScheme& scheme)
   NoGradGuard no_grad;
   TensorMap internal;
   for (const auto& [external, e] : expected) {
-    const Tensor& t = dict.at(external);
+    const Tensor t = e.transposed ? transpose(dict.at(external), 0, 1) : dict.at(external);
     int64_t offset = 0;
     for (const std::string& p : e.parts) {
       const int64_t len = own.at(p).size(e.dim);

@@ -22,6 +22,8 @@ struct NameRule {
   // Only for tensors owned directly by a module of this kind (Module::name(), e.g. "RMSNorm");
   // empty: any module.
   std::string module;
+  // The checkpoint stores the 2-D tensor transposed: GPT-2's Conv1D weights are [in, out].
+  bool transposed = false;
 };
 
 // One external tensor made of several of xgrad's, concatenated along `dim` on the way out and
@@ -31,6 +33,8 @@ struct PackRule {
   std::vector<std::string> xgrad;  // e.g. {"**.w_q.weight", "**.w_k.weight", "**.w_v.weight"}
   std::string external;            // e.g. "**.in_proj_weight"
   int64_t dim = 0;
+  // The concatenation is stored transposed (GPT-2's c_attn: [d_model, 3 d_model]).
+  bool transposed = false;
 };
 
 struct NamingScheme {
@@ -51,6 +55,11 @@ struct NamingScheme {
   // load_state_dict skips them.
   std::vector<std::string> ignored;
   bool ignores(const std::string& external) const;
+  // A prefix a checkpoint may leave out: GPT-2's folders on the Hub were saved from the base
+  // model (h.0.attn.c_attn.weight for transformer.h.0.attn.c_attn.weight). canonical() puts it
+  // back on a name that lacks it and is not one of the scheme's names as it is.
+  std::string optional_prefix;
+  std::string canonical(const std::string& external) const;
 
   // The schemes xgrad knows (naming_schemes() lists them):
   //  "xgrad":      xgrad's own names (the identity).
@@ -64,6 +73,15 @@ struct NamingScheme {
   //                .q_proj .., mlp.gate_proj/up_proj/down_proj, input_layernorm,
   //                post_attention_layernorm, model.norm, lm_head); rotate-half RoPE. Also
   //                Mistral's and Qwen2/3's (q/k/v biases, q_norm/k_norm).
+  //  "hf_gpt2":    Hugging Face's GPT2LMHeadModel (transformer.wte, wpe, h.N.ln_1, attn.c_attn
+  //                packing q, k, v, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj, ln_f, lm_head), its
+  //                Conv1D weights stored transposed ([in, out]).
+  //  "hf_gemma2":  Hugging Face's Gemma2ForCausalLM: hf_llama's names, with the sandwich
+  //                block's norms input_layernorm, post_attention_layernorm (after the
+  //                attention), pre_feedforward_layernorm and post_feedforward_layernorm.
+  //                Also Gemma 3's (with q_norm / k_norm).
+  //  "hf_phi3":    Hugging Face's Phi3ForCausalLM: hf_llama's names with q, k and v packed
+  //                into self_attn.qkv_proj and gate, up into mlp.gate_up_proj.
   static const NamingScheme& get(const std::string& name);
 };
 
@@ -80,8 +98,9 @@ std::optional<std::string> rename_tensor(const NamingScheme& scheme, const std::
 struct ExternalTensor {
   std::vector<std::string> parts;
   int64_t dim = 0;
-  Shape shape;
+  Shape shape;  // as stored (transposed when `transposed`)
   bool rope_permuted = false;
+  bool transposed = false;  // the concatenation of the parts is stored transposed
 };
 // Every external name of the model's state dict under `scheme` (as state_dict(scheme) names
 // them), so that a loader can read tensor by tensor into the model's storage.

@@ -42,19 +42,24 @@ std::string LayerNorm::extra_repr() const {
   return str_cat("dim=", dim_, ", eps=", eps_, ", elementwise_affine=", weight_.defined() ? "true" : "false");
 }
 
-RMSNorm::RMSNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
+RMSNorm::RMSNorm(int64_t dim, double eps, bool unit_offset) : dim_(dim), eps_(eps), unit_offset_(unit_offset) {
   check_options("RMSNorm", dim, eps);
-  weight_ = register_parameter("weight", ones({dim}));
+  weight_ = register_parameter("weight", unit_offset ? zeros({dim}) : ones({dim}));
 }
 
 RMSNorm::RMSNorm(const RMSNormSpec& spec, const SublayerContext& ctx) : RMSNorm(ctx.d_model, spec.eps) {}
+RMSNorm::RMSNorm(const UnitOffsetRMSNormSpec& spec, const SublayerContext& ctx) : RMSNorm(ctx.d_model, spec.eps, true) {}
 
+// x: [..., dim] -> [..., dim]. The unit offset is added in the weight's dtype, as Gemma's
+// 1.0 + weight.float() does in float32.
 Tensor RMSNorm::forward(const Tensor& x) const {
   check_last_dim("RMSNorm", dim_, x);
-  return rms_norm(x, weight_, eps_);
+  return rms_norm(x, unit_offset_ ? weight_ + 1.0 : weight_, eps_);
 }
 
-std::string RMSNorm::extra_repr() const { return str_cat("dim=", dim_, ", eps=", eps_); }
+std::string RMSNorm::extra_repr() const {
+  return str_cat("dim=", dim_, ", eps=", eps_, unit_offset_ ? ", unit_offset=true" : "");
+}
 
 const char* norm_kind_name(NormKind k) { return k == NormKind::LayerNorm ? LayerNormSpec::kind : RMSNormSpec::kind; }
 
@@ -77,6 +82,13 @@ void RMSNormSpec::validate(const SublayerContext&, const std::string& who) const
   check(eps > 0, who, ": field 'norm.eps' must be positive, got ", eps);
 }
 std::shared_ptr<Norm> RMSNormSpec::build(const SublayerContext& ctx) const {
+  return std::make_shared<RMSNorm>(*this, ctx);
+}
+
+void UnitOffsetRMSNormSpec::validate(const SublayerContext&, const std::string& who) const {
+  check(eps > 0, who, ": field 'norm.eps' must be positive, got ", eps);
+}
+std::shared_ptr<Norm> UnitOffsetRMSNormSpec::build(const SublayerContext& ctx) const {
   return std::make_shared<RMSNorm>(*this, ctx);
 }
 

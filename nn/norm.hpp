@@ -28,6 +28,17 @@ struct RMSNormSpec {
   std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
 };
 
+// "rmsnorm_unit_offset": y = x / sqrt(mean(x^2) + eps) * (1 + weight), weight starting at zeros
+// (Gemma's GemmaRMSNorm; its checkpoints store the offset-free weight).
+struct UnitOffsetRMSNormSpec {
+  static constexpr const char* kind = "rmsnorm_unit_offset";
+  double eps = 1e-6;
+  template <class Self, class F>
+  static void visit(Self& s, F&& f) { f("eps", s.eps); }
+  void validate(const SublayerContext& ctx, const std::string& who) const;
+  std::shared_ptr<Norm> build(const SublayerContext& ctx) const;
+};
+
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased var), as
 // torch.nn.LayerNorm(dim, eps, elementwise_affine). Parameters "weight" (ones) and "bias"
 // (zeros), absent without elementwise_affine.
@@ -58,21 +69,24 @@ class LayerNorm : public Norm {
 // nn.Parameter(torch.ones(d))); we use LLaMA's (and torch.nn.RMSNorm's) name "weight", and
 // the "gamma" naming scheme (nn/naming.hpp) loads such state dicts. The default eps is
 // LLaMA's 1e-6; some hand-written RMSNorms default to 1e-8 (pass it explicitly to reproduce
-// them).
+// them). With unit_offset the scale is (1 + weight) and weight starts at zeros (Gemma).
 class RMSNorm : public Norm {
  public:
-  explicit RMSNorm(int64_t dim, double eps = 1e-6);
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, bool unit_offset = false);
   RMSNorm(const RMSNormSpec& spec, const SublayerContext& ctx);  // the block's: over d_model
+  RMSNorm(const UnitOffsetRMSNormSpec& spec, const SublayerContext& ctx);
   Tensor forward(const Tensor& x) const override;  // [..., dim] -> [..., dim]
   Tensor weight() const { return weight_; }
   int64_t dim() const { return dim_; }
   double eps() const { return eps_; }
+  bool unit_offset() const { return unit_offset_; }
   std::string name() const override { return "RMSNorm"; }
   std::string extra_repr() const override;
 
  private:
   int64_t dim_;
   double eps_;
+  bool unit_offset_;
   Tensor weight_;
 };
 

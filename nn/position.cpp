@@ -222,6 +222,12 @@ std::string RotaryEmbedding::extra_repr() const {
                  ? str_cat(", scaling=llama3(factor=", scaling_.factor, ", low_freq_factor=", scaling_.low_freq_factor,
                            ", high_freq_factor=", scaling_.high_freq_factor, ", original_max_seq_len=",
                            scaling_.original_max_seq_len, ")")
+             : scaling_.active()
+                 ? str_cat(", scaling=",
+                           scaling_.kind == RopeScalingKind::Linear    ? "linear"
+                           : scaling_.kind == RopeScalingKind::Dynamic ? "dynamic"
+                                                                       : "yarn",
+                           "(factor=", scaling_.factor, ")")
                  : std::string());
 }
 

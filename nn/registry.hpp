@@ -16,9 +16,9 @@
 
 namespace xg::nn {
 
-using NormSpec = std::variant<LayerNormSpec, RMSNormSpec>;
+using NormSpec = std::variant<LayerNormSpec, RMSNormSpec, UnitOffsetRMSNormSpec>;
 using AttentionSpec = std::variant<MHASpec, GQASpec, MLASpec>;
-using FFNSpec = std::variant<MLPSpec, SwiGLUSpec, MoESpec>;
+using FFNSpec = std::variant<MLPSpec, SwiGLUSpec, MoESpec, GeGLUSpec>;
 
 // The kind's name in config files ("rmsnorm", "gqa", "swiglu", ...).
 template <class Spec>

@@ -91,11 +91,15 @@ struct SublayerContext {
   int64_t d_model = 0;
   double dropout = 0.0;   // on the attention weights
   double norm_eps = 1e-6; // of the block's norms, and so of QK-Norm
+  bool norm_unit_offset = false;  // the block's RMSNorms scale by 1 + weight (Gemma), QK-Norm's too
   bool rope = false;      // RoPE on q and k (PositionKind::RoPE)
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   double rope_base = 10000.0;
   RopeScaling rope_scaling;    // of RoPE's frequencies (Llama 3.1); GQA and MHA only
   int64_t max_seq_len = 2048;  // rows of the RoPE tables
+  // > 0: a query attends to the last sliding_window positions only, itself included (Mistral,
+  // Gemma 2's local layers); 0: to every earlier position. GQA and MHA with RoPE only.
+  int64_t sliding_window = 0;
 };
 
 // An attention as grouped-query attention lays it out: w_q [n_heads head_dim, d_model], w_k and
@@ -108,6 +112,8 @@ struct GQAShape {
   bool qkv_bias = false;  // on w_q, w_k, w_v
   bool out_bias = false;  // on w_o
   bool qk_norm = false;
+  double scale = 0;    // of the scores; 0: 1/sqrt(head_dim)
+  double softcap = 0;  // > 0: scores = softcap * tanh(scores / softcap) before the mask (Gemma 2)
 };
 
 // A dense FFN as checkpoint configs describe one: down(act(gate(x)) * up(x)) when gated,
@@ -125,6 +131,18 @@ struct DenseFFNShape {
 template <class E>
 struct EnumNames;
 
+// A config.json field added after its kind's first version: a file that leaves it out keeps the
+// default, the model such files described, so readers do not require it. In a visit function:
+// f("softcap", later(s.softcap)).
+template <class T>
+struct Later {
+  T& value;
+};
+template <class T>
+Later<T> later(T& v) {
+  return Later<T>{v};
+}
+
 template <class E>
 const char* enum_name(E e) {
   for (const auto& [v, n] : EnumNames<E>::values)
@@ -134,8 +152,12 @@ const char* enum_name(E e) {
 
 template <>
 struct EnumNames<RopeScalingKind> {
-  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 2> values{
-      {{RopeScalingKind::None, "none"}, {RopeScalingKind::Llama3, "llama3"}}};
+  static constexpr std::array<std::pair<RopeScalingKind, const char*>, 5> values{
+      {{RopeScalingKind::None, "none"},
+       {RopeScalingKind::Llama3, "llama3"},
+       {RopeScalingKind::Linear, "linear"},
+       {RopeScalingKind::Dynamic, "dynamic"},
+       {RopeScalingKind::Yarn, "yarn"}}};
 };
 
 template <>

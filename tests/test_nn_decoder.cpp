@@ -721,7 +721,7 @@ TEST(NnDecoderErrors, BadConfig) {
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"vocab_size": "eleven"})", "my.json"),
                   "my.json: field 'vocab_size' must be an integer, got \"eleven\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm_position": "middle"}})", "my.json"),
-                  "my.json: field 'block.norm_position' must be one of \"post\", \"pre\", \"deepnorm\", got \"middle\"");
+                  "my.json: field 'block.norm_position' must be one of \"post\", \"pre\", \"deepnorm\", \"sandwich\", got \"middle\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "mha", "bias": 1}}})", "my.json"),
                   "field 'block.attention.bias' must be true or false, got 1");
   // Validation runs on a config with every field (a missing one is an error of its own).
@@ -739,11 +739,11 @@ TEST(NnDecoderErrors, BadConfig) {
                   "my.json: block: field 'attention.n_heads' (3) must divide d_model (16)");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"attention": {"kind": "gqa", "latent_dim": 3}}})", "my.json"),
                   "my.json: unknown field 'block.attention.latent_dim' (known fields: head_dim, kind, n_heads, "
-                  "n_kv_heads, out_bias, qk_norm, qkv_bias)");
-  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"ffn": {"kind": "geglu"}}})", "my.json"),
-                  "my.json: field 'block.ffn.kind' must be one of \"mlp\", \"swiglu\", \"moe\", got \"geglu\"");
+                  "n_kv_heads, out_bias, qk_norm, qkv_bias, scale, softcap)");
+  EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"ffn": {"kind": "reglu"}}})", "my.json"),
+                  "my.json: field 'block.ffn.kind' must be one of \"mlp\", \"swiglu\", \"moe\", \"geglu\", got \"reglu\"");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": {"eps": 1e-5}}})", "my.json"),
-                  "my.json: field 'block.norm.kind' must be one of \"layernorm\", \"rmsnorm\", got nothing");
+                  "my.json: field 'block.norm.kind' must be one of \"layernorm\", \"rmsnorm\", \"rmsnorm_unit_offset\", got nothing");
   EXPECT_XG_ERROR(LMConfig::from_json(R"({"block": {"norm": "rmsnorm", "bias": 1}})", "my.json"),
                   "field 'block.attention.bias' must be true or false, got 1");  // the flat form
   EXPECT_XG_ERROR(LMConfig::from_json(full_with(llama_lm(), [](auto& j) { j["vocab_size"] = 0; }), "my.json"),

@@ -12,6 +12,7 @@
 #include "autograd/shape.hpp"
 #include "nn/naming.hpp"
 #include "tests/cli_run.hpp"
+#include "tests/hf_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace xg {
@@ -70,13 +71,7 @@ TEST(NnHf, GreedyGenerationMatchesPyTorchFor32Tokens) {
     SCOPED_TRACE(name);
     const TensorMap& fx = fixture("hf");
     auto model = nn::load_hf(hf_fixture(name));
-    nn::GenerateOptions greedy;
-    greedy.temperature = 0;
-    const Tensor out = model->generate(fx.at(std::string(name) + ".prompt"), 32, greedy);
-    const Tensor expected = fx.at(std::string(name) + ".generated");
-    ASSERT_EQ(out.shape(), expected.shape());
-    for (int64_t i = 0; i < out.numel(); ++i)
-      EXPECT_EQ(out.data<int64_t>()[i], expected.data<int64_t>()[i]) << "position " << i;
+    test::expect_greedy_like_torch(*model, fx, name);
   }
 }
 
@@ -291,8 +286,9 @@ TEST(NnHf, RopeScalingInConfigJson) {
   nn::LMConfig bad = c;
   bad.block.rope_scaling.high_freq_factor = 0.5;
   EXPECT_XG_ERROR(bad.validate(), "field 'rope_scaling.high_freq_factor' (0.5) must be greater than low_freq_factor (1)");
-  EXPECT_XG_ERROR(nn::LMConfig::from_json(R"({"block": {"rope_scaling": {"kind": "yarn"}}})", "cfg"),
-                  "field 'block.rope_scaling.kind' must be one of \"none\", \"llama3\", got \"yarn\"");
+  EXPECT_XG_ERROR(nn::LMConfig::from_json(R"({"block": {"rope_scaling": {"kind": "longrope"}}})", "cfg"),
+                  "field 'block.rope_scaling.kind' must be one of \"none\", \"llama3\", \"linear\", \"dynamic\", \"yarn\", "
+                  "got \"longrope\"");
 }
 
 TEST(NnHf, NamingSchemeSkipsRotaryInvFreq) {
@@ -311,7 +307,7 @@ TEST(NnHf, SaveRefusesModelsHfCannotExpress) {
   c.block = nn::BlockConfig::teaching(16, 2);
   nn::DecoderLM teaching(c);
   const fs::path dir = fresh_test_dir();
-  EXPECT_XG_ERROR(nn::save_hf(teaching, (dir / "t").string()), "norm_position pre, got post");
+  EXPECT_XG_ERROR(nn::save_hf(teaching, (dir / "t").string()), "norm_position pre (sandwich: Gemma 2), got post");
   EXPECT_FALSE(fs::exists(dir / "t"));
   // An interleaved-RoPE llama-style model is saved with its q/k rows permuted to HF's layout.
   nn::LMConfig l;

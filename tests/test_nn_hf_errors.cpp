@@ -48,36 +48,45 @@ void hferr_write(const fs::path& p, const std::string& bytes) {
 }
 
 TEST(NnHfErrors, RefusedConfigsNameTheKeyAndValue) {
-  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["architectures"] = {"GPT2LMHeadModel"}; }),
-                  "cfg.json: key 'architectures' = [\"GPT2LMHeadModel\"] is not supported (xgrad reads LlamaForCausalLM, "
-                  "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)");
-  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j.erase("architectures"); j["model_type"] = "gemma"; }),
-                  "key 'model_type' = \"gemma\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["architectures"] = {"FalconForCausalLM"}; }),
+                  "cfg.json: key 'architectures' = [\"FalconForCausalLM\"] is not supported (xgrad reads LlamaForCausalLM, "
+                  "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM");
+  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j.erase("architectures"); j["model_type"] = "falcon"; }),
+                  "key 'model_type' = \"falcon\" is not supported");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["model_type"] = "llama"; }),
                   "key 'model_type' = \"llama\" is not supported (it disagrees with architectures Qwen2ForCausalLM)");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["hidden_act"] = "gelu_pytorch_tanh"; }),
                   "key 'hidden_act' = \"gelu_pytorch_tanh\" is not supported");
-  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"]["rope_type"] = "yarn"; }),
-                  "key 'rope_scaling.rope_type' = \"yarn\" is not supported");
-  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }),
-                  "key 'rope_scaling.type' = \"linear\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"]["rope_type"] = "longrope"; }),
+                  "key 'rope_scaling.rope_type' = \"longrope\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}}; }),
+                  "key 'rope_scaling.type' = \"su\" is not supported");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}, {"low_freq_factor", 1.0}}; }),
+                  "key 'rope_scaling.low_freq_factor' = 1.0 is not supported (rope_type \"linear\" takes factor only)");
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"] = {{"type", "dynamic"}}; }),
+                  "key 'rope_scaling.factor' must be given for rope_type \"dynamic\", got nothing");
+  // Dynamic NTK with a shorter original length would change the base inside max_position_embeddings.
+  EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) {
+                    j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}, {"original_max_position_embeddings", 64}};
+                  }),
+                  "key 'rope_scaling.original_max_position_embeddings' = 64 is not supported");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["rope_scaling"].erase("low_freq_factor"); }),
                   "key 'rope_scaling.low_freq_factor' must be given for rope_type \"llama3\", got nothing");
   EXPECT_XG_ERROR(hferr_parse("llama3", [](ojson& j) { j["mlp_bias"] = true; }), "key 'mlp_bias' = true is not supported");
-  EXPECT_XG_ERROR(hferr_parse("mistral", [](ojson& j) { j["sliding_window"] = 64; }),
-                  "key 'sliding_window' = 64 is not supported (a window shorter than max_position_embeddings (128)");
-  EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) {
-                    j["use_sliding_window"] = true;
-                    j["sliding_window"] = 32;
-                    j["max_window_layers"] = 1;
-                  }),
-                  "key 'use_sliding_window' = true is not supported (sliding_window 32 < max_position_embeddings 128");
+  EXPECT_XG_ERROR(hferr_parse("mistral", [](ojson& j) { j["sliding_window"] = 0; }),
+                  "key 'sliding_window' must be a positive integer, got 0");
   EXPECT_XG_ERROR(hferr_parse("qwen3", [](ojson& j) {
                     j["use_sliding_window"] = true;
                     j["sliding_window"] = 32;
-                    j["layer_types"] = {"full_attention", "sliding_attention"};
+                    j["layer_types"] = {"full_attention", "chunked_attention"};
                   }),
-                  "key 'layer_types' = [\"full_attention\",\"sliding_attention\"] is not supported");
+                  "key 'layer_types' = [\"full_attention\",\"chunked_attention\"] is not supported");
+  EXPECT_XG_ERROR(hferr_parse("qwen3", [](ojson& j) {
+                    j["use_sliding_window"] = true;
+                    j["sliding_window"] = 32;
+                    j["layer_types"] = {"full_attention"};
+                  }),
+                  "key 'layer_types' must be a list of 2 layer types (num_hidden_layers)");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["attention_dropout"] = 0.1; }),
                   "key 'attention_dropout' = 0.1 is not supported");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["quantization_config"] = {{"quant_method", "gptq"}}; }),
@@ -92,8 +101,22 @@ TEST(NnHfErrors, RefusedConfigsNameTheKeyAndValue) {
                   "key 'hidden_size' must be an integer, got \"32\"");
   EXPECT_XG_ERROR(hferr_parse("qwen2", [](ojson& j) { j["eos_token_id"] = {1, "x"}; }),
                   "key 'eos_token_id' must be an integer, a list of integers or null");
-  // A window that covers every position is no window: accepted.
-  EXPECT_NO_THROW(hferr_parse("mistral", [](ojson& j) { j["sliding_window"] = 128; }));
+  // Sliding windows: on every layer (Mistral), from max_window_layers on or by layer_types (Qwen2/3);
+  // one that covers every position is no window.
+  EXPECT_EQ(nn::HFConfig::from_json(R"({"model_type": "mistral", "sliding_window": 64, "max_position_embeddings": 128,
+                                        "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                                        "num_key_value_heads": 1})").lm.layer_windows,
+            (std::vector<int64_t>{64, 64}));
+  EXPECT_TRUE(nn::HFConfig::from_json(R"({"model_type": "mistral", "sliding_window": 128, "max_position_embeddings": 128,
+                                         "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                                         "num_key_value_heads": 1})")
+                  .lm.layer_windows.empty());
+  EXPECT_EQ(nn::HFConfig::from_json(R"({"model_type": "qwen2", "use_sliding_window": true, "sliding_window": 32,
+                                        "max_window_layers": 1, "max_position_embeddings": 128,
+                                        "num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2,
+                                         "num_key_value_heads": 1})")
+                .lm.layer_windows,
+            (std::vector<int64_t>{0, 32}));
   EXPECT_NO_THROW(hferr_parse("qwen2", [](ojson& j) { j["use_sliding_window"] = true; }));  // max_window_layers 2
   // Through load_hf the message names the file.
   const fs::path dir = hferr_copy("qwen2");

@@ -134,7 +134,7 @@ TEST(NnNamingErrors, WrongMissingAndUnknownNames) {
   EXPECT_XG_ERROR(lm.load_state_dict(sd, hf), "'lm_head.weight' has shape [49,16], the model needs [50,16]");
   // Nothing was loaded by the failed calls.
   EXPECT_FALSE(test::tensors_close(lm.output()->weight(), torch_state_dict("hf_llama").at("lm_head.weight"), 0, 0));
-  EXPECT_XG_ERROR(NamingScheme::get("hf"), "unknown naming scheme 'hf' (known: gamma, hf_llama, meta_llama, torch, xgrad)");
+  EXPECT_XG_ERROR(NamingScheme::get("hf"), "unknown naming scheme 'hf' (known: gamma, hf_gemma2, hf_gpt2, hf_llama, hf_phi3, meta_llama, torch, xgrad)");
   // A complete table has no name for what the model has beyond it.
   LMConfig learned = llama_lm(RopeLayout::RotateHalf);
   learned.block.position = PositionKind::Learned;

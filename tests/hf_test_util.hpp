@@ -1,0 +1,23 @@
+// What the Hugging Face folder tests share (tests/test_nn_hf.cpp, test_nn_hf_arch.cpp): greedy
+// generation against a fixture's PyTorch ids.
+#pragma once
+
+#include <string>
+
+#include "tests/torch_fixture.hpp"
+
+namespace xg::test {
+
+// The model's greedy generation of 32 tokens from fx's <name>.prompt is fx's <name>.generated,
+// token for token.
+inline void expect_greedy_like_torch(nn::DecoderLM& model, const TensorMap& fx, const std::string& name) {
+  nn::GenerateOptions greedy;
+  greedy.temperature = 0;
+  const Tensor out = model.generate(fx.at(name + ".prompt"), 32, greedy);
+  const Tensor expected = fx.at(name + ".generated");
+  ASSERT_EQ(out.shape(), expected.shape());
+  for (int64_t i = 0; i < out.numel(); ++i)
+    EXPECT_EQ(out.data<int64_t>()[i], expected.data<int64_t>()[i]) << name << ": position " << i;
+}
+
+}  // namespace xg::test
