@@ -59,6 +59,9 @@ RewardProcess::RewardProcess(std::string command, double timeout_seconds)
     throw Error(str_cat("--reward-cmd: cannot start '", command_, "' (", std::strerror(e), ")"));
   }
   if (pid_ == 0) {  // the child: only async-signal-safe calls until exec
+    // Its own process group, so that stopping it stops what it started too (a shell's `sleep`
+    // would otherwise outlive it and hold the pipes of whoever runs us).
+    setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     dup2(in[0], 0);
@@ -67,6 +70,7 @@ RewardProcess::RewardProcess(std::string command, double timeout_seconds)
     execl("/bin/sh", "sh", "-c", command_.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  setpgid(pid_, pid_);  // as the child does: whichever runs first, the group exists before any kill
   close(in[0]);
   close(out[1]);
   to_child_ = in[1];
@@ -85,11 +89,12 @@ void RewardProcess::stop() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
+  kill(-pid_, SIGKILL);  // anything it started and left running
   pid_ = -1;
 }
 
 void RewardProcess::fail(const std::string& what, const std::string& why) {
-  if (pid_ > 0) kill(pid_, SIGKILL);
+  if (pid_ > 0) kill(-pid_, SIGKILL);
   stop();
   throw Error(str_cat("--reward-cmd '", command_, "' ", why, " (scoring ", what, ")"));
 }
