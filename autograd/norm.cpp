@@ -36,7 +36,7 @@ struct Rows {
 // Validates x and the optional [C] parameters of `op`; returns x's [R, C] view.
 Rows check_inputs(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check(x.dim() >= 1, op, ": expected x with at least 1 dim (it normalises the last dim), got a 0-d tensor");
-  check(is_floating(x.dtype()), op, ": expected a float32 or float64 x, got ", dtype_name(x.dtype()), " ",
+  check(is_floating(x.dtype()), op, ": expected a float32, float64 or bfloat16 x, got ", dtype_name(x.dtype()), " ",
         shape_str(x.shape()));
   Rows rc;
   rc.C = x.size(-1);
@@ -252,6 +252,11 @@ Grads norm_backward(const Tensor& g, const Grads& in, const Tensor& mean, const 
   return grads;
 }
 
+// NOTE: a bf16 norm is the float32 norm of the widened tensors, rounded once to bf16, as
+// PyTorch's CPU kernels read bf16 and compute in float32; its backward widens the gradient and
+// rounds each input's gradient once. The float32 copy of x is what the backward keeps.
+Tensor widened(const Tensor& p) { return p.defined() ? p.to(kFloat32) : Tensor(); }
+
 }  // namespace
 
 // out = (x - mean) * rstd * w + b,  rstd = 1 / sqrt(var + eps), mean and biased var over the last dim
@@ -259,6 +264,8 @@ Grads norm_backward(const Tensor& g, const Grads& in, const Tensor& mean, const 
 //       dx = rstd * (dn - mean(dn) - xhat * mean(dn * xhat)),  dw = sum_rows g * xhat,  db = sum_rows g
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   const Rows rc = check_inputs("layer_norm", x, weight, bias, eps);
+  if (x.dtype() == kBFloat16)  // widened, computed in float32, rounded once (widened)
+    return layer_norm(x.to(kFloat32), widened(weight), widened(bias), eps).to(kBFloat16);
   Tensor out = empty(x.shape(), x.dtype());
   Tensor mean = empty({rc.R}, kFloat64), rstd = empty({rc.R}, kFloat64);
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
@@ -278,6 +285,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 //       dx = rstd * (dn - xhat * mean(dn * xhat)),  dw = sum_rows g * xhat
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   const Rows rc = check_inputs("rms_norm", x, weight, Tensor(), eps);
+  if (x.dtype() == kBFloat16) return rms_norm(x.to(kFloat32), widened(weight), eps).to(kBFloat16);
   Tensor out = empty(x.shape(), x.dtype());
   Tensor rstd = empty({rc.R}, kFloat64);
   dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {

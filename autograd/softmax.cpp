@@ -166,8 +166,11 @@ void backward_kernel(const T* g, const T* y, T* dx, const Layout& l) {
 template <bool kLog>
 Tensor softmax_impl(const Tensor& x, int64_t dim) {
   const char* op = kLog ? "log_softmax" : "softmax";
-  check(is_floating(x.dtype()), op, ": expected a float32 or float64 tensor, got ", dtype_name(x.dtype()));
+  check(is_floating(x.dtype()), op, ": expected a float32, float64 or bfloat16 tensor, got ", dtype_name(x.dtype()));
   const int64_t d = wrap_dim(dim, x.shape(), op);
+  // bf16: read, computed in float32 and rounded once, as PyTorch's CPU kernels do (the
+  // backward likewise: the gradient widened, dx rounded once).
+  if (x.dtype() == kBFloat16) return softmax_impl<kLog>(x.to(kFloat32), d).to(kBFloat16);
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <vector>
 #include <limits>
@@ -158,14 +159,49 @@ TEST(BFloat16, SumsAccumulateBeyondBf16sPrecision) {
   EXPECT_EQ(p.grad().to_vector(), (std::vector<double>{2, 2, 2, 2}));
 }
 
+// Norms and softmax read bf16, compute in float32 and round once, forward and backward (as
+// PyTorch's CPU kernels): against float64 of the same rounded inputs, within 1 bf16 ulp (the
+// float32 result may sit on the other side of a bf16 rounding boundary from the exact one).
+TEST(BFloat16, NormsAndSoftmaxComputeInFloat32AndRoundOnce) {
+  Generator gen(17);
+  const Tensor x64 = randn({5, 37}, kFloat64, &gen).to(kBFloat16).to(kFloat64);
+  const Tensor w64 = (1.0 + 0.1 * randn({37}, kFloat64, &gen)).to(kBFloat16).to(kFloat64);
+  const Tensor b64 = (0.1 * randn({37}, kFloat64, &gen)).to(kBFloat16).to(kFloat64);
+  const Tensor g64 = randn({5, 37}, kFloat64, &gen).to(kBFloat16).to(kFloat64);
+  using Op = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<const char*, Op>> ops = {
+      {"rms_norm", [](const Tensor& x, const Tensor& w, const Tensor&) { return rms_norm(x, w, 1e-6); }},
+      {"layer_norm", [](const Tensor& x, const Tensor& w, const Tensor& b) { return layer_norm(x, w, b, 1e-5); }},
+      {"softmax", [](const Tensor& x, const Tensor&, const Tensor&) { return softmax(x, -1); }},
+      {"log_softmax", [](const Tensor& x, const Tensor&, const Tensor&) { return log_softmax(x, 0); }},
+  };
+  for (const auto& [name, op] : ops) {
+    SCOPED_TRACE(name);
+    Tensor x = x64.to(kBFloat16).requires_grad_(), w = w64.to(kBFloat16).requires_grad_(), b = b64.to(kBFloat16).requires_grad_();
+    Tensor y = op(x, w, b);
+    EXPECT_EQ(y.dtype(), kBFloat16);
+    y.backward(g64.to(kBFloat16));
+    Tensor xr = x64.clone().requires_grad_(), wr = w64.clone().requires_grad_(), br = b64.clone().requires_grad_();
+    Tensor yr = op(xr, wr, br);
+    yr.backward(g64);
+    EXPECT_TRUE(within_bf16_ulps(y.to(kFloat64), yr, 1.0));
+    EXPECT_EQ(x.grad().dtype(), kBFloat16);
+    // A gradient is a sum over the row: 1 ulp of its size plus float32's rounding of the terms.
+    EXPECT_TRUE(tensors_close(x.grad().to(kFloat64), xr.grad(), 1e-2, 1e-2));
+    if (std::string(name).find("norm") != std::string::npos)
+      EXPECT_TRUE(tensors_close(w.grad().to(kFloat64), wr.grad(), 1e-2, 1e-2));
+  }
+  EXPECT_XG_ERROR(rms_norm(ones({2, 3}, kBFloat16), ones({3})), "rms_norm: dtype mismatch, x bfloat16 [2,3] and weight float32 [3]");
+}
+
 TEST(BFloat16, OpsNotWrittenForItRefuseByName) {
   Tensor x = ones({2, 3}, kBFloat16);
   EXPECT_THROW(
       {
         try {
-          softmax(x, -1);
+          logsumexp(x, {-1});
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("softmax: expected a float32 or float64 tensor, got bfloat16"),
+          EXPECT_NE(std::string(e.what()).find("logsumexp: expected a float32 or float64 tensor, got bfloat16"),
                     std::string::npos)
               << e.what();
           throw;

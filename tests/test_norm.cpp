@@ -281,8 +281,8 @@ TEST(NormErrors, BadDtypes) {
                   "layer_norm: dtype mismatch, x float32 [2,8] and weight float64 [8]");
   EXPECT_XG_ERROR(rms_norm(zeros({2, 8}, kFloat64), ones({8})),
                   "rms_norm: dtype mismatch, x float64 [2,8] and weight float32 [8]");
-  EXPECT_XG_ERROR(layer_norm(arange(8)), "layer_norm: expected a float32 or float64 x, got int64 [8]");
-  EXPECT_XG_ERROR(rms_norm(arange(8)), "rms_norm: expected a float32 or float64 x, got int64 [8]");
+  EXPECT_XG_ERROR(layer_norm(arange(8)), "layer_norm: expected a float32, float64 or bfloat16 x, got int64 [8]");
+  EXPECT_XG_ERROR(rms_norm(arange(8)), "rms_norm: expected a float32, float64 or bfloat16 x, got int64 [8]");
 }
 
 TEST(NormErrors, BadEps) {

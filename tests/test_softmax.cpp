@@ -146,6 +146,6 @@ TEST(SoftmaxErrors, DimOutOfRange) {
 }
 
 TEST(SoftmaxErrors, NonFloatInput) {
-  EXPECT_XG_ERROR(softmax(arange(4), 0), "softmax: expected a float32 or float64 tensor, got int64");
-  EXPECT_XG_ERROR(log_softmax(arange(4), 0), "log_softmax: expected a float32 or float64 tensor, got int64");
+  EXPECT_XG_ERROR(softmax(arange(4), 0), "softmax: expected a float32, float64 or bfloat16 tensor, got int64");
+  EXPECT_XG_ERROR(log_softmax(arange(4), 0), "log_softmax: expected a float32, float64 or bfloat16 tensor, got int64");
 }
