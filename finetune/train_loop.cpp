@@ -32,6 +32,8 @@ void LoopOptions::validate() const {
   check(warmup <= steps, who, ": warmup ", warmup, " is longer than the run (steps ", steps, ")");
   check(min_lr_ratio >= 0 && min_lr_ratio <= 1, who, ": min_lr_ratio must be in [0, 1], got ", min_lr_ratio);
   check(weight_decay >= 0, who, ": weight_decay must be >= 0, got ", weight_decay);
+  check(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, who, ": AdamW's betas must be in [0, 1), got ", beta1, ", ",
+        beta2);
   check(clip >= 0, who, ": clip must be >= 0 (0 = off), got ", clip);
   check(eval_every >= 0, who, ": eval_every must be >= 0, got ", eval_every);
   check(checkpoint_every >= 0, who, ": checkpoint_every must be >= 0, got ", checkpoint_every);

@@ -102,3 +102,27 @@ TEST(CliLoopFlags, AutoWarmupShowsAsAuto) {
   EXPECT_NE(help.find("--warmup arg (=auto)"), std::string::npos) << help;
   EXPECT_NE(help.find("auto: min(100, steps / 10)"), std::string::npos) << help;
 }
+
+TEST(CliLoopFlags, AdamBetasParseAsAPairInRange) {
+  xg::finetune::LoopOptions o;
+  const po::options_description opts = cli::loop_flags(o, "seed");
+  std::ostringstream help;
+  help << opts;
+  EXPECT_NE(help.str().find("--adam-betas arg (=0.9,0.95)"), std::string::npos) << help.str();
+  const char* argv[] = {"prog", "--adam-betas", "0.8,0.999"};
+  po::variables_map vm;
+  cli::store_checked(po::parse_command_line(3, argv, opts), vm);
+  po::notify(vm);
+  EXPECT_EQ(o.beta1, 0.8);
+  EXPECT_EQ(o.beta2, 0.999);
+  for (const char* bad : {"0.9", "0.9,1", "-0.1,0.9", "0.9,0.99,0.9", "a,b", ""}) {
+    try {
+      cli::parse_betas(bad);
+      ADD_FAILURE() << bad << ": no error";
+    } catch (const cli::UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("--adam-betas: expected BETA1,BETA2 with each in [0, 1), got '") + bad + "'");
+    }
+  }
+  o.beta2 = 1.0;
+  EXPECT_THROW(cli::validate_loop(o, "prog"), cli::UsageError);
+}

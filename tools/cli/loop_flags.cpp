@@ -2,7 +2,9 @@
 #include "tools/cli/loop_flags.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <regex>
+#include <tuple>
 
 #include "autograd/error.hpp"
 #include "tools/cli/flags.hpp"
@@ -34,6 +36,19 @@ std::string schedule_name(finetune::LrSchedule s) {
 
 std::string nan_policy_name(finetune::NanPolicy p) { return p == finetune::NanPolicy::Skip ? "skip" : "stop"; }
 
+std::pair<double, double> parse_betas(const std::string& text) {
+  const std::size_t comma = text.find(',');
+  auto number = [&](const std::string& s) {
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size() || !(v >= 0 && v < 1))
+      throw UsageError("--adam-betas: expected BETA1,BETA2 with each in [0, 1), got '" + text + "'");
+    return v;
+  };
+  if (comma == std::string::npos) number("");
+  return {number(text.substr(0, comma)), number(text.substr(comma + 1))};
+}
+
 po::options_description loop_flags(finetune::LoopOptions& o, const std::string& seed_help) {
   po::options_description g = cli::flag_group("training loop");
   const std::string auto_help = str_cat("linear warmup steps (auto: min(", o.max_auto_warmup, ", steps / 10), for a run of any length)");
@@ -46,6 +61,9 @@ po::options_description loop_flags(finetune::LoopOptions& o, const std::string& 
        ->notifier([&o](const std::string& v) { o.schedule = parse_schedule(v); }), "cosine | linear | constant (after the warmup)")
     ("min-lr-ratio", po::value(&o.min_lr_ratio)->default_value(o.min_lr_ratio), "final lr / peak lr (cosine, linear)")
     ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW weight decay (not on 1-d parameters)")
+    ("adam-betas", po::value<std::string>()->default_value(fmt("%g", o.beta1) + "," + fmt("%g", o.beta2))
+       ->notifier([&o](const std::string& v) { std::tie(o.beta1, o.beta2) = parse_betas(v); }),
+       "AdamW's beta1,beta2 (torch's default is 0.9,0.999; TRL's is 0.9,0.999 too)")
     ("clip", po::value(&o.clip)->default_value(o.clip), "max gradient norm (0 = off)")
     ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
     ("grad-accum", po::value(&o.grad_accum)->default_value(o.grad_accum), "micro-batches per optimizer step (per rank under mpirun)")

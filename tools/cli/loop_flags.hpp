@@ -16,6 +16,8 @@ boost::program_options::options_description loop_flags(finetune::LoopOptions& o,
 // The flag spellings of LoopOptions' enums: a bad one is a UsageError
 // "--schedule: expected constant, cosine or linear, got 'x'".
 finetune::LrSchedule parse_schedule(const std::string& text);
+// "B1,B2" (--adam-betas), each in [0, 1); anything else is a UsageError naming the flag.
+std::pair<double, double> parse_betas(const std::string& text);
 finetune::NanPolicy parse_nan_policy(const std::string& text);
 std::string schedule_name(finetune::LrSchedule s);
 std::string nan_policy_name(finetune::NanPolicy p);
