@@ -70,7 +70,7 @@ Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows
     const Tensor pol = response_logps(model, b), ref = ref_response_logps(model, b);
     const double n = static_cast<double>(chunk.size());
     losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
-                                           task.beta, task.label_smoothing);
+                                           task.beta, task.label_smoothing, task.loss_type);
     loss += o.loss.item() * n;
     reward_acc += o.reward_accuracy.item() * n;
     margin += o.reward_margin.item() * n;
@@ -90,7 +90,8 @@ void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task) {
   check(!lora_adapters(model).empty(), "DPO: the model has no LoRA adapters (the reference is the model without them)");
   auto result = [task](const Tensor& chosen, const Tensor& rejected, const Tensor& ref_chosen,
                        const Tensor& ref_rejected, int64_t tokens) {
-    losses::DpoOutput o = losses::dpo_loss(chosen, rejected, ref_chosen, ref_rejected, task.beta, task.label_smoothing);
+    losses::DpoOutput o =
+        losses::dpo_loss(chosen, rejected, ref_chosen, ref_rejected, task.beta, task.label_smoothing, task.loss_type);
     Metrics m = {{"rewards/chosen", mean(o.chosen_rewards).item()},
                  {"rewards/rejected", mean(o.rejected_rewards).item()},
                  {"rewards/margins", o.reward_margin.item()},

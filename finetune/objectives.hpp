@@ -9,6 +9,7 @@
 
 #include "finetune/dataset.hpp"
 #include "finetune/train_loop.hpp"
+#include "losses/dpo.hpp"
 #include "losses/grpo.hpp"
 #include "nn/decoder.hpp"
 
@@ -32,7 +33,7 @@ void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task);
 Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows, int64_t batch, int64_t max_len,
                  const RowFormat& format = {});
 
-// DPO (losses::dpo_loss, sigmoid with label smoothing) on prompt/chosen/rejected rows; the
+// DPO (losses::dpo_loss: sigmoid with label smoothing, or TRL's ipo, hinge or robust) on prompt/chosen/rejected rows; the
 // reference log-probs come from the adapter-disabled model in the same micro-step.
 // Logged: TRL's rewards/chosen, rewards/rejected, rewards/margins, rewards/accuracies.
 // Evaluation on held-out rows: pref_accuracy (the policy gives the chosen response the
@@ -45,6 +46,7 @@ struct DpoTask {
   double beta = 0.1, label_smoothing = 0.0;
   RowFormat format;
   bool packing = false;  // as SftTask's: pairs packed into rows of max_len tokens (each sequence cut to max_len / 2)
+  losses::DpoLossType loss_type = losses::DpoLossType::Sigmoid;
 };
 void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task);
 Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task);

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -206,6 +207,36 @@ TEST(XgFinetune, DpoRaisesThePreferenceForTheChosenAnswer) {
   EXPECT_EQ(acc.back().get<double>(), 1.0);
   EXPECT_GT(margin.back().get<double>(), 0.5);
   EXPECT_NE(r.out.find("rewards/margins"), std::string::npos) << r.out;
+}
+
+// --dpo-loss picks TRL's loss of the margin z. At step 0 the policy is the reference (LoRA's
+// B is zero), so z = 0 and each loss has its value at 0: sigmoid ln 2, ipo (1 / (2 beta))^2 =
+// 25 at beta 0.1, hinge relu(1) = 1, robust ln 2.
+TEST(XgFinetune, DpoLossFlagPicksTheLoss) {
+  const fs::path d = xg::test::fresh_test_dir("dpo_loss");
+  const fs::path base = tiny_base(d);
+  write_yes_no_pairs(d / "train.jsonl");
+  const std::map<std::string, double> at_zero = {{"sigmoid", std::log(2.0)}, {"ipo", 25.0}, {"hinge", 1.0},
+                                                 {"robust", std::log(2.0)}};
+  for (const auto& [name, want] : at_zero) {
+    CliRun r = run("xg-finetune", "--objective dpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                                      " --eval-data " + (d / "train.jsonl").string() + " --out " + (d / name).string() +
+                                      " --steps 2 --warmup 0 --batch 4 --eval-every 2 --dpo-loss " + name +
+                                      (name == "robust" ? " --label-smoothing 0.1" : ""));
+    ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+    const std::vector<json> loss = eval_records(d / name / "log.jsonl", "loss");
+    ASSERT_EQ(loss.size(), 2u) << name;
+    EXPECT_NEAR(loss.front().get<double>(), want, 1e-5) << name;
+  }
+  CliRun r = run("xg-finetune", "--base x --data y --out z --dpo-loss ipo");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--dpo-loss is for --objective dpo"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective dpo --dpo-loss kto");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--dpo-loss"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective dpo --dpo-loss robust --label-smoothing 0.5");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--dpo-loss robust needs --label-smoothing below 0.5"), std::string::npos) << r.err;
 }
 
 // --packing: SFT's rows packed two to a row of 64 tokens teach the answer as padded batches

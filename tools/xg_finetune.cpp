@@ -58,9 +58,16 @@ struct ObjectiveDefaults {
 constexpr ObjectiveDefaults kDpoDefaults{1e-3, 600, 20, 8, 1};
 constexpr ObjectiveDefaults kGrpoDefaults{1e-3, 100, 5, 1, 8};
 
+// --dpo-loss: TRL's loss_type names.
+losses::DpoLossType parse_dpo_loss(const std::string& text) {
+  return cli::choice<losses::DpoLossType>("dpo-loss", text,
+                                          {{"sigmoid", losses::DpoLossType::Sigmoid}, {"ipo", losses::DpoLossType::Ipo},
+                                           {"hinge", losses::DpoLossType::Hinge}, {"robust", losses::DpoLossType::Robust}});
+}
+
 struct Flags {
   std::string base, data, eval_data, objective = "sft", chat_template = "auto", system, base_dtype = "auto";
-  std::string grpo_loss_type = "grpo";
+  std::string grpo_loss_type = "grpo", dpo_loss = "sigmoid";
   ft::LoRAConfig lora;
   double epochs = 0, beta = -1, label_smoothing = 0;
   int64_t batch = 8, max_len = 128, eval_rows = 256;
@@ -178,6 +185,10 @@ int main(int argc, char** argv) {
      "its memory is the same at every step. DPO: a pair shares a row, each sequence cut to --max-len / 2")
     ("beta", po::value(&f.beta), "DPO beta (default 0.1) / GRPO KL coefficient (default 0.04)")
     ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
+    ("dpo-loss", po::value(&f.dpo_loss)->default_value(f.dpo_loss),
+     "DPO's loss of the margin z, as TRL's loss_type: sigmoid (the paper's; cDPO with --label-smoothing) | ipo "
+     "((z - 1/(2 beta))^2, Azar et al. 2023) | hinge (relu(1 - beta z), SLiC) | robust (rDPO, Chowdhury et al. "
+     "2024; --label-smoothing below 0.5)")
     ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
     ("reward", po::value(&f.grpo.reward)->default_value(f.grpo.reward), "GRPO reward: exact | prefix")
@@ -206,6 +217,10 @@ int main(int argc, char** argv) {
         cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
         cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
         cli::choice<int>("loss-type", f.grpo_loss_type, {{"grpo", 0}, {"bnpo", 1}, {"dr_grpo", 2}});
+        const losses::DpoLossType dpo_loss = parse_dpo_loss(f.dpo_loss);
+        cli::require(vm["dpo-loss"].defaulted() || f.objective == "dpo", "--dpo-loss is for --objective dpo");
+        cli::require(dpo_loss != losses::DpoLossType::Robust || f.label_smoothing < 0.5,
+                     "--dpo-loss robust needs --label-smoothing below 0.5 (it divides by 1 - 2 x label smoothing)");
         cli::choice<int>("chat-template", f.chat_template, {{"auto", 0}, {"none", 1}});
         cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
         cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
@@ -415,9 +430,10 @@ int main(int argc, char** argv) {
           ft::attach_sft(loop, *model,
                          {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows, format, f.packing});
         } else if (f.objective == "dpo") {
-          ft::attach_dpo(loop, *model,
-                         {&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
-                          f.label_smoothing, format, f.packing});
+          ft::DpoTask task{&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
+                           f.label_smoothing, format, f.packing};
+          task.loss_type = parse_dpo_loss(f.dpo_loss);
+          ft::attach_dpo(loop, *model, task);
         } else {
           f.grpo.format = format;
           f.grpo.train = &grpo_train;
