@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iomanip>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "autograd/anomaly.hpp"
 #include "autograd/autocast.hpp"
@@ -39,9 +41,21 @@ void LoopOptions::validate() const {
   check(checkpoint_every >= 0, who, ": checkpoint_every must be >= 0, got ", checkpoint_every);
   check(log_every >= 0, who, ": log_every must be >= 0, got ", log_every);
   check(max_skipped >= 0 && max_skipped <= 1, who, ": max_skipped must be in [0, 1], got ", max_skipped);
+  check(early_stopping_patience >= 0, who, ": early_stopping_patience must be >= 0, got ", early_stopping_patience);
+  check(early_stopping_patience == 0 || !best_metric.empty(), who,
+        ": early_stopping_patience needs best_metric (the evaluation metric to watch)");
+  check(early_stopping_threshold >= 0 && std::isfinite(early_stopping_threshold), who,
+        ": early_stopping_threshold must be >= 0, got ", early_stopping_threshold);
 }
 
 namespace {
+
+// A double as text that std::stod reads back to the same value.
+std::string fmt_exact(double v) {
+  std::ostringstream s;
+  s << std::setprecision(17) << v;
+  return s.str();
+}
 
 // The parameters an optimizer state dict holds state for ("state.<i>.step" entries).
 int64_t optim_states(const TensorMap& optim) {
@@ -187,6 +201,13 @@ void TrainLoop::save(int64_t step) {
   c.progress.data_rng = Generator(o_.seed).state();  // the root every micro-batch's seed derives from
   c.progress.global_rng = default_generator().state();
   c.progress.extra = run_identity;
+  // The best so far, so that a resumed run keeps comparing with it (not part of the identity).
+  if (best_step_ >= 0) {
+    c.progress.extra["best.step"] = std::to_string(best_step_);
+    c.progress.extra["best.value"] = fmt_exact(best_value_);
+    c.progress.extra["best.evals_without"] = std::to_string(evals_without_best_);
+    if (stopped_at_ >= 0) c.progress.extra["best.stopped_early_at"] = std::to_string(stopped_at_);
+  }
   save_checkpoint(checkpoint_path(), c);
 }
 
@@ -237,6 +258,13 @@ bool TrainLoop::try_resume() {
         ", the checkpoint is at step ", c.progress.step);
   sched_->load_state_dict(c.sched);
   default_generator().set_state(c.progress.global_rng);
+  if (auto it = c.progress.extra.find("best.step"); it != c.progress.extra.end()) {
+    best_step_ = std::stoll(it->second);
+    best_value_ = std::stod(c.progress.extra.at("best.value"));
+    evals_without_best_ = std::stoll(c.progress.extra.at("best.evals_without"));
+    auto stopped = c.progress.extra.find("best.stopped_early_at");
+    if (stopped != c.progress.extra.end()) stopped_at_ = std::stoll(stopped->second);
+  }
   start_step_ = c.progress.step;
   tokens_seen_ = c.progress.tokens_seen;
   skipped_ = c.progress.skipped;
@@ -324,6 +352,34 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
   return bad;
 }
 
+bool TrainLoop::track_best(int64_t step, const Metrics& m) {
+  if (o_.best_metric.empty()) return false;
+  bool stop = false;
+  if (world().is_main()) {
+    auto it = m.find(o_.best_metric);
+    if (it == m.end()) {
+      std::string names;
+      for (const auto& [k, v] : m) names += (names.empty() ? "" : ", ") + k;
+      throw Error(str_cat(program_, ": the best model is judged by '", o_.best_metric,
+                          "', which the evaluation does not report (it reports ", names.empty() ? "nothing" : names, ")"));
+    }
+    const double v = it->second;
+    const bool lower = o_.best_metric.size() >= 4 && o_.best_metric.compare(o_.best_metric.size() - 4, 4, "loss") == 0;
+    const bool better = best_step_ < 0 || (lower ? v < best_value_ - o_.early_stopping_threshold
+                                                 : v > best_value_ + o_.early_stopping_threshold);
+    if (better && std::isfinite(v)) {
+      best_step_ = step;
+      best_value_ = v;
+      evals_without_best_ = 0;
+      if (on_best) on_best(step, v);
+    } else {
+      ++evals_without_best_;
+    }
+    stop = o_.early_stopping_patience > 0 && evals_without_best_ >= o_.early_stopping_patience;
+  }
+  return world().first_rank_with(stop) >= 0;
+}
+
 Metrics TrainLoop::run() {
   check(static_cast<bool>(micro_step), program_, ": TrainLoop::run needs micro_step");
   manual_seed(o_.seed);
@@ -333,7 +389,12 @@ Metrics TrainLoop::run() {
   tokens_seen_ = 0;
   skipped_ = 0;
   try_resume();
-  if (o_.eval_at_start && start_step_ == 0) run_eval(0);
+  if (stopped_at_ >= 0) {  // resuming a run that had stopped early: nothing left to do
+    log_->note(str_cat(program_, ": --resume: the run stopped early at step ", stopped_at_, " (no ", o_.best_metric,
+                       " improvement in ", o_.early_stopping_patience, " evaluations); nothing to resume"));
+    return {};
+  }
+  if (o_.eval_at_start && start_step_ == 0) track_best(0, run_eval(0));
   model_.train();
   std::vector<Tensor> params;
   for (const auto& [name, p] : trainable_) params.push_back(p);
@@ -374,6 +435,14 @@ Metrics TrainLoop::run() {
     if (o_.eval_every > 0 && (step + 1) % o_.eval_every == 0) {
       last_eval = run_eval(step + 1);
       evaluated_last = true;
+      if (track_best(step + 1, last_eval)) {
+        stopped_at_ = step + 1;
+        log_->event("early_stop", step + 1, {{o_.best_metric, best_value_}},
+                    str_cat("stopped early at step ", step + 1, ": no ", o_.best_metric, " improvement in ",
+                            o_.early_stopping_patience, " evaluations (best ", best_value_, " at step ", best_step_, ")"));
+        save(step + 1);
+        return last_eval;
+      }
     }
     if (after_step && world().is_main()) after_step(step + 1);
     if (o_.checkpoint_every > 0 && (step + 1) % o_.checkpoint_every == 0) {
@@ -381,7 +450,10 @@ Metrics TrainLoop::run() {
       last_saved = step + 1;
     }
   }
-  if (!evaluated_last) last_eval = run_eval(o_.steps);
+  if (!evaluated_last) {
+    last_eval = run_eval(o_.steps);
+    track_best(o_.steps, last_eval);
+  }
   save(o_.steps);
   return last_eval;
 }

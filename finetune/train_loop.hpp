@@ -59,6 +59,15 @@ struct LoopOptions {
   // run under xg::autocast (autograd/autocast.hpp: products in bf16, the rest float32);
   // the weights, their gradients and AdamW's state stay float32, as TrainingArguments(bf16=True).
   bool bf16 = false;
+  // The best model so far and early stopping (transformers' metric_for_best_model,
+  // load_best_model_at_end and EarlyStoppingCallback): each evaluation's `best_metric` is
+  // compared with the best before it, lower being better for a name ending in "loss" and
+  // higher otherwise (transformers' greater_is_better default); it improves when it passes the
+  // best by more than early_stopping_threshold. With early_stopping_patience > 0 the run stops
+  // after that many evaluations in a row without an improvement (a checkpoint at that step).
+  std::string best_metric;             // "" = not tracked
+  int64_t early_stopping_patience = 0;  // 0 = never stop early
+  double early_stopping_threshold = 0.0;
 
   // The warmup the run uses: `warmup`, or for kAutoWarmup min(max_auto_warmup, steps / 10).
   int64_t warmup_steps() const;
@@ -102,6 +111,9 @@ class TrainLoop {
   // after_step(step): after each optimizer step (step = steps done), e.g. to print a sample;
   // on rank 0 only. Optional.
   std::function<void(int64_t step)> after_step;
+  // on_best(step, value): on rank 0, when an evaluation improves options.best_metric (the
+  // first evaluation always does), e.g. to keep that model as the best. Optional.
+  std::function<void(int64_t step, double value)> on_best;
   // Extra strings saved in every checkpoint and checked on resume (e.g. the model config):
   // a resumed run with different values is an error naming the key.
   std::map<std::string, std::string> run_identity;
@@ -111,6 +123,11 @@ class TrainLoop {
   Metrics run();
 
   int64_t start_step() const { return start_step_; }
+  // The step of the best evaluation (-1: none yet) and its best_metric; whether the run
+  // stopped early (and at which step).
+  int64_t best_step() const { return best_step_; }
+  double best_value() const { return best_value_; }
+  int64_t stopped_early_at() const { return stopped_at_; }
   optim::Optimizer& optimizer() { return *opt_; }
   RunLog& log() { return *log_; }
   std::string checkpoint_path() const;
@@ -123,6 +140,9 @@ class TrainLoop {
   // Runs the step's micro-batches and backward; "" when loss and gradients are finite, else
   // what was not (the grads are then dropped). Sums the micro-batches' metrics into `sum`.
   std::string forward_backward(int64_t step, Metrics& sum, int64_t& tokens);
+  // Compares an evaluation with the best so far (rank 0); true when the run is to stop early.
+  // Every rank gets the verdict.
+  bool track_best(int64_t step, const Metrics& m);
 
   std::string program_;
   nn::Module& model_;
@@ -134,6 +154,10 @@ class TrainLoop {
   int64_t start_step_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t skipped_ = 0;
+  int64_t best_step_ = -1;
+  double best_value_ = 0;
+  int64_t evals_without_best_ = 0;
+  int64_t stopped_at_ = -1;
 };
 
 // The seed of micro-batch `micro` of step `step` (0-based) of a run seeded with `seed`:

@@ -239,6 +239,51 @@ TEST(XgFinetune, DpoLossFlagPicksTheLoss) {
   EXPECT_NE(r.err.find("--dpo-loss robust needs --label-smoothing below 0.5"), std::string::npos) << r.err;
 }
 
+// Early stopping: trained to answer "yes", evaluated on rows answered "no", the held-out loss
+// only rises, so the best evaluation is the first (step 0) and the run stops after
+// --early-stopping-patience evaluations without a better one; the adapter written is that best
+// one (LoRA's B still zero: the base unchanged). A resume of the stopped run has nothing to do.
+TEST(XgFinetune, EarlyStoppingKeepsTheBestAdapter) {
+  const fs::path d = xg::test::fresh_test_dir("early_stop");
+  const fs::path base = tiny_base(d);
+  write_yes_rows(d / "train.jsonl");
+  std::vector<json> no_rows;
+  for (const char* w : kWords) no_rows.push_back({{"prompt", std::string("Is ") + w + " a word?"}, {"response", "no"}});
+  write_lines(d / "eval.jsonl", no_rows);
+  const std::string flags = "--base " + base.string() + " --data " + (d / "train.jsonl").string() + " --eval-data " +
+                            (d / "eval.jsonl").string() + " --out " + (d / "out").string() +
+                            " --steps 40 --warmup 0 --lr 1e-2 --batch 4 --eval-every 2 --lora-dropout 0"
+                            " --early-stopping-patience 2";
+  CliRun r = run("xg-finetune", flags);
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const std::vector<json> loss = eval_records(d / "out" / "log.jsonl", "loss");
+  ASSERT_EQ(loss.size(), 3u) << r.out;  // steps 0, 2, 4
+  EXPECT_GT(loss[1].get<double>(), loss[0].get<double>());
+  EXPECT_GT(loss[2].get<double>(), loss[0].get<double>());
+  EXPECT_NE(r.out.find("stopped early at step 4; the adapter written is the best evaluated: step 0, loss"),
+            std::string::npos) << r.out;
+  const xg::TensorMap adapter = xg::io::load_safetensors((d / "out" / "adapter_model.safetensors").string());
+  int b_seen = 0;
+  for (const auto& [name, t] : adapter)
+    if (name.find("lora_B") != std::string::npos) {
+      ++b_seen;
+      for (double v : t.to_vector()) ASSERT_EQ(v, 0.0) << name;
+    }
+  EXPECT_GT(b_seen, 0);
+  // The checkpoint is the stopped run's: --resume has nothing left to do.
+  r = run("xg-finetune", flags + " --resume");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("the run stopped early at step 4"), std::string::npos) << r.out + r.err;
+  EXPECT_EQ(eval_records(d / "out" / "log.jsonl", "loss").size(), 3u);
+  // Usage errors.
+  r = run("xg-finetune", "--base x --data y --out z --early-stopping-patience 2");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--early-stopping-patience needs --eval-data"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --metric-for-best loss");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--metric-for-best needs --early-stopping-patience"), std::string::npos) << r.err;
+}
+
 // --packing: SFT's rows packed two to a row of 64 tokens teach the answer as padded batches
 // do (and --epochs counts passes over the packed rows); DPO's pairs, one to a row, raise the
 // preference for the chosen answer.

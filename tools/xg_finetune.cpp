@@ -163,6 +163,15 @@ int main(int argc, char** argv) {
      "base model: a Hugging Face folder (config.json, safetensors, tokenizer.json), xg-train's folder, or a .gguf file")
     ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
     ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
+    ("early-stopping-patience", po::value(&o.early_stopping_patience)->default_value(o.early_stopping_patience),
+     "stop after N evaluations in a row without a better --metric-for-best (transformers' EarlyStoppingCallback); "
+     "the adapter written (and merged) is then the best one evaluated (load_best_model_at_end), kept meanwhile in "
+     "<out>/best.safetensors. Needs --eval-data (0 = off)")
+    ("metric-for-best", po::value(&o.best_metric),
+     "the evaluation metric early stopping watches (default: loss for sft and dpo, reward for grpo); lower is "
+     "better for a name ending in loss, higher otherwise")
+    ("early-stopping-threshold", po::value(&o.early_stopping_threshold)->default_value(o.early_stopping_threshold),
+     "how much an evaluation must beat the best by to count as better")
     ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
     ("chat-template", po::value(&f.chat_template)->default_value(f.chat_template),
      "auto: rows as a user/assistant conversation in the base's chat template (tokenizer_config.json), "
@@ -258,6 +267,11 @@ int main(int argc, char** argv) {
           cli::require(f.grpo.clip_eps > 0, "--clip-eps must be > 0");
           cli::require(!f.packing, "--packing is for sft and dpo (GRPO's completions are sampled, not packed)");
         }
+        cli::require(o.early_stopping_patience >= 0, "--early-stopping-patience must be >= 0");
+        cli::require(o.early_stopping_patience == 0 || !f.eval_data.empty(),
+                     "--early-stopping-patience needs --eval-data (the evaluations it watches)");
+        cli::require(o.best_metric.empty() || o.early_stopping_patience > 0, "--metric-for-best needs --early-stopping-patience");
+        if (o.early_stopping_patience > 0 && o.best_metric.empty()) o.best_metric = f.objective == "grpo" ? "reward" : "loss";
         cli::require(!f.packing || f.objective != "dpo" || f.max_len >= 4,
                      str_cat("--packing with dpo needs --max-len of at least 4 (two sequences a row), got ", f.max_len));
         try {
@@ -443,8 +457,30 @@ int main(int argc, char** argv) {
           f.grpo.eval_rows = f.eval_rows;
           ft::attach_grpo(loop, *model, f.grpo);
         }
+        // The best adapter so far, kept beside the checkpoint (atomically) so that a resumed run has it.
+        const std::string best_path = o.out_dir + "/best.safetensors";
+        if (o.early_stopping_patience > 0)
+          loop.on_best = [&](int64_t, double) {
+            TensorMap t;
+            for (const auto& [name, p] : trainable) t.emplace(name, p);
+            io::save_safetensors(best_path, t);
+          };
         const ft::Metrics last = loop.run();
         if (!main_rank) return 0;
+        if (o.early_stopping_patience > 0 && loop.best_step() >= 0) {
+          // load_best_model_at_end: the adapter written is the best evaluated.
+          const TensorMap best = io::load_safetensors(best_path);
+          for (const auto& [name, p] : trainable) {
+            auto it = best.find(name);
+            check(it != best.end() && it->second.shape() == p.shape(), kProg, ": ", best_path, " lacks '", name,
+                  "' or holds another shape: the best adapter cannot be restored");
+            p.copy_(it->second);
+          }
+          std::printf("%s: %s; the adapter written is the best evaluated: step %lld, %s %.6g\n", kProg,
+                      loop.stopped_early_at() >= 0 ? str_cat("stopped early at step ", loop.stopped_early_at()).c_str()
+                                                   : "ran every step",
+                      static_cast<long long>(loop.best_step()), o.best_metric.c_str(), loop.best_value());
+        }
         ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
         if (f.merge) save_merged(*model, o.out_dir + "/merged", base.source, f.objective);
         json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
