@@ -876,4 +876,30 @@ TEST(XgFinetune, BadRowsAndUnknownTemplateVariablesAreRefusedBeforeTraining) {
   EXPECT_EQ(ok.status, 0) << ok.err << ok.out;
 }
 
+TEST(XgFinetune, GrpoSumsWeightedRewardsAndLogsEach) {
+  const fs::path d = xg::test::fresh_test_dir("grpo_rewards");
+  const fs::path base = tiny_base(d);
+  write_lines(d / "sums.jsonl", {{{"prompt", "1+1="}, {"answers", {"2"}}}, {{"prompt", "2+2="}, {"answers", {"4"}}}});
+  const std::string common = "--objective grpo --base " + base.string() + " --data " + (d / "sums.jsonl").string() +
+                             " --steps 2 --warmup 0 --group-size 2 --max-new-tokens 4 --grad-accum 2";
+  CliRun r = run("xg-finetune", common + " --out " + (d / "out").string() +
+                                    " --reward numeric --reward format:0.5 --format-regex '[0-9]'");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  std::ifstream log(d / "out" / "log.jsonl");
+  int train = 0;
+  for (std::string line; std::getline(log, line);) {
+    const json j = json::parse(line);
+    if (j["kind"] != "train") continue;
+    ++train;
+    ASSERT_TRUE(j.contains("rewards/numeric") && j.contains("rewards/format")) << line;
+    EXPECT_NEAR(j["reward"].get<double>(), j["rewards/numeric"].get<double>() + 0.5 * j["rewards/format"].get<double>(), 1e-9);
+  }
+  EXPECT_EQ(train, 2);
+  expect_one_line_error(run("xg-finetune", common + " --out " + (d / "bad").string() + " --reward bleu"), 2,
+                        "--reward: expected exact, prefix, format or numeric (NAME or NAME:WEIGHT), got 'bleu'");
+  expect_one_line_error(run("xg-finetune", common + " --out " + (d / "bad").string() + " --reward format --format-regex '('"),
+                        2, "--format-regex: pattern ( does not compile");
+  EXPECT_FALSE(fs::exists(d / "bad"));
+}
+
 }  // namespace xg_finetune_formats_test

@@ -20,6 +20,7 @@
 #include "finetune/objectives.hpp"
 #include "finetune/packing.hpp"
 #include "finetune/peft.hpp"
+#include "finetune/rewards.hpp"
 #include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safetensors.hpp"
@@ -62,6 +63,8 @@ struct Flags {
   std::string base, data, eval_data, objective = "sft", chat_template = "auto", system, base_dtype = "auto";
   std::string grpo_loss_type = "grpo";
   std::vector<std::string> template_vars;
+  std::vector<std::string> rewards{"exact"};
+  std::string format_regex = ft::kDefaultFormatRegex;
   bool completion_only = true;
   ft::LoRAConfig lora;
   double epochs = 0, beta = -1, label_smoothing = 0;
@@ -193,7 +196,13 @@ int main(int argc, char** argv) {
     ("label-smoothing", po::value(&f.label_smoothing)->default_value(f.label_smoothing), "DPO label smoothing")
     ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
-    ("reward", po::value(&f.grpo.reward)->default_value(f.grpo.reward), "GRPO reward: exact | prefix")
+    ("reward", po::value(&f.rewards)->composing()->default_value(f.rewards, "exact"),
+     "GRPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and reward_weights): "
+     "exact (the completion's first line is an answer) | prefix (exact, or partial credit for a common start) | "
+     "format (--format-regex matches at the completion's start) | numeric (its \\boxed{} content, else its last "
+     "number, equals an answer's)")
+    ("format-regex", po::value(&f.format_regex)->default_value(f.format_regex),
+     "the pattern of --reward format (PCRE2; the default is Open R1's <think>, then <answer>)")
     ("loss-type", po::value(&f.grpo_loss_type)->default_value(f.grpo_loss_type),
      "GRPO token averaging, TRL's names: grpo (per completion, then over the group) | bnpo (over the group's "
      "tokens) | dr_grpo (the group's token sum / (group size x --max-new-tokens): no length bias)")
@@ -218,7 +227,11 @@ int main(int argc, char** argv) {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
         cli::apply_threads(threads);
         cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
-        cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
+        try {  // a bad name, weight or pattern is a usage error, found now
+          for (const std::string& spec : f.rewards) f.grpo.rewards.push_back(ft::parse_reward(spec, f.format_regex));
+        } catch (const Error& e) {
+          throw cli::UsageError(e.what());
+        }
         cli::choice<int>("loss-type", f.grpo_loss_type, {{"grpo", 0}, {"bnpo", 1}, {"dr_grpo", 2}});
         if (f.chat_template != "auto" && f.chat_template != "none") {  // a file, or FILE:NAME
           std::error_code ec;
@@ -449,6 +462,11 @@ int main(int argc, char** argv) {
           loop.run_identity["rows"] = data_format;
         if (!template_vars.empty()) loop.run_identity["template_vars"] = template_vars.dump();
         if (!f.completion_only) loop.run_identity["completion_only"] = "false";
+        if (f.objective == "grpo" && f.rewards != std::vector<std::string>{"exact"}) {
+          std::string names;
+          for (const std::string& r : f.rewards) names += (names.empty() ? "" : ",") + r;
+          loop.run_identity["rewards"] = names + (vm["format-regex"].defaulted() ? "" : " format " + f.format_regex);
+        }
         loop.run_identity["data"] = data_checksum;
         loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
                                             " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
