@@ -173,15 +173,29 @@ std::pair<std::vector<int64_t>, std::vector<uint8_t>> RowFormat::tokens(const Sf
     ids.insert(ids.end(), part.begin(), part.end());
     train.insert(train.end(), part.size(), trained || !completion_only);
   };
-  // Rendered text: cut at the byte offsets `cuts` (ascending), the pieces alternately not
-  // trained and trained, each tokenized alone.
+  // Rendered text: tokenized whole, as TRL tokenizes it; the tokens that overlap a trained
+  // byte range [cuts[2j], cuts[2j + 1]) are trained (transformers' char_to_token). Where a cut
+  // falls is found by tokenizing the text before it: the ids the whole text starts with lie
+  // before the cut, and when that text tokenizes otherwise, the next id straddles the cut
+  // (Mistral's " Hi" is one token "▁Hi" across the end of "[/INST]").
   auto add_text = [&](const std::string& text, const std::vector<std::size_t>& cuts) {
-    std::size_t at = 0;
-    for (std::size_t i = 0; i <= cuts.size(); ++i) {
-      const std::size_t end = i < cuts.size() ? cuts[i] : text.size();
-      if (end > at) add(t.encode(text.substr(at, end - at), false), i % 2 == 1);
-      at = end;
+    const std::vector<int64_t> all = t.encode(text, false);
+    auto before = [&](std::size_t cut) -> std::pair<std::size_t, bool> {
+      if (cut == 0) return {0, false};
+      if (cut >= text.size()) return {all.size(), false};
+      const std::vector<int64_t> head = t.encode(text.substr(0, cut), false);
+      std::size_t k = 0;
+      while (k < head.size() && k < all.size() && head[k] == all[k]) ++k;
+      return {k, k < head.size()};
+    };
+    std::vector<uint8_t> trained(all.size(), 0);
+    for (std::size_t i = 0; i + 1 < cuts.size(); i += 2) {
+      const std::size_t first = before(cuts[i]).first;
+      const auto [end, straddles] = before(cuts[i + 1]);
+      for (std::size_t k = first; k < std::min(all.size(), end + (straddles ? 1 : 0)); ++k) trained[k] = 1;
     }
+    ids.insert(ids.end(), all.begin(), all.end());
+    for (uint8_t v : trained) train.push_back(v || !completion_only);
   };
   switch (row.style) {
     case RowStyle::Plain: {
@@ -210,7 +224,7 @@ std::pair<std::vector<int64_t>, std::vector<uint8_t>> RowFormat::tokens(const Sf
       if (row.prompt_messages >= 0) {
         const text::ChatSplit split =
             chat_template->render_split(row.messages, static_cast<std::size_t>(row.prompt_messages), template_vars);
-        add_text(split.prompt + split.completion, {split.prompt.size()});
+        add_text(split.prompt + split.completion, {split.prompt.size(), split.prompt.size() + split.completion.size()});
       } else {
         std::vector<std::size_t> cuts;
         for (const text::ChatTemplate::Span& sp : chat_template->assistant_spans(row.messages, template_vars)) {

@@ -136,11 +136,12 @@ struct RowFormat {
   // The prompt's ids and the response's (what the loss trains on), prompt first.
   std::pair<std::vector<int64_t>, std::vector<int64_t>> row_ids(const std::string& prompt,
                                                                 const std::string& response) const;
-  // Any row's ids and which of them the loss trains on (1) , before truncation. The text is
-  // cut where the trained parts start and end and each part is tokenized alone, as a model
-  // sees a reply at inference: the prompt tokenized up to the generation prompt, the reply
-  // generated after it. `messages` rows: the assistant spans of ChatTemplate::assistant_spans.
-  // A conversational row without a chat template is an error.
+  // Any row's ids and which of them the loss trains on (1), before truncation. Plain and raw
+  // rows: the prompt and the completion tokenized apart. Conversational rows: the rendering
+  // tokenized whole, as TRL does, the tokens overlapping a trained part of it trained (the
+  // assistant spans of ChatTemplate::assistant_spans for `messages` rows; what follows the
+  // prompt's generation prompt for prompt/completion rows). A conversational row without a
+  // chat template is an error.
   std::pair<std::vector<int64_t>, std::vector<uint8_t>> tokens(const SftExample& row) const;
   // The id padding uses: the tokenizer's PAD, else its EOS, else 0 (padding is masked).
   int64_t pad_id() const;

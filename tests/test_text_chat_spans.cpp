@@ -60,7 +60,7 @@ xg::finetune::SftExample messages_row(const ordered_json& messages) {
 
 TEST(TextChatSpans, RealTemplatesRenderAsJinja2AndFindTheMarkedAssistantSpans) {
   const ordered_json& f = fixture();
-  ASSERT_GE(f["cases"].size(), 30u);
+  ASSERT_GE(f["cases"].size(), 39u);
   std::set<std::string> templates;
   for (const auto& c : f["cases"]) {
     const std::string name = c["template"].get<std::string>(), where = name + "/" + c["case"].get<std::string>();
@@ -108,7 +108,9 @@ TEST(TextChatSpans, HfTokensAreTrainedWhereTheirCharactersAre) {
   int checked = 0;
   for (const auto& c : fixture()["cases"]) {
     auto it = tokenizer_of.find(c["template"]);
-    if (it == tokenizer_of.end()) continue;
+    // Decoding a prefix that ends inside a character gives U+FFFD, so the characters of a
+    // token are found this way in ASCII text only (the byte tokenizer's test has the rest).
+    if (it == tokenizer_of.end() || c["case"] == "unicode") continue;
     const std::string where = c["template"].get<std::string>() + "/" + c["case"].get<std::string>();
     const auto tok = xg::text::load_tokenizer(dir + it->second);
     const ChatTemplate t = real_template(c["template"]);
@@ -131,6 +133,25 @@ TEST(TextChatSpans, HfTokensAreTrainedWhereTheirCharactersAre) {
     ++checked;
   }
   EXPECT_GE(checked, 15);
+}
+
+TEST(TextChatSpans, ATokenAcrossASpansEdgeIsTrained) {
+  // Byte-level BPE keeps a space with the word after it: " yes" is one token, though the space
+  // ends the generation prompt "assistant: " and "yes" is the reply. Tokenized whole, as TRL
+  // does, it overlaps the reply, so it is trained (transformers' char_to_token).
+  const auto tok = xg::text::load_tokenizer(std::string(XGRAD_FIXTURE_DIR) + "/tokenizers/qwen3");
+  ASSERT_EQ(tok->encode(" yes", false).size(), 1u);
+  const ChatTemplate t("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}");
+  const xg::finetune::RowFormat format{tok.get(), &t, ""};
+  const auto [ids, train] = format.tokens(messages_row(ordered_json::parse(
+      R"([{"role": "user", "content": "ok?"}, {"role": "assistant", "content": "yes"}])")));
+  std::vector<int64_t> trained;
+  for (std::size_t k = 0; k < ids.size(); ++k)
+    if (train[k]) trained.push_back(ids[k]);
+  EXPECT_EQ(tok->decode(trained, false), " yes\n");
+  EXPECT_EQ(ids, tok->encode("user: ok?\nassistant: yes\n", false));
+  EXPECT_EQ(t.assistant_spans(ordered_json::parse(R"([{"role": "user", "content": "ok?"}, {"role": "assistant", "content": "yes"}])"))[0].begin,
+            std::string("user: ok?\nassistant: ").size());
 }
 
 TEST(TextChatSpans, NamesReadAreTheVariablesATemplateUses) {

@@ -223,9 +223,13 @@ std::vector<ChatTemplate::Span> ChatTemplate::assistant_spans(const nlohmann::or
       for (std::size_t k = 0; k < common; ++k)
         if (full[end + k] == '>' || full[end + k] == '\n') eot = k + 1;
     }
+    // Whole UTF-8 characters: a bound where two renderings part may fall inside one.
+    while (begin > 0 && (static_cast<unsigned char>(full[begin]) & 0xC0) == 0x80) --begin;
+    std::size_t stop = end + eot;
+    while (stop < full.size() && (static_cast<unsigned char>(full[stop]) & 0xC0) == 0x80) ++stop;
     if (!spans.empty() && begin < spans.back().end)
       throw Error(str_cat("chat template: message ", i, " (assistant) is printed inside the previous assistant turn"));
-    spans.push_back({begin, end + eot});
+    spans.push_back({begin, stop});
   }
   return spans;
 }
