@@ -112,8 +112,9 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path, const 
   return from_tokenizer_config(config, file, name);
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                 const nlohmann::ordered_json& extra) const {
+std::string ChatTemplate::render_with(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                      const nlohmann::ordered_json& extra,
+                                      std::vector<std::pair<std::size_t, std::size_t>>* generation) const {
   if (!messages.is_array()) throw Error("chat template: messages must be a JSON array");
   if (!extra.is_object()) throw Error("chat template: the extra variables must be a JSON object");
   jinja::Dict context;
@@ -123,7 +124,12 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   context.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   for (const auto& [k, v] : special_tokens_.items) context.set(k, v);
   for (const auto& [k, v] : extra.items()) context.set(k, jinja::from_json(v));
-  return template_.render(context);
+  return template_.render(context, generation);
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) const {
+  return render_with(messages, add_generation_prompt, extra, nullptr);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
@@ -162,8 +168,10 @@ ChatSplit ChatTemplate::render_split(const nlohmann::ordered_json& messages, std
   return {prompt, full.substr(prompt.size())};
 }
 
-// How the assistant spans are found, without asking anything of the template (no real
-// model's template has transformers' {% generation %} blocks). For assistant message i:
+// How the assistant spans are found. A template with {% generation %} blocks (TRL's training
+// templates) says it: the spans are the text those blocks print, as transformers'
+// return_assistant_tokens_mask takes them. Otherwise (no real model's template has them), for
+// assistant message i:
 //  - its content: the conversation is rendered again with that content replaced by a marker.
 //    Where that rendering departs from the real one (at the latest where the marker starts)
 //    and where they meet again (at the earliest where it ends) bound what the content
@@ -184,6 +192,13 @@ ChatSplit ChatTemplate::render_split(const nlohmann::ordered_json& messages, std
 std::vector<ChatTemplate::Span> ChatTemplate::assistant_spans(const nlohmann::ordered_json& messages,
                                                               const nlohmann::ordered_json& extra) const {
   if (!messages.is_array()) throw Error("chat template: messages must be a JSON array");
+  if (template_.has_generation()) {  // the template says which text is the assistant's
+    std::vector<std::pair<std::size_t, std::size_t>> blocks;
+    render_with(messages, false, extra, &blocks);
+    std::vector<Span> spans;
+    for (const auto& [b, e] : blocks) spans.push_back({b, e});
+    return spans;
+  }
   static const std::string kMarker = "XgradAssistantContentMarkerQz";
   // [begin, end) of message i's content in the rendering `real` of `msgs`.
   auto content_bounds = [&](const nlohmann::ordered_json& msgs, std::size_t i, const std::string& real) {

@@ -74,7 +74,7 @@ class ChatTemplate {
 
   // Where every assistant message's content and its end of turn lie in render(messages,
   // false): byte ranges [begin, end), in order, one per assistant message (TRL's
-  // assistant_only_loss). How they are found is said in chat_template.cpp; a template that
+  // assistant_only_loss); for a template with {% generation %} blocks, the text they print. How they are found is said in chat_template.cpp; a template that
   // hides or rewrites an assistant's content so that it cannot be found is an error naming
   // the message.
   struct Span {
@@ -95,6 +95,10 @@ class ChatTemplate {
 
  private:
   ChatTemplate(const std::string& source, jinja::Dict special_tokens);
+  // render, with the byte ranges of the {% generation %} blocks' output when `generation` is set.
+  std::string render_with(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                          const nlohmann::ordered_json& extra,
+                          std::vector<std::pair<std::size_t, std::size_t>>* generation) const;
   std::string source_;
   jinja::Template template_;
   jinja::Dict special_tokens_;
