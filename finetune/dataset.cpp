@@ -146,7 +146,14 @@ const text::Tokenizer& RowFormat::tok() const {
 
 std::vector<int64_t> RowFormat::prompt_ids(const std::string& prompt) const {
   if (!chat_template) return encode_prompt(tok(), prompt);
-  return tok().encode(chat_template->render_prompt(user_turn(system, prompt)), /*add_special_tokens=*/false);
+  return tok().encode(chat_template->render_prompt(user_turn(system, prompt), template_vars), /*add_special_tokens=*/false);
+}
+
+std::vector<int64_t> RowFormat::prompt_ids(const GrpoExample& row) const {
+  if (row.prompt_messages.is_null()) return prompt_ids(row.prompt);
+  check(chat_template != nullptr, "conversational rows are rendered by a chat template, and there is none (the ",
+        "base carries none, or --chat-template none): give --chat-template FILE");
+  return tok().encode(chat_template->render(row.prompt_messages, true, template_vars), /*add_special_tokens=*/false);
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> RowFormat::row_ids(const std::string& prompt,

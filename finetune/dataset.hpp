@@ -82,7 +82,14 @@ struct DpoExample {
 // A preference row's two sequences as SFT rows: prompt + chosen, prompt + rejected.
 SftExample chosen_row(const DpoExample& r);
 SftExample rejected_row(const DpoExample& r);
-struct GrpoExample { std::string prompt; std::vector<std::string> answers; };
+// A GRPO row: a prompt to sample completions of, and the answers its rewards check them against.
+struct GrpoExample {
+  GrpoExample() = default;
+  GrpoExample(std::string p, std::vector<std::string> a) : prompt(std::move(p)), answers(std::move(a)) {}
+  std::string prompt;
+  std::vector<std::string> answers;
+  nlohmann::ordered_json prompt_messages;  // a conversational prompt (TRL's), rendered with the generation prompt; else null
+};
 
 // JSONL, one object per line (blank lines are skipped), in the formats TRL reads, told apart
 // by the first row's fields (`format`, optional, receives its name for the startup line):
@@ -94,7 +101,7 @@ struct GrpoExample { std::string prompt; std::vector<std::string> answers; };
 //   DPO:  {"prompt", "chosen", "rejected"} as strings (xgrad's own) or message lists, or
 //         {"chosen", "rejected"} alone (implicit prompt: their common start, as TRL's
 //         extract_prompt takes it: whole messages, or characters with a space left to the answers)
-//   GRPO: {"prompt": "...", "answers": ["...", ...]}
+//   GRPO: {"prompt": "..." or [messages], "answers": ["...", ...]}
 // Every row must be of the first row's format. Conversations hold objects with a "role"
 // (system, user, assistant, tool) and a string "content"; a system message only first, the
 // first other a user's, an assistant's after a user's or a tool's, a tool's after an
@@ -106,7 +113,8 @@ std::vector<SftExample> read_sft_jsonl(const std::string& path, std::vector<int6
                                        std::string* format = nullptr);
 std::vector<DpoExample> read_dpo_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr,
                                        std::string* format = nullptr);
-std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr);
+std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr,
+                                         std::string* format = nullptr);
 
 // The plain prompt format every stage uses without a chat template: the tokenizer's special
 // tokens of a single text around prompt + "\n" (the byte tokenizer: BOS, the prompt's bytes,
@@ -133,6 +141,9 @@ struct RowFormat {
   const text::Tokenizer& tok() const;
   // The ids a model generates from (GRPO, xg-generate's instruct format).
   std::vector<int64_t> prompt_ids(const std::string& prompt) const;
+  // A GRPO row's: its conversational prompt rendered with the generation prompt (an error
+  // without a chat template), else prompt_ids(row.prompt).
+  std::vector<int64_t> prompt_ids(const GrpoExample& row) const;
   // The prompt's ids and the response's (what the loss trains on), prompt first.
   std::pair<std::vector<int64_t>, std::vector<int64_t>> row_ids(const std::string& prompt,
                                                                 const std::string& response) const;

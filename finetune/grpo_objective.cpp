@@ -61,8 +61,8 @@ Tensor completion_labels(const Completions& c) {
   return labels;
 }
 
-Tensor prompt_batch(const RowFormat& format, const std::string& prompt, int64_t rows) {
-  std::vector<int64_t> ids = format.prompt_ids(prompt), all;
+Tensor prompt_batch(const RowFormat& format, const GrpoExample& row, int64_t rows) {
+  std::vector<int64_t> ids = format.prompt_ids(row), all;
   for (int64_t r = 0; r < rows; ++r) all.insert(all.end(), ids.begin(), ids.end());
   return from_vector(all, {rows, static_cast<int64_t>(ids.size())});
 }
@@ -117,7 +117,7 @@ Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, co
   double reward = 0, exact = 0, sampled = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const GrpoExample& row = rows[i];
-    Tensor prompt = prompt_batch(task.format, row.prompt, 1);
+    Tensor prompt = prompt_batch(task.format, row, 1);
     const int64_t n_new = room(model, prompt.shape()[1], task.max_new_tokens);
     nn::GenerateOptions g;
     g.temperature = 0;  // greedy
@@ -128,7 +128,7 @@ Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, co
 
     g.temperature = task.temperature;
     g.seed = 0x5EED0000u + i;  // fixed per row: every evaluation draws with the same seeds
-    Tensor group = prompt_batch(task.format, row.prompt, task.group_size);
+    Tensor group = prompt_batch(task.format, row, task.group_size);
     const Completions s = split_completions(tok, model.generate(group, n_new, g), group.shape()[1]);
     for (const std::string& text : s.texts)
       sampled += weighted_reward(rewards, text, row.answers) / static_cast<double>(task.group_size);
@@ -149,7 +149,7 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
     const text::Tokenizer& tok = task.format.tok();
     const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
-    Tensor prompt = prompt_batch(task.format, row.prompt, task.group_size);
+    Tensor prompt = prompt_batch(task.format, row, task.group_size);
     nn::GenerateOptions g;
     g.temperature = task.temperature;
     g.seed = rng.next_u64();

@@ -282,25 +282,37 @@ std::vector<DpoExample> read_dpo_jsonl(const std::string& path, std::vector<int6
   return read_jsonl(path, lines, format, formats, "DPO");
 }
 
-std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines) {
+std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines, std::string* format) {
+  // The answers of a row: a non-empty list of strings.
+  static const auto answers_of = [](const ojson& r, const std::string& w) {
+    std::vector<std::string> out;
+    auto it = r.find("answers");
+    if (it == r.end()) throw Error(str_cat(w, ": missing field \"answers\" (expected a list of strings)"));
+    if (!it->is_array() || it->empty())
+      throw Error(str_cat(w, ": field \"answers\" must be a non-empty list of strings, got ",
+                          it->is_array() ? "an empty list" : it->type_name()));
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      if (!(*it)[i].is_string()) throw Error(str_cat(w, ": answers[", i, "] must be a string, got ", (*it)[i].type_name()));
+      out.push_back((*it)[i].get<std::string>());
+    }
+    return out;
+  };
   static const std::vector<Format<GrpoExample>> formats = {
-      {"{prompt, answers}", [](const ojson& r) { return has(r, "prompt") && has(r, "answers"); },
+      {"conversational {prompt, answers}", [](const ojson& r) { return is_list(r, "prompt") && has(r, "answers"); },
        [](const ojson& r, const std::string& w) {
-         GrpoExample ex{string_field(r, "prompt", w), {}};
-         auto it = r.find("answers");
-         if (it == r.end()) throw Error(str_cat(w, ": missing field \"answers\" (expected a list of strings)"));
-         if (!it->is_array() || it->empty())
-           throw Error(str_cat(w, ": field \"answers\" must be a non-empty list of strings, got ",
-                               it->is_array() ? "an empty list" : it->type_name()));
-         for (std::size_t i = 0; i < it->size(); ++i) {
-           if (!(*it)[i].is_string())
-             throw Error(str_cat(w, ": answers[", i, "] must be a string, got ", (*it)[i].type_name()));
-           ex.answers.push_back((*it)[i].get<std::string>());
-         }
+         const std::vector<Msg> prompt = message_list(r, "prompt", w);
+         check_order(prompt, w);
+         const std::string last = role_of(prompt.back());
+         if (last != "user" && last != "tool")
+           throw Error(str_cat(w, ": ", prompt.back().at, " (", last, "): a prompt must end with a user or tool message"));
+         GrpoExample ex("", answers_of(r, w));
+         ex.prompt_messages = to_json(prompt);
          return ex;
        }},
+      {"{prompt, answers}", [](const ojson& r) { return has(r, "prompt") && has(r, "answers"); },
+       [](const ojson& r, const std::string& w) { return GrpoExample(string_field(r, "prompt", w), answers_of(r, w)); }},
   };
-  return read_jsonl(path, lines, nullptr, formats, "GRPO");
+  return read_jsonl(path, lines, format, formats, "GRPO");
 }
 
 SftExample chosen_row(const DpoExample& r) {

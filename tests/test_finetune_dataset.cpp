@@ -424,3 +424,28 @@ TEST(FinetuneDatasetFormats, ChatTemplateFromAFileTakesTheBasesSpecialTokens) {
 }
 
 }  // namespace chat_template_file_test
+
+namespace grpo_conversation_test {
+
+using nlohmann::ordered_json;
+
+TEST(FinetuneDatasetFormats, GrpoPromptsMayBeConversations) {
+  std::string format;
+  const auto rows = read_grpo_jsonl(write_file("grpo.jsonl",
+      R"({"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}], "answers": ["2"]})" "\n"),
+      nullptr, &format);
+  EXPECT_EQ(format, "conversational {prompt, answers}");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].answers, (std::vector<std::string>{"2"}));
+  const ByteTokenizer tok;
+  const xg::text::ChatTemplate chat(
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}");
+  const RowFormat f{&tok, &chat, ""};
+  const std::string want = "<system>Be brief.</s>\n<user>1+1?</s>\n<assistant>";
+  EXPECT_EQ(f.prompt_ids(rows[0]), std::vector<int64_t>(want.begin(), want.end()));
+  EXPECT_XG_ERROR(RowFormat{}.prompt_ids(rows[0]), "conversational rows are rendered by a chat template");
+  const std::string bad = write_file("bad.jsonl", R"({"prompt": [{"role": "assistant", "content": "2"}], "answers": ["2"]})" "\n");
+  EXPECT_XG_ERROR(read_grpo_jsonl(bad), bad + ":1: prompt[0] (assistant) is out of order");
+}
+
+}  // namespace grpo_conversation_test

@@ -876,6 +876,27 @@ TEST(XgFinetune, BadRowsAndUnknownTemplateVariablesAreRefusedBeforeTraining) {
   EXPECT_EQ(ok.status, 0) << ok.err << ok.out;
 }
 
+TEST(XgFinetune, GrpoSamplesFromConversationalPrompts) {
+  const fs::path d = xg::test::fresh_test_dir("grpo_conversations");
+  const fs::path base = tiny_base(d);
+  std::ofstream(d / "chat.jinja") << kShortTemplate;
+  std::vector<json> rows;
+  for (const std::string& w : kTrainWords) rows.push_back({{"prompt", {turn("user", "Say " + w + ".")}}, {"answers", {w}}});
+  write_lines(d / "train.jsonl", rows);
+  CliRun r = run("xg-finetune", "--objective grpo --base " + base.string() + " --chat-template " + (d / "chat.jinja").string() +
+                                    " --data " + (d / "train.jsonl").string() + " --eval-data " + (d / "train.jsonl").string() +
+                                    " --out " + (d / "out").string() +
+                                    " --steps 2 --warmup 0 --group-size 2 --max-new-tokens 4 --grad-accum 2 --eval-rows 2 --reward prefix");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("conversational {prompt, answers} rows"), std::string::npos) << r.out;
+  EXPECT_EQ(eval_records(d / "out" / "log.jsonl", "sampled_reward").size(), 2u);
+  // Without a template to render them, refused before anything runs.
+  expect_one_line_error(run("xg-finetune", "--objective grpo --base " + base.string() + " --data " +
+                                               (d / "train.jsonl").string() + " --out " + (d / "none").string()),
+                        1, (d / "train.jsonl").string() + ":1: conversational rows are rendered by a chat template");
+  EXPECT_FALSE(fs::exists(d / "none"));
+}
+
 TEST(XgFinetune, GrpoSumsWeightedRewardsAndLogsEach) {
   const fs::path d = xg::test::fresh_test_dir("grpo_rewards");
   const fs::path base = tiny_base(d);

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
     ("data", po::value(&f.data)->required(),
      "training JSONL in TRL's formats, told by the first row: sft {messages} | {text} | {prompt, completion} (strings "
      "or message lists) | {prompt, response}; dpo {prompt, chosen, rejected} (strings or message lists) | {chosen, "
-     "rejected} (implicit prompt); grpo {prompt, answers}")
+     "rejected} (implicit prompt); grpo {prompt, answers} (prompt a string or a message list)")
     ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
     ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
     ("chat-template", po::value(&f.chat_template)->default_value(f.chat_template),
@@ -307,8 +307,8 @@ int main(int argc, char** argv) {
           if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data, &eval_lines, &eval_format);
           rows = static_cast<int64_t>(dpo_train.size());
         } else {
-          grpo_train = ft::read_grpo_jsonl(f.data, &train_lines);
-          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines);
+          grpo_train = ft::read_grpo_jsonl(f.data, &train_lines, &data_format);
+          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines, &eval_format);
           rows = static_cast<int64_t>(grpo_train.size());
         }
         if (f.epochs > 0 && !f.packing) {
@@ -372,13 +372,12 @@ int main(int argc, char** argv) {
           check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return dpo_len(dpo_eval[i]); }, "the row", true);
         } else {
           // + 1: the completion needs a position too. GRPO's prompts are never cut (--max-len does not apply).
-          auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r.prompt).size()) + 1; };
-          if (positions >= 0) {
-            check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); },
-                       "the prompt (with one completion token)", false);
-            check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
-                       "the prompt (with one completion token)", false);
-          }
+          auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r).size()) + 1; };
+          // Every prompt is rendered once now, so a row the template refuses names its line.
+          check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); },
+                     "the prompt (with one completion token)", false);
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
+                     "the prompt (with one completion token)", false);
         }
         // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
         // rejected, and the reference without adapters), or a GRPO group of completions.
