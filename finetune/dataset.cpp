@@ -1,6 +1,6 @@
-// TextDataset (byte tokens of a file, random and sequential windows), the JSONL readers
-// (nlohmann-json, errors "path:line: ..."), the row formats (plain or chat template) and SFT/DPO
-// collation.
+// TextDataset (byte tokens of a file, random and sequential windows), the row formats (plain,
+// raw text or chat template: which ids a row has and which of them are trained on) and SFT/DPO
+// collation. The JSONL readers are in jsonl_rows.cpp.
 #include "finetune/dataset.hpp"
 
 #include <nlohmann/json.hpp>
@@ -12,63 +12,14 @@
 #include <tuple>
 
 #include "autograd/error.hpp"
+#include "finetune/detail/read_all.hpp"
 #include "finetune/detail/seq.hpp"
+#include "io/read_file.hpp"
 #include "text/chat_template.hpp"
 
 namespace xg::finetune {
 
 namespace {
-
-using json = nlohmann::json;
-
-std::string read_all(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(str_cat(path, ": is a folder, expected a file"));
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error(str_cat(path, ": cannot open file"));
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw Error(str_cat(path, ": read error"));
-  return s;
-}
-
-const char* json_type(const json& v) { return v.type_name(); }
-
-std::string string_field(const json& row, const char* key, const std::string& where) {
-  auto it = row.find(key);
-  if (it == row.end()) throw Error(str_cat(where, ": missing field \"", key, "\" (expected a string)"));
-  if (!it->is_string())
-    throw Error(str_cat(where, ": field \"", key, "\" must be a string, got ", json_type(*it)));
-  return it->get<std::string>();
-}
-
-// Calls make(row, "path:line") for each non-blank line's JSON object.
-template <class Row, class Make>
-std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines, Make make) {
-  const std::string text = read_all(path);
-  std::vector<Row> rows;
-  std::size_t start = 0;
-  int64_t line_no = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    ++line_no;
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = str_cat(path, ":", line_no);
-    json row;
-    try {
-      row = json::parse(line);
-    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
-      throw Error(str_cat(where, ": invalid JSON (", e.what(), ")"));
-    }
-    if (!row.is_object()) throw Error(str_cat(where, ": expected a JSON object, got ", json_type(row)));
-    rows.push_back(make(row, where));
-    if (lines) lines->push_back(line_no);
-  }
-  if (rows.empty()) throw Error(str_cat(path, ": no rows (the file is empty)"));
-  return rows;
-}
 
 Tensor int_tensor(const std::vector<int64_t>& v, const Shape& shape) { return from_vector(v, shape); }
 
@@ -85,7 +36,7 @@ SftBatch pad(const RowFormat& format, const std::vector<Seq>& seqs) {
       const std::size_t i = static_cast<std::size_t>(b * T) + t;
       ids[i] = s.ids[t];
       mask[i] = 1;
-      if (static_cast<int64_t>(t) >= s.prompt_len) labels[i] = s.ids[t];
+      if (s.train[t]) labels[i] = s.ids[t];
     }
   }
   return {int_tensor(ids, {B, T}), int_tensor(labels, {B, T}), int_tensor(plen, {B}), int_tensor(mask, {B, T})};
@@ -106,14 +57,28 @@ void check_collate(const char* fn, std::size_t rows, int64_t max_len) {
 
 }  // namespace
 
-Seq make_seq(const RowFormat& format, const std::string& prompt, const std::string& response, int64_t max_len) {
+std::string read_all(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(str_cat(path, ": is a folder, expected a file"));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(str_cat(path, ": cannot open file"));
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw Error(str_cat(path, ": read error"));
+  return s;
+}
+
+Seq make_seq(const RowFormat& format, const SftExample& row, int64_t max_len) {
   Seq s;
-  std::vector<int64_t> resp;
-  std::tie(s.ids, resp) = format.row_ids(prompt, response);
-  s.prompt_len = std::min<int64_t>(static_cast<int64_t>(s.ids.size()), max_len - 1);
-  s.ids.resize(static_cast<std::size_t>(s.prompt_len));
-  const int64_t keep = std::min<int64_t>(static_cast<int64_t>(resp.size()), max_len - s.prompt_len);
-  s.ids.insert(s.ids.end(), resp.begin(), resp.begin() + keep);
+  std::tie(s.ids, s.train) = format.tokens(row);
+  const int64_t n = static_cast<int64_t>(s.ids.size());
+  int64_t lead = 0;  // ids before the first trained one
+  while (lead < n && !s.train[static_cast<std::size_t>(lead)]) ++lead;
+  s.prompt_len = std::min<int64_t>(lead, max_len - 1);
+  const int64_t keep = std::min<int64_t>(n - lead, max_len - s.prompt_len);
+  s.ids.erase(s.ids.begin() + s.prompt_len, s.ids.begin() + lead);
+  s.train.erase(s.train.begin() + s.prompt_len, s.train.begin() + lead);
+  s.ids.resize(static_cast<std::size_t>(s.prompt_len + keep));
+  s.train.resize(s.ids.size());
   return s;
 }
 
@@ -166,37 +131,6 @@ LmBatch TextDataset::batch_at(int64_t index, int64_t batch, int64_t seq_len) con
   return {from_vector(x, {B, seq_len}), from_vector(y, {B, seq_len})};
 }
 
-// ---- JSONL -------------------------------------------------------------------------------
-
-std::vector<SftExample> read_sft_jsonl(const std::string& path, std::vector<int64_t>* lines) {
-  return read_jsonl<SftExample>(path, lines, [](const json& r, const std::string& w) {
-    return SftExample{string_field(r, "prompt", w), string_field(r, "response", w)};
-  });
-}
-
-std::vector<DpoExample> read_dpo_jsonl(const std::string& path, std::vector<int64_t>* lines) {
-  return read_jsonl<DpoExample>(path, lines, [](const json& r, const std::string& w) {
-    return DpoExample{string_field(r, "prompt", w), string_field(r, "chosen", w), string_field(r, "rejected", w)};
-  });
-}
-
-std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines) {
-  return read_jsonl<GrpoExample>(path, lines, [](const json& r, const std::string& w) {
-    GrpoExample ex{string_field(r, "prompt", w), {}};
-    auto it = r.find("answers");
-    if (it == r.end()) throw Error(str_cat(w, ": missing field \"answers\" (expected a list of strings)"));
-    if (!it->is_array() || it->empty())
-      throw Error(str_cat(w, ": field \"answers\" must be a non-empty list of strings, got ",
-                          it->is_array() ? "an empty list" : json_type(*it)));
-    for (std::size_t i = 0; i < it->size(); ++i) {
-      if (!(*it)[i].is_string())
-        throw Error(str_cat(w, ": answers[", i, "] must be a string, got ", json_type((*it)[i])));
-      ex.answers.push_back((*it)[i].get<std::string>());
-    }
-    return ex;
-  });
-}
-
 // ---- the plain format ---------------------------------------------------------------------
 
 std::vector<int64_t> encode_prompt(const text::Tokenizer& tok, const std::string& prompt) {
@@ -212,7 +146,14 @@ const text::Tokenizer& RowFormat::tok() const {
 
 std::vector<int64_t> RowFormat::prompt_ids(const std::string& prompt) const {
   if (!chat_template) return encode_prompt(tok(), prompt);
-  return tok().encode(chat_template->render_prompt(user_turn(system, prompt)), /*add_special_tokens=*/false);
+  return tok().encode(chat_template->render_prompt(user_turn(system, prompt), template_vars), /*add_special_tokens=*/false);
+}
+
+std::vector<int64_t> RowFormat::prompt_ids(const GrpoExample& row) const {
+  if (row.prompt_messages.is_null()) return prompt_ids(row.prompt);
+  check(chat_template != nullptr, "conversational rows are rendered by a chat template, and there is none (the ",
+        "base carries none, or --chat-template none): give --chat-template FILE");
+  return tok().encode(chat_template->render(row.prompt_messages, true, template_vars), /*add_special_tokens=*/false);
 }
 
 std::pair<std::vector<int64_t>, std::vector<int64_t>> RowFormat::row_ids(const std::string& prompt,
@@ -227,8 +168,82 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> RowFormat::row_ids(const s
   }
   std::vector<text::ChatMessage> messages = user_turn(system, prompt);
   messages.push_back({"assistant", response});
-  const text::ChatSplit split = chat_template->render_split(messages);
+  const text::ChatSplit split = chat_template->render_split(text::messages_json(messages), messages.size() - 1, template_vars);
   return {t.encode(split.prompt, false), t.encode(split.completion, false)};
+}
+
+std::pair<std::vector<int64_t>, std::vector<uint8_t>> RowFormat::tokens(const SftExample& row) const {
+  const text::Tokenizer& t = tok();
+  std::vector<int64_t> ids;
+  std::vector<uint8_t> train;
+  auto add = [&](const std::vector<int64_t>& part, bool trained) {
+    ids.insert(ids.end(), part.begin(), part.end());
+    train.insert(train.end(), part.size(), trained || !completion_only);
+  };
+  // Rendered text: tokenized whole, as TRL tokenizes it; the tokens that overlap a trained
+  // byte range [cuts[2j], cuts[2j + 1]) are trained (transformers' char_to_token). Where a cut
+  // falls is found by tokenizing the text before it: the ids the whole text starts with lie
+  // before the cut, and when that text tokenizes otherwise, the next id straddles the cut
+  // (Mistral's " Hi" is one token "▁Hi" across the end of "[/INST]").
+  auto add_text = [&](const std::string& text, const std::vector<std::size_t>& cuts) {
+    const std::vector<int64_t> all = t.encode(text, false);
+    auto before = [&](std::size_t cut) -> std::pair<std::size_t, bool> {
+      if (cut == 0) return {0, false};
+      if (cut >= text.size()) return {all.size(), false};
+      const std::vector<int64_t> head = t.encode(text.substr(0, cut), false);
+      std::size_t k = 0;
+      while (k < head.size() && k < all.size() && head[k] == all[k]) ++k;
+      return {k, k < head.size()};
+    };
+    std::vector<uint8_t> trained(all.size(), 0);
+    for (std::size_t i = 0; i + 1 < cuts.size(); i += 2) {
+      const std::size_t first = before(cuts[i]).first;
+      const auto [end, straddles] = before(cuts[i + 1]);
+      for (std::size_t k = first; k < std::min(all.size(), end + (straddles ? 1 : 0)); ++k) trained[k] = 1;
+    }
+    ids.insert(ids.end(), all.begin(), all.end());
+    for (uint8_t v : trained) train.push_back(v || !completion_only);
+  };
+  switch (row.style) {
+    case RowStyle::Plain: {
+      const auto [p, r] = row_ids(row.prompt, row.response);
+      add(p, false);
+      add(r, true);
+      break;
+    }
+    case RowStyle::Raw: {
+      // TRL's standard rows: the text as it is, the tokenizer's special tokens of a single
+      // text around it (BOS), and EOS after the completion; a text row is all completion.
+      check(t.eos_id() >= 0, "text and prompt/completion rows end with EOS, but the tokenizer has no EOS token ",
+            "(give tokenizer_config.json an eos_token)");
+      if (row.prompt.empty()) {
+        add(t.encode(row.response, true), true);
+      } else {
+        add(t.encode(row.prompt, true), false);
+        add(t.encode(row.response, false), true);
+      }
+      add({t.eos_id()}, true);
+      break;
+    }
+    case RowStyle::Conversation: {
+      check(chat_template != nullptr, "conversational rows are rendered by a chat template, and there is none (the ",
+            "base carries none, or --chat-template none): give --chat-template FILE");
+      if (row.prompt_messages >= 0) {
+        const text::ChatSplit split =
+            chat_template->render_split(row.messages, static_cast<std::size_t>(row.prompt_messages), template_vars);
+        add_text(split.prompt + split.completion, {split.prompt.size(), split.prompt.size() + split.completion.size()});
+      } else {
+        std::vector<std::size_t> cuts;
+        for (const text::ChatTemplate::Span& sp : chat_template->assistant_spans(row.messages, template_vars)) {
+          cuts.push_back(sp.begin);
+          cuts.push_back(sp.end);
+        }
+        add_text(chat_template->render(row.messages, false, template_vars), cuts);
+      }
+      break;
+    }
+  }
+  return {ids, train};
 }
 
 int64_t RowFormat::pad_id() const {
@@ -236,9 +251,36 @@ int64_t RowFormat::pad_id() const {
   return t.pad_id() >= 0 ? t.pad_id() : t.eos_id() >= 0 ? t.eos_id() : 0;
 }
 
-std::unique_ptr<text::ChatTemplate> chat_template_for(const io::ModelSource& base, const std::string& mode) {
-  check(mode == "auto" || mode == "none", "--chat-template: expected auto or none, got '", mode, "'");
-  return mode == "none" ? nullptr : text::load_chat_template(base);
+std::unique_ptr<text::ChatTemplate> chat_template_for(const io::ModelSource& base, const std::string& mode,
+                                                      const text::Tokenizer* tok) {
+  if (mode == "none") return nullptr;
+  if (mode == "auto") return text::load_chat_template(base);
+  // A file: FILE, or FILE:NAME for a named template of a tokenizer_config.json's list.
+  std::string path = mode, name = "default";
+  std::error_code ec;
+  const std::size_t colon = mode.rfind(':');
+  if (!std::filesystem::exists(path, ec) && colon != std::string::npos && colon > 0) {
+    path = mode.substr(0, colon);
+    name = mode.substr(colon + 1);
+  }
+  check(std::filesystem::exists(path, ec), "--chat-template: expected auto, none or a template file (a Jinja file or a ",
+        "tokenizer_config.json), got '", mode, "' (no such file)");
+  // The special tokens the template may print: the base's tokenizer_config.json's, else its
+  // tokenizer's BOS and EOS.
+  text::jinja::Dict special;
+  if (!base.tokenizer_config_file.empty()) {
+    const std::string& cfg = base.tokenizer_config_file;
+    try {
+      special = text::special_tokens_of(nlohmann::ordered_json::parse(io::read_file(cfg, "--chat-template")), cfg);
+    } catch (const nlohmann::ordered_json::exception& e) {
+      throw Error(str_cat(cfg, ": invalid JSON (", e.what(), ")"));
+    }
+  }
+  if (tok) {
+    if (!special.find("bos_token") && tok->bos_id() >= 0) special.set("bos_token", tok->id_to_token(tok->bos_id()));
+    if (!special.find("eos_token") && tok->eos_id() >= 0) special.set("eos_token", tok->id_to_token(tok->eos_id()));
+  }
+  return std::make_unique<text::ChatTemplate>(text::ChatTemplate::from_file(path, special, name));
 }
 
 // ---- collation ---------------------------------------------------------------------------
@@ -246,7 +288,7 @@ std::unique_ptr<text::ChatTemplate> chat_template_for(const io::ModelSource& bas
 SftBatch collate_sft(const RowFormat& format, const std::vector<SftExample>& rows, int64_t max_len) {
   check_collate("collate_sft", rows.size(), max_len);
   std::vector<Seq> seqs;
-  for (const auto& r : rows) seqs.push_back(make_seq(format, r.prompt, r.response, max_len));
+  for (const auto& r : rows) seqs.push_back(make_seq(format, r, max_len));
   return pad(format, seqs);
 }
 
@@ -257,8 +299,8 @@ SftBatch collate_sft(const text::Tokenizer& tok, const std::vector<SftExample>& 
 SftBatch collate_dpo(const RowFormat& format, const std::vector<DpoExample>& rows, int64_t max_len) {
   check_collate("collate_dpo", rows.size(), max_len);
   std::vector<Seq> seqs;
-  for (const auto& r : rows) seqs.push_back(make_seq(format, r.prompt, r.chosen, max_len));
-  for (const auto& r : rows) seqs.push_back(make_seq(format, r.prompt, r.rejected, max_len));
+  for (const auto& r : rows) seqs.push_back(make_seq(format, chosen_row(r), max_len));
+  for (const auto& r : rows) seqs.push_back(make_seq(format, rejected_row(r), max_len));
   return pad(format, seqs);
 }
 

@@ -1,5 +1,5 @@
-// attach_grpo / grpo_eval / grpo_reward: Group Relative Policy Optimization with a verifiable
-// reward, sampling with the KV-cache generator, KL to the adapter-disabled reference.
+// attach_grpo / grpo_eval / grpo_reward: Group Relative Policy Optimization with verifiable
+// rewards (finetune/rewards.hpp), sampling with the KV-cache generator, KL to the adapter-disabled reference.
 #include <algorithm>
 
 #include "autograd/error.hpp"
@@ -61,8 +61,8 @@ Tensor completion_labels(const Completions& c) {
   return labels;
 }
 
-Tensor prompt_batch(const RowFormat& format, const std::string& prompt, int64_t rows) {
-  std::vector<int64_t> ids = format.prompt_ids(prompt), all;
+Tensor prompt_batch(const RowFormat& format, const GrpoExample& row, int64_t rows) {
+  std::vector<int64_t> ids = format.prompt_ids(row), all;
   for (int64_t r = 0; r < rows; ++r) all.insert(all.end(), ids.begin(), ids.end());
   return from_vector(all, {rows, static_cast<int64_t>(ids.size())});
 }
@@ -94,6 +94,15 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
   return best;
 }
 
+namespace {
+
+// The task's rewards, "exact" when it names none.
+std::vector<Reward> rewards_of(const GrpoTask& task) {
+  return task.rewards.empty() ? std::vector<Reward>{builtin_reward("exact")} : task.rewards;
+}
+
+}  // namespace
+
 losses::GrpoLossType grpo_loss_type(const std::string& name) {
   if (name == "grpo") return losses::GrpoLossType::Grpo;
   if (name == "bnpo") return losses::GrpoLossType::Bnpo;
@@ -104,24 +113,25 @@ losses::GrpoLossType grpo_loss_type(const std::string& name) {
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task) {
   check(!rows.empty(), "grpo_eval: no rows");
   const text::Tokenizer& tok = task.format.tok();
+  const std::vector<Reward> rewards = rewards_of(task);
   double reward = 0, exact = 0, sampled = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const GrpoExample& row = rows[i];
-    Tensor prompt = prompt_batch(task.format, row.prompt, 1);
+    Tensor prompt = prompt_batch(task.format, row, 1);
     const int64_t n_new = room(model, prompt.shape()[1], task.max_new_tokens);
     nn::GenerateOptions g;
     g.temperature = 0;  // greedy
     g.eos_id = tok.eos_id();
     const Completions c = split_completions(tok, model.generate(prompt, n_new, g), prompt.shape()[1]);
-    reward += grpo_reward(task.reward, c.texts[0], row.answers);
+    reward += weighted_reward(rewards, c.texts[0], row.answers);
     exact += grpo_reward("exact", c.texts[0], row.answers);
 
     g.temperature = task.temperature;
     g.seed = 0x5EED0000u + i;  // fixed per row: every evaluation draws with the same seeds
-    Tensor group = prompt_batch(task.format, row.prompt, task.group_size);
+    Tensor group = prompt_batch(task.format, row, task.group_size);
     const Completions s = split_completions(tok, model.generate(group, n_new, g), group.shape()[1]);
     for (const std::string& text : s.texts)
-      sampled += grpo_reward(task.reward, text, row.answers) / static_cast<double>(task.group_size);
+      sampled += weighted_reward(rewards, text, row.answers) / static_cast<double>(task.group_size);
   }
   const double n = static_cast<double>(rows.size());
   return {{"reward", reward / n}, {"exact_match", exact / n}, {"sampled_reward", sampled / n}};
@@ -134,12 +144,12 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   check(task.temperature > 0, "--temperature: GRPO samples, so it must be > 0, got ", task.temperature);
   check(task.clip_eps > 0, "--clip-eps must be > 0, got ", task.clip_eps);
   check(task.beta >= 0, "--beta must be >= 0, got ", task.beta);
-  grpo_reward(task.reward, "", {});  // validates the reward's name now, not at the first step
+  for (const Reward& r : task.rewards) check(static_cast<bool>(r.fn), "GRPO: reward '", r.name, "' has no function");
   check(!lora_adapters(model).empty(), "GRPO: the model has no LoRA adapters (the reference is the model without them)");
   loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
     const text::Tokenizer& tok = task.format.tok();
     const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
-    Tensor prompt = prompt_batch(task.format, row.prompt, task.group_size);
+    Tensor prompt = prompt_batch(task.format, row, task.group_size);
     nn::GenerateOptions g;
     g.temperature = task.temperature;
     g.seed = rng.next_u64();
@@ -147,8 +157,16 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
     const Completions c =
         split_completions(tok, model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g),
                           prompt.shape()[1]);
-    std::vector<double> rewards;
-    for (const std::string& text : c.texts) rewards.push_back(grpo_reward(task.reward, text, row.answers));
+    // Each reward function's scores, then their weighted sums.
+    const std::vector<Reward> funcs = rewards_of(task);
+    std::vector<double> rewards(c.texts.size(), 0.0);
+    Metrics per_reward;
+    for (const Reward& r : funcs)
+      for (std::size_t i = 0; i < c.texts.size(); ++i) {
+        const double v = r.fn(c.texts[i], row.answers);
+        rewards[i] += r.weight * v;
+        if (funcs.size() > 1) per_reward["rewards/" + r.name] += v / static_cast<double>(c.texts.size());
+      }
     const Tensor adv = losses::compute_grpo_advantages(from_vector(rewards, {1, task.group_size})).reshape({task.group_size});
 
     const Tensor targets = losses::shift_labels(completion_labels(c));
@@ -174,7 +192,9 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
       tokens += c.ids.shape()[1];
     }
     const double kl_mean = losses::compute_kl_penalty(lp.detach(), ref, o.completion_mask).item();
-    return MicroResult{loss, tokens, {{"reward", mean_reward}, {"completion_len", mean_len}, {"kl", kl_mean}}};
+    Metrics m = {{"reward", mean_reward}, {"completion_len", mean_len}, {"kl", kl_mean}};
+    m.insert(per_reward.begin(), per_reward.end());
+    return MicroResult{loss, tokens, m};
   };
   if (task.heldout && !task.heldout->empty())
     loop.evaluate = [&model, rows = head(*task.heldout, task.eval_rows), task](int64_t) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "finetune/dataset.hpp"
+#include "finetune/rewards.hpp"
 #include "finetune/train_loop.hpp"
 #include "losses/dpo.hpp"
 #include "losses/grpo.hpp"
@@ -52,11 +53,12 @@ void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task);
 Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task);
 
 // GRPO: one prompt per micro-batch; `group_size` completions sampled with the KV-cache
-// generator (temperature, up to max_new_tokens, stopping at EOS), each scored by `reward`,
+// generator (temperature, up to max_new_tokens, stopping at EOS), each scored by `rewards`
+// (their weighted sum; each one's mean logged as rewards/<name> when there are several),
 // group-normalised advantages, the clipped surrogate over the completion tokens and the k3
 // KL to the adapter-disabled reference (losses::grpo_loss, compute_kl_penalty). One policy
 // update per batch of samples, so the old log-probs are the current ones, detached.
-// Evaluation on (up to eval_rows) held-out prompts: "reward" and "exact_match" of the greedy
+// Evaluation on (up to eval_rows) held-out prompts: "reward" (weighted) and "exact_match" of the greedy
 // completion, and "sampled_reward", the mean reward of group_size completions sampled as in
 // training (the same seeds at every evaluation, so evaluations differ only by the model).
 struct GrpoTask {
@@ -64,7 +66,8 @@ struct GrpoTask {
   const std::vector<GrpoExample>* heldout = nullptr;  // optional
   int64_t group_size = 8, max_new_tokens = 24, eval_rows = 128;
   double temperature = 1.0, beta = 0.04, clip_eps = 0.2;
-  std::string reward = "exact";  // exact | prefix (see grpo_reward)
+  // Summed with their weights (TRL's reward_funcs and reward_weights); empty: "exact" alone.
+  std::vector<Reward> rewards;
   // How the per-token terms are averaged (losses::GrpoLossType; grpo_loss_type names them).
   losses::GrpoLossType loss_type = losses::GrpoLossType::Grpo;
   RowFormat format;              // prompts by prompt_ids; completions decoded without special tokens

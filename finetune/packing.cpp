@@ -55,7 +55,7 @@ std::vector<PackedRow> pack_units(const std::vector<Unit>& units, int64_t row_le
       for (int64_t t = 0; t < len; ++t) {
         row.ids.push_back(s.ids[static_cast<std::size_t>(t)]);
         // A sequence's first token is never a target: here it would be the previous one's.
-        row.labels.push_back(t >= s.prompt_len && t > 0 ? s.ids[static_cast<std::size_t>(t)] : -100);
+        row.labels.push_back(s.train[static_cast<std::size_t>(t)] && t > 0 ? s.ids[static_cast<std::size_t>(t)] : -100);
         row.position_ids.push_back(t);
       }
     }
@@ -78,7 +78,7 @@ std::vector<PackedRow> pack_sft(const RowFormat& format, const std::vector<SftEx
   check(row_len >= 2, "pack_sft: row_len ", row_len, " must be >= 2 (a prompt token and a response token)");
   std::vector<Unit> units;
   units.reserve(rows.size());
-  for (const SftExample& r : rows) units.push_back({make_seq(format, r.prompt, r.response, row_len)});
+  for (const SftExample& r : rows) units.push_back({make_seq(format, r, row_len)});
   return pack_units(units, row_len, format.pad_id());
 }
 
@@ -89,7 +89,7 @@ std::vector<PackedRow> pack_dpo(const RowFormat& format, const std::vector<DpoEx
   std::vector<Unit> units;
   units.reserve(rows.size());
   for (const DpoExample& r : rows)
-    units.push_back({make_seq(format, r.prompt, r.chosen, row_len / 2), make_seq(format, r.prompt, r.rejected, row_len / 2)});
+    units.push_back({make_seq(format, chosen_row(r), row_len / 2), make_seq(format, rejected_row(r), row_len / 2)});
   return pack_units(units, row_len, format.pad_id());
 }
 

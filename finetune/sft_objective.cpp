@@ -1,4 +1,4 @@
-// attach_sft / sft_eval: supervised finetuning on prompt/response rows.
+// attach_sft / sft_eval: supervised finetuning on any SFT row format (dataset.hpp).
 #include <memory>
 
 #include "autograd/error.hpp"
@@ -20,9 +20,15 @@ int64_t target_count(const Tensor& targets) {
   return n;
 }
 
+// The loss of a padded batch: on its labels (the trained tokens of every row: the response, or
+// every assistant turn), no prompt length beyond them.
+Tensor batch_loss(const nn::DecoderLM& model, const SftBatch& b) {
+  return losses::sft_loss(model(b.input_ids), b.labels, zeros({b.labels.size(0)}, kInt64), b.attention_mask);
+}
+
 // Tokens the loss trains on: the shifted, masked labels that are not -100.
 int64_t target_count(const SftBatch& b) {
-  return target_count(losses::sft_labels(b.input_ids, b.prompt_lengths, b.attention_mask));
+  return target_count(losses::sft_labels(b.labels, zeros({b.labels.size(0)}, kInt64), b.attention_mask));
 }
 
 }  // namespace
@@ -38,8 +44,7 @@ Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows
                                   rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), i + batch)));
     SftBatch b = collate_sft(format, chunk, max_len);
     const int64_t n = target_count(b);
-    sum += losses::sft_loss(model(b.input_ids), b.input_ids, b.prompt_lengths, b.attention_mask).item() *
-           static_cast<double>(n);
+    sum += batch_loss(model, b).item() * static_cast<double>(n);
     tokens += n;
   }
   const double loss = sum / static_cast<double>(tokens);
@@ -60,7 +65,7 @@ void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task) {
   } else {
     loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
       SftBatch b = collate_sft(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
-      Tensor loss = losses::sft_loss(model(b.input_ids), b.input_ids, b.prompt_lengths, b.attention_mask);
+      Tensor loss = batch_loss(model, b);
       return MicroResult{loss, target_count(b), {}};
     };
   }

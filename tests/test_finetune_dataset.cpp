@@ -212,7 +212,240 @@ TEST(FinetuneDataset, ChatTemplateFormatsAnSftRowAndTrainsOnTheAssistantTurn) {
   EXPECT_EQ(ints(plain.input_ids), (std::vector<int64_t>{id("Hi"), nl, id("Hello"), eos, pad,  //
                                                          id("Hi"), nl, id("Hello"), id("\xC4\xA0there"), eos}));
   EXPECT_EQ(ints(plain.prompt_lengths), (std::vector<int64_t>{2, 2}));
-  EXPECT_XG_ERROR(chat_template_for(xg::io::ModelSource::open(folder), "chatml"), "--chat-template: expected auto or none, got 'chatml'");
+  EXPECT_XG_ERROR(chat_template_for(xg::io::ModelSource::open(folder), "chatml"),
+                  "--chat-template: expected auto, none or a template file (a Jinja file or a tokenizer_config.json), "
+                  "got 'chatml' (no such file)");
   // A folder without tokenizer_config.json has no template.
   EXPECT_TRUE(chat_template_for(xg::io::ModelSource::open(std::string(XGRAD_FIXTURE_DIR) + "/hf/mistral"), "auto") == nullptr);
 }
+
+namespace trl_formats_test {
+
+using nlohmann::ordered_json;
+
+// A small ChatML-like template: <role>content</s> per message, "<assistant>" as the generation prompt.
+const char* kTemplate =
+    "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+
+// The bytes of `s` as ids.
+std::vector<int64_t> bytes(const std::string& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+// What a row's tokens train on, as text (byte tokenizer): the trained bytes, untrained ones as '.'.
+std::string trained(const RowFormat& f, const SftExample& row) {
+  const auto [ids, train] = f.tokens(row);
+  std::string out;
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    out += !train[i] ? '.' : ids[i] < 256 ? static_cast<char>(ids[i]) : ids[i] == BOS ? '^' : '$';
+  return out;
+}
+
+TEST(FinetuneDatasetFormats, EveryTrlFormatIsReadAndNamedFromTheFirstRow) {
+  std::string format;
+  auto sft = read_sft_jsonl(write_file("messages.jsonl",
+      R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]})" "\n"),
+      nullptr, &format);
+  EXPECT_EQ(format, "{messages}");
+  ASSERT_EQ(sft.size(), 1u);
+  EXPECT_EQ(sft[0].style, RowStyle::Conversation);
+  EXPECT_EQ(sft[0].messages.size(), 3u);
+  EXPECT_EQ(sft[0].prompt_messages, -1);
+  sft = read_sft_jsonl(write_file("text.jsonl", "{\"text\": \"The sky is blue.\"}\n"), nullptr, &format);
+  EXPECT_EQ(format, "{text}");
+  EXPECT_EQ(sft[0].style, RowStyle::Raw);
+  EXPECT_EQ(sft[0].response, "The sky is blue.");
+  sft = read_sft_jsonl(write_file("pc.jsonl", "{\"prompt\": \"The sky is\", \"completion\": \" blue.\"}\n"), nullptr, &format);
+  EXPECT_EQ(format, "{prompt, completion}");
+  EXPECT_EQ(sft[0].prompt, "The sky is");
+  EXPECT_EQ(sft[0].response, " blue.");
+  sft = read_sft_jsonl(write_file("cpc.jsonl",
+      R"({"prompt": [{"role": "user", "content": "sky?"}], "completion": [{"role": "assistant", "content": "blue"}]})" "\n"),
+      nullptr, &format);
+  EXPECT_EQ(format, "conversational {prompt, completion}");
+  EXPECT_EQ(sft[0].prompt_messages, 1);
+  EXPECT_EQ(sft[0].messages.size(), 2u);
+  sft = read_sft_jsonl(write_file("pr.jsonl", "{\"prompt\": \"p\", \"response\": \"r\"}\n"), nullptr, &format);
+  EXPECT_EQ(format, "{prompt, response}");
+  EXPECT_EQ(sft[0].style, RowStyle::Plain);
+
+  auto dpo = read_dpo_jsonl(write_file("pref.jsonl", "{\"prompt\": \"p\", \"chosen\": \"c\", \"rejected\": \"r\"}\n"), nullptr, &format);
+  EXPECT_EQ(format, "{prompt, chosen, rejected}");
+  EXPECT_EQ(dpo[0].style, RowStyle::Plain);
+  // TRL's extract_prompt: the common start, its last space left to the answers.
+  dpo = read_dpo_jsonl(write_file("implicit.jsonl", "{\"chosen\": \"The sky is blue.\", \"rejected\": \"The sky is green.\"}\n"),
+                       nullptr, &format);
+  EXPECT_EQ(format, "{chosen, rejected} (implicit prompt)");
+  EXPECT_EQ(dpo[0].style, RowStyle::Raw);
+  EXPECT_EQ(dpo[0].prompt, "The sky is");
+  EXPECT_EQ(dpo[0].chosen, " blue.");
+  EXPECT_EQ(dpo[0].rejected, " green.");
+  dpo = read_dpo_jsonl(write_file("cimplicit.jsonl",
+      R"({"chosen": [{"role": "user", "content": "sky?"}, {"role": "assistant", "content": "blue"}],)"
+      R"( "rejected": [{"role": "user", "content": "sky?"}, {"role": "assistant", "content": "green"}]})" "\n"),
+      nullptr, &format);
+  EXPECT_EQ(format, "conversational {chosen, rejected} (implicit prompt)");
+  EXPECT_EQ(dpo[0].prompt_messages.size(), 1u);
+  EXPECT_EQ(dpo[0].chosen_messages[0]["content"], "blue");
+  EXPECT_EQ(dpo[0].rejected_messages[0]["content"], "green");
+  dpo = read_dpo_jsonl(write_file("cexplicit.jsonl",
+      R"({"prompt": [{"role": "user", "content": "sky?"}], "chosen": [{"role": "assistant", "content": "blue"}],)"
+      R"( "rejected": [{"role": "assistant", "content": "green"}]})" "\n"),
+      nullptr, &format);
+  EXPECT_EQ(format, "conversational {prompt, chosen, rejected}");
+  const SftExample c = chosen_row(dpo[0]), r = rejected_row(dpo[0]);
+  EXPECT_EQ(c.prompt_messages, 1);
+  EXPECT_EQ(c.messages[1]["content"], "blue");
+  EXPECT_EQ(r.messages[1]["content"], "green");
+}
+
+TEST(FinetuneDatasetFormats, ARowThatFitsNoFormatOrAnotherIsRefusedByFileAndLine) {
+  const std::string u = R"({"role": "user", "content": "u"})", a = R"({"role": "assistant", "content": "a"})";
+  const std::string ok = "{\"messages\": [" + u + ", " + a + "]}\n";
+  auto refused = [&](const std::string& name, const std::string& second_row, const std::string& message) {
+    const std::string path = write_file(name, ok + second_row + "\n");
+    EXPECT_XG_ERROR(read_sft_jsonl(path), path + ":2: " + message);
+  };
+  refused("other.jsonl", "{\"text\": \"t\"}", "a {text} row, but the file's first row (line 1) is {messages}");
+  refused("order.jsonl", "{\"messages\": [" + a + ", " + u + "]}",
+          "messages[0] (assistant) is out of order: an assistant message must follow a user or tool message");
+  refused("users.jsonl", "{\"messages\": [" + u + ", " + u + ", " + a + "]}",
+          "messages[1] (user) is out of order: two user messages in a row");
+  refused("system.jsonl", "{\"messages\": [" + u + ", {\"role\": \"system\", \"content\": \"s\"}, " + a + "]}",
+          "messages[1] (system) is out of order: a system message may only come first");
+  refused("nocontent.jsonl", "{\"messages\": [" + u + ", {\"role\": \"assistant\"}]}", "messages[1] (assistant) has no \"content\"");
+  refused("numcontent.jsonl", "{\"messages\": [" + u + ", {\"role\": \"assistant\", \"content\": 3}]}",
+          "messages[1] (assistant): \"content\" must be a string, got number");
+  refused("empty.jsonl", "{\"messages\": []}", "field \"messages\" is an empty conversation");
+  refused("role.jsonl", "{\"messages\": [{\"role\": \"human\", \"content\": \"u\"}, " + a + "]}",
+          "messages[0] has role 'human' (expected system, user, assistant or tool)");
+  refused("noassistant.jsonl", "{\"messages\": [" + u + "]}", "the conversation has no assistant message to train on");
+  refused("notalist.jsonl", "{\"messages\": \"hi\"}", "field \"messages\" must be a list of messages, got string");
+  const std::string none = write_file("none.jsonl", "{\"question\": \"q\"}\n");
+  EXPECT_XG_ERROR(read_sft_jsonl(none), none + ":1: the row fits none of the SFT formats ({messages}, {text}, "
+                                               "conversational {prompt, completion}, {prompt, completion}, {prompt, response})");
+  const std::string pc = write_file("pcorder.jsonl",
+      "{\"prompt\": [" + a + "], \"completion\": [" + a + "]}\n");
+  EXPECT_XG_ERROR(read_sft_jsonl(pc), pc + ":1: prompt[0] (assistant): a prompt must end with a user or tool message");
+  const std::string same = write_file("same.jsonl", "{\"chosen\": \"abc\", \"rejected\": \"abc\"}\n");
+  EXPECT_XG_ERROR(read_dpo_jsonl(same), same + ":1: \"chosen\" and \"rejected\" must differ after their common start");
+  const std::string share = write_file("share.jsonl", "{\"chosen\": [" + u + ", " + a + "], \"rejected\": [" + a + "]}\n");
+  EXPECT_XG_ERROR(read_dpo_jsonl(share), share + ":1: \"chosen\" and \"rejected\" share no first message");
+}
+
+TEST(FinetuneDatasetFormats, EachFormatTrainsOnWhatTrlTrainsOn) {
+  const ByteTokenizer tok;
+  const xg::text::ChatTemplate chat(kTemplate);
+  RowFormat f{&tok, &chat, ""};
+  // text: every token, BOS and EOS included.
+  SftExample text("", "sky");
+  text.style = RowStyle::Raw;
+  EXPECT_EQ(trained(f, text), "^sky$");
+  // prompt/completion strings: the completion and EOS, the text as it is (no newline between).
+  SftExample pc("The sky is", " blue");
+  pc.style = RowStyle::Raw;
+  EXPECT_EQ(trained(f, pc), "........... blue$");
+  EXPECT_EQ(f.tokens(pc).first.front(), BOS);
+  // {messages}: each assistant's content and end of turn.
+  SftExample m;
+  m.style = RowStyle::Conversation;
+  m.messages = ordered_json::parse(R"([{"role": "system", "content": "S"}, {"role": "user", "content": "q1"},
+      {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}])");
+  EXPECT_EQ(chat.render(m.messages, false), "<system>S</s>\n<user>q1</s>\n<assistant>a1</s>\n<user>q2</s>\n<assistant>a2</s>\n");
+  EXPECT_EQ(trained(f, m), std::string(38, '.') + "a1</s>\n" + std::string(24, '.') + "a2</s>\n");
+  // Conversational prompt/completion: everything after the prompt's generation prompt.
+  SftExample cpc = m;
+  cpc.prompt_messages = 4;
+  EXPECT_EQ(trained(f, cpc), std::string(69, '.') + "a2</s>\n");
+  // --completion-only false: everything.
+  RowFormat all = f;
+  all.completion_only = false;
+  EXPECT_EQ(trained(all, m), chat.render(m.messages, false));
+  EXPECT_EQ(trained(all, pc), "^The sky is blue$");
+  // Collation: the labels are the trained ids; the leading untrained ids are the prompt length.
+  const SftBatch b = collate_sft(f, {m}, 200);
+  const auto ids = ints(b.input_ids), labels = ints(b.labels);
+  const auto [want_ids, want_train] = f.tokens(m);
+  ASSERT_EQ(ids, want_ids);
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(labels[i], want_train[i] ? ids[i] : M) << i;
+  EXPECT_EQ(ints(b.prompt_lengths), (std::vector<int64_t>{38}));
+  // Truncation keeps the first trained token: the untrained start is cut to max_len - 1.
+  const SftBatch cut = collate_sft(f, {m}, 10);
+  EXPECT_EQ(ints(cut.labels), (std::vector<int64_t>{M, M, M, M, M, M, M, M, M, 'a'}));
+  // A conversation needs a template.
+  const RowFormat plain{&tok, nullptr, ""};
+  EXPECT_XG_ERROR(plain.tokens(m), "conversational rows are rendered by a chat template, and there is none");
+}
+
+TEST(FinetuneDatasetFormats, DpoRowsOfEveryFormatCollateChosenThenRejected) {
+  const ByteTokenizer tok;
+  const xg::text::ChatTemplate chat(kTemplate);
+  const RowFormat f{&tok, &chat, ""};
+  const auto dpo = read_dpo_jsonl(write_file("cimplicit.jsonl",
+      R"({"chosen": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "yes"}],)"
+      R"( "rejected": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "no"}]})" "\n"));
+  const SftBatch b = collate_dpo(f, dpo, 64);
+  const auto ids = ints(b.input_ids), labels = ints(b.labels);
+  const int64_t T = b.input_ids.size(1);
+  const std::string prompt = "<user>q</s>\n<assistant>";
+  auto row = [&](const std::vector<int64_t>& v, int r) { return std::vector<int64_t>(v.begin() + r * T, v.begin() + r * T + T); };
+  std::vector<int64_t> chosen = bytes(prompt + "yes</s>\n"), rejected = bytes(prompt + "no</s>\n");
+  rejected.resize(static_cast<std::size_t>(T), P);
+  EXPECT_EQ(row(ids, 0), chosen);
+  EXPECT_EQ(row(ids, 1), rejected);
+  std::vector<int64_t> want(prompt.size(), M);
+  for (char ch : std::string("no</s>\n")) want.push_back(ch);
+  want.resize(static_cast<std::size_t>(T), M);
+  EXPECT_EQ(row(labels, 1), want);
+}
+
+}  // namespace trl_formats_test
+
+namespace chat_template_file_test {
+
+using nlohmann::ordered_json;
+
+TEST(FinetuneDatasetFormats, ChatTemplateFromAFileTakesTheBasesSpecialTokens) {
+  // A Jinja file, with the special tokens of the base's tokenizer_config.json (Qwen3's: eos <|im_end|>).
+  const std::string folder = std::string(XGRAD_FIXTURE_DIR) + "/tokenizers/qwen3";
+  const auto source = xg::io::ModelSource::open(folder);
+  const auto tok = xg::text::load_tokenizer(folder);
+  const std::string jinja = write_file("t.jinja", "{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}");
+  auto t = chat_template_for(source, jinja, tok.get());
+  ASSERT_TRUE(t != nullptr);
+  EXPECT_EQ(t->render(xg::text::messages_json({{"user", "hi"}}), false), "hi<|im_end|>");
+  // A tokenizer_config.json: its own tokens, and a named template of its list by FILE:NAME.
+  const std::string config = write_file("tokenizer_config.json",
+      R"({"bos_token": "<B>", "chat_template": [{"name": "default", "template": "D"},)"
+      R"( {"name": "tool_use", "template": "{{ bos_token }}T{{ eos_token }}"}]})");
+  EXPECT_EQ(chat_template_for(source, config, tok.get())->render(ordered_json::array(), false), "D");
+  EXPECT_EQ(chat_template_for(source, config + ":tool_use", tok.get())->render(ordered_json::array(), false), "<B>T<|im_end|>");
+  EXPECT_XG_ERROR(chat_template_for(source, config + ":rag", tok.get()), "no chat template named 'rag' (it has default, tool_use)");
+  const std::string bad = write_file("bad.jinja", "{% for %}");
+  EXPECT_XG_ERROR(chat_template_for(source, bad, tok.get()), bad + ": chat template line 1");
+}
+
+}  // namespace chat_template_file_test
+
+namespace grpo_conversation_test {
+
+using nlohmann::ordered_json;
+
+TEST(FinetuneDatasetFormats, GrpoPromptsMayBeConversations) {
+  std::string format;
+  const auto rows = read_grpo_jsonl(write_file("grpo.jsonl",
+      R"({"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}], "answers": ["2"]})" "\n"),
+      nullptr, &format);
+  EXPECT_EQ(format, "conversational {prompt, answers}");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].answers, (std::vector<std::string>{"2"}));
+  const ByteTokenizer tok;
+  const xg::text::ChatTemplate chat(
+      "{% for m in messages %}<{{ m.role }}>{{ m.content }}</s>\n{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}");
+  const RowFormat f{&tok, &chat, ""};
+  const std::string want = "<system>Be brief.</s>\n<user>1+1?</s>\n<assistant>";
+  EXPECT_EQ(f.prompt_ids(rows[0]), std::vector<int64_t>(want.begin(), want.end()));
+  EXPECT_XG_ERROR(RowFormat{}.prompt_ids(rows[0]), "conversational rows are rendered by a chat template");
+  const std::string bad = write_file("bad.jsonl", R"({"prompt": [{"role": "assistant", "content": "2"}], "answers": ["2"]})" "\n");
+  EXPECT_XG_ERROR(read_grpo_jsonl(bad), bad + ":1: prompt[0] (assistant) is out of order");
+}
+
+}  // namespace grpo_conversation_test

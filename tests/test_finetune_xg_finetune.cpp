@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -592,9 +593,11 @@ TEST(XgFinetune, HfBaseBadInputIsOneLine) {
                         mistral + " has no tokenizer.json");
   expect_one_line_error(run("xg-generate", "--base " + mistral + " --ids"), 1, mistral + " has no tokenizer.json");
   // Unknown --chat-template values, --system without a template.
-  const std::string chatml = "--chat-template: expected one of auto, none, got 'chatml'";
-  expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template chatml"), 2, chatml);
-  expect_one_line_error(run("xg-generate", "--base x --chat-template chatml"), 2, chatml);
+  expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template chatml"), 2,
+                        "--chat-template: expected auto, none or a template file (a Jinja file or a tokenizer_config.json), "
+                        "got 'chatml' (no such file)");
+  expect_one_line_error(run("xg-generate", "--base x --chat-template chatml"), 2,
+                        "--chat-template: expected one of auto, none, got 'chatml'");
   expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template none --system 'Be brief.'"), 2,
                         "--system needs a chat template");
   const fs::path base = tiny_base(d);  // byte-level: no chat template
@@ -816,3 +819,185 @@ TEST(XgFinetune, ACopiedRunResumesOnAMovedBaseAndAChangedBaseIsNamed) {
 }
 
 }  // namespace finetune_moved
+
+namespace xg_finetune_formats_test {
+
+// A short template for the 64 positions of the tiny byte model: "u:question\na:answer\n".
+const char* kShortTemplate =
+    "{% for m in messages %}{{ m.role[0] }}:{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}a:{% endif %}";
+
+json turn(const std::string& role, const std::string& content) { return {{"role", role}, {"content", content}}; }
+
+// Rows of one SFT format over `words`, teaching "Is <w> a word?" -> yes (and in two-turn
+// conversations, "Is <w>x a word?" -> no).
+std::vector<json> sft_rows(const std::string& format, const std::vector<std::string>& words) {
+  std::vector<json> rows;
+  for (const std::string& w : words) {
+    const std::string q = "Is " + w + " a word?";
+    if (format == "messages")
+      rows.push_back({{"messages", {turn("user", q), turn("assistant", "yes"), turn("user", "Is " + w + "x?"),
+                                    turn("assistant", "no")}}});
+    else if (format == "text")
+      rows.push_back({{"text", q + " yes"}});
+    else if (format == "prompt_completion")
+      rows.push_back({{"prompt", q}, {"completion", " yes"}});
+    else
+      rows.push_back({{"prompt", {turn("user", q)}}, {"completion", {turn("assistant", "yes")}}});
+  }
+  return rows;
+}
+
+const std::vector<std::string> kTrainWords = {"apple", "river", "stone", "cloud", "glass", "tiger", "bread", "flute"};
+const std::vector<std::string> kHeldOutWords = {"lemon", "chair"};
+
+TEST(XgFinetune, EveryTrlSftFormatTrainsAndItsHeldOutLossFalls) {
+  const fs::path d = xg::test::fresh_test_dir("formats");
+  const fs::path base = tiny_base(d);
+  std::ofstream(d / "chat.jinja") << kShortTemplate;
+  const std::map<std::string, std::string> told = {{"messages", "{messages}"},
+                                                   {"text", "{text}"},
+                                                   {"prompt_completion", "{prompt, completion}"},
+                                                   {"conversational", "conversational {prompt, completion}"}};
+  for (const auto& [format, name] : told) {
+    write_lines(d / (format + "_train.jsonl"), sft_rows(format, kTrainWords));
+    write_lines(d / (format + "_eval.jsonl"), sft_rows(format, kHeldOutWords));
+    CliRun r = run("xg-finetune", "--base " + base.string() + " --chat-template " + (d / "chat.jinja").string() +
+                                      " --data " + (d / (format + "_train.jsonl")).string() + " --eval-data " +
+                                      (d / (format + "_eval.jsonl")).string() + " --out " + (d / format).string() +
+                                      " --steps 60 --warmup 4 --lr 1e-2 --batch 4 --eval-every 60 --lora-r 4 --lora-dropout 0");
+    ASSERT_EQ(r.status, 0) << format << ": " << r.err << r.out;
+    EXPECT_NE(r.out.find(name + " rows (format told by the first row of " + (d / (format + "_train.jsonl")).string()),
+              std::string::npos)
+        << r.out;
+    const std::vector<json> loss = eval_records(d / format / "log.jsonl", "loss");
+    ASSERT_EQ(loss.size(), 2u) << format;
+    // {text} trains on the held-out words too, which the rows cannot teach: its loss falls least.
+    EXPECT_LT(loss.back().get<double>(), (format == "text" ? 0.7 : 0.5) * loss.front().get<double>()) << format;
+  }
+}
+
+TEST(XgFinetune, DpoWithAnImplicitPromptRaisesThePreference) {
+  const fs::path d = xg::test::fresh_test_dir("dpo_formats");
+  const fs::path base = tiny_base(d);
+  std::ofstream(d / "chat.jinja") << kShortTemplate;
+  std::vector<json> strings, conversations;
+  for (const std::string& w : kTrainWords) {
+    const std::string q = "Is " + w + " a word?";
+    strings.push_back({{"chosen", q + " yes"}, {"rejected", q + " no"}});
+    conversations.push_back({{"chosen", {turn("user", q), turn("assistant", "yes")}},
+                             {"rejected", {turn("user", q), turn("assistant", "no")}}});
+  }
+  write_lines(d / "strings.jsonl", strings);
+  write_lines(d / "conversations.jsonl", conversations);
+  for (const char* data : {"strings", "conversations"}) {
+    const std::string file = (d / (std::string(data) + ".jsonl")).string();
+    CliRun r = run("xg-finetune", "--objective dpo --base " + base.string() + " --chat-template " +
+                                      (d / "chat.jinja").string() + " --data " + file + " --eval-data " + file +
+                                      " --out " + (d / data).string() +
+                                      " --steps 30 --warmup 3 --lr 1e-2 --batch 4 --eval-every 30 --lora-dropout 0");
+    ASSERT_EQ(r.status, 0) << data << ": " << r.err << r.out;
+    EXPECT_NE(r.out.find("(implicit prompt) rows"), std::string::npos) << r.out;
+    const std::vector<json> loss = eval_records(d / data / "log.jsonl", "loss");
+    const std::vector<json> acc = eval_records(d / data / "log.jsonl", "reward_accuracy");
+    ASSERT_EQ(loss.size(), 2u);
+    EXPECT_NEAR(loss.front().get<double>(), std::log(2.0), 1e-6);  // policy = reference
+    EXPECT_LT(loss.back().get<double>(), 0.5) << data;
+    EXPECT_EQ(acc.back().get<double>(), 1.0) << data;
+  }
+}
+
+TEST(XgFinetune, BadRowsAndUnknownTemplateVariablesAreRefusedBeforeTraining) {
+  const fs::path d = xg::test::fresh_test_dir("format_errors");
+  const fs::path base = tiny_base(d);
+  std::ofstream(d / "chat.jinja") << kShortTemplate;
+  const std::string common = "--base " + base.string() + " --chat-template " + (d / "chat.jinja").string() + " --steps 2";
+  std::vector<json> rows = sft_rows("messages", {"apple", "river"});
+  rows.push_back({{"messages", {turn("assistant", "yes"), turn("user", "Is stone a word?")}}});  // line 3
+  write_lines(d / "order.jsonl", rows);
+  expect_one_line_error(run("xg-finetune", common + " --data " + (d / "order.jsonl").string() + " --out " + (d / "o1").string()), 1,
+                        (d / "order.jsonl").string() + ":3: messages[0] (assistant) is out of order");
+  EXPECT_FALSE(fs::exists(d / "o1"));
+  rows.back() = {{"text", "Is stone a word? yes"}};
+  write_lines(d / "mixed.jsonl", rows);
+  expect_one_line_error(run("xg-finetune", common + " --data " + (d / "mixed.jsonl").string() + " --out " + (d / "o2").string()), 1,
+                        (d / "mixed.jsonl").string() + ":3: a {text} row, but the file's first row (line 1) is {messages}");
+  // Conversations need a template: the byte base has none.
+  write_lines(d / "ok.jsonl", sft_rows("messages", {"apple"}));
+  expect_one_line_error(run("xg-finetune", "--base " + base.string() + " --steps 2 --data " + (d / "ok.jsonl").string() +
+                                               " --out " + (d / "o3").string()),
+                        1, (d / "ok.jsonl").string() + ":1: conversational rows are rendered by a chat template");
+  // A row the template refuses names its line.
+  std::ofstream(d / "strict.jinja") << "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}"
+                                       "{% endif %}{{ m.role[0] }}:{{ m.content }}\n{% endfor %}";
+  rows = sft_rows("messages", {"apple"});
+  rows.push_back({{"messages", {turn("system", "s"), turn("user", "q"), turn("assistant", "a")}}});
+  write_lines(d / "system.jsonl", rows);
+  expect_one_line_error(run("xg-finetune", "--base " + base.string() + " --chat-template " + (d / "strict.jinja").string() +
+                                               " --steps 2 --data " + (d / "system.jsonl").string() + " --out " + (d / "o4").string()),
+                        1, (d / "system.jsonl").string() + ":2: chat template line 1: no system");
+  // A variable the template never reads, by name; one it reads is used.
+  expect_one_line_error(run("xg-finetune", common + " --data " + (d / "ok.jsonl").string() + " --out " + (d / "o5").string() +
+                                               " --template-var enable_thinking=false"),
+                        1, "--template-var enable_thinking: the chat template never reads a variable 'enable_thinking'");
+  expect_one_line_error(run("xg-finetune", common + " --data " + (d / "ok.jsonl").string() + " --out " + (d / "o6").string() +
+                                               " --template-var novalue"),
+                        2, "--template-var: expected NAME=VALUE, got 'novalue'");
+  expect_one_line_error(run("xg-finetune", "--base " + base.string() + " --steps 2 --data " + (d / "ok.jsonl").string() +
+                                               " --out " + (d / "o7").string() + " --chat-template missing.jinja"),
+                        2, "--chat-template: expected auto, none or a template file");
+  for (const char* o : {"o2", "o3", "o4", "o5", "o6", "o7"}) EXPECT_FALSE(fs::exists(d / o)) << o;
+  std::ofstream(d / "greeting.jinja") << "{{ greeting }}{% for m in messages %}{{ m.role[0] }}:{{ m.content }}\n{% endfor %}";
+  CliRun ok = run("xg-finetune", "--base " + base.string() + " --chat-template " + (d / "greeting.jinja").string() +
+                                     " --steps 1 --warmup 0 --data " + (d / "ok.jsonl").string() + " --out " +
+                                     (d / "o8").string() + " --template-var greeting=Hello");
+  EXPECT_EQ(ok.status, 0) << ok.err << ok.out;
+}
+
+TEST(XgFinetune, GrpoSamplesFromConversationalPrompts) {
+  const fs::path d = xg::test::fresh_test_dir("grpo_conversations");
+  const fs::path base = tiny_base(d);
+  std::ofstream(d / "chat.jinja") << kShortTemplate;
+  std::vector<json> rows;
+  for (const std::string& w : kTrainWords) rows.push_back({{"prompt", {turn("user", "Say " + w + ".")}}, {"answers", {w}}});
+  write_lines(d / "train.jsonl", rows);
+  CliRun r = run("xg-finetune", "--objective grpo --base " + base.string() + " --chat-template " + (d / "chat.jinja").string() +
+                                    " --data " + (d / "train.jsonl").string() + " --eval-data " + (d / "train.jsonl").string() +
+                                    " --out " + (d / "out").string() +
+                                    " --steps 2 --warmup 0 --group-size 2 --max-new-tokens 4 --grad-accum 2 --eval-rows 2 --reward prefix");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("conversational {prompt, answers} rows"), std::string::npos) << r.out;
+  EXPECT_EQ(eval_records(d / "out" / "log.jsonl", "sampled_reward").size(), 2u);
+  // Without a template to render them, refused before anything runs.
+  expect_one_line_error(run("xg-finetune", "--objective grpo --base " + base.string() + " --data " +
+                                               (d / "train.jsonl").string() + " --out " + (d / "none").string()),
+                        1, (d / "train.jsonl").string() + ":1: conversational rows are rendered by a chat template");
+  EXPECT_FALSE(fs::exists(d / "none"));
+}
+
+TEST(XgFinetune, GrpoSumsWeightedRewardsAndLogsEach) {
+  const fs::path d = xg::test::fresh_test_dir("grpo_rewards");
+  const fs::path base = tiny_base(d);
+  write_lines(d / "sums.jsonl", {{{"prompt", "1+1="}, {"answers", {"2"}}}, {{"prompt", "2+2="}, {"answers", {"4"}}}});
+  const std::string common = "--objective grpo --base " + base.string() + " --data " + (d / "sums.jsonl").string() +
+                             " --steps 2 --warmup 0 --group-size 2 --max-new-tokens 4 --grad-accum 2";
+  CliRun r = run("xg-finetune", common + " --out " + (d / "out").string() +
+                                    " --reward numeric --reward format:0.5 --format-regex '[0-9]'");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  std::ifstream log(d / "out" / "log.jsonl");
+  int train = 0;
+  for (std::string line; std::getline(log, line);) {
+    const json j = json::parse(line);
+    if (j["kind"] != "train") continue;
+    ++train;
+    ASSERT_TRUE(j.contains("rewards/numeric") && j.contains("rewards/format")) << line;
+    EXPECT_NEAR(j["reward"].get<double>(), j["rewards/numeric"].get<double>() + 0.5 * j["rewards/format"].get<double>(), 1e-9);
+  }
+  EXPECT_EQ(train, 2);
+  expect_one_line_error(run("xg-finetune", common + " --out " + (d / "bad").string() + " --reward bleu"), 2,
+                        "--reward: expected exact, prefix, format or numeric (NAME or NAME:WEIGHT), got 'bleu'");
+  expect_one_line_error(run("xg-finetune", common + " --out " + (d / "bad").string() + " --reward format --format-regex '('"),
+                        2, "--format-regex: pattern ( does not compile");
+  EXPECT_FALSE(fs::exists(d / "bad"));
+}
+
+}  // namespace xg_finetune_formats_test

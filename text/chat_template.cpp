@@ -2,6 +2,7 @@
 // template, and the prompt/completion split.
 #include "text/chat_template.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -29,6 +30,12 @@ std::string token_text(const nlohmann::ordered_json& config, const char* key, co
   throw Error(str_cat(origin, ": ", key, " must be a string or an object with \"content\", got ", it->dump()));
 }
 
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
 // The special tokens transformers passes to the template: each one the config sets.
 jinja::Dict special_tokens_of(const nlohmann::ordered_json& config, const std::string& origin) {
   jinja::Dict d;
@@ -38,12 +45,6 @@ jinja::Dict special_tokens_of(const nlohmann::ordered_json& config, const std::s
   }
   return d;
 }
-
-std::string quoted(const std::string& s) {
-  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-}  // namespace
 
 ChatTemplate::ChatTemplate(const std::string& source, jinja::Dict special_tokens)
     : source_(source), template_(source, chat_options()), special_tokens_(std::move(special_tokens)) {}
@@ -111,8 +112,9 @@ ChatTemplate ChatTemplate::from_tokenizer_config(const std::string& path, const 
   return from_tokenizer_config(config, file, name);
 }
 
-std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                 const nlohmann::ordered_json& extra) const {
+std::string ChatTemplate::render_with(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                      const nlohmann::ordered_json& extra,
+                                      std::vector<std::pair<std::size_t, std::size_t>>* generation) const {
   if (!messages.is_array()) throw Error("chat template: messages must be a JSON array");
   if (!extra.is_object()) throw Error("chat template: the extra variables must be a JSON object");
   jinja::Dict context;
@@ -122,7 +124,12 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   context.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   for (const auto& [k, v] : special_tokens_.items) context.set(k, v);
   for (const auto& [k, v] : extra.items()) context.set(k, jinja::from_json(v));
-  return template_.render(context);
+  return template_.render(context, generation);
+}
+
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& extra) const {
+  return render_with(messages, add_generation_prompt, extra, nullptr);
 }
 
 std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
@@ -139,7 +146,15 @@ ChatSplit ChatTemplate::render_split(const std::vector<ChatMessage>& messages,
                                      const nlohmann::ordered_json& extra) const {
   if (messages.empty() || messages.back().role != "assistant")
     throw Error("chat template: render_split needs messages that end with an assistant message");
-  std::vector<ChatMessage> before(messages.begin(), messages.end() - 1);
+  return render_split(messages_json(messages), messages.size() - 1, extra);
+}
+
+ChatSplit ChatTemplate::render_split(const nlohmann::ordered_json& messages, std::size_t prompt_messages,
+                                     const nlohmann::ordered_json& extra) const {
+  if (!messages.is_array() || prompt_messages >= messages.size())
+    throw Error("chat template: render_split needs a completion after the prompt's messages");
+  nlohmann::ordered_json before = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < prompt_messages; ++i) before.push_back(messages[i]);
   std::string prompt = render(before, true, extra);
   std::string full = render(messages, false, extra);
   if (full.compare(0, prompt.size(), prompt) != 0) {
@@ -151,6 +166,117 @@ ChatSplit ChatTemplate::render_split(const std::vector<ChatMessage>& messages,
                         quoted(full.substr(k, 40)), ")"));
   }
   return {prompt, full.substr(prompt.size())};
+}
+
+// How the assistant spans are found. A template with {% generation %} blocks (TRL's training
+// templates) says it: the spans are the text those blocks print, as transformers'
+// return_assistant_tokens_mask takes them. Otherwise (no real model's template has them), for
+// assistant message i:
+//  - its content: the conversation is rendered again with that content replaced by a marker.
+//    Where that rendering departs from the real one (at the latest where the marker starts)
+//    and where they meet again (at the earliest where it ends) bound what the content
+//    changed, as the template printed it (Gemma and Llama 3 trim it; Qwen3 moves a "<think>"
+//    part of it into a block of its own). Rendering the whole conversation, not prefixes of
+//    it, handles templates whose earlier turns depend on later ones (Qwen3 prints an empty
+//    <think></think> block only in the last assistant turn, Mistral v0.3 moves the system
+//    message into the last user turn).
+//  - its start: the end of the generation prompt, render(messages[:i], add_generation_prompt),
+//    when the rendering starts with it, so what a model generates after that prompt is
+//    trained (Qwen3's <think> block, Mistral's space before the reply); else the content's start.
+//  - its end of turn: what the template prints after the content both here and when the
+//    conversation ends with this message (found the same way): their common start, up to
+//    its last '>' or newline. After a
+//    middle turn that is the end-of-turn token (<|eot_id|>, <|im_end|>\n, </s>,
+//    <end_of_turn>\n, <|end|>\n); after the last turn, everything the template prints to the
+//    end (Phi-3's <|endoftext|> too).
+std::vector<ChatTemplate::Span> ChatTemplate::assistant_spans(const nlohmann::ordered_json& messages,
+                                                              const nlohmann::ordered_json& extra) const {
+  if (!messages.is_array()) throw Error("chat template: messages must be a JSON array");
+  if (template_.has_generation()) {  // the template says which text is the assistant's
+    std::vector<std::pair<std::size_t, std::size_t>> blocks;
+    render_with(messages, false, extra, &blocks);
+    std::vector<Span> spans;
+    for (const auto& [b, e] : blocks) spans.push_back({b, e});
+    return spans;
+  }
+  static const std::string kMarker = "XgradAssistantContentMarkerQz";
+  // [begin, end) of message i's content in the rendering `real` of `msgs`.
+  auto content_bounds = [&](const nlohmann::ordered_json& msgs, std::size_t i, const std::string& real) {
+    nlohmann::ordered_json marked = msgs;
+    marked[i]["content"] = kMarker;
+    const std::string r = render(marked, false, extra);
+    const std::size_t at = r.find(kMarker);
+    if (at == std::string::npos || r.find(kMarker, at + 1) != std::string::npos)
+      throw Error(str_cat("chat template: cannot find where message ", i,
+                          " (assistant) is printed: the template does not print its content once as given"));
+    std::size_t head = 0, tail = 0;
+    while (head < at && head < real.size() && real[head] == r[head]) ++head;
+    const std::size_t after = r.size() - at - kMarker.size();
+    while (tail < after && tail < real.size() - head && real[real.size() - 1 - tail] == r[r.size() - 1 - tail]) ++tail;
+    return std::make_pair(head, real.size() - tail);
+  };
+  const std::string full = render(messages, false, extra);
+  std::vector<Span> spans;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].is_object() || messages[i].value("role", "") != "assistant") continue;
+    auto [begin, end] = content_bounds(messages, i, full);
+    nlohmann::ordered_json head = nlohmann::ordered_json::array();
+    for (std::size_t j = 0; j < i; ++j) head.push_back(messages[j]);
+    const std::string prompt = render(head, true, extra);
+    if (prompt.size() <= begin && full.compare(0, prompt.size(), prompt) == 0) begin = prompt.size();
+    std::size_t eot = full.size() - end;  // the last message: all the rest
+    if (i + 1 < messages.size()) {
+      head.push_back(messages[i]);
+      const std::string cut = render(head, false, extra);
+      const std::size_t cut_end = content_bounds(head, i, cut).second;
+      std::size_t common = 0;
+      while (end + common < full.size() && cut_end + common < cut.size() && full[end + common] == cut[cut_end + common])
+        ++common;
+      // Cut back to its last '>' or newline: special tokens end in '>', and the next turn and
+      // the end of a conversation may start alike (Phi-3's <|user|> and <|endoftext|> share "<|").
+      eot = 0;
+      for (std::size_t k = 0; k < common; ++k)
+        if (full[end + k] == '>' || full[end + k] == '\n') eot = k + 1;
+    }
+    // Whole UTF-8 characters: a bound where two renderings part may fall inside one.
+    while (begin > 0 && (static_cast<unsigned char>(full[begin]) & 0xC0) == 0x80) --begin;
+    std::size_t stop = end + eot;
+    while (stop < full.size() && (static_cast<unsigned char>(full[stop]) & 0xC0) == 0x80) ++stop;
+    if (!spans.empty() && begin < spans.back().end)
+      throw Error(str_cat("chat template: message ", i, " (assistant) is printed inside the previous assistant turn"));
+    spans.push_back({begin, stop});
+  }
+  return spans;
+}
+
+void ChatTemplate::check_variables(const nlohmann::ordered_json& vars, const std::string& what) const {
+  const std::vector<std::string> read = names_read();
+  for (const auto& [name, value] : vars.items())
+    if (!std::binary_search(read.begin(), read.end(), name))
+      throw Error(str_cat(what, " ", name, ": the chat template never reads a variable '", name, "'"));
+}
+
+ChatTemplate ChatTemplate::from_file(const std::string& path, const jinja::Dict& special_tokens,
+                                     const std::string& name) {
+  const std::string text = io::read_file(path, "chat template");
+  const bool config = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (!config) {
+    try {
+      return ChatTemplate(text, special_tokens);
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());
+    }
+  }
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(str_cat(path, ": not valid JSON (", e.what(), ")"));
+  }
+  ChatTemplate t = from_tokenizer_config(j, path, name);
+  for (const auto& [k, v] : special_tokens.items)  // the tokenizer's tokens where the config names none
+    if (!t.special_tokens_.find(k)) t.special_tokens_.set(k, v);
+  return t;
 }
 
 nlohmann::ordered_json messages_json(const std::vector<ChatMessage>& messages) {

@@ -151,6 +151,14 @@ class Template {
   // Renders with `context` as the global variables (beside the built-ins: range, namespace,
   // dict, raise_exception, strftime_now, true/false/none).
   std::string render(const Dict& context) const;
+  // The same, with the byte range [begin, end) of the output of each {% generation %} block
+  // printed straight into the output (transformers' return_assistant_tokens_mask).
+  std::string render(const Dict& context, std::vector<std::pair<std::size_t, std::size_t>>* generation) const;
+  // Whether the template has a {% generation %} block.
+  bool has_generation() const;
+  // Every variable name an expression of the template reads, sorted: what a caller's variable
+  // must be among to be used (it includes names the template sets itself, and loop names).
+  std::vector<std::string> names_read() const;
 
  private:
   std::shared_ptr<const detail::Program> program_;

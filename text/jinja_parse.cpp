@@ -216,6 +216,7 @@ class Parser {
       s->bodies.push_back(parse_until({"endfilter"}, end, line));
     } else if (tag == "generation") {
       s->kind = Stmt::Kind::Generation;
+      s->generation = true;
       expect(Token::BlockEnd, "'%}'");
       s->bodies.push_back(parse_until({"endgeneration"}, end, line));
     } else if (tag == "elif" || tag == "else" || tag.rfind("end", 0) == 0) {
@@ -590,11 +591,30 @@ class Parser {
 
 }  // namespace
 
+namespace {
+
+// Whether a body holds a {% generation %} block, at any depth (explicit stack: no recursion).
+bool has_generation_block(const Body& root) {
+  std::vector<const Body*> todo = {&root};
+  while (!todo.empty()) {
+    const Body* b = todo.back();
+    todo.pop_back();
+    for (const StmtPtr& s : *b) {
+      if (s->generation) return true;
+      for (const Body& child : s->bodies) todo.push_back(&child);
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::shared_ptr<const Program> parse(const std::string& source, const TemplateOptions& opts) {
   auto program = std::make_shared<Program>();
   program->opts = opts;
   std::vector<Token> tokens = lex(source, program->opts);
   program->body = Parser(std::move(tokens), program->opts).parse_template();
+  program->has_generation = source.find("generation") != std::string::npos && has_generation_block(program->body);
   return program;
 }
 

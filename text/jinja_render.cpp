@@ -273,9 +273,12 @@ class Renderer {
  public:
   Renderer(const Program& p, const Dict& context) : p_(p), context_(context), budget_(*current_budget()) {}
 
-  std::string run() {
+  // generation (optional) receives the byte range of each {% generation %} block's output.
+  std::string run(std::vector<std::pair<std::size_t, std::size_t>>* generation = nullptr) {
     auto top = std::make_shared<Frame>();
     std::string out;
+    root_ = &out;
+    generation_ = generation;
     try {
       exec(p_.body, top, out);
     } catch (const Error& e) {
@@ -399,7 +402,12 @@ class Renderer {
           break;
         }
         case Stmt::Kind::Generation: {
+          const std::size_t start = out.size();
           Flow f = exec(s.bodies[0], frame, out);
+          // NOTE: only a block printed straight into the output has a place in it (inside a
+          // macro or a set block its text lands elsewhere, and transformers' tracker, which
+          // counts what was printed so far, would misplace it).
+          if (s.generation && generation_ && &out == root_) generation_->push_back({start, out.size()});
           if (f != Flow::Normal) return f;
           break;
         }
@@ -693,6 +701,8 @@ class Renderer {
   const Dict& context_;
   Budget& budget_;
   Value block_text_;
+  std::string* root_ = nullptr;  // the render's own output
+  std::vector<std::pair<std::size_t, std::size_t>>* generation_ = nullptr;
   int line_ = 0;
   int loop_depth_ = 0;
   int macro_depth_ = 0;
@@ -708,5 +718,12 @@ std::string Template::render(const Dict& context) const {
   detail::BudgetScope budget;
   return detail::Renderer(*program_, context).run();
 }
+
+std::string Template::render(const Dict& context, std::vector<std::pair<std::size_t, std::size_t>>* generation) const {
+  detail::BudgetScope budget;
+  return detail::Renderer(*program_, context).run(generation);
+}
+
+bool Template::has_generation() const { return program_->has_generation; }
 
 }  // namespace xg::text::jinja

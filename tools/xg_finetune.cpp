@@ -20,6 +20,7 @@
 #include "finetune/objectives.hpp"
 #include "finetune/packing.hpp"
 #include "finetune/peft.hpp"
+#include "finetune/rewards.hpp"
 #include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safetensors.hpp"
@@ -68,6 +69,10 @@ losses::DpoLossType parse_dpo_loss(const std::string& text) {
 struct Flags {
   std::string base, data, eval_data, objective = "sft", chat_template = "auto", system, base_dtype = "auto";
   std::string grpo_loss_type = "grpo", dpo_loss = "sigmoid";
+  std::vector<std::string> template_vars;
+  std::vector<std::string> rewards{"exact"};
+  std::string format_regex = ft::kDefaultFormatRegex;
+  bool completion_only = true;
   ft::LoRAConfig lora;
   double epochs = 0, beta = -1, label_smoothing = 0;
   int64_t batch = 8, max_len = 128, eval_rows = 256;
@@ -161,7 +166,10 @@ int main(int argc, char** argv) {
     ("help", "show this help")
     ("base", po::value(&f.base)->required(),
      "base model: a Hugging Face folder (config.json, safetensors, tokenizer.json), xg-train's folder, or a .gguf file")
-    ("data", po::value(&f.data)->required(), "training JSONL: sft {prompt, response}; dpo {prompt, chosen, rejected}; grpo {prompt, answers}")
+    ("data", po::value(&f.data)->required(),
+     "training JSONL in TRL's formats, told by the first row: sft {messages} | {text} | {prompt, completion} (strings "
+     "or message lists) | {prompt, response}; dpo {prompt, chosen, rejected} (strings or message lists) | {chosen, "
+     "rejected} (implicit prompt); grpo {prompt, answers} (prompt a string or a message list)")
     ("eval-data", po::value(&f.eval_data), "held-out JSONL of the same kind")
     ("early-stopping-patience", po::value(&o.early_stopping_patience)->default_value(o.early_stopping_patience),
      "stop after N evaluations in a row without a better --metric-for-best (transformers' EarlyStoppingCallback); "
@@ -174,9 +182,17 @@ int main(int argc, char** argv) {
      "how much an evaluation must beat the best by to count as better")
     ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
     ("chat-template", po::value(&f.chat_template)->default_value(f.chat_template),
-     "auto: rows as a user/assistant conversation in the base's chat template (tokenizer_config.json), "
-     "when it has one; none: BOS + prompt + newline, then the response and EOS")
-    ("system", po::value(&f.system), "with a chat template: a system message before every prompt")
+     "auto: the base's chat template (tokenizer_config.json), when it has one; none: prompt/response rows as BOS + "
+     "prompt + newline, then the response and EOS; FILE: a Jinja file or a tokenizer_config.json (FILE:NAME picks "
+     "a named template of its list). Conversational rows need a template; prompt/response rows become a "
+     "user/assistant turn in it")
+    ("template-var", po::value(&f.template_vars)->composing(),
+     "NAME=VALUE, repeatable: a variable every rendering of the chat template gets, VALUE as JSON or else a "
+     "string (enable_thinking=false, 'tools=[...]'); a name the template never reads is an error")
+    ("completion-only", po::value(&f.completion_only)->default_value(f.completion_only),
+     "true: the loss on the completion only (the response; every assistant turn of a {messages} row: its content "
+     "and end-of-turn); false: on every token of a row (TRL's completion_only_loss=False)")
+    ("system", po::value(&f.system), "with a chat template: a system message before every prompt of prompt/response rows")
     ("out", po::value(&o.out_dir)->required(), "output folder (adapter, checkpoint, logs)")
     ("lora-r", po::value(&f.lora.r)->default_value(f.lora.r), "LoRA rank")
     ("lora-alpha", po::value(&f.lora.alpha)->default_value(f.lora.alpha), "LoRA alpha (scaling alpha / r)")
@@ -200,7 +216,13 @@ int main(int argc, char** argv) {
      "2024; --label-smoothing below 0.5)")
     ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
-    ("reward", po::value(&f.grpo.reward)->default_value(f.grpo.reward), "GRPO reward: exact | prefix")
+    ("reward", po::value(&f.rewards)->composing()->default_value(f.rewards, "exact"),
+     "GRPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and reward_weights): "
+     "exact (the completion's first line is an answer) | prefix (exact, or partial credit for a common start) | "
+     "format (--format-regex matches at the completion's start) | numeric (its \\boxed{} content, else its last "
+     "number, equals an answer's)")
+    ("format-regex", po::value(&f.format_regex)->default_value(f.format_regex),
+     "the pattern of --reward format (PCRE2; the default is Open R1's <think>, then <answer>)")
     ("loss-type", po::value(&f.grpo_loss_type)->default_value(f.grpo_loss_type),
      "GRPO token averaging, TRL's names: grpo (per completion, then over the group) | bnpo (over the group's "
      "tokens) | dr_grpo (the group's token sum / (group size x --max-new-tokens): no length bias)")
@@ -218,19 +240,34 @@ int main(int argc, char** argv) {
   int threads = 0;
   opts.add(cli::threads_flag(threads));
   po::variables_map vm;
+  nlohmann::ordered_json template_vars;  // --template-var, parsed
   return cli::run_main(
       kProg,
       [&] {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
         cli::apply_threads(threads);
         cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
-        cli::choice<int>("reward", f.grpo.reward, {{"exact", 0}, {"prefix", 1}});
+        try {  // a bad name, weight or pattern is a usage error, found now
+          for (const std::string& spec : f.rewards) f.grpo.rewards.push_back(ft::parse_reward(spec, f.format_regex));
+        } catch (const Error& e) {
+          throw cli::UsageError(e.what());
+        }
         cli::choice<int>("loss-type", f.grpo_loss_type, {{"grpo", 0}, {"bnpo", 1}, {"dr_grpo", 2}});
         const losses::DpoLossType dpo_loss = parse_dpo_loss(f.dpo_loss);
         cli::require(vm["dpo-loss"].defaulted() || f.objective == "dpo", "--dpo-loss is for --objective dpo");
         cli::require(dpo_loss != losses::DpoLossType::Robust || f.label_smoothing < 0.5,
                      "--dpo-loss robust needs --label-smoothing below 0.5 (it divides by 1 - 2 x label smoothing)");
-        cli::choice<int>("chat-template", f.chat_template, {{"auto", 0}, {"none", 1}});
+        if (f.chat_template != "auto" && f.chat_template != "none") {  // a file, or FILE:NAME
+          std::error_code ec;
+          const std::size_t colon = f.chat_template.rfind(':');
+          cli::require(std::filesystem::exists(f.chat_template, ec) ||
+                           (colon != std::string::npos && colon > 0 &&
+                            std::filesystem::exists(f.chat_template.substr(0, colon), ec)),
+                       "--chat-template: expected auto, none or a template file (a Jinja file or a tokenizer_config.json), "
+                       "got '" + f.chat_template + "' (no such file)");
+        }
+        template_vars = cli::parse_assignments("template-var", f.template_vars);
+        cli::require(template_vars.empty() || f.chat_template != "none", "--template-var needs a chat template (not --chat-template none)");
         cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
         cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
@@ -288,18 +325,19 @@ int main(int argc, char** argv) {
         std::vector<ft::DpoExample> dpo_train, dpo_eval;
         std::vector<ft::GrpoExample> grpo_train, grpo_eval;
         std::vector<int64_t> train_lines, eval_lines;  // each row's line in its file
+        std::string data_format = "{prompt, answers}", eval_format;  // the format the first row told
         int64_t rows = 0;
         if (f.objective == "sft") {
-          sft_train = ft::read_sft_jsonl(f.data, &train_lines);
-          if (!f.eval_data.empty()) sft_eval = ft::read_sft_jsonl(f.eval_data, &eval_lines);
+          sft_train = ft::read_sft_jsonl(f.data, &train_lines, &data_format);
+          if (!f.eval_data.empty()) sft_eval = ft::read_sft_jsonl(f.eval_data, &eval_lines, &eval_format);
           rows = static_cast<int64_t>(sft_train.size());
         } else if (f.objective == "dpo") {
-          dpo_train = ft::read_dpo_jsonl(f.data, &train_lines);
-          if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data, &eval_lines);
+          dpo_train = ft::read_dpo_jsonl(f.data, &train_lines, &data_format);
+          if (!f.eval_data.empty()) dpo_eval = ft::read_dpo_jsonl(f.eval_data, &eval_lines, &eval_format);
           rows = static_cast<int64_t>(dpo_train.size());
         } else {
-          grpo_train = ft::read_grpo_jsonl(f.data, &train_lines);
-          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines);
+          grpo_train = ft::read_grpo_jsonl(f.data, &train_lines, &data_format);
+          if (!f.eval_data.empty()) grpo_eval = ft::read_grpo_jsonl(f.eval_data, &eval_lines, &eval_format);
           rows = static_cast<int64_t>(grpo_train.size());
         }
         if (f.epochs > 0 && !f.packing) {
@@ -319,10 +357,13 @@ int main(int argc, char** argv) {
         const std::string& naming = base.naming;
         std::shared_ptr<nn::DecoderLM> model = base.model;
         const std::unique_ptr<text::Tokenizer>& tok = base.tokenizer;
-        const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(base.source, f.chat_template);
+        const std::unique_ptr<text::ChatTemplate> chat = ft::chat_template_for(base.source, f.chat_template, tok.get());
         check(f.system.empty() || chat != nullptr, kProg, ": --system: ", f.base,
               " has no chat template (tokenizer_config.json has no chat_template)");
-        const ft::RowFormat format{tok.get(), chat.get(), f.system};
+        check(template_vars.empty() || chat != nullptr, kProg, ": --template-var: ", f.base,
+              " has no chat template (give --chat-template FILE)");
+        if (chat) chat->check_variables(template_vars, "--template-var");
+        const ft::RowFormat format{tok.get(), chat.get(), f.system, template_vars, f.completion_only};
         // Rows are truncated to --max-len, which the model's positions bound (in tokens of its tokenizer).
         const int64_t positions = model->max_seq_len();
         if (positions >= 0 && f.max_len > positions) f.max_len = positions;
@@ -333,7 +374,12 @@ int main(int argc, char** argv) {
                               bool cut) {
           int64_t longer = 0;
           for (std::size_t i = 0; i < lines.size(); ++i) {
-            const int64_t n = length(i);
+            int64_t n = 0;
+            try {  // a row the template refuses (raise_exception) or that has no template to render it
+              n = length(i);
+            } catch (const Error& e) {
+              throw Error(str_cat(path, ":", lines[i], ": ", e.what()));
+            }
             check(positions < 0 || n <= positions, path, ":", lines[i], ": ", what, " is ", n, " tokens, more than the ",
                   positions, " positions of ", f.base, " (shorten it or leave it out)");
             longer += n > f.max_len;
@@ -343,28 +389,24 @@ int main(int argc, char** argv) {
                         "response loses its EOS)\n",
                         kProg, static_cast<long long>(longer), lines.size(), path.c_str(), static_cast<long long>(f.max_len));
         };
-        auto sft_len = [&](const ft::SftExample& r) {
-          const auto [p, q] = format.row_ids(r.prompt, r.response);
-          return static_cast<int64_t>(p.size() + q.size());
-        };
+        auto sft_len = [&](const ft::SftExample& r) { return static_cast<int64_t>(format.tokens(r).first.size()); };
         if (f.objective == "sft") {
           check_rows(f.data, train_lines, [&](std::size_t i) { return sft_len(sft_train[i]); }, "the row", true);
           check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return sft_len(sft_eval[i]); }, "the row", true);
         } else if (f.objective == "dpo") {
           auto dpo_len = [&](const ft::DpoExample& r) {
-            return std::max(sft_len({r.prompt, r.chosen}), sft_len({r.prompt, r.rejected}));
+            return std::max(sft_len(ft::chosen_row(r)), sft_len(ft::rejected_row(r)));
           };
           check_rows(f.data, train_lines, [&](std::size_t i) { return dpo_len(dpo_train[i]); }, "the row", true);
           check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return dpo_len(dpo_eval[i]); }, "the row", true);
         } else {
           // + 1: the completion needs a position too. GRPO's prompts are never cut (--max-len does not apply).
-          auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r.prompt).size()) + 1; };
-          if (positions >= 0) {
-            check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); },
-                       "the prompt (with one completion token)", false);
-            check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
-                       "the prompt (with one completion token)", false);
-          }
+          auto grpo_len = [&](const ft::GrpoExample& r) { return static_cast<int64_t>(format.prompt_ids(r).size()) + 1; };
+          // Every prompt is rendered once now, so a row the template refuses names its line.
+          check_rows(f.data, train_lines, [&](std::size_t i) { return grpo_len(grpo_train[i]); },
+                     "the prompt (with one completion token)", false);
+          check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
+                     "the prompt (with one completion token)", false);
         }
         // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
         // rejected, and the reference without adapters), or a GRPO group of completions.
@@ -431,12 +473,28 @@ int main(int argc, char** argv) {
                       hf ? "Hugging Face" : "xgrad", hf ? "its" : "the byte", static_cast<long long>(tok->vocab_size()),
                       chat ? "chat template" : "plain", static_cast<long long>(f.max_len));
         if (main_rank)
+          std::printf("%s: %s rows (format told by the first row of %s)%s%s\n", kProg, data_format.c_str(), f.data.c_str(),
+                      eval_format.empty() || eval_format == data_format ? "" : str_cat("; held-out: ", eval_format).c_str(),
+                      f.completion_only ? "" : "; the loss on every token (--completion-only false)");
+        if (main_rank)
           std::printf("%s: --base-dtype %s: parameters %s\n", kProg, f.base_dtype.c_str(), nn::weights_summary(*model).c_str());
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
         loop.run_identity["base"] = base_checksum;
         loop.run_identity["objective"] = f.objective;
         loop.run_identity["format"] = chat ? "chat template, system: " + f.system : std::string("plain");
+        // Said only when not the defaults, so a run of prompt/response rows resumes from a
+        // checkpoint written before the other formats were read.
+        if (data_format != "{prompt, response}" && data_format != "{prompt, chosen, rejected}" &&
+            data_format != "{prompt, answers}")
+          loop.run_identity["rows"] = data_format;
+        if (!template_vars.empty()) loop.run_identity["template_vars"] = template_vars.dump();
+        if (!f.completion_only) loop.run_identity["completion_only"] = "false";
+        if (f.objective == "grpo" && f.rewards != std::vector<std::string>{"exact"}) {
+          std::string names;
+          for (const std::string& r : f.rewards) names += (names.empty() ? "" : ",") + r;
+          loop.run_identity["rewards"] = names + (vm["format-regex"].defaulted() ? "" : " format " + f.format_regex);
+        }
         loop.run_identity["data"] = data_checksum;
         loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
                                             " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);

@@ -75,12 +75,14 @@ struct Stmt {
   std::string name;                   // Macro
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro, CallBlock: names and defaults (or null)
   bool recursive = false;             // For: `recursive`, its body may call loop(items)
+  bool generation = false;            // Generation: transformers' {% generation %} (not a {% block %})
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;  // Macro, CallBlock
 };
 
 struct Program {
   Body body;
   TemplateOptions opts;
+  bool has_generation = false;  // a {% generation %} block anywhere
 };
 
 // Parses the template source (jinja_parse.cpp).

@@ -203,4 +203,18 @@ nlohmann::json flags_json(const po::variables_map& vm) {
   return j;
 }
 
+nlohmann::ordered_json parse_assignments(const std::string& flag, const std::vector<std::string>& items) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const std::string& item : items) {
+    const std::size_t eq = item.find('=');
+    require(eq != std::string::npos && eq > 0, "--" + flag + ": expected NAME=VALUE, got '" + item + "'");
+    const std::string name = item.substr(0, eq), text = item.substr(eq + 1);
+    require(!out.contains(name), "--" + flag + ": " + name + " is given twice");
+    // NOTE: json parses only complete documents, so "1 2" or "tr" fall back to a string.
+    nlohmann::ordered_json value = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    out[name] = value.is_discarded() ? nlohmann::ordered_json(text) : value;
+  }
+  return out;
+}
+
 }  // namespace xg::cli

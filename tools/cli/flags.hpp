@@ -65,6 +65,11 @@ std::vector<double> parse_doubles(const std::string& flag, const std::string& te
 std::vector<int64_t> parse_ints(const std::string& flag, const std::string& text, int64_t min,
                                 const std::string& what = "");
 
+// NAME=VALUE items of a repeatable flag as a JSON object: VALUE parsed as JSON (false, 3,
+// [...], {...}, "quoted"), else taken as a string (a bare word). A usage error "--FLAG: ..." for
+// an item without '=' or with an empty name, and for a name given twice.
+nlohmann::ordered_json parse_assignments(const std::string& flag, const std::vector<std::string>& items);
+
 // Every flag in vm by its name, as a JSON object (for the args.json or JSON header beside an
 // executable's outputs): numbers, strings and booleans as themselves, any other type as true;
 // no flags at all is {}. NOTE: a switch declared without a value (--sweep) holds an empty string
