@@ -597,7 +597,7 @@ TEST(XgFinetune, HfBaseBadInputIsOneLine) {
                         "--chat-template: expected auto, none or a template file (a Jinja file or a tokenizer_config.json), "
                         "got 'chatml' (no such file)");
   expect_one_line_error(run("xg-generate", "--base x --chat-template chatml"), 2,
-                        "--chat-template: expected one of auto, none, got 'chatml'");
+                        "--chat-template: expected auto, none or a template file, got 'chatml' (no such file)");
   expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template none --system 'Be brief.'"), 2,
                         "--system needs a chat template");
   const fs::path base = tiny_base(d);  // byte-level: no chat template
