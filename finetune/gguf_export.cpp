@@ -21,9 +21,13 @@ io::GgufMetadata base_tokenizer_metadata(const io::ModelSource& base, int64_t n_
 
 void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, const std::string& path,
                      const nn::GgufExportOptions& options) {
-  io::GgufMetadata meta = nn::gguf_model_metadata(model, options);
+  nn::GgufExportOptions o = options;
+  // A Phi-3 base (a Hugging Face Phi3ForCausalLM folder, or a phi3 GGUF) is written as llama.cpp's
+  // phi3: its model alone looks like a Llama to gguf_architecture.
+  if (o.architecture.empty() && (base.architecture == "Phi3ForCausalLM" || base.architecture == "phi3")) o.architecture = "phi3";
+  io::GgufMetadata meta = nn::gguf_model_metadata(model, o);
   for (auto& kv : base_tokenizer_metadata(base, model.config().vocab_size)) meta.push_back(std::move(kv));
-  io::save_gguf(path, meta, nn::gguf_model_tensors(model, options), "GGUF export");
+  io::save_gguf(path, meta, nn::gguf_model_tensors(model, o), "GGUF export");
 }
 
 void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype, const std::string& name) {

@@ -17,7 +17,8 @@ namespace xg::finetune {
 io::GgufMetadata base_tokenizer_metadata(const io::ModelSource& base, int64_t n_vocab);
 
 // Writes `model` (without LoRA adapters: merge them or leave them out first) as a GGUF model
-// with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file).
+// with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file). A Phi-3 base (HF
+// Phi3ForCausalLM or a phi3 GGUF) is written as llama.cpp's phi3 unless options say otherwise.
 void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, const std::string& path,
                      const nn::GgufExportOptions& options = {});
 
