@@ -213,5 +213,29 @@ TEST(NnGgufArch, LlamaCppRunsTheExportsLikeXgrad) {
   }
 }
 
+// A Phi-3 base is written as phi3 when it has a window (llama.cpp's llama has none), else as
+// llama, as its GGUF adapters are.
+TEST(NnGgufArch, Phi3BaseIsPhi3WithAWindowElseLlama) {
+  const fs::path dir = test::fresh_test_dir();
+  for (const bool window : {true, false}) {
+    SCOPED_TRACE(window);
+    const fs::path folder = llama_cpp_source("phi3", dir / (window ? "w" : "plain"));
+    if (!window) {
+      nlohmann::ordered_json c = nlohmann::ordered_json::parse(test::slurp((folder / "config.json").string()));
+      c["sliding_window"] = nullptr;
+      std::ofstream((folder / "config.json").string()) << c.dump(2);
+    }
+    finetune::BaseModel src = finetune::load_base(folder.string(), "test");
+    const fs::path gguf = folder / "m.gguf";
+    finetune::save_gguf_model(*src.model, io::ModelSource::open(folder.string()), gguf.string());
+    io::GgufReader f(gguf.string());
+    EXPECT_EQ(f.get_string("general.architecture"), window ? "phi3" : "llama");
+    EXPECT_EQ(f.has_tensor("blk.0.attn_qkv.weight"), window);
+    auto back = nn::load_gguf_model(f);
+    const Tensor tokens = test::ids({3, 9, 200, 17, 64, 1, 5, 250, 8, 8, 31}, {1, 11});
+    EXPECT_TRUE(tensors_close(logits_of(*back, tokens), logits_of(*src.model, tokens), 1e-6, 1e-6));
+  }
+}
+
 }  // namespace gguf_arch_test
 }  // namespace xg
