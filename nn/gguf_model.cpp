@@ -485,6 +485,7 @@ LMConfig hf_family_config(io::GgufReader& f, const std::string& arch) {
   };
   expect_shape("blk.0.attn_output.weight", {d_model, n_heads * head_dim});
   expect_shape("blk.0.ffn_down.weight", {d_model, d_ff});
+  if (arch == "gpt2") expect_shape("position_embd.weight", {ctx, d_model});
   expect_shape(str_cat("blk.", n_layers - 1, ".attn_norm.weight"), {d_model});
   return lm;
 }

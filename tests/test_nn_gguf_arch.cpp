@@ -152,6 +152,14 @@ TEST(NnGgufArch, WhatLlamaCppComputesOtherwiseIsRefusedByName) {
   io::save_gguf((dir / "untied.gguf").string(), nn::gguf_model_metadata(*gemma, o), tensors);
   io::GgufReader f((dir / "untied.gguf").string());
   EXPECT_XG_ERROR(nn::load_gguf_model(f), "untied.gguf: tensor 'output.weight': llama.cpp's gemma ties the head");
+  // A gpt2 context longer than its position_embd table is an error before the model is built.
+  auto gpt2 = nn::load_hf(arch_folder("gpt2"));
+  io::GgufMetadata meta = nn::gguf_model_metadata(*gpt2);
+  for (auto& [k, v] : meta)
+    if (k == "gpt2.context_length") v = io::GgufValue::u32(1 << 20);
+  io::save_gguf((dir / "long.gguf").string(), meta, nn::gguf_model_tensors(*gpt2));
+  io::GgufReader g((dir / "long.gguf").string());
+  EXPECT_XG_ERROR(nn::load_gguf_model(g), "long.gguf: tensor 'position_embd.weight' has shape [64,64], the metadata gives [1048576,64]");
 }
 
 // The folders gen_gguf_arch.sh exports: the HF fixture with the byte256 tokenizer (Gemma 2's
