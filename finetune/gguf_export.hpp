@@ -17,7 +17,9 @@ namespace xg::finetune {
 io::GgufMetadata base_tokenizer_metadata(const io::ModelSource& base, int64_t n_vocab);
 
 // Writes `model` (without LoRA adapters: merge them or leave them out first) as a GGUF model
-// with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file).
+// with the tokenizer of `base` (an HF or xgrad folder, or a GGUF file). A Phi-3 base (HF
+// Phi3ForCausalLM or a phi3 GGUF) with a sliding window is written as llama.cpp's phi3 (without
+// one as `llama`, as its adapters are) unless options.architecture says otherwise.
 void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, const std::string& path,
                      const nn::GgufExportOptions& options = {});
 
@@ -27,7 +29,9 @@ void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, co
 // (A, [r, in], ne {in, r}) and ".lora_b" (B, [out, r], ne {r, out}). B's rows of a q/k
 // projection are permuted as W's are for the architecture's RoPE layout (convert_lora_to_gguf.py
 // runs the base converter's modify_tensors on B). An adapter on a module llama.cpp has no
-// tensor for is an error naming it.
+// tensor for is an error naming it: the parts of gpt2's and phi3's fused attn_qkv / ffn_up, and
+// any adapter of a windowed Phi-3 (written as phi3, which gguf_architecture cannot tell from
+// the model alone: it refuses the window under `llama`).
 void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype = io::GgmlType::F32,
                        const std::string& name = "xgrad LoRA adapter");
 

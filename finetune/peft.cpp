@@ -11,12 +11,15 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
 #include "autograd/graph.hpp"
+#include "autograd/shape.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safetensors.hpp"
+#include "nn/naming.hpp"
 
 namespace xg::finetune {
 
@@ -52,10 +55,192 @@ std::string peft_key(const std::string& module_path, char which) {
   return str_cat(kPrefix, module_path, ".lora_", which, ".weight");
 }
 
+namespace {
+
+// The module path of an adapter file's key base_model.model.<module>.lora_A.weight (is_a) or
+// .lora_B.weight; another key is an error naming the file.
+std::string lora_key_module(const std::string& wfile, const std::string& key, bool& is_a) {
+  const std::string pre = kPrefix;
+  is_a = ends_with(key, ".lora_A.weight");
+  const bool is_b = ends_with(key, ".lora_B.weight");
+  check(key.size() > pre.size() + 14 && key.compare(0, pre.size(), pre) == 0 && (is_a || is_b), wfile, ": key '", key,
+        "' is not a LoRA weight (expected base_model.model.<module>.lora_A.weight or .lora_B.weight)");
+  return key.substr(pre.size(), key.size() - pre.size() - std::string(".lora_A.weight").size());
+}
+
+// --- Fused projections (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj) ------------------
+
+bool fused_naming(const std::string& naming) { return naming == "hf_gpt2" || naming == "hf_phi3"; }
+
+// One Linear as PEFT sees it under a scheme: its path and the xgrad Linears it is made of, in
+// the fused matrix's row order (one part for a plain Linear).
+struct PeftModule {
+  std::string path;
+  std::vector<std::string> parts;
+};
+
+std::vector<PeftModule> peft_modules(const nn::Module& model, const std::string& naming) {
+  std::set<std::string> linear;
+  for (const auto& [path, lin] : linear_modules(model)) linear.insert(path);
+  const std::string w = ".weight";
+  std::vector<PeftModule> out;
+  // Not complete: the adapters' own lora_A / lora_B weights have no name in the scheme (and are
+  // no Linear's weight, so they are skipped below).
+  nn::NamingScheme scheme = nn::NamingScheme::get(naming);
+  scheme.complete = false;
+  for (const auto& [external, e] : nn::external_tensors(model, scheme)) {
+    if (!ends_with(external, w)) continue;
+    PeftModule m{external.substr(0, external.size() - w.size()), {}};
+    for (const std::string& p : e.parts)
+      if (ends_with(p, w) && linear.count(p.substr(0, p.size() - w.size()))) m.parts.push_back(p.substr(0, p.size() - w.size()));
+    if (m.parts.size() != e.parts.size()) continue;  // not Linear weights (embeddings, norms)
+    // Adapter rows are not permuted between RoPE layouts.
+    check(!e.rope_permuted, "save_adapter: '", m.path, "' is stored in another RoPE layout than the model's (naming '",
+          naming, "'); an adapter's rows would need permuting");
+    out.push_back(m);
+  }
+  return out;
+}
+
+std::string leaf_of(const std::string& path) { return path.substr(path.rfind('.') + 1); }
+
+// PEFT's A and B of each adapted module under `naming` (fused modules stacked and block-diagonal),
+// filling rank_pattern / alpha_pattern for the fused ones.
+std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> fused_adapter_tensors(const nn::Module& model,
+                                                                                      const std::string& naming,
+                                                                                      const LoRAConfig& config,
+                                                                                      json& rank_pattern,
+                                                                                      json& alpha_pattern) {
+  std::map<std::string, std::shared_ptr<nn::Linear>> lins;
+  for (const auto& [path, lin] : linear_modules(model)) lins.emplace(path, lin);
+  std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> out;
+  NoGradGuard no_grad;
+  for (const PeftModule& m : peft_modules(model, naming)) {
+    std::vector<std::shared_ptr<LoRAAdapter>> parts;
+    bool any = false;
+    for (const std::string& p : m.parts) {
+      parts.push_back(lora_of(*lins.at(p)));
+      any = any || parts.back() != nullptr;
+    }
+    if (!any) continue;
+    if (parts.size() == 1) {
+      out.push_back({m.path, {parts[0]->A().detach(), parts[0]->B().detach()}});
+      continue;
+    }
+    // A = cat(A_i) [k r, in]; B = blockdiag(B_i) [out, k r]: B A = cat(B_i A_i) along the rows.
+    const int64_t k = static_cast<int64_t>(parts.size()), r = config.r;
+    std::vector<Tensor> As;
+    int64_t out_total = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const nn::Linear& lin = *lins.at(m.parts[i]);
+      As.push_back(parts[i] ? parts[i]->A().detach().to(kFloat32) : zeros({r, lin.in_features()}));
+      out_total += lin.out_features();
+    }
+    Tensor B = zeros({out_total, k * r});
+    float* b = B.data<float>();
+    int64_t row = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const int64_t rows = lins.at(m.parts[i])->out_features();
+      if (parts[i]) {
+        const Tensor Bi = parts[i]->B().detach().to(kFloat32).contiguous();
+        const float* bi = Bi.data<float>();
+        for (int64_t o = 0; o < rows; ++o)
+          for (int64_t j = 0; j < r; ++j) b[(row + o) * k * r + static_cast<int64_t>(i) * r + j] = bi[o * r + j];
+      }
+      row += rows;
+    }
+    out.push_back({m.path, {cat(As, 0), B}});
+    // alpha' / r' = alpha / r (rsLoRA: alpha' / sqrt r' = alpha / sqrt r).
+    const double alpha = config.use_rslora ? config.alpha * std::sqrt(static_cast<double>(k)) : config.alpha * k;
+    rank_pattern[leaf_of(m.path)] = k * r;
+    alpha_pattern[leaf_of(m.path)] = number(alpha);
+  }
+  return out;
+}
+
+// PEFT's selection of module paths: a list entry equal to the path or a dotted suffix of it, or
+// a regex matching the whole path.
+bool peft_selects(const std::string& targets, const std::string& path) {
+  if (targets_are_regex(targets)) return std::regex_match(path, std::regex(targets));
+  std::stringstream ss(targets);
+  for (std::string e; std::getline(ss, e, ',');)
+    if (path == e || ends_with(path, "." + e)) return true;
+  return false;
+}
+
+AdapterInfo load_fused_adapter(nn::Module& model, const std::string& dir, const std::string& naming) {
+  AdapterInfo info = read_adapter_config(dir);
+  const std::string cfile = (fs::path(dir) / kConfigFile).string();
+  const std::string wfile = (fs::path(dir) / kWeightsFile).string();
+  const TensorMap weights = io::load_safetensors(wfile);
+  std::map<std::string, std::shared_ptr<nn::Linear>> lins;
+  for (const auto& [path, lin] : linear_modules(model)) lins.emplace(path, lin);
+  std::map<std::string, PeftModule> modules;
+  for (PeftModule& m : peft_modules(model, naming)) modules.emplace(m.path, m);
+  std::map<std::string, std::pair<Tensor, Tensor>> found;
+  for (const auto& [key, t] : weights) {
+    bool is_a = false;
+    const std::string path = lora_key_module(wfile, key, is_a);
+    auto it = modules.find(path);
+    check(it != modules.end(), wfile, ": key '", key, "': the model has no Linear module '", path, "' under ", naming,
+          " (an adapter for a different base model?)");
+    check(is_floating(t.dtype()), wfile, ": key '", key, "' has dtype ", dtype_name(t.dtype()), ", expected a float");
+    auto& slot = found[path];
+    (is_a ? slot.first : slot.second) = t;
+  }
+  check(!found.empty(), wfile, ": holds no LoRA weights");
+  for (const auto& [path, m] : modules)
+    check(peft_selects(info.config.targets, path) == (found.count(path) > 0), cfile, ": target_modules '",
+          info.config.targets, found.count(path) ? "' do not select module '" : "' select module '", path, "' but ",
+          wfile, found.count(path) ? " has weights for it" : " has none for it");
+  // Every shape is checked before the model changes.
+  std::vector<std::tuple<std::string, LoRAConfig>> plan;
+  for (const auto& [path, ab] : found) {
+    check(ab.first.defined() && ab.second.defined(), wfile, ": module '", path, "' has ",
+          ab.first.defined() ? "lora_A but no lora_B" : "lora_B but no lora_A");
+    const PeftModule& m = modules.at(path);
+    LoRAConfig c = info.config;
+    const std::string leaf = leaf_of(path);
+    if (info.rank_pattern.count(leaf)) c.r = info.rank_pattern.at(leaf);
+    if (info.alpha_pattern.count(leaf)) c.alpha = info.alpha_pattern.at(leaf);
+    c.validate(cfile);
+    int64_t out = 0;
+    for (const std::string& p : m.parts) {
+      check(lins.at(p)->adapter() == nullptr, "load_adapter: module '", p, "' already has an adapter");
+      out += lins.at(p)->out_features();
+    }
+    const int64_t in = lins.at(m.parts[0])->in_features();
+    for (const auto& [t, want, name] : {std::tuple{ab.first, Shape{c.r, in}, "lora_A"}, std::tuple{ab.second, Shape{out, c.r}, "lora_B"}})
+      check(t.shape() == want, wfile, ": '", path, ".", name, ".weight' has shape ", shape_str(t.shape()),
+            ", module '", path, "' (in ", in, ", out ", out, ", r ", c.r, ") needs ", shape_str(want));
+    plan.emplace_back(path, c);
+  }
+  Generator gen(0);
+  model.requires_grad_(false);
+  NoGradGuard no_grad;
+  for (const auto& [path, c] : plan) {
+    const auto& [A, B] = found.at(path);
+    int64_t row = 0;
+    for (const std::string& p : modules.at(path).parts) {
+      auto a = LoRAAdapter::attach(*lins.at(p), c, gen);
+      const int64_t rows = lins.at(p)->out_features();
+      const Tensor Bp = narrow(B, 0, row, rows);
+      row += rows;
+      a->A().copy_(A.dtype() == a->A().dtype() ? A : A.to(a->A().dtype()));
+      a->B().copy_(Bp.dtype() == a->B().dtype() ? Bp : Bp.to(a->B().dtype()));
+    }
+    info.modules.push_back(path);
+  }
+  return info;
+}
+
+}  // namespace
+
 void save_adapter(const nn::Module& model, const std::string& dir, const LoRAConfig& config,
                   const std::string& base_model_name_or_path, const std::string& naming) {
   config.validate("save_adapter");
-  const auto adapters = lora_adapters(model, naming);
+  const bool fused = fused_naming(naming);
+  const auto adapters = lora_adapters(model, fused ? "xgrad" : naming);
   check(!adapters.empty(), "save_adapter: the model has no LoRA adapters (inject_lora or load_adapter first)");
   for (const auto& [path, a] : adapters) {
     check(!path.empty(), "save_adapter: the adapter is on the model itself (a bare LoRALinear); PEFT files name ",
@@ -68,7 +253,7 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   }
   std::set<std::string> adapted;
   for (const auto& [path, a] : adapters) adapted.insert(path);
-  for (const auto& path : match_targets(model, config.targets, "save_adapter", naming)) {
+  for (const auto& path : match_targets(model, config.targets, "save_adapter", fused ? "xgrad" : naming)) {
     check(adapted.count(path), "save_adapter: targets '", config.targets, "' select '", path,
           "', which has no adapter");
     adapted.erase(path);
@@ -77,9 +262,24 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
         "' has an adapter but targets '", config.targets, "' do not select it");
 
   TensorMap tensors;
-  for (const auto& [path, a] : adapters) {
-    tensors.emplace(peft_key(path, 'A'), a->A().detach());
-    tensors.emplace(peft_key(path, 'B'), a->B().detach());
+  json rank_pattern = json::object(), alpha_pattern = json::object(), targets;
+  if (fused) {
+    std::vector<std::string> paths;
+    for (auto& [path, ab] : fused_adapter_tensors(model, naming, config, rank_pattern, alpha_pattern)) {
+      tensors.emplace(peft_key(path, 'A'), ab.first);
+      tensors.emplace(peft_key(path, 'B'), ab.second);
+      paths.push_back(path);
+    }
+    targets = paths;  // full paths: GPT-2's c_proj names both the attention's and the MLP's
+  } else {
+    for (const auto& [path, a] : adapters) {
+      tensors.emplace(peft_key(path, 'A'), a->A().detach());
+      tensors.emplace(peft_key(path, 'B'), a->B().detach());
+    }
+    if (targets_are_regex(config.targets))
+      targets = config.targets;
+    else
+      targets = peft_target_names(model, config.targets, naming);
   }
   json c = json::object();
   c["peft_type"] = "LORA";
@@ -87,13 +287,10 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   c["r"] = config.r;
   c["lora_alpha"] = number(config.alpha);
   c["lora_dropout"] = config.dropout;
-  if (targets_are_regex(config.targets))
-    c["target_modules"] = config.targets;
-  else
-    c["target_modules"] = peft_target_names(model, config.targets, naming);
+  c["target_modules"] = targets;
   c["bias"] = "none";
   c["use_rslora"] = config.use_rslora;
-  c["fan_in_fan_out"] = false;
+  c["fan_in_fan_out"] = naming == "hf_gpt2";  // PEFT sets it for Conv1D (A and B keep Linear's shapes)
   c["base_model_name_or_path"] = base_model_name_or_path.empty() ? json(nullptr) : json(base_model_name_or_path);
   c["inference_mode"] = true;
   c["init_lora_weights"] = true;
@@ -101,8 +298,8 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   c["modules_to_save"] = nullptr;
   c["layers_to_transform"] = nullptr;
   c["layers_pattern"] = nullptr;
-  c["rank_pattern"] = json::object();
-  c["alpha_pattern"] = json::object();
+  c["rank_pattern"] = rank_pattern;
+  c["alpha_pattern"] = alpha_pattern;
   c["revision"] = nullptr;
   const std::string text = c.dump(2) + "\n";
 
@@ -196,13 +393,27 @@ AdapterInfo read_adapter_config(const std::string& dir) {
   if (const json* b = field("bias"))
     check(b->is_string() && b->get<std::string>() == "none", file, ": bias ", b->dump(),
           " is not supported (only \"none\")");
-  if (const json* f = field("fan_in_fan_out"))
-    check(f->is_boolean() && !f->get<bool>(), file, ": fan_in_fan_out ", f->dump(), " is not supported (only false)");
+  if (const json* f = field("fan_in_fan_out")) {
+    check(f->is_boolean(), file, ": fan_in_fan_out must be true or false, got ", f->dump());
+    info.fan_in_fan_out = f->get<bool>();
+  }
   if (const json* f = field("use_dora"))
     check(f->is_boolean() && !f->get<bool>(), file, ": use_dora ", f->dump(), " is not supported (only false)");
   for (const char* k : {"rank_pattern", "alpha_pattern"})
-    if (const json* p = field(k))
-      check(p->is_object() && p->empty(), file, ": ", k, " ", p->dump(), " is not supported (only {})");
+    if (const json* p = field(k)) {
+      check(p->is_object(), file, ": ", k, " must be an object of module name -> number, got ", p->dump());
+      for (const auto& [name, v] : p->items()) {
+        check(list_entry_ok(name) && v.is_number(), file, ": ", k, " entry '", name, "': ", v.dump(),
+              " (expected a module name and a number)");
+        if (std::string(k) == "rank_pattern") {
+          check(v.is_number_integer() && v.get<int64_t>() >= 1, file, ": rank_pattern '", name,
+                "' must be a positive integer, got ", v.dump());
+          info.rank_pattern[name] = v.get<int64_t>();
+        } else {
+          info.alpha_pattern[name] = v.get<double>();
+        }
+      }
+    }
   for (const char* k : {"modules_to_save", "layers_to_transform"})
     if (const json* p = field(k))
       check(p->is_array() && p->empty(), file, ": ", k, " ", p->dump(), " is not supported (only null)");
@@ -215,8 +426,12 @@ AdapterInfo read_adapter_config(const std::string& dir) {
 }
 
 AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::string& naming) {
+  if (fused_naming(naming)) return load_fused_adapter(model, dir, naming);
   AdapterInfo info = read_adapter_config(dir);
   const std::string cfile = (fs::path(dir) / kConfigFile).string();
+  check(info.rank_pattern.empty() && info.alpha_pattern.empty(), cfile,
+        ": rank_pattern and alpha_pattern are not supported (only {}) but for the fused modules of GPT-2 and Phi-3");
+  check(!info.fan_in_fan_out, cfile, ": fan_in_fan_out true is not supported (only false) but for GPT-2's Conv1D");
   const std::string wfile = (fs::path(dir) / kWeightsFile).string();
   const TensorMap weights = io::load_safetensors(wfile);
   const int64_t r = info.config.r;
@@ -225,12 +440,9 @@ AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::s
   for (const auto& [path, lin] : linear_modules(model, naming)) lins.emplace(path, lin);
   // module path -> (A, B) from the file
   std::map<std::string, std::pair<Tensor, Tensor>> found;
-  const std::string pre = kPrefix;
   for (const auto& [key, t] : weights) {
-    const bool is_a = ends_with(key, ".lora_A.weight"), is_b = ends_with(key, ".lora_B.weight");
-    check(key.size() > pre.size() + 14 && key.compare(0, pre.size(), pre) == 0 && (is_a || is_b), wfile, ": key '", key,
-          "' is not a LoRA weight (expected base_model.model.<module>.lora_A.weight or .lora_B.weight)");
-    const std::string path = key.substr(pre.size(), key.size() - pre.size() - std::string(".lora_A.weight").size());
+    bool is_a = false;
+    const std::string path = lora_key_module(wfile, key, is_a);
     auto it = lins.find(path);
     check(it != lins.end(), wfile, ": key '", key, "': the model has no Linear module '", path,
           "' (an adapter for a different base model?)");

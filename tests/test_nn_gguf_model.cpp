@@ -208,13 +208,13 @@ TEST(NnGgufModel, ModelsLlamaCppCannotRunAreRefusedByName) {
   c.vocab_size = 16;
   c.block = nn::BlockConfig::teaching(8, 2);
   EXPECT_XG_ERROR(nn::gguf_architecture(c), "norm_position pre");
-  EXPECT_XG_ERROR(nn::gguf_naming("gpt2"), "architecture 'gpt2' is not supported");
+  EXPECT_XG_ERROR(nn::gguf_naming("falcon"), "architecture 'falcon' is not supported");
   // A file of another architecture.
   const fs::path dir = test::fresh_test_dir();
-  const std::string path = (dir / "phi.gguf").string();
-  io::save_gguf(path, {{"general.architecture", io::GgufValue::string("phi3")}}, {});
+  const std::string path = (dir / "falcon.gguf").string();
+  io::save_gguf(path, {{"general.architecture", io::GgufValue::string("falcon")}}, {});
   io::GgufReader f(path);
-  EXPECT_XG_ERROR(nn::load_gguf_model(f), "general.architecture 'phi3' is not supported");
+  EXPECT_XG_ERROR(nn::load_gguf_model(f), "general.architecture 'falcon' is not supported");
   // The llama.cpp-written model with a tensor left out, or one too many.
   io::GgufReader good(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
   std::vector<io::GgufTensorData> tensors;

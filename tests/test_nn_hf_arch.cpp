@@ -340,8 +340,8 @@ TEST(NnHfArch, XgradModelsSaveAsTheirArchitecture) {
   w.final_logit_softcap = 0;
   w.layer_windows = {3, 2};
   EXPECT_XG_ERROR(nn::HFConfig::from_lm(w), "one sliding_window for the layers that have one");
-  // llama.cpp's gemma and gpt2 are not written yet: refused by name.
-  EXPECT_XG_ERROR(nn::gguf_architecture(g), "GGUF export: a GPT2LMHeadModel model is not supported");
+  // The same inference names llama.cpp's architecture for a GGUF export.
+  EXPECT_EQ(nn::gguf_architecture(g), "gpt2");
 }
 
 // An xgrad folder of a Gemma model keeps embed_scale and the new kinds in its config.json.
