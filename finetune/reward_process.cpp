@@ -114,8 +114,11 @@ double RewardProcess::score(const nlohmann::json& request, const std::string& wh
     const ssize_t n = write(to_child_, line.data() + done, line.size() - done);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) {
-      const std::string st = exit_status();
-      fail(what, st.empty() ? str_cat("stopped reading its input (", std::strerror(errno), ")") : st);
+      // It closed its input, most likely by exiting: give the exit a moment to be seen.
+      const std::string why = str_cat("stopped reading its input (", std::strerror(errno), ")");
+      std::string st;
+      for (int i = 0; i < 50 && (st = exit_status()).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      fail(what, st.empty() ? why : st);
     }
     done += static_cast<std::size_t>(n);
   }
