@@ -270,6 +270,50 @@ whole = log.endswith("\n") and all(json.loads(line) is not None for line in log.
 check(K, "a disk that fills mid-run: the run stops naming log.jsonl, every log line whole",
       status not in (0, None) and "log.jsonl" in err and whole, err.strip()[:160])
 
+# ---- TRL's dataset formats, chat template files and variables, rewards, --prompts ---------------
+K = "dataset formats, chat templates, rewards, --prompts"
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "chat_templates")
+qwen = os.path.join(FIXTURES, "qwen2_5.jinja")
+turn = lambda role, content: {"role": role, "content": content}  # noqa: E731
+good_row = {"messages": [turn("user", "Is cat a word?"), turn("assistant", "yes")]}
+for what, bad in [("roles out of order (the assistant first)", [turn("assistant", "yes"), turn("user", "Is cat a word?")]),
+                  ("two user messages in a row", [turn("user", "a"), turn("user", "b"), turn("assistant", "c")]),
+                  ("a message without content", [turn("user", "Is cat a word?"), {"role": "assistant"}]),
+                  ("content that is not a string", [turn("user", "Is cat a word?"), turn("assistant", 5)]),
+                  ("an unknown role", [turn("user", "Is cat a word?"), turn("robot", "yes")])]:
+    path = os.path.join(T, "msgs-" + what.split()[0] + str(len(results)) + ".jsonl")
+    jsonl(path, [good_row, {"messages": bad}])
+    o = fresh("k" + str(len(results)))
+    refused(K, f"a messages row with {what} (line 2)", finetune(path, "--chat-template", qwen, "--out", o), o, ":2:")
+huge = os.path.join(T, "huge-turn.jsonl")
+jsonl(huge, [{"messages": [turn("user", "Is cat a word?"), turn("assistant", "y" * (50 << 20))]}])
+refused(K, "a 50 MB assistant turn", finetune(huge, "--chat-template", qwen, "--out", fresh("k-huge")), fresh("k-huge"), ":1:")
+msgs = os.path.join(T, "msgs.jsonl"); jsonl(msgs, [good_row] * 3)
+refused(K, "--template-var the template never reads", finetune(msgs, "--chat-template", qwen, "--template-var",
+        "enable_thinking=false", "--out", fresh("k-var")), fresh("k-var"), "enable_thinking")
+for what, source in [("a macro that calls itself", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+                     ("a range of 10^9", "{% for i in range(1000000000) %}{{ i }}{% endfor %}"),
+                     ("three nested loops of 10^5 (10^15 iterations)",
+                      "{% for i in range(100000) %}{% for j in range(100000) %}{% for k in range(100000) %}"
+                      "{{ k }}{% endfor %}{% endfor %}{% endfor %}"),
+                     ("output doubled 64 times", "{% set ns = namespace(s='x') %}{% for i in range(64) %}"
+                                                 "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")]:
+    path = os.path.join(T, "tmpl" + str(len(results)) + ".jinja"); write(path, source)
+    o = fresh("k" + str(len(results)))
+    t0 = time.time()
+    refused(K, f"a chat template file with {what}", finetune(msgs, "--chat-template", path, "--out", o), o)
+    results[-1] = results[-1][:3] + (results[-1][3] + f" ({time.time() - t0:.1f} s)",)
+refused(K, "an unknown --reward name", finetune(grpo, "--objective", "grpo", "--reward", "exactt", "--out", fresh("k-rw")),
+        fresh("k-rw"), "exactt")
+refused(K, "a --reward weight that is not finite", finetune(grpo, "--objective", "grpo", "--reward", "exact:nan",
+        "--out", fresh("k-rw2")), fresh("k-rw2"), "--reward")
+prompts = os.path.join(T, "prompts.jsonl"); write(prompts, '{"prompt": "a"}\n{"prompt": 5}\n')
+refused(K, "a --prompts line whose prompt is not a string (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
+        "--max-new-tokens", 2], needle=":2")
+write(prompts, '{"prompt": "a"}\n{"prompt": "b"\n')
+refused(K, "a --prompts line that is not JSON (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
+        "--max-new-tokens", 2], needle=":2")
+
 # ---- report --------------------------------------------------------------------------------
 shutil.rmtree(T, ignore_errors=True)
 kinds = []
