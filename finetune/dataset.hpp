@@ -89,6 +89,8 @@ struct GrpoExample {
   std::string prompt;
   std::vector<std::string> answers;
   nlohmann::ordered_json prompt_messages;  // a conversational prompt (TRL's), rendered with the generation prompt; else null
+  nlohmann::ordered_json row;              // the JSONL row as read (what a reward program is sent); null if made in code
+  std::string where;                       // "file:line" of the row ("" if made in code)
 };
 
 // JSONL, one object per line (blank lines are skipped), in the formats TRL reads, told apart

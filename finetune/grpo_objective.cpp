@@ -96,6 +96,9 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
 
 namespace {
 
+// What the reward functions see of a row, the completion filled in per sample.
+RewardInput reward_input(const GrpoExample& row) { return {"", row.answers, row.prompt, row.row, row.where}; }
+
 // The task's rewards, "exact" when it names none.
 std::vector<Reward> rewards_of(const GrpoTask& task) {
   return task.rewards.empty() ? std::vector<Reward>{builtin_reward("exact")} : task.rewards;
@@ -123,15 +126,19 @@ Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, co
     g.temperature = 0;  // greedy
     g.eos_id = tok.eos_id();
     const Completions c = split_completions(tok, model.generate(prompt, n_new, g), prompt.shape()[1]);
-    reward += weighted_reward(rewards, c.texts[0], row.answers);
+    RewardInput in = reward_input(row);
+    in.completion = c.texts[0];
+    reward += weighted_reward(rewards, in);
     exact += grpo_reward("exact", c.texts[0], row.answers);
 
     g.temperature = task.temperature;
     g.seed = 0x5EED0000u + i;  // fixed per row: every evaluation draws with the same seeds
     Tensor group = prompt_batch(task.format, row, task.group_size);
     const Completions s = split_completions(tok, model.generate(group, n_new, g), group.shape()[1]);
-    for (const std::string& text : s.texts)
-      sampled += weighted_reward(rewards, text, row.answers) / static_cast<double>(task.group_size);
+    for (const std::string& text : s.texts) {
+      in.completion = text;
+      sampled += weighted_reward(rewards, in) / static_cast<double>(task.group_size);
+    }
   }
   const double n = static_cast<double>(rows.size());
   return {{"reward", reward / n}, {"exact_match", exact / n}, {"sampled_reward", sampled / n}};
@@ -161,9 +168,11 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
     const std::vector<Reward> funcs = rewards_of(task);
     std::vector<double> rewards(c.texts.size(), 0.0);
     Metrics per_reward;
+    RewardInput in = reward_input(row);
     for (const Reward& r : funcs)
       for (std::size_t i = 0; i < c.texts.size(); ++i) {
-        const double v = r.fn(c.texts[i], row.answers);
+        in.completion = c.texts[i];
+        const double v = r.fn(in);
         rewards[i] += r.weight * v;
         if (funcs.size() > 1) per_reward["rewards/" + r.name] += v / static_cast<double>(c.texts.size());
       }

@@ -314,10 +314,17 @@ std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<in
            throw Error(str_cat(w, ": ", prompt.back().at, " (", last, "): a prompt must end with a user or tool message"));
          GrpoExample ex("", answers_of(r, w));
          ex.prompt_messages = to_json(prompt);
+         ex.row = r;
+         ex.where = w;
          return ex;
        }},
       {"{prompt, answers}", [](const ojson& r) { return has(r, "prompt") && has(r, "answers"); },
-       [](const ojson& r, const std::string& w) { return GrpoExample(string_field(r, "prompt", w), answers_of(r, w)); }},
+       [](const ojson& r, const std::string& w) {
+         GrpoExample ex(string_field(r, "prompt", w), answers_of(r, w));
+         ex.row = r;
+         ex.where = w;
+         return ex;
+       }},
   };
   return read_jsonl(path, lines, format, formats, "GRPO");
 }

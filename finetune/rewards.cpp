@@ -9,6 +9,7 @@
 
 #include "autograd/error.hpp"
 #include "finetune/objectives.hpp"
+#include "finetune/reward_process.hpp"
 #include "text/regex.hpp"
 
 namespace xg::finetune {
@@ -75,14 +76,13 @@ std::optional<double> numeric_answer(const std::string& text) {
 Reward builtin_reward(const std::string& name, double weight, const std::string& format_regex) {
   check(std::isfinite(weight), "--reward ", name, ": the weight must be a finite number, got ", weight);
   if (name == "exact" || name == "prefix")
-    return {name, [name](const std::string& c, const std::vector<std::string>& a) { return grpo_reward(name, c, a); },
-            weight};
+    return {name, [name](const RewardInput& in) { return grpo_reward(name, in.completion, in.answers); }, weight};
   if (name == "format") {
     auto re = std::make_shared<const text::Regex>(format_regex, "--format-regex");
     return {name,
-            [re](const std::string& c, const std::vector<std::string>&) {
+            [re](const RewardInput& in) {
               bool at_start = false, first = true;
-              re->for_each_match(c, [&](std::size_t begin, std::size_t) {
+              re->for_each_match(in.completion, [&](std::size_t begin, std::size_t) {
                 if (first) at_start = begin == 0;
                 first = false;
               });
@@ -92,10 +92,10 @@ Reward builtin_reward(const std::string& name, double weight, const std::string&
   }
   if (name == "numeric")
     return {name,
-            [](const std::string& c, const std::vector<std::string>& answers) {
-              const std::optional<double> got = numeric_answer(c);
+            [](const RewardInput& in) {
+              const std::optional<double> got = numeric_answer(in.completion);
               if (!got) return 0.0;
-              for (const std::string& a : answers) {
+              for (const std::string& a : in.answers) {
                 const std::optional<double> want = numeric_answer(a);
                 if (want && std::abs(*got - *want) <= 1e-6 * std::max(1.0, std::abs(*want))) return 1.0;
               }
@@ -115,11 +115,24 @@ Reward parse_reward(const std::string& spec, const std::string& format_regex) {
   return builtin_reward(name, weight, format_regex);
 }
 
-double weighted_reward(const std::vector<Reward>& rewards, const std::string& completion,
-                       const std::vector<std::string>& answers) {
+double weighted_reward(const std::vector<Reward>& rewards, const RewardInput& in) {
   double total = 0;
-  for (const Reward& r : rewards) total += r.weight * r.fn(completion, answers);
+  for (const Reward& r : rewards) total += r.weight * r.fn(in);
   return total;
+}
+
+Reward command_reward(const std::string& command, double timeout_seconds, double weight) {
+  check(std::isfinite(weight), "--reward cmd: the weight must be a finite number, got ", weight);
+  auto program = std::make_shared<RewardProcess>(command, timeout_seconds);
+  return {"cmd",
+          [program](const RewardInput& in) {
+            nlohmann::ordered_json request = in.row.is_object() ? in.row : nlohmann::ordered_json::object();
+            if (!request.contains("prompt")) request["prompt"] = in.prompt;
+            if (!request.contains("answers")) request["answers"] = in.answers;
+            request["completion"] = in.completion;
+            return program->score(request, in.where.empty() ? std::string("a row") : in.where);
+          },
+          weight};
 }
 
 }  // namespace xg::finetune

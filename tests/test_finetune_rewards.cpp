@@ -33,20 +33,20 @@ TEST(FinetuneRewards, NumericAnswerIsTheBoxedContentElseTheLastNumber) {
 
 TEST(FinetuneRewards, BuiltInRewardsScoreACompletion) {
   const Reward numeric = builtin_reward("numeric");
-  EXPECT_EQ(numeric.fn("17 times 23 is \\boxed{391}", {"391"}), 1.0);
-  EXPECT_EQ(numeric.fn("I think 391.0", {"390", "391"}), 1.0);
-  EXPECT_EQ(numeric.fn("I think 390", {"391"}), 0.0);
-  EXPECT_EQ(numeric.fn("no idea", {"391"}), 0.0);
-  EXPECT_EQ(numeric.fn("1,000", {"x = 1000"}), 1.0);  // the answer's number too
+  EXPECT_EQ(numeric.fn({"17 times 23 is \\boxed{391}", {"391"}}), 1.0);
+  EXPECT_EQ(numeric.fn({"I think 391.0", {"390", "391"}}), 1.0);
+  EXPECT_EQ(numeric.fn({"I think 390", {"391"}}), 0.0);
+  EXPECT_EQ(numeric.fn({"no idea", {"391"}}), 0.0);
+  EXPECT_EQ(numeric.fn({"1,000", {"x = 1000"}}), 1.0);  // the answer's number too
   const Reward format = builtin_reward("format");
-  EXPECT_EQ(format.fn("<think>\n17 * 23\n</think>\n<answer>\n391\n</answer>", {}), 1.0);
-  EXPECT_EQ(format.fn("<answer>\n391\n</answer>", {}), 0.0);
-  EXPECT_EQ(format.fn("ok <think>\na\n</think>\n<answer>\nb\n</answer>", {}), 0.0);  // not at the start
+  EXPECT_EQ(format.fn({"<think>\n17 * 23\n</think>\n<answer>\n391\n</answer>", {}}), 1.0);
+  EXPECT_EQ(format.fn({"<answer>\n391\n</answer>", {}}), 0.0);
+  EXPECT_EQ(format.fn({"ok <think>\na\n</think>\n<answer>\nb\n</answer>", {}}), 0.0);  // not at the start
   const Reward yes = builtin_reward("format", 1.0, "yes|no");
-  EXPECT_EQ(yes.fn("no, never", {}), 1.0);
-  EXPECT_EQ(yes.fn("I say yes", {}), 0.0);  // Python's re.match: at the start only
-  EXPECT_EQ(builtin_reward("exact").fn("sad\nmore", {"sad"}), 1.0);
-  EXPECT_DOUBLE_EQ(builtin_reward("prefix").fn("sa", {"sad"}), 0.5 * 2 / 3);
+  EXPECT_EQ(yes.fn({"no, never", {}}), 1.0);
+  EXPECT_EQ(yes.fn({"I say yes", {}}), 0.0);  // Python's re.match: at the start only
+  EXPECT_EQ(builtin_reward("exact").fn({"sad\nmore", {"sad"}}), 1.0);
+  EXPECT_DOUBLE_EQ(builtin_reward("prefix").fn({"sa", {"sad"}}), 0.5 * 2 / 3);
 }
 
 TEST(FinetuneRewards, RewardSpecsAndWeightedSums) {
@@ -55,8 +55,8 @@ TEST(FinetuneRewards, RewardSpecsAndWeightedSums) {
   EXPECT_EQ(r.weight, 2.5);
   EXPECT_EQ(parse_reward("exact").weight, 1.0);
   const std::vector<Reward> both = {parse_reward("exact"), parse_reward("numeric:0.5")};
-  EXPECT_EQ(weighted_reward(both, "391", {"391"}), 1.5);
-  EXPECT_EQ(weighted_reward(both, "it is 391", {"391"}), 0.5);
+  EXPECT_EQ(weighted_reward(both, {"391", {"391"}}), 1.5);
+  EXPECT_EQ(weighted_reward(both, {"it is 391", {"391"}}), 0.5);
   EXPECT_XG_ERROR(parse_reward("bleu"), "--reward: expected exact, prefix, format or numeric (NAME or NAME:WEIGHT), got 'bleu'");
   EXPECT_XG_ERROR(parse_reward("exact:x"), "--reward exact:x: expected NAME:WEIGHT with a number for WEIGHT");
   EXPECT_XG_ERROR(parse_reward("exact:inf"), "--reward exact: the weight must be a finite number");
@@ -87,9 +87,9 @@ TEST(FinetuneRewards, ACallableOfTheLibrarysOwnDrivesGrpo) {
   task.group_size = 3;
   task.max_new_tokens = 4;
   task.rewards = {{"short",
-                   [&calls](const std::string& completion, const std::vector<std::string>&) {
+                   [&calls](const RewardInput& in) {
                      ++calls;
-                     return completion.size() < 3 ? 1.0 : 0.0;
+                     return in.completion.size() < 3 ? 1.0 : 0.0;
                    },
                    2.0},
                   builtin_reward("exact")};

@@ -597,7 +597,7 @@ TEST(XgFinetune, HfBaseBadInputIsOneLine) {
                         "--chat-template: expected auto, none or a template file (a Jinja file or a tokenizer_config.json), "
                         "got 'chatml' (no such file)");
   expect_one_line_error(run("xg-generate", "--base x --chat-template chatml"), 2,
-                        "--chat-template: expected one of auto, none, got 'chatml'");
+                        "--chat-template: expected auto, none or a template file, got 'chatml' (no such file)");
   expect_one_line_error(run("xg-finetune", "--base x --data y --out z --chat-template none --system 'Be brief.'"), 2,
                         "--system needs a chat template");
   const fs::path base = tiny_base(d);  // byte-level: no chat template
@@ -951,6 +951,62 @@ TEST(XgFinetune, BadRowsAndUnknownTemplateVariablesAreRefusedBeforeTraining) {
                                      " --steps 1 --warmup 0 --data " + (d / "ok.jsonl").string() + " --out " +
                                      (d / "o8").string() + " --template-var greeting=Hello");
   EXPECT_EQ(ok.status, 0) << ok.err << ok.out;
+}
+
+// --reward-cmd: a program that logs each request and answers 0.25 (the program sees the row's
+// fields and the completion; every logged reward is its answer, weighted); ones that hang,
+// crash or answer garbage stop the run with one line naming the program and the row, and
+// write no adapter.
+TEST(XgFinetune, GrpoRewardProgramsAnswerOrStopTheRun) {
+  const fs::path d = xg::test::fresh_test_dir("reward_cmd");
+  const fs::path base = tiny_base(d);
+  write_say_rows(d / "train.jsonl");
+  const std::string common = "--objective grpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                             " --steps 2 --warmup 0 --group-size 2 --grad-accum 1 --max-new-tokens 4";
+  const fs::path requests = d / "requests.jsonl";
+  const std::string logger = "while IFS= read -r l; do printf '%s\\n' \"$l\" >> " + requests.string() + "; echo 0.25; done";
+  CliRun r = run("xg-finetune", common + " --out " + (d / "ok").string() + " --reward-cmd " + shell_quoted(logger) +
+                                    " --reward cmd:2");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  std::ifstream req(requests);
+  int n = 0;
+  for (std::string line; std::getline(req, line); ++n) {
+    const json j = json::parse(line);
+    EXPECT_TRUE(j["prompt"].get<std::string>().rfind("Say ", 0) == 0) << line;
+    EXPECT_TRUE(j["answers"].is_array()) << line;
+    EXPECT_TRUE(j.contains("completion")) << line;
+  }
+  EXPECT_EQ(n, 2 * 2);  // steps x group size
+  std::ifstream log(d / "ok" / "log.jsonl");
+  int train = 0;
+  for (std::string line; std::getline(log, line);) {
+    const json j = json::parse(line);
+    if (j["kind"] != "train") continue;
+    ++train;
+    EXPECT_EQ(j["reward"].get<double>(), 0.5) << line;
+  }
+  EXPECT_EQ(train, 2);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"while read -r l; do sleep 30; done", "gave no answer within 0.5 s (--reward-timeout) (scoring "},
+      {"read -r l; exit 3", "exited with status 3 without answering (scoring "},
+      {"while read -r l; do echo great; done", "answered 'great', not a number (scoring "},
+      {"while read -r l; do echo nan; done", "answered nan: a reward must be a finite number (scoring "}};
+  for (std::size_t i = 0; i < bad.size(); ++i) {
+    const fs::path out = d / ("bad" + std::to_string(i));
+    r = run("xg-finetune", common + " --out " + out.string() + " --reward-timeout 0.5 --reward-cmd " + shell_quoted(bad[i].first));
+    expect_one_line_error(r, 1, bad[i].second + (d / "train.jsonl").string() + ":");
+    EXPECT_NE(r.err.find("--reward-cmd '" + bad[i].first + "'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out / "adapter_model.safetensors")) << bad[i].first;
+  }
+  r = run("xg-finetune", "--base x --data y --out z --reward-cmd cat");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--reward-cmd is for --objective grpo"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective grpo --reward cmd");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--reward cmd needs --reward-cmd"), std::string::npos) << r.err;
+  r = run("xg-finetune", "--base x --data y --out z --objective grpo --reward-cmd cat --reward exact");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--reward-cmd: add cmd[:WEIGHT] to the --reward names"), std::string::npos) << r.err;
 }
 
 TEST(XgFinetune, GrpoSamplesFromConversationalPrompts) {

@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "tests/cli_run.hpp"
+#include "finetune/base_model.hpp"
 #include "tests/tiny_base.hpp"
+#include "text/byte_tokenizer.hpp"
 
 namespace xg_generate_tests {
 
@@ -105,6 +107,62 @@ TEST(XgGenerate, PromptsFileRunsInBatchesAsSinglePromptsDo) {
   EXPECT_FALSE(std::getline(lines, line));
 }
 
+// Conversations in --prompts are continued in a chat template file's format: the ids a
+// conversation gets are the model's greedy continuation of the rendered template (the bytes of
+// "u:hi\na:yo\nu:again\na:", no BOS: rendered text carries its own special tokens). A template variable the template does not
+// read is refused.
+TEST(XgGenerate, ConversationsContinueInAChatTemplateFilesFormat) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const fs::path base = xg::test::tiny_base(d);
+  // A template short enough for the tiny model's 64 positions.
+  const std::string tmpl = (d / "short.jinja").string();
+  std::ofstream(tmpl) << "{% for m in messages %}{{ m.role[0] }}:{{ m.content }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}a:{% endif %}";
+  const nlohmann::json conv = nlohmann::json::array({{{"role", "user"}, {"content", "hi"}},
+                                                     {{"role", "assistant"}, {"content", "yo"}},
+                                                     {{"role", "user"}, {"content", "again"}}});
+  {
+    std::ofstream f(d / "chats.jsonl");
+    f << nlohmann::json{{"messages", conv}}.dump() << "\n";
+    f << nlohmann::json{{"prompt", nlohmann::json::array({{{"role", "user"}, {"content", "hi"}}})}}.dump() << "\n";
+  }
+  CliRun r = run("--base " + base.string() + " --prompts " + (d / "chats.jsonl").string() + " --chat-template " + tmpl +
+                 " --temperature 0 --max-new-tokens 6 --ids");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  const std::vector<std::string> rendered = {"u:hi\na:yo\nu:again\na:", "u:hi\na:"};
+  const xg::finetune::BaseModel loaded = xg::finetune::load_base(base.string(), "test");
+  for (const std::string& text : rendered) {
+    std::string line;
+    ASSERT_TRUE(std::getline(lines, line)) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    std::vector<int64_t> ids;
+    for (unsigned char c : text) ids.push_back(c);
+    xg::nn::GenerateOptions g;
+    g.temperature = 0;
+    g.eos_id = xg::text::ByteTokenizer::kEos;
+    const xg::Tensor out = loaded.model->generate(xg::from_vector(ids, {1, static_cast<int64_t>(ids.size())}), 6, g);
+    std::vector<int64_t> want;
+    for (int64_t t = static_cast<int64_t>(ids.size()); t < out.size(1); ++t) want.push_back(out.data<int64_t>()[t]);
+    while (!want.empty() && want.back() == xg::text::ByteTokenizer::kEos && want.size() > 1 &&
+           want[want.size() - 2] == xg::text::ByteTokenizer::kEos)
+      want.pop_back();  // the padding after EOS
+    EXPECT_EQ(j["ids"].get<std::vector<int64_t>>(), want) << text;
+  }
+  r = run("--base " + base.string() + " --prompt hi --chat-template " + tmpl + " --template-var enable_thinking=false");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("--template-var"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("enable_thinking"), std::string::npos) << r.err;
+  {
+    std::ofstream f(d / "bad.jsonl");
+    f << "{\"messages\": [{\"role\": \"user\"}]}\n";
+  }
+  r = run("--base " + base.string() + " --prompts " + (d / "bad.jsonl").string() + " --chat-template " + tmpl);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("bad.jsonl:1: messages[0] must be an object with string \"role\" and \"content\""), std::string::npos)
+      << r.err;
+}
+
 TEST(XgGenerate, BadOptionsAndPromptFilesAreRefused) {
   const fs::path d = xg::test::fresh_test_dir();
   const fs::path base = xg::test::tiny_base(d);
@@ -125,7 +183,7 @@ TEST(XgGenerate, BadOptionsAndPromptFilesAreRefused) {
   }
   CliRun r = run(b + " --prompts " + (d / "bad.jsonl").string());
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("bad.jsonl:2: expected an object with a string \"prompt\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad.jsonl:2: expected an object with a \"prompt\" (a string or a list of messages) or \"messages\""), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <filesystem>
 
 #include "autograd/gemm_backend.hpp"
@@ -72,6 +73,9 @@ struct Flags {
   std::vector<std::string> template_vars;
   std::vector<std::string> rewards{"exact"};
   std::string format_regex = ft::kDefaultFormatRegex;
+  std::string reward_cmd;
+  double reward_timeout = 30;
+  std::optional<double> reward_cmd_weight;  // --reward cmd[:W]
   bool completion_only = true;
   ft::LoRAConfig lora;
   double epochs = 0, beta = -1, label_smoothing = 0;
@@ -220,7 +224,14 @@ int main(int argc, char** argv) {
      "GRPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and reward_weights): "
      "exact (the completion's first line is an answer) | prefix (exact, or partial credit for a common start) | "
      "format (--format-regex matches at the completion's start) | numeric (its \\boxed{} content, else its last "
-     "number, equals an answer's)")
+     "number, equals an answer's) | cmd (the program of --reward-cmd)")
+    ("reward-cmd", po::value(&f.reward_cmd),
+     "GRPO reward program, run once for the whole run with /bin/sh -c: it reads one JSON line per completion "
+     "(the data row's fields with \"completion\" set) and answers one number per line. Alone, it is the reward; "
+     "with other --reward names add cmd[:WEIGHT] to them. A hang past --reward-timeout, a crash or an answer "
+     "that is not a finite number stops the run with an error naming the row (checkpoints kept)")
+    ("reward-timeout", po::value(&f.reward_timeout)->default_value(f.reward_timeout),
+     "seconds the --reward-cmd program may take for one answer")
     ("format-regex", po::value(&f.format_regex)->default_value(f.format_regex),
      "the pattern of --reward format (PCRE2; the default is Open R1's <think>, then <answer>)")
     ("loss-type", po::value(&f.grpo_loss_type)->default_value(f.grpo_loss_type),
@@ -248,7 +259,26 @@ int main(int argc, char** argv) {
         cli::apply_threads(threads);
         cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
         try {  // a bad name, weight or pattern is a usage error, found now
-          for (const std::string& spec : f.rewards) f.grpo.rewards.push_back(ft::parse_reward(spec, f.format_regex));
+          if (!f.reward_cmd.empty() && vm["reward"].defaulted()) f.rewards = {"cmd"};
+          for (const std::string& spec : f.rewards) {
+            if (spec.substr(0, spec.find(':')) != "cmd") {
+              f.grpo.rewards.push_back(ft::parse_reward(spec, f.format_regex));
+              continue;
+            }
+            // The program starts with the run; its name and weight are checked now.
+            cli::require(!f.reward_cmd.empty(), "--reward cmd needs --reward-cmd (the program that scores)");
+            const std::string w = spec.size() > 3 ? spec.substr(4) : "1";
+            char* end = nullptr;
+            f.reward_cmd_weight = std::strtod(w.c_str(), &end);
+            cli::require(spec.size() == 3 || (spec[3] == ':' && !w.empty() && end == w.c_str() + w.size() &&
+                                              std::isfinite(*f.reward_cmd_weight)),
+                         "--reward " + spec + ": expected cmd or cmd:WEIGHT with a finite number for WEIGHT");
+          }
+          cli::require(f.reward_cmd.empty() || f.reward_cmd_weight.has_value(),
+                       "--reward-cmd: add cmd[:WEIGHT] to the --reward names it is summed with");
+          cli::require(f.reward_cmd.empty() || f.objective == "grpo", "--reward-cmd is for --objective grpo");
+          cli::require(f.reward_timeout > 0 && std::isfinite(f.reward_timeout),
+                       str_cat("--reward-timeout must be positive, got ", f.reward_timeout));
         } catch (const Error& e) {
           throw cli::UsageError(e.what());
         }
@@ -493,7 +523,8 @@ int main(int argc, char** argv) {
         if (f.objective == "grpo" && f.rewards != std::vector<std::string>{"exact"}) {
           std::string names;
           for (const std::string& r : f.rewards) names += (names.empty() ? "" : ",") + r;
-          loop.run_identity["rewards"] = names + (vm["format-regex"].defaulted() ? "" : " format " + f.format_regex);
+          loop.run_identity["rewards"] = names + (vm["format-regex"].defaulted() ? "" : " format " + f.format_regex) +
+                                         (f.reward_cmd.empty() ? "" : " cmd " + f.reward_cmd);
         }
         loop.run_identity["data"] = data_checksum;
         loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
@@ -507,6 +538,8 @@ int main(int argc, char** argv) {
           task.loss_type = parse_dpo_loss(f.dpo_loss);
           ft::attach_dpo(loop, *model, task);
         } else {
+          if (f.reward_cmd_weight)
+            f.grpo.rewards.push_back(ft::command_reward(f.reward_cmd, f.reward_timeout, *f.reward_cmd_weight));
           f.grpo.format = format;
           f.grpo.train = &grpo_train;
           f.grpo.heldout = grpo_eval.empty() ? nullptr : &grpo_eval;

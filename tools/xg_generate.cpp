@@ -4,6 +4,7 @@
 // (--ids); --prompts runs a file of prompts in batches and prints one JSON line per completion.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -30,11 +31,20 @@ using json = nlohmann::json;
 
 namespace {
 
-// --prompts: one JSON object per line with a string "prompt" (blank lines skipped).
-std::vector<std::string> read_prompts(const std::string& path) {
+// A prompt of --prompts: its text, or a conversation (TRL's conversational prompt) rendered by
+// the chat template with the generation prompt; `where` is its file:line.
+struct Prompt {
+  std::string text;
+  json messages;  // null for a text prompt
+  std::string where;
+};
+
+// --prompts: one JSON object per line with a "prompt" that is a string or a list of messages
+// ({"role", "content"} objects), or "messages" (a conversation to continue); blank lines skipped.
+std::vector<Prompt> read_prompts(const std::string& path) {
   std::ifstream in(path);
   check(in.good(), "xg-generate: --prompts: cannot open ", path);
-  std::vector<std::string> prompts;
+  std::vector<Prompt> prompts;
   std::string line;
   for (int64_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -44,9 +54,21 @@ std::vector<std::string> read_prompts(const std::string& path) {
     } catch (const json::exception& e) {
       throw Error(str_cat(path, ":", n, ": not a JSON line (", e.what(), ")"));
     }
-    check(row.is_object() && row.contains("prompt") && row["prompt"].is_string(), path, ":", n,
-          ": expected an object with a string \"prompt\", got ", line.substr(0, 80));
-    prompts.push_back(row["prompt"].get<std::string>());
+    const std::string where = str_cat(path, ":", n);
+    const char* key = row.is_object() && row.contains("messages") ? "messages" : "prompt";
+    check(row.is_object() && row.contains(key) && (row[key].is_string() || row[key].is_array()), where,
+          ": expected an object with a \"prompt\" (a string or a list of messages) or \"messages\", got ", line.substr(0, 80));
+    if (row[key].is_string()) {
+      prompts.push_back({row[key].get<std::string>(), nullptr, where});
+      continue;
+    }
+    check(!row[key].empty(), where, ": \"", key, "\" is an empty conversation");
+    for (std::size_t i = 0; i < row[key].size(); ++i) {
+      const json& m = row[key][i];
+      check(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content") && m["content"].is_string(),
+            where, ": ", key, "[", i, "] must be an object with string \"role\" and \"content\"");
+    }
+    prompts.push_back({"", row[key], where});
   }
   check(!prompts.empty(), "xg-generate: --prompts: ", path, " holds no prompt");
   return prompts;
@@ -59,7 +81,8 @@ const char* end_reason(const text::TextStream& s, bool eos) { return s.stopped()
 
 int main(int argc, char** argv) {
   std::string base, prompt, prompts_file, adapter, format = "auto", chat_template = "auto", system, dtype = "auto";
-  std::vector<std::string> stops;
+  std::vector<std::string> stops, template_var_items;
+  nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();
   double adapter_scale = 1.0;
   int64_t max_new = 200, samples = 1, batch = 8;
   bool print_ids = false, print_timings = false, no_stream = false;
@@ -82,7 +105,12 @@ int main(int argc, char** argv) {
      "template's (see --chat-template) or BOS + prompt + newline (auto: instruct with --adapter or on a folder "
      "xg-finetune --merge wrote, else raw)")
     ("chat-template", po::value(&chat_template)->default_value(chat_template),
-     "instruct format: auto uses the folder's chat template (tokenizer_config.json) when it has one; none: BOS + prompt + newline")
+     "instruct format: auto uses the folder's chat template (tokenizer_config.json) when it has one; none: BOS + prompt + "
+     "newline; or a template FILE (a Jinja file or a tokenizer_config.json, FILE:NAME for a named one), as "
+     "xg-finetune --chat-template takes it")
+    ("template-var", po::value(&template_var_items)->composing(),
+     "NAME=VALUE passed to the chat template (repeatable; VALUE as JSON, a bare word as a string): "
+     "enable_thinking=false, tools=[...]; a name the template does not read is an error")
     ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
     ("dtype", po::value(&dtype)->default_value(dtype),
      "how the model's matrices are stored: auto (as the file stores them: a Q8_0 GGUF's q8_0, a bf16 folder's bf16, "
@@ -122,11 +150,23 @@ int main(int argc, char** argv) {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-generate --base DIR [--prompt TEXT] [--adapter DIR] [options]"))
           return 0;
         cli::apply_threads(threads);
-        if (format == "auto") format = adapter.empty() && !ft::is_finetuned_folder(base) ? "raw" : "instruct";
+        // A template named on the command line (a file, or variables for it) means the instruct format.
+        const bool template_asked = (chat_template != "auto" && chat_template != "none") || !template_var_items.empty();
+        if (format == "auto")
+          format = adapter.empty() && !ft::is_finetuned_folder(base) && !template_asked ? "raw" : "instruct";
         cli::choice<int>("format", format, {{"raw", 0}, {"instruct", 1}});
-        cli::choice<int>("chat-template", chat_template, {{"auto", 0}, {"none", 1}});
+        if (chat_template != "auto" && chat_template != "none") {  // a file, or FILE:NAME
+          std::error_code ec;
+          const std::size_t colon = chat_template.rfind(':');
+          cli::require(std::filesystem::exists(chat_template, ec) ||
+                           (colon != std::string::npos && colon > 0 && std::filesystem::exists(chat_template.substr(0, colon), ec)),
+                       "--chat-template: expected auto, none or a template file, got '" + chat_template + "' (no such file)");
+        }
+        template_vars = cli::parse_assignments("template-var", template_var_items);
+        cli::require(template_vars.empty() || (format == "instruct" && chat_template != "none"),
+                     "--template-var needs the instruct format with a chat template");
         cli::choice<int>("dtype", dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
-        cli::require(system.empty() || (format == "instruct" && chat_template == "auto"),
+        cli::require(system.empty() || (format == "instruct" && chat_template != "none"),
                      "--system needs the instruct format with a chat template (--chat-template auto)");
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");
         cli::require(g.temperature == 0 || g.temperature >= nn::kMinTemperature,
@@ -155,17 +195,31 @@ int main(int argc, char** argv) {
         }
         model->eval();
         const std::unique_ptr<text::ChatTemplate> chat =
-            format == "instruct" ? ft::chat_template_for(loaded.source, chat_template) : nullptr;
+            format == "instruct" ? ft::chat_template_for(loaded.source, chat_template, tok.get()) : nullptr;
+        if (chat) chat->check_variables(template_vars, "--template-var");
+        check(template_vars.empty() || chat != nullptr, "xg-generate: --template-var: ", base, " has no chat template");
         check(system.empty() || chat != nullptr, "xg-generate: --system: ", base,
               " has no chat template (tokenizer_config.json has no chat_template)");
-        const ft::RowFormat row_format{tok.get(), chat.get(), system};
+        const ft::RowFormat row_format{tok.get(), chat.get(), system, template_vars};
         auto encode = [&](const std::string& text) {
           return format == "instruct" ? row_format.prompt_ids(text) : tok->encode(text, true);
         };
-        const std::vector<std::string> texts = prompts_file.empty() ? std::vector<std::string>{prompt} : read_prompts(prompts_file);
+        const std::vector<Prompt> prompts =
+            prompts_file.empty() ? std::vector<Prompt>{{prompt, nullptr, "--prompt"}} : read_prompts(prompts_file);
         std::vector<std::vector<int64_t>> prompt_ids;
-        for (std::size_t i = 0; i < texts.size(); ++i) {
-          prompt_ids.push_back(encode(texts[i]));
+        for (std::size_t i = 0; i < prompts.size(); ++i) {
+          if (prompts[i].messages.is_null()) {
+            prompt_ids.push_back(encode(prompts[i].text));
+          } else {  // a conversation: continued as the assistant, in the chat template's format
+            check(chat != nullptr, "xg-generate: ", prompts[i].where, ": a conversation needs the instruct format with a chat template");
+            ft::GrpoExample ex;
+            ex.prompt_messages = nlohmann::ordered_json::parse(prompts[i].messages.dump());
+            try {
+              prompt_ids.push_back(row_format.prompt_ids(ex));
+            } catch (const Error& e) {
+              throw Error(str_cat(prompts[i].where, ": ", e.what()));
+            }
+          }
           check(!prompt_ids.back().empty(), "xg-generate: ", prompts_file.empty() ? "the prompt" : str_cat(prompts_file, ":prompt ", i + 1),
                 " is empty and the tokenizer of ", base, " adds no BOS token to start from (give a prompt)");
         }
@@ -177,7 +231,7 @@ int main(int argc, char** argv) {
         const int64_t per_batch = prompts_file.empty() ? samples : std::max<int64_t>(1, batch / samples);
         const bool stream = prompts_file.empty() && samples == 1 && !print_ids && !no_stream;
         nn::GenerateTimings total;
-        std::vector<std::vector<std::string>> lines(texts.size());  // --prompts: printed in the file's order at the end
+        std::vector<std::vector<std::string>> lines(prompts.size());  // --prompts: printed in the file's order at the end
         for (const auto& [T0u, members] : by_length) {
           const int64_t T0 = static_cast<int64_t>(T0u);
           int64_t room = max_new;
@@ -226,7 +280,7 @@ int main(int argc, char** argv) {
               for (int64_t id : ids) id_line += (id_line.empty() ? "" : " ") + std::to_string(id);
               const std::size_t which = part[static_cast<std::size_t>(r / samples)];
               if (!prompts_file.empty()) {
-                json line = {{"index", which}, {"sample", r % samples}, {"prompt", texts[which]},
+                json line = {{"index", which}, {"sample", r % samples}, {"prompt", prompts[which].messages.is_null() ? json(prompts[which].text) : prompts[which].messages},
                              {"completion", st.text()}, {"end", end_reason(st, eos)}};
                 if (print_ids) line["ids"] = ids;
                 lines[which].push_back(line.dump(-1, ' ', false, json::error_handler_t::replace));
