@@ -314,6 +314,41 @@ write(prompts, '{"prompt": "a"}\n{"prompt": "b"\n')
 refused(K, "a --prompts line that is not JSON (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
         "--max-new-tokens", 2], needle=":2")
 
+# ---- reward programs (--reward-cmd): one JSON line in, one number out, bounded -----------------
+K = "reward programs"
+# Each program reads its request first (except where not reading is the attack). The run must
+# stop within --reward-timeout plus startup, naming the program and what it did, in one line,
+# with no adapter in --out (the first step's rewards fail, so there is no good checkpoint).
+programs = [
+    ("hangs (never answers)", "import sys, time\nsys.stdin.readline()\ntime.sleep(1000)\n", "gave no answer within 1 s"),
+    ("hangs in a child it started (the shell's process group)",
+     "import subprocess, sys\nsys.stdin.readline()\nsubprocess.Popen(['sleep', '1000'])\nsubprocess.call(['sleep', '1000'])\n",
+     "gave no answer within 1 s"),
+    # /bin/sh -c (dash) outlives the program and reports the signal itself ("Segmentation
+    # fault", on the program's stderr, which is xg-finetune's by design) and exits with 139.
+    ("crashes (SIGSEGV)", "import os, signal, sys\nsys.stdin.readline()\nos.kill(os.getpid(), signal.SIGSEGV)\n", "status 139"),
+    ("exits with status 3", "import sys\nsys.stdin.readline()\nsys.exit(3)\n", "status 3"),
+    ("floods its output (100 MB without a newline)", "import sys\nsys.stdin.readline()\nsys.stdout.write('1' * 100000000)\n",
+     "without a newline"),
+    ("prints a word", "import sys\nsys.stdin.readline()\nprint('great job', flush=True)\nsys.stdin.readline()\n", "not a number"),
+    ("prints NaN", "import sys\nsys.stdin.readline()\nprint('nan', flush=True)\nsys.stdin.readline()\n", "finite"),
+    ("prints 1e999", "import sys\nsys.stdin.readline()\nprint('1e999', flush=True)\nsys.stdin.readline()\n", "finite"),
+    ("never reads its input", "import time\ntime.sleep(1000)\n", "within 1 s"),
+]
+for what, source, needle in programs:
+    prog = os.path.join(T, f"reward{len(results)}.py"); write(prog, source)
+    o = fresh(f"r{len(results)}")
+    t0 = time.time()
+    status, _, err, took = run(finetune(grpo, "--objective", "grpo", "--reward-cmd", f"python3 {prog}", "--reward-timeout", 1,
+                                        "--group-size", 2, "--max-new-tokens", 4, "--out", o), timeout=30)
+    lines = [l for l in err.split("\n") if l.strip()]
+    if what.startswith("crashes"):
+        lines = [l for l in lines if l != "Segmentation fault"]  # the shell's, see above
+    ok = (status not in (0, None) and len(lines) == 1 and needle in err and prog in err and took < 20
+          and not os.path.exists(os.path.join(o, "adapter_model.safetensors")))
+    check(K, f"a reward program that {what}", ok,
+          f"exit {status} in {took:.1f} s: {lines[0] if len(lines) == 1 else lines}"[:200])
+
 # ---- report --------------------------------------------------------------------------------
 shutil.rmtree(T, ignore_errors=True)
 kinds = []
