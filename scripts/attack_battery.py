@@ -310,6 +310,9 @@ refused(K, "a --reward weight that is not finite", finetune(grpo, "--objective",
 prompts = os.path.join(T, "prompts.jsonl"); write(prompts, '{"prompt": "a"}\n{"prompt": 5}\n')
 refused(K, "a --prompts line whose prompt is not a string (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
         "--max-new-tokens", 2], needle=":2")
+write(prompts, '{"prompt": "a"}\n{"messages": [{"role": "user", "content": "x"}, {"role": "user"}]}\n')
+refused(K, "a --prompts conversation with a message without content (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
+        "--chat-template", qwen, "--max-new-tokens", 2], needle=":2")
 write(prompts, '{"prompt": "a"}\n{"prompt": "b"\n')
 refused(K, "a --prompts line that is not JSON (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
         "--max-new-tokens", 2], needle=":2")
