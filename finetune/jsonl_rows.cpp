@@ -83,6 +83,13 @@ std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines
   return rows;
 }
 
+// A string of the row quoted in an error: as JSON (a newline in it stays on the error's one
+// line) and cut to 40 bytes (a megabyte role is not echoed whole).
+std::string quoted(const std::string& s) {
+  const std::size_t n = 40;
+  return ojson(s.substr(0, n)).dump(-1, ' ', false, ojson::error_handler_t::replace) + (s.size() > n ? "..." : "");
+}
+
 bool has(const ojson& row, const char* key) { return row.contains(key); }
 bool is_list(const ojson& row, const char* key) { return row.contains(key) && row[key].is_array(); }
 
@@ -109,7 +116,7 @@ std::vector<Msg> message_list(const ojson& row, const char* key, const std::stri
     if (role == m.end() || !role->is_string()) throw Error(str_cat(where, ": ", at, " has no \"role\" string"));
     const std::string r = role->get<std::string>();
     if (r != "system" && r != "user" && r != "assistant" && r != "tool")
-      throw Error(str_cat(where, ": ", at, " has role '", r, "' (expected system, user, assistant or tool)"));
+      throw Error(str_cat(where, ": ", at, " has role ", quoted(r), " (expected system, user, assistant or tool)"));
     if (content == m.end()) throw Error(str_cat(where, ": ", at, " (", r, ") has no \"content\""));
     if (!content->is_string())
       throw Error(str_cat(where, ": ", at, " (", r, "): \"content\" must be a string, got ", content->type_name()));

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -43,6 +45,22 @@ int expect_only_xg_errors(F&& f) {
   try {
     f();
   } catch (const xg::Error&) {
+  }
+  return 0;
+}
+
+// The same, for parsers whose errors reach a user as xg-finetune's one line on stderr: an
+// error message that spans lines, or quotes the input at length, is a bug too.
+template <class F>
+int expect_one_line_xg_errors(F&& f) {
+  try {
+    f();
+  } catch (const xg::Error& e) {
+    const std::string m = e.what();
+    if (m.find('\n') != std::string::npos || m.size() > 2000) {
+      std::fprintf(stderr, "an error message of %zu bytes over lines: %.2000s\n", m.size(), m.c_str());
+      std::abort();
+    }
   }
   return 0;
 }

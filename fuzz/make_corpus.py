@@ -195,3 +195,38 @@ put("template", "tokenizer_config", b"\x01" + json.dumps({"bos_token": "<s>", "e
                                                           "chat_template": llama3}).encode())
 put("template", "messages", b"\x02" + json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant"},
                                                   {"role": "tool", "content": ["x"]}]).encode())
+
+# TRL's dataset rows (fuzz_conversation.cpp): the first byte picks the reader (% 3: SFT, DPO, GRPO),
+# the chat template (/ 3 % 3: Qwen2.5, Llama 3, none) and completion-only loss (/ 9 % 2: on, off).
+rows = lambda *rs: "".join(json.dumps(r) + "\n" for r in rs).encode()  # noqa: E731
+msgs = lambda *turns: [{"role": r, "content": c} for r, c in turns]  # noqa: E731
+put("conversation", "messages", b"\x00" + rows(
+    {"messages": msgs(("system", "Be brief."), ("user", "Is apple a word?"), ("assistant", "yes"),
+                      ("user", "And xyzzy?"), ("assistant", "no"))},
+    {"messages": msgs(("user", "Weather?"), ("assistant", "Let me look."), ("tool", "sunny"), ("assistant", "Sunny."))}))
+put("conversation", "messages_llama3_all_tokens", bytes([3 + 9]) + rows({"messages": msgs(("user", "hi"), ("assistant", "hello"))}))
+put("conversation", "text", b"\x00" + rows({"text": "A harbor is sheltered water."}, {"text": ""}))
+put("conversation", "prompt_completion", bytes([3]) + rows({"prompt": "The sky is", "completion": " blue."}))
+put("conversation", "prompt_completion_messages", b"\x00" + rows(
+    {"prompt": msgs(("user", "Is apple a word?")), "completion": msgs(("assistant", "yes"))}))
+put("conversation", "dpo_messages", b"\x01" + rows(
+    {"prompt": msgs(("user", "Say yes.")), "chosen": msgs(("assistant", "yes")), "rejected": msgs(("assistant", "no"))}))
+put("conversation", "dpo_implicit_prompt", bytes([4]) + rows(
+    {"chosen": msgs(("user", "Say yes."), ("assistant", "yes")), "rejected": msgs(("user", "Say yes."), ("assistant", "no"))},
+    {"chosen": "Say yes. yes", "rejected": "Say yes. no"}))
+put("conversation", "grpo_messages", b"\x02" + rows({"prompt": msgs(("system", "Be brief."), ("user", "Say yes.")), "answers": ["yes"]}))
+put("conversation", "roles_out_of_order", b"\x00" + rows({"messages": msgs(("assistant", "first"), ("user", "then"))}))
+put("conversation", "content_not_a_string", b"\x00" + rows({"messages": [{"role": "user", "content": ["x"]},
+                                                                       {"role": "assistant"}]}))
+
+# Chat-template variables (fuzz_template_vars.cpp): the first byte picks the template (% 4: Qwen3,
+# Qwen2.5, Llama 3, the input's own source before the first NUL); NAME=VALUE items, NUL-separated.
+put("template_vars", "qwen3_thinking_tools", b"\x00" + "\0".join([
+    "enable_thinking=false",
+    "tools=" + json.dumps([{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])]).encode())
+put("template_vars", "unread_variable", b"\x02" + b"enable_thinking=true")
+put("template_vars", "own_template_loops", b"\x03" + "\0".join([
+    "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% for x in items %}{% for y in items %}"
+    "{{ greeting ~ x ~ y }}{% endfor %}{% endfor %}{{ nested.a.b | tojson }}",
+    "greeting=Hello", "items=[1,2,3]", 'nested={"a":{"b":[null,true,1.5,"s"]}}']).encode())

@@ -270,6 +270,88 @@ whole = log.endswith("\n") and all(json.loads(line) is not None for line in log.
 check(K, "a disk that fills mid-run: the run stops naming log.jsonl, every log line whole",
       status not in (0, None) and "log.jsonl" in err and whole, err.strip()[:160])
 
+# ---- TRL's dataset formats, chat template files and variables, rewards, --prompts ---------------
+K = "dataset formats, chat templates, rewards, --prompts"
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "chat_templates")
+qwen = os.path.join(FIXTURES, "qwen2_5.jinja")
+turn = lambda role, content: {"role": role, "content": content}  # noqa: E731
+good_row = {"messages": [turn("user", "Is cat a word?"), turn("assistant", "yes")]}
+for what, bad in [("roles out of order (the assistant first)", [turn("assistant", "yes"), turn("user", "Is cat a word?")]),
+                  ("two user messages in a row", [turn("user", "a"), turn("user", "b"), turn("assistant", "c")]),
+                  ("a message without content", [turn("user", "Is cat a word?"), {"role": "assistant"}]),
+                  ("content that is not a string", [turn("user", "Is cat a word?"), turn("assistant", 5)]),
+                  ("an unknown role", [turn("user", "Is cat a word?"), turn("robot", "yes")])]:
+    path = os.path.join(T, "msgs-" + what.split()[0] + str(len(results)) + ".jsonl")
+    jsonl(path, [good_row, {"messages": bad}])
+    o = fresh("k" + str(len(results)))
+    refused(K, f"a messages row with {what} (line 2)", finetune(path, "--chat-template", qwen, "--out", o), o, ":2:")
+huge = os.path.join(T, "huge-turn.jsonl")
+jsonl(huge, [{"messages": [turn("user", "Is cat a word?"), turn("assistant", "y" * (50 << 20))]}])
+refused(K, "a 50 MB assistant turn", finetune(huge, "--chat-template", qwen, "--out", fresh("k-huge")), fresh("k-huge"), ":1:")
+msgs = os.path.join(T, "msgs.jsonl"); jsonl(msgs, [good_row] * 3)
+refused(K, "--template-var the template never reads", finetune(msgs, "--chat-template", qwen, "--template-var",
+        "enable_thinking=false", "--out", fresh("k-var")), fresh("k-var"), "enable_thinking")
+for what, source in [("a macro that calls itself", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+                     ("a range of 10^9", "{% for i in range(1000000000) %}{{ i }}{% endfor %}"),
+                     ("three nested loops of 10^5 (10^15 iterations)",
+                      "{% for i in range(100000) %}{% for j in range(100000) %}{% for k in range(100000) %}"
+                      "{{ k }}{% endfor %}{% endfor %}{% endfor %}"),
+                     ("output doubled 64 times", "{% set ns = namespace(s='x') %}{% for i in range(64) %}"
+                                                 "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}")]:
+    path = os.path.join(T, "tmpl" + str(len(results)) + ".jinja"); write(path, source)
+    o = fresh("k" + str(len(results)))
+    t0 = time.time()
+    refused(K, f"a chat template file with {what}", finetune(msgs, "--chat-template", path, "--out", o), o)
+    results[-1] = results[-1][:3] + (results[-1][3] + f" ({time.time() - t0:.1f} s)",)
+refused(K, "an unknown --reward name", finetune(grpo, "--objective", "grpo", "--reward", "exactt", "--out", fresh("k-rw")),
+        fresh("k-rw"), "exactt")
+refused(K, "a --reward weight that is not finite", finetune(grpo, "--objective", "grpo", "--reward", "exact:nan",
+        "--out", fresh("k-rw2")), fresh("k-rw2"), "--reward")
+prompts = os.path.join(T, "prompts.jsonl"); write(prompts, '{"prompt": "a"}\n{"prompt": 5}\n')
+refused(K, "a --prompts line whose prompt is not a string (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
+        "--max-new-tokens", 2], needle=":2")
+write(prompts, '{"prompt": "a"}\n{"messages": [{"role": "user", "content": "x"}, {"role": "user"}]}\n')
+refused(K, "a --prompts conversation with a message without content (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
+        "--chat-template", qwen, "--max-new-tokens", 2], needle=":2")
+write(prompts, '{"prompt": "a"}\n{"prompt": "b"\n')
+refused(K, "a --prompts line that is not JSON (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
+        "--max-new-tokens", 2], needle=":2")
+
+# ---- reward programs (--reward-cmd): one JSON line in, one number out, bounded -----------------
+K = "reward programs"
+# Each program reads its request first (except where not reading is the attack). The run must
+# stop within --reward-timeout plus startup, naming the program and what it did, in one line,
+# with no adapter in --out (the first step's rewards fail, so there is no good checkpoint).
+programs = [
+    ("hangs (never answers)", "import sys, time\nsys.stdin.readline()\ntime.sleep(1000)\n", "gave no answer within 1 s"),
+    ("hangs in a child it started (the shell's process group)",
+     "import subprocess, sys\nsys.stdin.readline()\nsubprocess.Popen(['sleep', '1000'])\nsubprocess.call(['sleep', '1000'])\n",
+     "gave no answer within 1 s"),
+    # /bin/sh -c (dash) outlives the program and reports the signal itself ("Segmentation
+    # fault", on the program's stderr, which is xg-finetune's by design) and exits with 139.
+    ("crashes (SIGSEGV)", "import os, signal, sys\nsys.stdin.readline()\nos.kill(os.getpid(), signal.SIGSEGV)\n", "status 139"),
+    ("exits with status 3", "import sys\nsys.stdin.readline()\nsys.exit(3)\n", "status 3"),
+    ("floods its output (100 MB without a newline)", "import sys\nsys.stdin.readline()\nsys.stdout.write('1' * 100000000)\n",
+     "without a newline"),
+    ("prints a word", "import sys\nsys.stdin.readline()\nprint('great job', flush=True)\nsys.stdin.readline()\n", "not a number"),
+    ("prints NaN", "import sys\nsys.stdin.readline()\nprint('nan', flush=True)\nsys.stdin.readline()\n", "finite"),
+    ("prints 1e999", "import sys\nsys.stdin.readline()\nprint('1e999', flush=True)\nsys.stdin.readline()\n", "finite"),
+    ("never reads its input", "import time\ntime.sleep(1000)\n", "within 1 s"),
+]
+for what, source, needle in programs:
+    prog = os.path.join(T, f"reward{len(results)}.py"); write(prog, source)
+    o = fresh(f"r{len(results)}")
+    t0 = time.time()
+    status, _, err, took = run(finetune(grpo, "--objective", "grpo", "--reward-cmd", f"python3 {prog}", "--reward-timeout", 1,
+                                        "--group-size", 2, "--max-new-tokens", 4, "--out", o), timeout=30)
+    lines = [l for l in err.split("\n") if l.strip()]
+    if what.startswith("crashes"):
+        lines = [l for l in lines if l != "Segmentation fault"]  # the shell's, see above
+    ok = (status not in (0, None) and len(lines) == 1 and needle in err and prog in err and took < 20
+          and not os.path.exists(os.path.join(o, "adapter_model.safetensors")))
+    check(K, f"a reward program that {what}", ok,
+          f"exit {status} in {took:.1f} s: {lines[0] if len(lines) == 1 else lines}"[:200])
+
 # ---- report --------------------------------------------------------------------------------
 shutil.rmtree(T, ignore_errors=True)
 kinds = []

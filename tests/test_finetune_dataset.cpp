@@ -316,7 +316,7 @@ TEST(FinetuneDatasetFormats, ARowThatFitsNoFormatOrAnotherIsRefusedByFileAndLine
           "messages[1] (assistant): \"content\" must be a string, got number");
   refused("empty.jsonl", "{\"messages\": []}", "field \"messages\" is an empty conversation");
   refused("role.jsonl", "{\"messages\": [{\"role\": \"human\", \"content\": \"u\"}, " + a + "]}",
-          "messages[0] has role 'human' (expected system, user, assistant or tool)");
+          "messages[0] has role \"human\" (expected system, user, assistant or tool)");
   refused("noassistant.jsonl", "{\"messages\": [" + u + "]}", "the conversation has no assistant message to train on");
   refused("notalist.jsonl", "{\"messages\": \"hi\"}", "field \"messages\" must be a list of messages, got string");
   const std::string none = write_file("none.jsonl", "{\"question\": \"q\"}\n");
@@ -449,3 +449,25 @@ TEST(FinetuneDatasetFormats, GrpoPromptsMayBeConversations) {
 }
 
 }  // namespace grpo_conversation_test
+
+namespace one_line_role_test {
+
+// An unknown role is quoted in the error as JSON (escaped) and cut: a role holding a newline or a
+// megabyte must not make xg-finetune's one-line error two lines or a megabyte long.
+TEST(FinetuneDatasetFormats, AnUnknownRoleIsQuotedOnOneLineAndCut) {
+  const std::string row = "{\"messages\": [{\"role\": \"hu\\nman" + std::string(100000, 'x') +
+                          "\", \"content\": \"u\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}\n";
+  const std::string path = write_file("role.jsonl", row);
+  try {
+    read_sft_jsonl(path);
+    FAIL() << "the row was accepted";
+  } catch (const xg::Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m.substr(0, 200);
+    EXPECT_LT(m.size(), path.size() + 200);
+    EXPECT_NE(m.find(path + ":1: messages[0] has role \"hu\\nmanxxx"), std::string::npos) << m.substr(0, 200);
+    EXPECT_NE(m.find("(expected system, user, assistant or tool)"), std::string::npos) << m.substr(0, 200);
+  }
+}
+
+}  // namespace one_line_role_test

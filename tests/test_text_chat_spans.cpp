@@ -174,3 +174,26 @@ TEST(TextChatSpans, AContentTheTemplateDoesNotPrintIsAnError) {
 }
 
 }  // namespace chat_spans_test
+
+namespace template_var_name_test {
+
+// A --template-var name comes from the command line: one holding a newline or a megabyte is
+// quoted (JSON) and cut in the error, which stays one short line.
+TEST(TextChatSpans, AnUnreadVariableWithAStrangeNameIsNamedOnOneShortLine) {
+  const xg::text::ChatTemplate t("{{ messages | length }}");
+  for (const std::string& name : {std::string("a\nb"), std::string(100000, 'x')}) {
+    try {
+      t.check_variables({{name, 1}}, "--template-var");
+      FAIL() << "accepted";
+    } catch (const xg::Error& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m.substr(0, 200);
+      EXPECT_LT(m.size(), 200u);
+      EXPECT_EQ(m.rfind("--template-var ", 0), 0u) << m.substr(0, 200);
+    }
+  }
+  EXPECT_XG_ERROR(t.check_variables({{"a\nb", 1}}, "--template-var"),
+                  "--template-var \"a\\nb\": the chat template never reads a variable \"a\\nb\"");
+}
+
+}  // namespace template_var_name_test

@@ -3,6 +3,7 @@
 #include "text/chat_template.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -252,8 +253,17 @@ std::vector<ChatTemplate::Span> ChatTemplate::assistant_spans(const nlohmann::or
 void ChatTemplate::check_variables(const nlohmann::ordered_json& vars, const std::string& what) const {
   const std::vector<std::string> read = names_read();
   for (const auto& [name, value] : vars.items())
-    if (!std::binary_search(read.begin(), read.end(), name))
-      throw Error(str_cat(what, " ", name, ": the chat template never reads a variable '", name, "'"));
+    if (!std::binary_search(read.begin(), read.end(), name)) {
+      // The name comes from the command line: one that is not a short identifier is quoted as
+      // JSON and cut, so that a newline or a megabyte in it leaves the error one short line.
+      const bool plain = !name.empty() && name.size() <= 64 && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                         std::all_of(name.begin(), name.end(), [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)); });
+      const std::string shown =
+          plain ? name : nlohmann::json(name.substr(0, 40)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                             (name.size() > 40 ? "..." : "");
+      throw Error(str_cat(what, " ", shown, ": the chat template never reads a variable ",
+                          plain ? "'" + name + "'" : shown));
+    }
 }
 
 ChatTemplate ChatTemplate::from_file(const std::string& path, const jinja::Dict& special_tokens,
