@@ -31,22 +31,30 @@ TEST(FinetuneRewards, NumericAnswerIsTheBoxedContentElseTheLastNumber) {
   EXPECT_EQ(numeric_answer(""), std::nullopt);
 }
 
+// A completion and its row's answers, the rest of the input left empty.
+RewardInput input(const std::string& completion, std::vector<std::string> answers) {
+  RewardInput in;
+  in.completion = completion;
+  in.answers = std::move(answers);
+  return in;
+}
+
 TEST(FinetuneRewards, BuiltInRewardsScoreACompletion) {
   const Reward numeric = builtin_reward("numeric");
-  EXPECT_EQ(numeric.fn({"17 times 23 is \\boxed{391}", {"391"}}), 1.0);
-  EXPECT_EQ(numeric.fn({"I think 391.0", {"390", "391"}}), 1.0);
-  EXPECT_EQ(numeric.fn({"I think 390", {"391"}}), 0.0);
-  EXPECT_EQ(numeric.fn({"no idea", {"391"}}), 0.0);
-  EXPECT_EQ(numeric.fn({"1,000", {"x = 1000"}}), 1.0);  // the answer's number too
+  EXPECT_EQ(numeric.fn(input("17 times 23 is \\boxed{391}", {"391"})), 1.0);
+  EXPECT_EQ(numeric.fn(input("I think 391.0", {"390", "391"})), 1.0);
+  EXPECT_EQ(numeric.fn(input("I think 390", {"391"})), 0.0);
+  EXPECT_EQ(numeric.fn(input("no idea", {"391"})), 0.0);
+  EXPECT_EQ(numeric.fn(input("1,000", {"x = 1000"})), 1.0);  // the answer's number too
   const Reward format = builtin_reward("format");
-  EXPECT_EQ(format.fn({"<think>\n17 * 23\n</think>\n<answer>\n391\n</answer>", {}}), 1.0);
-  EXPECT_EQ(format.fn({"<answer>\n391\n</answer>", {}}), 0.0);
-  EXPECT_EQ(format.fn({"ok <think>\na\n</think>\n<answer>\nb\n</answer>", {}}), 0.0);  // not at the start
+  EXPECT_EQ(format.fn(input("<think>\n17 * 23\n</think>\n<answer>\n391\n</answer>", {})), 1.0);
+  EXPECT_EQ(format.fn(input("<answer>\n391\n</answer>", {})), 0.0);
+  EXPECT_EQ(format.fn(input("ok <think>\na\n</think>\n<answer>\nb\n</answer>", {})), 0.0);  // not at the start
   const Reward yes = builtin_reward("format", 1.0, "yes|no");
-  EXPECT_EQ(yes.fn({"no, never", {}}), 1.0);
-  EXPECT_EQ(yes.fn({"I say yes", {}}), 0.0);  // Python's re.match: at the start only
-  EXPECT_EQ(builtin_reward("exact").fn({"sad\nmore", {"sad"}}), 1.0);
-  EXPECT_DOUBLE_EQ(builtin_reward("prefix").fn({"sa", {"sad"}}), 0.5 * 2 / 3);
+  EXPECT_EQ(yes.fn(input("no, never", {})), 1.0);
+  EXPECT_EQ(yes.fn(input("I say yes", {})), 0.0);  // Python's re.match: at the start only
+  EXPECT_EQ(builtin_reward("exact").fn(input("sad\nmore", {"sad"})), 1.0);
+  EXPECT_DOUBLE_EQ(builtin_reward("prefix").fn(input("sa", {"sad"})), 0.5 * 2 / 3);
 }
 
 TEST(FinetuneRewards, RewardSpecsAndWeightedSums) {
@@ -55,8 +63,8 @@ TEST(FinetuneRewards, RewardSpecsAndWeightedSums) {
   EXPECT_EQ(r.weight, 2.5);
   EXPECT_EQ(parse_reward("exact").weight, 1.0);
   const std::vector<Reward> both = {parse_reward("exact"), parse_reward("numeric:0.5")};
-  EXPECT_EQ(weighted_reward(both, {"391", {"391"}}), 1.5);
-  EXPECT_EQ(weighted_reward(both, {"it is 391", {"391"}}), 0.5);
+  EXPECT_EQ(weighted_reward(both, input("391", {"391"})), 1.5);
+  EXPECT_EQ(weighted_reward(both, input("it is 391", {"391"})), 0.5);
   EXPECT_XG_ERROR(parse_reward("bleu"), "--reward: expected exact, prefix, format or numeric (NAME or NAME:WEIGHT), got 'bleu'");
   EXPECT_XG_ERROR(parse_reward("exact:x"), "--reward exact:x: expected NAME:WEIGHT with a number for WEIGHT");
   EXPECT_XG_ERROR(parse_reward("exact:inf"), "--reward exact: the weight must be a finite number");
