@@ -19,6 +19,17 @@ bool TextStream::push(int64_t id) {
   check(!stopped_, "TextStream: push after a stop string ended the sequence");
   ids_.push_back(id);
   tokens_.push_back(id);
+  stale_ = true;
+  // NOTE: decoding is the whole sequence again (a token can change how earlier bytes read), so
+  // without stop strings it waits until the text is asked for: a batch that nobody streams
+  // decodes once at the end, not once per token.
+  if (!stops_.empty()) refresh();
+  return stopped_;
+}
+
+void TextStream::refresh() {
+  if (!stale_) return;
+  stale_ = false;
   std::string all = tok_.decode(ids_, skip_special_);
   // The generated part: after the prefix's text when the whole decodes to it followed by more
   // (always, for byte-level BPE); else the tokens decoded alone.
@@ -36,7 +47,6 @@ bool TextStream::push(int64_t id) {
   }
   text_ = std::move(fresh);
   if (shown_ > text_.size()) shown_ = text_.size();  // a decoder that rewrote what came before
-  return stopped_;
 }
 
 // Up to the last whole UTF-8 character and before the longest suffix of the text that is a
@@ -68,6 +78,7 @@ std::size_t TextStream::ready_end() const {
 }
 
 std::string TextStream::take_ready() {
+  refresh();
   const std::size_t end = ready_end();
   std::string out = text_.substr(shown_, end - shown_);
   shown_ = end;
@@ -75,6 +86,7 @@ std::string TextStream::take_ready() {
 }
 
 std::string TextStream::take_rest() {
+  refresh();
   std::string out = text_.substr(std::min(shown_, text_.size()));
   shown_ = text_.size();
   return out;

@@ -32,12 +32,17 @@ class TextStream {
   // What is left to show once the sequence is over (the text up to the stop string).
   std::string take_rest();
 
-  const std::string& text() const { return text_; }  // the generated text so far, stop string cut off
+  const std::string& text() {  // the generated text so far, stop string cut off
+    refresh();
+    return text_;
+  }
   const std::vector<int64_t>& tokens() const { return tokens_; }
   bool stopped() const { return stopped_; }
 
  private:
   std::size_t ready_end() const;
+  // Decodes the tokens into text_ (and finds a stop string) when tokens came since the last time.
+  void refresh();
 
   const Tokenizer& tok_;
   std::vector<int64_t> ids_;  // prefix + tokens
@@ -49,6 +54,7 @@ class TextStream {
   std::string text_;
   std::size_t shown_ = 0;  // bytes of text_ returned by take_ready / take_rest
   bool stopped_ = false;
+  bool stale_ = false;  // tokens pushed since text_ was decoded
 };
 
 }  // namespace xg::text

@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
               throw Error(str_cat(prompts[i].where, ": ", e.what()));
             }
           }
-          check(!prompt_ids.back().empty(), "xg-generate: ", prompts_file.empty() ? "the prompt" : str_cat(prompts_file, ":prompt ", i + 1),
+          check(!prompt_ids.back().empty(), "xg-generate: ", prompts_file.empty() ? "the prompt" : prompts[i].where,
                 " is empty and the tokenizer of ", base, " adds no BOS token to start from (give a prompt)");
         }
         g.eos_id = tok->eos_id();
