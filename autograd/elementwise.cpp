@@ -74,13 +74,13 @@ Tensor float_ternary(const Tensor& g, const Tensor& x, const Tensor& y, F f) {
 // out = a + b   =>   da = g,   db = g   (broadcast axes summed away by the engine)
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = float_binary(a, b, "add", [](auto x, auto y) { return x + y; });
-  return record(out, {a, b}, "add", [](const Tensor& g, const Tensor&, const Grads&) { return Grads{g, g}; });
+  return record(out, {a, b}, "add", saves_nothing(), [](const Tensor& g, const Tensor&, const Grads&) { return Grads{g, g}; });
 }
 
 // out = a - b   =>   da = g,   db = -g
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = float_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
-  return record(out, {a, b}, "sub", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, b}, "sub", saves_nothing(), [](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{g, wants(in, 1) ? neg(g) : Tensor()};
   });
 }
@@ -88,7 +88,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 // out = a * b   =>   da = g * b,   db = g * a
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = float_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
-  return record(out, {a, b}, "mul", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, b}, "mul", saves_where({wants_grad(b), wants_grad(a)}), [](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{wants(in, 0) ? mul(g, in[1]) : Tensor(), wants(in, 1) ? mul(g, in[0]) : Tensor()};
   });
 }
@@ -96,7 +96,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 // out = a / b   =>   da = g / b,   db = -g * a / b^2
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = float_binary(a, b, "div", [](auto x, auto y) { return x / y; });
-  return record(out, {a, b}, "div", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, b}, "div", saves_where({wants_grad(b), true}), [](const Tensor& g, const Tensor&, const Grads& in) {
     Tensor da, db;
     if (wants(in, 0)) da = div(g, in[1]);
     if (wants(in, 1)) db = neg(div(mul(g, in[0]), mul(in[1], in[1])));
@@ -107,13 +107,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
 // out = -x   =>   dx = -g
 Tensor neg(const Tensor& x) {
   Tensor out = float_unary(x, "neg", [](auto v) { return -v; });
-  return record(out, {x}, "neg", [](const Tensor& g, const Tensor&, const Grads&) { return Grads{neg(g)}; });
+  return record(out, {x}, "neg", saves_nothing(), [](const Tensor& g, const Tensor&, const Grads&) { return Grads{neg(g)}; });
 }
 
 // out = x^p   =>   dx = g * p * x^(p-1)
 Tensor pow(const Tensor& x, double p) {
   Tensor out = float_unary(x, "pow", [p](auto v) { return std::pow(v, static_cast<decltype(v)>(p)); });
-  return record(out, {x}, "pow", [p](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "pow", saves({0}), [p](const Tensor& g, const Tensor&, const Grads& in) {
     if (p == 0) return Grads{zeros_like(g)};
     return Grads{float_ternary(g, in[0], in[0], [p](auto gi, auto xi, auto) {
       using T = decltype(gi);
@@ -158,7 +158,7 @@ Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); 
 // out = exp(x)   =>   dx = g * out
 Tensor exp(const Tensor& x) {
   Tensor out = float_unary(x, "exp", [](auto v) { return std::exp(v); });
-  return record(out, {x}, "exp", [](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "exp", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{mul(g, out)};
   });
 }
@@ -166,7 +166,7 @@ Tensor exp(const Tensor& x) {
 // out = log(x)   =>   dx = g / x
 Tensor log(const Tensor& x) {
   Tensor out = float_unary(x, "log", [](auto v) { return std::log(v); });
-  return record(out, {x}, "log", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "log", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{div(g, in[0])};
   });
 }
@@ -174,7 +174,7 @@ Tensor log(const Tensor& x) {
 // out = sqrt(x)   =>   dx = g / (2 out)
 Tensor sqrt(const Tensor& x) {
   Tensor out = float_unary(x, "sqrt", [](auto v) { return std::sqrt(v); });
-  return record(out, {x}, "sqrt", [](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "sqrt", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{float_ternary(g, out, out, [](auto gi, auto yi, auto) { return gi / (2 * yi); })};
   });
 }
@@ -182,7 +182,7 @@ Tensor sqrt(const Tensor& x) {
 // out = 1 / sqrt(x)   =>   dx = -g * out^3 / 2
 Tensor rsqrt(const Tensor& x) {
   Tensor out = float_unary(x, "rsqrt", [](auto v) { return 1 / std::sqrt(v); });
-  return record(out, {x}, "rsqrt", [](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "rsqrt", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{float_ternary(g, out, out, [](auto gi, auto yi, auto) {
       using T = decltype(gi);
       return -gi * yi * yi * yi / T(2);
@@ -193,7 +193,7 @@ Tensor rsqrt(const Tensor& x) {
 // out = |x|   =>   dx = g * sign(x)   (sign(0) = 0)
 Tensor abs(const Tensor& x) {
   Tensor out = float_unary(x, "abs", [](auto v) { return std::abs(v); });
-  return record(out, {x}, "abs", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "abs", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) {
       using T = decltype(gi);
       return xi > 0 ? gi : (xi < 0 ? -gi : T(0));
@@ -204,7 +204,7 @@ Tensor abs(const Tensor& x) {
 // out = tanh(x)   =>   dx = g * (1 - out^2)
 Tensor tanh(const Tensor& x) {
   Tensor out = float_unary(x, "tanh", [](auto v) { return std::tanh(v); });
-  return record(out, {x}, "tanh", [](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "tanh", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{float_ternary(g, out, out, [](auto gi, auto yi, auto) { return gi * (1 - yi * yi); })};
   });
 }
@@ -217,7 +217,7 @@ Tensor softcap(const Tensor& x, double cap) {
     using A = decltype(v);
     return std::tanh(v / static_cast<A>(cap)) * static_cast<A>(cap);
   });
-  return record(out, {x}, "softcap", [cap](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "softcap", saves({}, true), [cap](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{float_ternary(g, out, out, [cap](auto gi, auto yi, auto) {
       using A = decltype(gi);
       const A t = yi / static_cast<A>(cap);
@@ -235,7 +235,7 @@ static T sigmoid_of(T v) {
 // out = 1 / (1 + exp(-x))   =>   dx = g * out * (1 - out)
 Tensor sigmoid(const Tensor& x) {
   Tensor out = float_unary(x, "sigmoid", [](auto v) { return sigmoid_of(v); });
-  return record(out, {x}, "sigmoid", [](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "sigmoid", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{float_ternary(g, out, out, [](auto gi, auto yi, auto) { return gi * yi * (1 - yi); })};
   });
 }
@@ -246,7 +246,7 @@ Tensor logsigmoid(const Tensor& x) {
     using T = decltype(v);
     return std::min(v, T(0)) - std::log1p(std::exp(-std::abs(v)));
   });
-  return record(out, {x}, "logsigmoid", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "logsigmoid", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) { return gi * sigmoid_of(-xi); })};
   });
 }
@@ -260,7 +260,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
     const T bx = static_cast<T>(beta) * v;
     return bx > static_cast<T>(threshold) ? v : std::log1p(std::exp(bx)) / static_cast<T>(beta);
   });
-  return record(out, {x}, "softplus", [beta, threshold](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "softplus", saves({0}), [beta, threshold](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{float_ternary(g, in[0], in[0], [beta, threshold](auto gi, auto xi, auto) {
       using T = decltype(gi);
       const T bx = static_cast<T>(beta) * xi;
@@ -275,7 +275,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 // out = max(x, 0)   =>   dx = g * (out > 0)
 Tensor relu(const Tensor& x) {
   Tensor out = float_unary(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
-  return record(out, {x}, "relu", [](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, "relu", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
     return Grads{float_ternary(g, out, out, [](auto gi, auto yi, auto) { return yi > 0 ? gi : decltype(gi)(0); })};
   });
 }
@@ -296,7 +296,7 @@ Tensor gelu(const Tensor& x, GeluApprox approximate) {
       using T = decltype(v);
       return T(0.5) * v * (T(1) + std::erf(v * T(kSqrt1_2)));
     });
-    return record(out, {x}, "gelu", [](const Tensor& g, const Tensor&, const Grads& in) {
+    return record(out, {x}, "gelu", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
       return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) {
         using T = decltype(gi);
         const T cdf = T(0.5) * (T(1) + std::erf(xi * T(kSqrt1_2)));
@@ -309,7 +309,7 @@ Tensor gelu(const Tensor& x, GeluApprox approximate) {
     using T = decltype(v);
     return T(0.5) * v * (T(1) + std::tanh(T(kSqrt2OverPi) * (v + T(kC) * v * v * v)));
   });
-  return record(out, {x}, "gelu", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "gelu", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) {
       using T = decltype(gi);
       const T th = std::tanh(T(kSqrt2OverPi) * (xi + T(kC) * xi * xi * xi));
@@ -332,7 +332,7 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
     if (has_hi && v > static_cast<T>(hi)) v = static_cast<T>(hi);
     return v;
   });
-  return record(out, {x}, "clamp", [=](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x}, "clamp", saves({0}), [=](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{float_ternary(g, in[0], in[0], [=](auto gi, auto xi, auto) {
       using T = decltype(gi);
       const bool pass = (!has_lo || xi >= static_cast<T>(lo)) && (!has_hi || xi <= static_cast<T>(hi));
@@ -351,7 +351,7 @@ static Tensor min_max(const Tensor& a, const Tensor& b, bool is_max) {
     if (std::isnan(x) || std::isnan(y)) return x + y;  // NaN propagates, as in PyTorch
     return is_max ? (x > y ? x : y) : (x < y ? x : y);
   });
-  return record(out, {a, b}, op, [is_max](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, b}, op, saves({0, 1}), [is_max](const Tensor& g, const Tensor&, const Grads& in) {
     // NOTE: PyTorch >= 1.12 splits the gradient evenly between equal operands.
     auto side = [&](const Tensor& self, const Tensor& other) {
       Tensor half = mul(g, scalar_like(0.5, g));
@@ -387,7 +387,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     return o;
   });
   if (!is_floating(a.dtype())) return out;
-  return record(out, {a, b, cond}, "where", [](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, b, cond}, "where", saves({2}), [](const Tensor& g, const Tensor&, const Grads& in) {
     Tensor zero = scalar_like(0, g);
     return Grads{wants(in, 0) ? where(in[2], g, zero) : Tensor(), wants(in, 1) ? where(in[2], zero, g) : Tensor(),
                  Tensor()};

@@ -12,8 +12,25 @@
 
 namespace xg {
 
+namespace detail {
+extern thread_local const char* g_backward_op;  // tensor.cpp
+}
+
 namespace {
 thread_local bool g_grad_enabled = true;
+
+// While alive, an error reading data an op did not save names `op` (a checkpoint's closure
+// runs a backward of its own inside, so the previous name comes back after it).
+class BackwardOfOp {
+ public:
+  explicit BackwardOfOp(const char* op) : prev_(detail::g_backward_op) { detail::g_backward_op = op; }
+  ~BackwardOfOp() { detail::g_backward_op = prev_; }
+  BackwardOfOp(const BackwardOfOp&) = delete;
+  BackwardOfOp& operator=(const BackwardOfOp&) = delete;
+
+ private:
+  const char* prev_;
+};
 }
 
 bool is_grad_enabled() { return g_grad_enabled; }
@@ -30,12 +47,27 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, BackwardFn backward) {
+  return record(std::move(out), std::move(inputs), op, Saves{}, std::move(backward));
+}
+
+Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, Saves saved, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
   Node* n = out.node();
   n->requires_grad = true;
   n->op = op;
+  // Anomaly mode reads every input's values (which one held NaN, where it came from): it keeps
+  // them all, as a debugging mode may.
+  if (is_anomaly_enabled()) saved = Saves{};
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const bool keep = k < 64 && ((saved.inputs >> k) & 1);
+    if (!keep && inputs[k].defined()) inputs[k] = inputs[k].edge();
+  }
   n->inputs = std::move(inputs);
   n->backward = std::move(backward);
+  if (saved.out) {
+    n->out_saved = true;
+    n->handles.fetch_add(1, std::memory_order_relaxed);
+  }
   if (is_anomaly_enabled()) detail::check_forward_anomaly(out, op);
   return out;
 }
@@ -144,8 +176,12 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     }
     if (node->is_leaf()) continue;
 
-    Tensor out(*it);
-    std::vector<Tensor> in_grads = node->backward(g, out, node->inputs);
+    Tensor out = node->out_saved ? Tensor(*it) : Tensor(*it).edge();
+    std::vector<Tensor> in_grads;
+    {
+      BackwardOfOp running(node->op);
+      in_grads = node->backward(g, out, node->inputs);
+    }
     check(in_grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ", in_grads.size(),
           " gradients for ", node->inputs.size(), " inputs");
     if (is_anomaly_enabled()) detail::check_backward_anomaly(out, in_grads);
@@ -160,6 +196,10 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
       node->backward = nullptr;
       node->inputs.clear();
       node->freed = true;
+      if (node->out_saved) {  // the closure's pin on its output's data
+        node->out_saved = false;
+        if (node->handles.fetch_sub(1, std::memory_order_acq_rel) == 1) node->storage.reset();
+      }
     }
   }
 }

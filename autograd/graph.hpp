@@ -2,6 +2,8 @@
 // that runs backward (Tensor::backward and xg::grad).
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "autograd/tensor.hpp"
@@ -35,9 +37,38 @@ class EnableGradGuard {
   bool prev_;
 };
 
+// Which of an op's tensors its backward reads (PyTorch's saved tensors): bit k of `inputs`
+// for input k, and `out` for the output. The graph keeps the others as edges only (their
+// gradient flows back, their data is released once nothing else holds it). The default,
+// everything, is always correct; an op that says less keeps less alive until backward.
+struct Saves {
+  uint64_t inputs = ~uint64_t{0};
+  bool out = true;
+};
+inline Saves saves_nothing() { return Saves{0, false}; }
+// The inputs whose data backward reads, by position, and whether it reads the output.
+inline Saves saves(std::initializer_list<int> inputs, bool out = false) {
+  Saves s{0, out};
+  for (int k : inputs) s.inputs |= uint64_t{1} << k;
+  return s;
+}
+
+// Saves input k when keep[k] is true (at most 64 inputs).
+inline Saves saves_where(std::initializer_list<bool> keep, bool out = false) {
+  Saves s{0, out};
+  int k = 0;
+  for (bool b : keep) s.inputs |= uint64_t{b} << k++;
+  return s;
+}
+
 // Called by every op after computing `out`: if grad mode is on and some input requires
 // grad, makes `out` a graph node with these inputs and backward closure. Returns `out`.
+// This form saves everything; the one after it says what the backward reads.
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, BackwardFn backward);
+Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, Saves saved, BackwardFn backward);
+// True when `t` will get a gradient: a product's backward reads the other operand's data
+// only for an operand that wants one.
+inline bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
 // True when recording would happen for these inputs (lets ops skip saving tensors).
 bool needs_grad(const std::vector<Tensor>& inputs);

@@ -311,7 +311,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     });
   }
   const Shape x_shape = x.shape();
-  return record(out, {x, index}, "gather", [x_shape, dim](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, index}, "gather", saves({1}), [x_shape, dim](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
     Tensor dx = zeros(x_shape, g.dtype());
     const GatherPlan p = gather_plan(x_shape, g.shape(), dim);
@@ -340,7 +340,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     select_rows(out.data<T>(), x.data<T>(), index.data<int64_t>(), s.O, s.N, J, s.I);
   });
   const Shape x_shape = x.shape();
-  return record(out, {x, index}, "index_select", [x_shape, s, J](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, index}, "index_select", saves({1}), [x_shape, s, J](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
     Tensor dx = zeros(x_shape, g.dtype());
     dispatch_float(g.dtype(), "index_select backward", [&](auto tag) {
@@ -370,7 +370,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
     using T = decltype(tag);
     select_rows(out.data<T>(), weight.data<T>(), ids.data<int64_t>(), 1, V, N, C);
   });
-  return record(out, {weight, ids}, "embedding", [V, C, N, padding_idx](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {weight, ids}, "embedding", saves({1}), [V, C, N, padding_idx](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
     Tensor dw = zeros({V, C}, g.dtype());
     dispatch_float(g.dtype(), "embedding backward", [&](auto tag) {
@@ -402,7 +402,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     std::memcpy(out.data<T>(), x.data<T>(), static_cast<std::size_t>(x.numel()) * sizeof(T));
     add_rows(out.data<T>(), source.data<T>(), index.data<int64_t>(), s.O, s.N, J, s.I, -1);
   });
-  return record(out, {x, index, source}, "index_add", [dim](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, index, source}, "index_add", saves({1}), [dim](const Tensor& g, const Tensor&, const Grads& in) {
     return Grads{wants(in, 0) ? g : Tensor(), Tensor(), wants(in, 2) ? index_select(g, dim, in[1]) : Tensor()};
   });
 }
@@ -451,7 +451,7 @@ TopK topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   }
   const Shape x_shape = x.shape();
   Tensor indices = r.indices;
-  r.values = record(r.values, {x}, "topk", [x_shape, dim, indices](const Tensor& g, const Tensor&, const Grads&) {
+  r.values = record(r.values, {x}, "topk", saves_nothing(), [x_shape, dim, indices](const Tensor& g, const Tensor&, const Grads&) {
     Tensor dx = zeros(x_shape, g.dtype());
     const GatherPlan p = gather_plan(x_shape, g.shape(), dim);
     dispatch_float(g.dtype(), "topk backward", [&](auto tag) {

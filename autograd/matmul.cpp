@@ -298,6 +298,19 @@ void matmul_grad_b(const MatmulPlan& p, const T* a, const T* g, TO* db) {
     gemm(true, false, k, m, n, a + p.a_off[i] * n * k, g + i * n * m, full ? TO(0) : TO(1), db + p.b_off[i] * k * m);
 }
 
+// What a product's backward reads, inputs {x, ws..., bs...}: x for the weights' gradients
+// (when one wants it), the weights for x's; never a bias. A frozen projection of an activation
+// keeps only its weight, so the graph lets go of the activation when nothing else reads it.
+Saves product_saves(const Tensor& x, const std::vector<Tensor>& ws) {
+  bool any_w = false;
+  for (const Tensor& w : ws) any_w = any_w || wants_grad(w);
+  Saves s{0, false};
+  if (any_w) s.inputs |= 1;
+  if (wants_grad(x))
+    for (std::size_t i = 0; i < ws.size(); ++i) s.inputs |= uint64_t{1} << (1 + i);
+  return s;
+}
+
 // A bf16 product over the plan: bf16 operands (float32 ones rounded; a weight's copy cached
 // under autocast), float32 sums, returned in bf16 when both operands are bf16 and in float32
 // otherwise. The gradients are bf16 products too, each returned in its operand's dtype.
@@ -306,7 +319,8 @@ Tensor batched_product_bf16(const Tensor& a, const Tensor& b, std::shared_ptr<co
   Tensor sums = empty(p->out_shape, kFloat32);
   matmul_forward<bfloat16, float>(*p, A.data<bfloat16>(), B.data<bfloat16>(), sums.data<float>());
   const Dtype out_dtype = a.dtype() == kBFloat16 && b.dtype() == kBFloat16 ? kBFloat16 : kFloat32;
-  return record(as_dtype(sums, out_dtype), {a, b}, op, [p](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(as_dtype(sums, out_dtype), {a, b}, op, saves_where({wants_grad(b), wants_grad(a)}),
+                [p](const Tensor& g, const Tensor&, const Grads& in) {
     const Tensor G = detail::bf16_operand(g, false);
     Tensor da, db;
     if (wants(in, 0)) {
@@ -334,7 +348,8 @@ Tensor batched_product(const Tensor& a, const Tensor& b, MatmulPlan plan, const 
     using T = decltype(tag);
     matmul_forward<T>(*p, a.data<T>(), b.data<T>(), out.data<T>());
   });
-  return record(out, {a, b}, op, [p](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, b}, op, saves_where({wants_grad(b), wants_grad(a)}),
+                [p](const Tensor& g, const Tensor&, const Grads& in) {
     Tensor da, db;
     dispatch_float(g.dtype(), "matmul backward", [&](auto tag) {
       using T = decltype(tag);
@@ -432,8 +447,13 @@ Tensor linear_cat_bf16(const Tensor& x, const std::vector<Tensor>& ws, const std
   inputs.insert(inputs.end(), ws.begin(), ws.end());
   inputs.insert(inputs.end(), bs.begin(), bs.end());
   const bool has_bias = !bs.empty();
+  // The weights' gradients read x as the forward rounded it: the bf16 copy is what is saved
+  // (half the bytes of a float32 activation), not x.
+  const Saves saved = product_saves(x, ws);
+  const Tensor Xs = (saved.inputs & 1) ? X : Tensor();
   return record(as_dtype(sums, all_bf16 ? kBFloat16 : kFloat32), std::move(inputs), op,
-                [rows, C, n, has_bias, offs](const Tensor& g, const Tensor&, const Grads& in) {
+                Saves{saved.inputs & ~uint64_t{1}, false},
+                [rows, C, n, has_bias, offs, Xs](const Tensor& g, const Tensor&, const Grads& in) {
                   Grads grads(in.size());
                   const int64_t width = offs.back();
                   const Tensor G = detail::bf16_operand(g, false);
@@ -447,11 +467,10 @@ Tensor linear_cat_bf16(const Tensor& x, const std::vector<Tensor>& ws, const std
                     }
                     grads[0] = as_dtype(dx, in[0].dtype());
                   }
-                  Tensor X;
                   for (int64_t i = 0; i < n; ++i) {
                     const int64_t oc = offs[i + 1] - offs[i];
                     if (wants(in, 1 + i)) {  // [rows, out_i]^T @ [rows, C]
-                      if (!X.defined()) X = detail::bf16_operand(in[0], false);
+                      const Tensor& X = Xs;
                       Tensor dw = empty(in[1 + i].shape(), kFloat32);
                       gemm(true, false, oc, C, rows, pg + offs[i], width, X.data<bfloat16>(), C, 0.0f, dw.data<float>(),
                            C);
@@ -511,7 +530,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   });
   std::vector<Tensor> inputs = {x, w};
   if (has_bias) inputs.push_back(b);
-  return record(out, std::move(inputs), "linear", [rows, C, OC](const Tensor& g, const Tensor&, const Grads& in) {
+  const Saves saved = product_saves(x, {w});
+  return record(out, std::move(inputs), "linear", saved, [rows, C, OC](const Tensor& g, const Tensor&, const Grads& in) {
     Grads grads(in.size());
     dispatch_float(g.dtype(), "linear backward", [&](auto tag) {
       using T = decltype(tag);
@@ -573,7 +593,7 @@ Tensor linear_cat(const Tensor& x, const std::vector<Tensor>& ws, const std::vec
   inputs.insert(inputs.end(), ws.begin(), ws.end());
   inputs.insert(inputs.end(), bs.begin(), bs.end());
   const bool has_bias = !bs.empty();
-  return record(out, std::move(inputs), "linear_cat",
+  return record(out, std::move(inputs), "linear_cat", product_saves(x, ws),
                 [rows, C, n, has_bias, offs](const Tensor& g, const Tensor&, const Grads& in) {
                   Grads grads(in.size());
                   dispatch_float(g.dtype(), "linear_cat backward", [&](auto tag) {

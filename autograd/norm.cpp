@@ -274,7 +274,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     layer_norm_forward(x.data<T>(), param_or(weight, ones, rc.C, T(1)), param_or(bias, zeros, rc.C, T(0)),
                        out.data<T>(), mean.data<double>(), rstd.data<double>(), rc, eps);
   });
-  return record(out, {x, weight, bias}, "layer_norm",
+  return record(out, {x, weight, bias}, "layer_norm", saves({0, 1}),
                 [mean, rstd, rc](const Tensor& g, const Tensor&, const Grads& in) {
                   return norm_backward<true>(g, in, mean, rstd, rc);
                 });
@@ -293,7 +293,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     std::vector<T> ones;
     rms_norm_forward(x.data<T>(), param_or(weight, ones, rc.C, T(1)), out.data<T>(), rstd.data<double>(), rc, eps);
   });
-  return record(out, {x, weight}, "rms_norm", [rstd, rc](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, weight}, "rms_norm", saves({0, 1}), [rstd, rc](const Tensor& g, const Tensor&, const Grads& in) {
     return norm_backward<false>(g, in, Tensor(), rstd, rc);
   });
 }

@@ -299,7 +299,7 @@ Tensor linear_q8_0(const Tensor& x, const Tensor& w, const Tensor& b, const char
   }
   std::vector<Tensor> inputs = {x, w};
   if (b.defined()) inputs.push_back(b);
-  return record(out, std::move(inputs), op, [rows, C, OC, bf16](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, std::move(inputs), op, saves({1}), [rows, C, OC, bf16](const Tensor& g, const Tensor&, const Grads& in) {
     Grads grads(in.size());
     const auto* pw = static_cast<const uint8_t*>(in[1].raw_data());
     if (wants(in, 0)) {  // [rows, OC] @ [OC, C]
@@ -342,7 +342,7 @@ Tensor matmul_q8_0(const Tensor& a, const Tensor& w, const char* op) {
       product_nn(rows, N, K, ac.data<T>(), pw, out.data<T>());
     });
   }
-  return record(out, {a, w}, op, [rows, N, K, bf16](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {a, w}, op, saves({1}), [rows, N, K, bf16](const Tensor& g, const Tensor&, const Grads& in) {
     Grads grads(2);
     if (!wants(in, 0)) return grads;
     const auto* pw = static_cast<const uint8_t*>(in[1].raw_data());

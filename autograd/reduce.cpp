@@ -300,7 +300,7 @@ Tensor sum_or_mean(const Tensor& x, const Dims& dims, bool keepdim, bool is_mean
     using T = decltype(tag);
     return reduce_with<T>(x, p, SumOp<T>{divisor});
   });
-  return record(out, {x}, op, [p, divisor](const Tensor& g, const Tensor&, const Grads&) {
+  return record(out, {x}, op, saves_nothing(), [p, divisor](const Tensor& g, const Tensor&, const Grads&) {
     return dispatch_floating(g.dtype(), "sum backward", [&](auto tag) {
       using T = decltype(tag);
       if (divisor == 1) return Grads{spread<T, false>(p, Tensor(), g, g, [](T, T gj, T) { return gj; })};
@@ -405,7 +405,7 @@ ValuesIndices extreme_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_ma
   }
   // out[o, i] = x[o, idx[o, i], i]   =>   dx[o, idx[o, i], i] = g[o, i], 0 elsewhere
   Tensor saved = needs_grad({x}) ? indices : Tensor();
-  values = record(values, {x}, op, [p, saved](const Tensor& g, const Tensor&, const Grads&) {
+  values = record(values, {x}, op, saves_nothing(), [p, saved](const Tensor& g, const Tensor&, const Grads&) {
     Tensor dx = zeros(p.in_shape, g.dtype());
     dispatch_float(g.dtype(), "max backward", [&](auto tag) {
       using T = decltype(tag);

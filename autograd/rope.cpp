@@ -143,7 +143,8 @@ void check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t o
 Tensor rope_op(const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t offset, RopeLayout layout, RopeRows rr,
                const char* op) {
   Tensor out = rotate(x, cos, sin, offset, layout, false, rr);
-  return record(out, {x, cos, sin}, op, [offset, layout, rr](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, cos, sin}, op,
+                saves_where({wants_grad(cos) || wants_grad(sin), wants_grad(x), wants_grad(x)}), [offset, layout, rr](const Tensor& g, const Tensor&, const Grads& in) {
     Tensor dx, dcos, dsin;
     if (wants(in, 0)) dx = rotate(g, in[1], in[2], offset, layout, true, rr);
     if (wants(in, 1) || wants(in, 2)) {

@@ -35,7 +35,7 @@ Tensor alias(const Tensor& x, const Shape& shape) {
 Tensor alias_op(const Tensor& x, const Shape& shape, const char* op) {
   Tensor out = alias(x, shape);
   const Shape in_shape = x.shape();
-  return record(out, {x}, op, [in_shape](const Tensor& g, const Tensor&, const Grads&) {
+  return record(out, {x}, op, saves_nothing(), [in_shape](const Tensor& g, const Tensor&, const Grads&) {
     return Grads{alias(g, in_shape)};
   });
 }
@@ -324,7 +324,7 @@ Tensor slice_op(const Tensor& x, int64_t dim, int64_t start, int64_t length, int
     return s;
   }());
   const Shape in_shape = x.shape();
-  return record(out, {x}, op, [in_shape, dim, start, step](const Tensor& g, const Tensor&, const Grads&) {
+  return record(out, {x}, op, saves_nothing(), [in_shape, dim, start, step](const Tensor& g, const Tensor&, const Grads&) {
     return Grads{slice_backward(g, in_shape, dim, start, step)};
   });
 }
@@ -349,7 +349,7 @@ Tensor permute_op(const Tensor& x, const std::vector<int64_t>& perm, const char*
   Tensor out = permute_copy(x, perm);
   std::vector<int64_t> inv(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-  return record(out, {x}, op, [inv](const Tensor& g, const Tensor&, const Grads&) {
+  return record(out, {x}, op, saves_nothing(), [inv](const Tensor& g, const Tensor&, const Grads&) {
     return Grads{permute_copy(g, inv)};
   });
 }
@@ -521,7 +521,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   }
   if (out == s) return alias_op(x, s, "expand");
   Tensor result = gather_copy(x, out, broadcast_strides(s, out));
-  return record(result, {x}, "expand", [](const Tensor& g, const Tensor&, const Grads&) { return Grads{g}; });
+  return record(result, {x}, "expand", saves_nothing(), [](const Tensor& g, const Tensor&, const Grads&) { return Grads{g}; });
 }
 
 Tensor expand_as(const Tensor& x, const Tensor& other) { return expand(x, other.shape()); }
@@ -547,7 +547,7 @@ Tensor repeat(const Tensor& x, const std::vector<int64_t>& repeats) {
     out[i] = repeats[i] * padded[i];
   }
   Tensor result = alias(gather_copy(x, tiled, tiled_src), out);
-  return record(result, {x}, "repeat", [tiled, reduced, s](const Tensor& g, const Tensor&, const Grads&) {
+  return record(result, {x}, "repeat", saves_nothing(), [tiled, reduced, s](const Tensor& g, const Tensor&, const Grads&) {
     return Grads{alias(sum_to(alias(g, tiled), reduced), s)};
   });
 }
@@ -572,7 +572,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     out[d] += s[d];
   }
   Tensor result = cat_copy(xs, out, d, sizes);
-  return record(result, xs, "cat", [d, sizes](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(result, xs, "cat", saves_nothing(), [d, sizes](const Tensor& g, const Tensor&, const Grads& in) {
     return cat_backward(g, in, d, sizes);
   });
 }
@@ -590,7 +590,7 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   out.insert(out.begin() + d, static_cast<int64_t>(xs.size()));
   const Shape sizes(xs.size(), 1);
   Tensor result = cat_copy(xs, out, d, sizes);
-  return record(result, xs, "stack", [d, sizes](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(result, xs, "stack", saves_nothing(), [d, sizes](const Tensor& g, const Tensor&, const Grads& in) {
     return cat_backward(g, in, d, sizes);
   });
 }
@@ -664,7 +664,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 Tensor tril(const Tensor& x, int64_t diagonal) {
   check(x.dim() >= 2, "tril: input must have at least 2 dims, got shape ", shape_str(x.shape()));
   Tensor out = triangle(x, diagonal, true);
-  return record(out, {x}, "tril", [diagonal](const Tensor& g, const Tensor&, const Grads&) {
+  return record(out, {x}, "tril", saves_nothing(), [diagonal](const Tensor& g, const Tensor&, const Grads&) {
     return Grads{triangle(g, diagonal, true)};
   });
 }
@@ -673,7 +673,7 @@ Tensor tril(const Tensor& x, int64_t diagonal) {
 Tensor triu(const Tensor& x, int64_t diagonal) {
   check(x.dim() >= 2, "triu: input must have at least 2 dims, got shape ", shape_str(x.shape()));
   Tensor out = triangle(x, diagonal, false);
-  return record(out, {x}, "triu", [diagonal](const Tensor& g, const Tensor&, const Grads&) {
+  return record(out, {x}, "triu", saves_nothing(), [diagonal](const Tensor& g, const Tensor&, const Grads&) {
     return Grads{triangle(g, diagonal, false)};
   });
 }

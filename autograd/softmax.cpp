@@ -176,7 +176,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim) {
     using T = decltype(tag);
     forward_kernel<T, kLog>(x.data<T>(), out.data<T>(), layout(x.shape(), d));
   });
-  return record(out, {x}, op, [d](const Tensor& g, const Tensor& out, const Grads&) {
+  return record(out, {x}, op, saves({}, true), [d](const Tensor& g, const Tensor& out, const Grads&) {
     Tensor dx = empty(out.shape(), out.dtype());
     dispatch_float(g.dtype(), "softmax backward", [&](auto tag) {
       using T = decltype(tag);

@@ -308,7 +308,26 @@ const Shape& Tensor::shape() const { return must(node_).shape; }
 int64_t Tensor::dim() const { return static_cast<int64_t>(must(node_).shape.size()); }
 int64_t Tensor::numel() const { return must(node_).numel; }
 Dtype Tensor::dtype() const { return must(node_).dtype; }
-void* Tensor::raw_data() const { return must(node_).storage->data; }
+namespace detail {
+thread_local const char* g_backward_op = nullptr;
+}
+
+// The data, or an error when this handle is a graph edge or the buffer was released: an op's
+// backward reading a tensor it did not save (a wrong Saves in its record call).
+static void* data_of(const std::shared_ptr<Node>& n, bool edge) {
+  Node& node = must(n);
+  if (edge || !node.storage) {
+    const char* running = detail::g_backward_op;
+    throw Error(str_cat(running ? str_cat("backward of '", running, "': ") : std::string(), "the data of a ",
+                        dtype_name(node.dtype), " tensor of shape ", shape_str(node.shape),
+                        node.op[0] ? str_cat(" made by '", node.op, "'") : std::string(),
+                        edge ? " is not held by this graph edge" : " was released",
+                        " (the op's record call does not save it for backward)"));
+  }
+  return node.storage->data;
+}
+
+void* Tensor::raw_data() const { return data_of(node_, edge_); }
 
 int64_t Tensor::size(int64_t d) const {
   int64_t n = dim();
@@ -319,23 +338,23 @@ int64_t Tensor::size(int64_t d) const {
 }
 
 template <class T>
-static T* typed(const std::shared_ptr<Node>& n) {
+static T* typed(const std::shared_ptr<Node>& n, bool edge) {
   Node& node = must(n);
   check(node.dtype == dtype_of<T>(), "data<", dtype_name(dtype_of<T>()), ">: tensor is ",
         dtype_name(node.dtype));
-  return static_cast<T*>(node.storage->data);
+  return static_cast<T*>(data_of(n, edge));
 }
 
-template <> float* Tensor::data<float>() { return typed<float>(node_); }
-template <> double* Tensor::data<double>() { return typed<double>(node_); }
-template <> int64_t* Tensor::data<int64_t>() { return typed<int64_t>(node_); }
-template <> bool* Tensor::data<bool>() { return typed<bool>(node_); }
-template <> bfloat16* Tensor::data<bfloat16>() { return typed<bfloat16>(node_); }
-template <> const float* Tensor::data<float>() const { return typed<float>(node_); }
-template <> const double* Tensor::data<double>() const { return typed<double>(node_); }
-template <> const int64_t* Tensor::data<int64_t>() const { return typed<int64_t>(node_); }
-template <> const bool* Tensor::data<bool>() const { return typed<bool>(node_); }
-template <> const bfloat16* Tensor::data<bfloat16>() const { return typed<bfloat16>(node_); }
+template <> float* Tensor::data<float>() { return typed<float>(node_, edge_); }
+template <> double* Tensor::data<double>() { return typed<double>(node_, edge_); }
+template <> int64_t* Tensor::data<int64_t>() { return typed<int64_t>(node_, edge_); }
+template <> bool* Tensor::data<bool>() { return typed<bool>(node_, edge_); }
+template <> bfloat16* Tensor::data<bfloat16>() { return typed<bfloat16>(node_, edge_); }
+template <> const float* Tensor::data<float>() const { return typed<float>(node_, edge_); }
+template <> const double* Tensor::data<double>() const { return typed<double>(node_, edge_); }
+template <> const int64_t* Tensor::data<int64_t>() const { return typed<int64_t>(node_, edge_); }
+template <> const bool* Tensor::data<bool>() const { return typed<bool>(node_, edge_); }
+template <> const bfloat16* Tensor::data<bfloat16>() const { return typed<bfloat16>(node_, edge_); }
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out(static_cast<std::size_t>(numel()));
@@ -555,7 +574,7 @@ Tensor Tensor::to(Dtype target) const {
   Tensor out = convert(*this, target);
   if (!is_floating(target) || !is_floating(dtype())) return out;  // not differentiable
   const Dtype from = dtype();
-  return record(out, {*this}, "to", [from](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
+  return record(out, {*this}, "to", saves_nothing(), [from](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
     return std::vector<Tensor>{convert(g, from)};
   });
 }
@@ -564,7 +583,7 @@ Tensor Tensor::to(Dtype target) const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype());
   out.copy_(*this);
-  return record(out, {*this}, "clone", [](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
+  return record(out, {*this}, "clone", saves_nothing(), [](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
     return std::vector<Tensor>{g};
   });
 }

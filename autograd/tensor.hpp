@@ -4,8 +4,15 @@
 // row-major buffer, itself shared so that reshape/view copies nothing), the gradient, and,
 // for a tensor made by a differentiable op, the op's inputs and its backward closure.
 // Copying a Tensor copies the pointer, never the data; `clone()` copies the data.
+//
+// The data lives as long as some handle to it does. A graph keeps its ops' inputs as edges
+// (the node, for the gradient to flow back to) and keeps the data only of the tensors the
+// op's backward reads (`record`'s Saves), as PyTorch's autograd saves tensors: once nothing
+// else holds an input the backward does not read (the output of a frozen projection, the
+// terms of a residual sum), its buffer is released and the node stays behind as shape only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -44,8 +51,13 @@ std::size_t allocated_bytes();
 
 class Tensor {
  public:
-  Tensor() = default;  // an undefined tensor (like an empty torch.Tensor handle / None grad)
-  explicit Tensor(std::shared_ptr<Node> node) : node_(std::move(node)) {}
+  Tensor() noexcept : edge_(false) {}  // an undefined tensor (like an empty torch.Tensor handle / None grad)
+  explicit Tensor(std::shared_ptr<Node> node);
+  Tensor(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(const Tensor& other);
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
 
   // --- what it is -------------------------------------------------------------------
   bool defined() const { return node_ != nullptr; }
@@ -135,8 +147,16 @@ class Tensor {
   Node* node() const { return node_.get(); }
   const std::shared_ptr<Node>& node_ptr() const { return node_; }
 
+  // A graph edge to this tensor's node that does not hold its data (copies of it are edges
+  // too). Its shape, dtype and grad work; reading its data is an error naming the op.
+  Tensor edge() const;
+  bool is_edge() const { return edge_; }
+
  private:
+  void hold();     // counts this handle on the node's data
+  void let_go();   // uncounts it; the last one releases the data of a node others still hold
   std::shared_ptr<Node> node_;
+  bool edge_;  // initialised by every constructor (a default here would not serve default arguments above)
 };
 
 // The backward closure of an op. `g` is the gradient of the op's output `out`, `in` its
@@ -162,7 +182,45 @@ struct Node {
   BackwardFn backward;
   bool freed = false;  // backward ran and released inputs/closure
   bool is_leaf() const { return backward == nullptr && !freed; }
+
+  // Handles to the data (Tensors that are not edges, and the output's own pin when its
+  // backward reads it). When the count falls to zero the storage is released.
+  std::atomic<int64_t> handles{0};
+  bool out_saved = false;  // the op's backward reads its output: pinned until backward ran
 };
+
+inline void Tensor::hold() {
+  if (node_ && !edge_) node_->handles.fetch_add(1, std::memory_order_relaxed);
+}
+inline void Tensor::let_go() {
+  if (node_ && !edge_ && node_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1) node_->storage.reset();
+}
+inline Tensor::Tensor(std::shared_ptr<Node> node) : node_(std::move(node)), edge_(false) { hold(); }
+inline Tensor::Tensor(const Tensor& o) : node_(o.node_), edge_(o.edge_) { hold(); }
+inline Tensor::Tensor(Tensor&& o) noexcept : node_(std::move(o.node_)), edge_(o.edge_) { o.edge_ = false; }
+inline Tensor& Tensor::operator=(const Tensor& o) {
+  if (this != &o) {
+    Tensor copy(o);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+inline Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    let_go();
+    node_ = std::move(o.node_);
+    edge_ = o.edge_;
+    o.edge_ = false;
+  }
+  return *this;
+}
+inline Tensor::~Tensor() { let_go(); }
+inline Tensor Tensor::edge() const {
+  Tensor e;
+  e.node_ = node_;
+  e.edge_ = true;
+  return e;
+}
 
 // --- factories (dtype defaults to float32) --------------------------------------------
 Tensor empty(const Shape& shape, Dtype dtype = kFloat32);  // uninitialised

@@ -101,7 +101,7 @@ std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRACon
 // drawn as xg::dropout draws it) and u = h A^T:
 //   du = s g B,   dB = s g^T u,   dA = du^T h,   dx = g W + (du A) * m,   dW = g^T x,   db = sum g
 // NOTE: one op rather than a linear, dropout, two linears, a mul and an add, so that the graph
-// keeps y, the keep-mask (bool) and u ([N, r]) only. The separate ops would keep h, a float
+// keeps the keep-mask (bool), u ([N, r]) and x (for dA) only. The separate ops would keep h, a float
 // mask, u B^T and its scaled copy, and a linear and a delta op beside their sum two more
 // [N, out] tensors per adapted module: a large part of a LoRA step's live memory.
 Tensor LoRAAdapter::forward(const Tensor& x, const Tensor& W, const Tensor& bias) const {
@@ -140,7 +140,9 @@ Tensor LoRAAdapter::forward(const Tensor& x, const Tensor& W, const Tensor& bias
   std::vector<Tensor> inputs = {x, A, B, W};
   if (bias.defined()) inputs.push_back(bias);
   if (!needs_grad(inputs)) return y;
-  return record(y, std::move(inputs), "lora_linear",
+  const bool dx = wants_grad(x), dA = wants_grad(A);
+  const Saves saved = saves_where({dA || wants_grad(W), dx, dx || dA, dx});  // x, A, B, W; never the bias
+  return record(y, std::move(inputs), "lora_linear", saved,
                 [keep, u, s, r, C, OC, apply_mask](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
                   std::vector<Tensor> grads(in.size());
                   const Tensor g2 = g.reshape({-1, OC});  // [N, out]

@@ -152,7 +152,7 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
     return scalar_tensor(total, logits.dtype());
   });
 
-  return record(out, {logits, targets}, "cross_entropy",
+  return record(out, {logits, targets}, "cross_entropy", saves({0, 1}),
                 [stats, ignore_index, eps, reduction, n_valid, N, C](const Tensor& g, const Tensor&, const Grads& in) {
                   if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
                   Tensor dx = empty(in[0].shape(), in[0].dtype());

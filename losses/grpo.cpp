@@ -89,7 +89,7 @@ Tensor compute_grpo_advantages(const Tensor& rewards) {
     using T = decltype(tag);
     advantages_forward(rewards.data<T>(), B, G, out.data<T>(), stats.data<double>());
   });
-  return record(out, {rewards}, op, [stats, B, G](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {rewards}, op, saves({0}), [stats, B, G](const Tensor& g, const Tensor&, const Grads& in) {
     Tensor dr = empty(in[0].shape(), in[0].dtype());
     dispatch_float(g.dtype(), "compute_grpo_advantages backward", [&](auto tag) {
       using T = decltype(tag);

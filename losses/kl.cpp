@@ -45,7 +45,7 @@ Tensor kl_pointwise(const Tensor& x, const Tensor& t, bool log_target) {
       return ti > T(0) ? ti * (std::log(ti) - xi) : T(0);
     });
   });
-  return record(out, {x, t}, "kl_div", [log_target](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, t}, "kl_div", saves({0, 1}), [log_target](const Tensor& g, const Tensor&, const Grads& in) {
     Tensor dx, dt;
     dispatch_float(g.dtype(), "kl_div backward", [&](auto tag) {
       using T = decltype(tag);
