@@ -21,16 +21,32 @@ thread_local bool g_grad_enabled = true;
 
 // While alive, an error reading data an op did not save names `op` (a checkpoint's closure
 // runs a backward of its own inside, so the previous name comes back after it).
+// It also says whether the op's saved tensors go right after its closure (reuse_if_last_reader).
+thread_local bool g_frees_saved = false;
 class BackwardOfOp {
  public:
-  explicit BackwardOfOp(const char* op) : prev_(detail::g_backward_op) { detail::g_backward_op = op; }
-  ~BackwardOfOp() { detail::g_backward_op = prev_; }
+  BackwardOfOp(const char* op, bool frees_saved) : prev_(detail::g_backward_op), prev_frees_(g_frees_saved) {
+    detail::g_backward_op = op;
+    g_frees_saved = frees_saved;
+  }
+  ~BackwardOfOp() {
+    detail::g_backward_op = prev_;
+    g_frees_saved = prev_frees_;
+  }
   BackwardOfOp(const BackwardOfOp&) = delete;
   BackwardOfOp& operator=(const BackwardOfOp&) = delete;
 
  private:
   const char* prev_;
+  bool prev_frees_;
 };
+}  // namespace
+
+Tensor reuse_if_last_reader(const Tensor& t) {
+  if (!g_frees_saved || !t.defined() || t.is_edge()) return Tensor();
+  const Node* n = t.node();
+  if (n->handles.load(std::memory_order_acquire) != 1 || n->storage.use_count() != 1) return Tensor();
+  return t.detach();
 }
 
 bool is_grad_enabled() { return g_grad_enabled; }
@@ -179,7 +195,7 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     Tensor out = node->out_saved ? Tensor(*it) : Tensor(*it).edge();
     std::vector<Tensor> in_grads;
     {
-      BackwardOfOp running(node->op);
+      BackwardOfOp running(node->op, !retain_graph);
       in_grads = node->backward(g, out, node->inputs);
     }
     check(in_grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ", in_grads.size(),

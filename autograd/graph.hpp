@@ -73,6 +73,13 @@ inline bool wants_grad(const Tensor& t) { return t.defined() && t.requires_grad(
 // True when recording would happen for these inputs (lets ops skip saving tensors).
 bool needs_grad(const std::vector<Tensor>& inputs);
 
+// Inside an op's backward closure: `t` (one of its saved inputs) as a new handle on the same
+// buffer, for the closure to write its gradient into, when this backward is the last reader
+// of that buffer (the graph is not retained, and nothing but the op holds it); otherwise an
+// undefined tensor. The cross-entropy of an LM head turns its [N, vocab] logits into their
+// gradient in place this way, instead of holding both at the step's peak.
+Tensor reuse_if_last_reader(const Tensor& t);
+
 // Runs backward from `outputs` (seeded with `grad_outputs`, or ones for scalars) and
 // accumulates into the .grad of the leaves that require grad.
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},

@@ -155,7 +155,8 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
   return record(out, {logits, targets}, "cross_entropy", saves({0, 1}),
                 [stats, ignore_index, eps, reduction, n_valid, N, C](const Tensor& g, const Tensor&, const Grads& in) {
                   if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
-                  Tensor dx = empty(in[0].shape(), in[0].dtype());
+                  Tensor dx = reuse_if_last_reader(in[0]);  // the logits become their gradient in place
+                  if (!dx.defined()) dx = empty(in[0].shape(), in[0].dtype());
                   const double scale =
                       reduction == Reduction::Mean && n_valid > 0 ? 1.0 / static_cast<double>(n_valid) : 1.0;
                   dispatch_float(g.dtype(), "cross_entropy backward", [&](auto tag) {

@@ -6,6 +6,7 @@
 #include "autograd/matmul.hpp"
 #include "autograd/random.hpp"
 #include "autograd/reduce.hpp"
+#include "losses/cross_entropy.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace graph_saved_tests {
@@ -92,6 +93,43 @@ TEST(GraphSaved, RetainedGraphKeepsWhatItSavedForASecondBackward) {
   const std::vector<double> g = x.grad().to_vector();
   EXPECT_DOUBLE_EQ(g[0], 2 * (1 - std::tanh(0.5) * std::tanh(0.5)));
   EXPECT_DOUBLE_EQ(g[1], 2 * (1 - std::tanh(-1.0) * std::tanh(-1.0)));
+}
+
+// An op that tells whether its backward could take its saved input's buffer over.
+Tensor probe(const Tensor& x, bool* reused) {
+  Tensor out = empty(x.shape());
+  return record(out, {x}, "probe", saves({0}), [reused](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
+    *reused = reuse_if_last_reader(in[0]).defined();
+    return std::vector<Tensor>{g};
+  });
+}
+
+TEST(GraphSaved, ABackwardTakesASavedBufferOverOnlyAsItsLastReader) {
+  Tensor x = ones({4}).requires_grad_();
+  bool reused = true;
+  Tensor y = x * scalar_tensor(2.0);
+  probe(y, &reused).sum().backward();  // the user still holds y
+  EXPECT_FALSE(reused);
+  Tensor loss = probe(x * scalar_tensor(2.0), &reused).sum();
+  loss.backward(Tensor(), /*retain_graph=*/true);  // a second backward will read it again
+  EXPECT_FALSE(reused);
+  loss.backward();
+  EXPECT_TRUE(reused);
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{6, 6, 6, 6}));
+}
+
+TEST(GraphSaved, CrossEntropyWritesItsGradientOverLogitsNothingElseHolds) {
+  manual_seed(4);
+  const Tensor x0 = randn({64, 1000}, kFloat64);
+  const Tensor t = randint(0, 1000, {64});
+  Tensor a = x0.clone().requires_grad_(), b = x0.clone().requires_grad_();
+  const Tensor held = a * scalar_tensor(1.5, kFloat64);
+  losses::cross_entropy(held, t).backward();  // logits held: a fresh gradient buffer
+  Tensor loss = losses::cross_entropy(b * scalar_tensor(1.5, kFloat64), t);  // only the loss holds these logits
+  loss.backward();  // so their buffer becomes their gradient
+  EXPECT_EQ(a.grad().to_vector(), b.grad().to_vector());
+  const std::vector<double> h = held.to_vector(), e = (x0 * scalar_tensor(1.5, kFloat64)).to_vector();
+  EXPECT_EQ(h, e);  // the held logits were not written over
 }
 
 }  // namespace graph_saved_tests
