@@ -173,6 +173,41 @@ TEST(XgFinetuneFull, AKilledRunResumesToBitwiseTheSameModel) {
       << lora.err;
 }
 
+TEST(XgFinetuneFull, GradientCheckpointingAndEarlyStoppingWorkOnEveryWeight) {
+  const fs::path d = test::fresh_test_dir();
+  const fs::path base = test::byte_tokenizer_folder(d, "gpt2");
+  const fs::path train = write_rows(d / "train.jsonl", {std::begin(kTrainWords), std::end(kTrainWords)});
+  const fs::path heldout = write_rows(d / "heldout.jsonl", {std::begin(kHeldOutWords), std::end(kHeldOutWords)});
+  const std::string flags = "--full --base " + base.string() + " --data " + train.string() +
+                            " --steps 12 --warmup 2 --batch 4 --max-len 32 --seed 5 --threads 1 --out ";
+  // Recomputed blocks replay dropout's masks: the same model, bit for bit.
+  CliRun plain = run("xg-finetune", flags + (d / "plain").string());
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  CliRun ckpt = run("xg-finetune", flags + (d / "ckpt").string() + " --gradient-checkpointing");
+  ASSERT_EQ(ckpt.status, 0) << ckpt.err;
+  EXPECT_EQ(test::slurp((d / "ckpt" / "model" / "model.safetensors").string()),
+            test::slurp((d / "plain" / "model" / "model.safetensors").string()));
+  // A learning rate that overshoots after the first evaluations: the model written is the best
+  // one evaluated, the whole of it, not the last.
+  CliRun es = run("xg-finetune", flags + (d / "es").string() +
+                                     " --eval-data " + heldout.string() + " --eval-every 2 --lr 0.3 --early-stopping-patience 2");
+  ASSERT_EQ(es.status, 0) << es.err << es.out;
+  EXPECT_NE(es.out.find("the model written is the best evaluated: step"), std::string::npos) << es.out;
+  const TensorMap best = io::load_safetensors((d / "es" / "best.safetensors").string());
+  auto written = nn::load_hf((d / "es" / "model").string());
+  int64_t compared = 0;
+  for (const auto& [name, p] : written->named_parameters()) {
+    ASSERT_TRUE(best.count(name)) << name;
+    EXPECT_TRUE(test::tensors_close(p, best.at(name), 0, 0)) << name;
+    ++compared;
+  }
+  EXPECT_EQ(compared, static_cast<int64_t>(best.size()));
+  const auto trained = trained_model(base, d / "es");  // the last step's
+  const Tensor tokens = test::ids({73, 115, 32, 108, 101, 109, 111, 110}, {1, 8});
+  nn::EvalModeGuard e1(*written), e2(*trained);
+  EXPECT_FALSE(test::tensors_close(logits_of(*written, tokens), logits_of(*trained, tokens), 1e-4, 1e-4));
+}
+
 TEST(XgFinetuneFull, DpoStartsAtLn2AgainstItsReferenceCopyAndRaisesThePreference) {
   const fs::path d = test::fresh_test_dir();
   const fs::path base = test::byte_tokenizer_folder(d, "gpt2"), out = d / "out";
