@@ -1,8 +1,10 @@
 // xg-finetune --full, run as a user would on the tiny GPT-2 and Phi-3 folders of
 // tests/fixtures/hf (with the byte-level tokenizer of tests/fixtures/gguf/byte256): SFT lowers the
 // held-out loss and its <out>/model folder reloads to the trained model's logits, a killed run
-// resumes to the same folder bit for bit, DPO starts at ln 2 against its frozen reference copy,
-// the memory check counts 16 bytes a trained parameter, and what cannot train is refused by name.
+// resumes to the same folder bit for bit, gradient checkpointing changes no bit, early stopping
+// writes the best model, DPO starts at ln 2 against its frozen reference copy (GRPO loads one for
+// its KL term only), a bf16 folder trains in float32, the memory check counts 16 bytes a trained
+// parameter, and what cannot train is refused by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -226,6 +228,26 @@ TEST(XgFinetuneFull, DpoStartsAtLn2AgainstItsReferenceCopyAndRaisesThePreference
   EXPECT_LT(loss.back(), loss.front() - 0.1) << loss.back();
   EXPECT_GT(eval_values(out / "log.jsonl", "reward_margin").back(), 0.0);
   EXPECT_TRUE(fs::exists(out / "model" / "model.safetensors"));
+}
+
+TEST(XgFinetuneFull, GrpoLoadsAReferenceCopyOnlyForItsKlTerm) {
+  const fs::path d = test::fresh_test_dir();
+  const fs::path base = test::byte_tokenizer_folder(d, "gpt2");
+  {
+    std::ofstream f(d / "say.jsonl");
+    for (const char* w : kTrainWords) f << json{{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}}.dump() << "\n";
+  }
+  const std::string flags = "--full --objective grpo --base " + base.string() + " --data " + (d / "say.jsonl").string() +
+                            " --steps 2 --warmup 0 --grad-accum 2 --group-size 4 --max-new-tokens 4 --threads 1";
+  const std::string copy = str_cat("the reference copy ", byte_size(4.0 * static_cast<double>(parameter_count(base))));
+  CliRun kl = run("xg-finetune", flags + " --out " + (d / "kl").string());
+  ASSERT_EQ(kl.status, 0) << kl.err << kl.out;
+  EXPECT_NE(kl.out.find(copy), std::string::npos) << kl.out;
+  EXPECT_TRUE(fs::exists(d / "kl" / "model" / "model.safetensors"));
+  CliRun no_kl = run("xg-finetune", flags + " --beta 0 --out " + (d / "no_kl").string());
+  ASSERT_EQ(no_kl.status, 0) << no_kl.err << no_kl.out;
+  EXPECT_EQ(no_kl.out.find("the reference copy"), std::string::npos) << no_kl.out;
+  EXPECT_TRUE(fs::exists(d / "no_kl" / "model" / "model.safetensors"));
 }
 
 TEST(XgFinetuneFull, ABf16FolderTrainsAndIsWrittenInFloat32) {
