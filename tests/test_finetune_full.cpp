@@ -71,6 +71,17 @@ std::vector<double> eval_values(const fs::path& log, const std::string& key) {
   return out;
 }
 
+// Each training record's `key` in log.jsonl, in order.
+std::vector<double> train_values(const fs::path& log, const std::string& key) {
+  std::vector<double> out;
+  std::ifstream f(log);
+  for (std::string line; std::getline(f, line);) {
+    const json j = json::parse(line);
+    if (j["kind"] == "train") out.push_back(j[key].get<double>());
+  }
+  return out;
+}
+
 // The trained model as the run held it in memory: the base with the checkpoint's tensors (the
 // run's last checkpoint is written after its last step).
 std::shared_ptr<nn::DecoderLM> trained_model(const fs::path& base, const fs::path& out) {
@@ -231,19 +242,29 @@ TEST(XgFinetuneFull, DpoStartsAtLn2AgainstItsReferenceCopyAndRaisesThePreference
 }
 
 TEST(XgFinetuneFull, GrpoLoadsAReferenceCopyOnlyForItsKlTerm) {
+  // Phi-3's fixture has no dropout, so the policy's first step computes what its reference does.
   const fs::path d = test::fresh_test_dir();
-  const fs::path base = test::byte_tokenizer_folder(d, "gpt2");
+  const fs::path base = test::byte_tokenizer_folder(d, "phi3");
   {
     std::ofstream f(d / "say.jsonl");
     for (const char* w : kTrainWords) f << json{{"prompt", std::string("Say ") + w + "."}, {"answers", {w}}}.dump() << "\n";
   }
+  // A reward that differs between completions (the length of the row the program reads), so
+  // the policy moves away from the reference and the KL to it grows.
+  std::ofstream(d / "reward.sh") << "while read -r line; do echo ${#line}; done\n";
   const std::string flags = "--full --objective grpo --base " + base.string() + " --data " + (d / "say.jsonl").string() +
-                            " --steps 2 --warmup 0 --grad-accum 2 --group-size 4 --max-new-tokens 4 --threads 1";
+                            " --reward-cmd 'sh " + (d / "reward.sh").string() +
+                            "' --steps 3 --warmup 0 --lr 1e-2 --grad-accum 2 --group-size 4 --max-new-tokens 4 --threads 1 "
+                            "--log-every 1";
   const std::string copy = str_cat("the reference copy ", byte_size(4.0 * static_cast<double>(parameter_count(base))));
   CliRun kl = run("xg-finetune", flags + " --out " + (d / "kl").string());
   ASSERT_EQ(kl.status, 0) << kl.err << kl.out;
   EXPECT_NE(kl.out.find(copy), std::string::npos) << kl.out;
   EXPECT_TRUE(fs::exists(d / "kl" / "model" / "model.safetensors"));
+  const std::vector<double> kls = train_values(d / "kl" / "log.jsonl", "kl");
+  ASSERT_EQ(kls.size(), 3u);
+  EXPECT_EQ(kls.front(), 0.0);  // step 1 samples from the model as loaded: the reference
+  EXPECT_GT(kls.back(), 0.0);
   CliRun no_kl = run("xg-finetune", flags + " --beta 0 --out " + (d / "no_kl").string());
   ASSERT_EQ(no_kl.status, 0) << no_kl.err << no_kl.out;
   EXPECT_EQ(no_kl.out.find("the reference copy"), std::string::npos) << no_kl.out;
