@@ -157,32 +157,38 @@ TEST(XgFinetuneFull, SftLowersHeldOutLossAndItsFolderReloadsToTheTrainedModel) {
 }
 
 TEST(XgFinetuneFull, AKilledRunResumesToBitwiseTheSameModel) {
-  // GPT-2's dropout (resid_pdrop 0.1) draws from the generators the checkpoint restores.
+  // GPT-2's dropout (resid_pdrop 0.1) draws from the generators the checkpoint restores; --bf16's
+  // products are cut by their shapes alone, so they resume bitwise too.
   const fs::path d = test::fresh_test_dir();
   const fs::path base = test::byte_tokenizer_folder(d, "gpt2");
   const fs::path train = write_rows(d / "train.jsonl", {std::begin(kTrainWords), std::end(kTrainWords)});
-  const std::string flags = "--full --base " + base.string() + " --data " + train.string() +
-                            " --steps 60 --warmup 2 --batch 4 --max-len 32 --checkpoint-every 4 --seed 9 --threads 1";
-  CliRun straight = run("xg-finetune", flags + " --out " + (d / "straight").string());
-  ASSERT_EQ(straight.status, 0) << straight.err;
-  const fs::path out = d / "killed";
-  ASSERT_TRUE(test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " + out.string() +
-                                               " >/dev/null 2>&1",
-                                           (out / "checkpoint.safetensors").string()))
-      << "the run finished before a checkpoint appeared, or none did";
-  EXPECT_FALSE(fs::exists(out / "model"));
-  CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
-  ASSERT_EQ(resumed.status, 0) << resumed.err;
-  EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
-  const std::string want = test::slurp((d / "straight" / "model" / "model.safetensors").string());
-  EXPECT_FALSE(want.empty());
-  EXPECT_EQ(test::slurp((out / "model" / "model.safetensors").string()), want);
+  for (const std::string extra : {"", " --bf16"}) {
+    SCOPED_TRACE(extra);
+    const std::string flags = "--full --base " + base.string() + " --data " + train.string() +
+                              " --steps 60 --warmup 2 --batch 4 --max-len 32 --checkpoint-every 4 --seed 9 --threads 1" + extra;
+    const fs::path straight = d / ("straight" + extra.substr(std::min<std::size_t>(extra.size(), 3)));
+    const fs::path out = d / ("killed" + extra.substr(std::min<std::size_t>(extra.size(), 3)));
+    CliRun full = run("xg-finetune", flags + " --out " + straight.string());
+    ASSERT_EQ(full.status, 0) << full.err;
+    ASSERT_TRUE(test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
+                                                 out.string() + " >/dev/null 2>&1",
+                                             (out / "checkpoint.safetensors").string()))
+        << "the run finished before a checkpoint appeared, or none did";
+    EXPECT_FALSE(fs::exists(out / "model"));
+    CliRun resumed = run("xg-finetune", flags + " --out " + out.string() + " --resume");
+    ASSERT_EQ(resumed.status, 0) << resumed.err;
+    EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
+    const std::string want = test::slurp((straight / "model" / "model.safetensors").string());
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(test::slurp((out / "model" / "model.safetensors").string()), want);
+  }
   // A LoRA run does not resume from it.
   CliRun lora = run("xg-finetune", "--base " + base.string() + " --data " + train.string() +
                                        " --steps 60 --warmup 2 --batch 4 --max-len 32 --checkpoint-every 4 --seed 9 "
-                                       "--threads 1 --out " + out.string() + " --resume");
+                                       "--threads 1 --out " + (d / "killed").string() + " --resume");
   EXPECT_EQ(lora.status, 2);
-  EXPECT_NE(lora.err.find("--resume: --full was true in " + (out / "args.json").string() + ", now false"), std::string::npos)
+  EXPECT_NE(lora.err.find("--resume: --full was true in " + (d / "killed" / "args.json").string() + ", now false"),
+            std::string::npos)
       << lora.err;
 }
 
