@@ -60,24 +60,13 @@ fs::path write_pairs(const fs::path& path, const std::vector<const char*>& words
   return path;
 }
 
-// Each evaluation's `key` in log.jsonl, in order.
-std::vector<double> eval_values(const fs::path& log, const std::string& key) {
+// The `key` of each record of `kind` ("eval", "train") in log.jsonl, in order.
+std::vector<double> log_values(const fs::path& log, const std::string& kind, const std::string& key) {
   std::vector<double> out;
   std::ifstream f(log);
   for (std::string line; std::getline(f, line);) {
     const json j = json::parse(line);
-    if (j["kind"] == "eval") out.push_back(j[key].get<double>());
-  }
-  return out;
-}
-
-// Each training record's `key` in log.jsonl, in order.
-std::vector<double> train_values(const fs::path& log, const std::string& key) {
-  std::vector<double> out;
-  std::ifstream f(log);
-  for (std::string line; std::getline(f, line);) {
-    const json j = json::parse(line);
-    if (j["kind"] == "train") out.push_back(j[key].get<double>());
+    if (j["kind"] == kind) out.push_back(j[key].get<double>());
   }
   return out;
 }
@@ -120,7 +109,7 @@ TEST(XgFinetuneFull, SftLowersHeldOutLossAndItsFolderReloadsToTheTrainedModel) {
                                byte_size(16.0 * static_cast<double>(P)))),
             std::string::npos)
       << r.out;
-  const std::vector<double> loss = eval_values(out / "log.jsonl", "loss");
+  const std::vector<double> loss = log_values(out / "log.jsonl", "eval", "loss");
   ASSERT_EQ(loss.size(), 4u);  // steps 0, 10, 20, 30
   EXPECT_LT(loss.back(), 0.5 * loss.front()) << loss.front() << " -> " << loss.back();
   EXPECT_FALSE(fs::exists(out / "adapter_model.safetensors"));
@@ -239,11 +228,11 @@ TEST(XgFinetuneFull, DpoStartsAtLn2AgainstItsReferenceCopyAndRaisesThePreference
   const int64_t P = parameter_count(base);
   EXPECT_NE(r.out.find(str_cat("the reference copy ", byte_size(4.0 * static_cast<double>(P)))), std::string::npos) << r.out;
   // At step 0 the policy is the reference: every margin is 0.
-  const std::vector<double> loss = eval_values(out / "log.jsonl", "loss");
+  const std::vector<double> loss = log_values(out / "log.jsonl", "eval", "loss");
   ASSERT_EQ(loss.size(), 3u);
   EXPECT_NEAR(loss.front(), std::log(2.0), 1e-6);
   EXPECT_LT(loss.back(), loss.front() - 0.1) << loss.back();
-  EXPECT_GT(eval_values(out / "log.jsonl", "reward_margin").back(), 0.0);
+  EXPECT_GT(log_values(out / "log.jsonl", "eval", "reward_margin").back(), 0.0);
   EXPECT_TRUE(fs::exists(out / "model" / "model.safetensors"));
 }
 
@@ -267,7 +256,7 @@ TEST(XgFinetuneFull, GrpoLoadsAReferenceCopyOnlyForItsKlTerm) {
   ASSERT_EQ(kl.status, 0) << kl.err << kl.out;
   EXPECT_NE(kl.out.find(copy), std::string::npos) << kl.out;
   EXPECT_TRUE(fs::exists(d / "kl" / "model" / "model.safetensors"));
-  const std::vector<double> kls = train_values(d / "kl" / "log.jsonl", "kl");
+  const std::vector<double> kls = log_values(d / "kl" / "log.jsonl", "train", "kl");
   ASSERT_EQ(kls.size(), 3u);
   EXPECT_EQ(kls.front(), 0.0);  // step 1 samples from the model as loaded: the reference
   EXPECT_GT(kls.back(), 0.0);
