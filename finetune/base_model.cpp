@@ -14,14 +14,13 @@ BaseModel load_base(const io::ModelSource& source, const std::string& who, const
   b.source = source;
   if (source.format != io::ModelFormat::Xgrad) b.tokenizer = text::load_tokenizer(source);
   b.model = nn::load_model(source, options);
-  // PEFT's module names for a Hugging Face model. GPT-2's packed c_attn and Phi-3's qkv_proj and
-  // gate_up_proj have no LoRA of their own per q, k and v (gate and up), so their adapters keep
-  // xgrad's names (w_q, w_k, w_v, w_o, fc1, fc2, W_gate, ...).
+  // PEFT's module names for a Hugging Face model: GPT-2's and Phi-3's fused projections (c_attn,
+  // qkv_proj, gate_up_proj) are written as PEFT's one LoRA each (finetune/peft.hpp).
   const char* scheme = b.hf() ? nn::hf_naming_scheme(nn::HFConfig::from_json(
                                     io::read_file(source.config_file, who), source.config_file).architecture)
                               : "xgrad";
   if (std::string(scheme) == "hf_gemma2") scheme = "hf_llama";  // the same Linear module names
-  b.naming = std::string(scheme) == "hf_gpt2" || std::string(scheme) == "hf_phi3" ? "xgrad" : scheme;
+  b.naming = scheme;
   if (!b.tokenizer) b.tokenizer = text::load_tokenizer(source);
   check(b.tokenizer->vocab_size() <= b.model->config().vocab_size, who, ": the tokenizer of ", source.path, " has ",
         b.tokenizer->vocab_size(), " ids but the model's vocabulary only ", b.model->config().vocab_size);

@@ -14,7 +14,7 @@ namespace xg::finetune {
 
 struct BaseModel {
   io::ModelSource source;  // what the path is (format, files, dtypes), told once
-  std::string naming;      // the module names its checkpoints use: "hf_llama" for an HF folder (not GPT-2), else "xgrad" (nn/naming.hpp)
+  std::string naming;      // the module names its adapters use: "hf_llama", "hf_gpt2" or "hf_phi3" for an HF folder, else "xgrad" (nn/naming.hpp)
   std::shared_ptr<nn::DecoderLM> model;
   std::unique_ptr<text::Tokenizer> tokenizer;
   bool hf() const { return source.format == io::ModelFormat::HuggingFace; }

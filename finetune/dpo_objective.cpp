@@ -1,4 +1,5 @@
-// attach_dpo / dpo_eval: Direct Preference Optimization against the adapter-disabled model.
+// attach_dpo / dpo_eval: Direct Preference Optimization against the adapter-disabled model (or a
+// frozen copy of the base).
 #include <memory>
 #include "autograd/error.hpp"
 #include "autograd/graph.hpp"
@@ -19,11 +20,6 @@ Tensor response_logps(const nn::DecoderLM& model, const SftBatch& b) {
   return losses::sequence_logprobs(model(b.input_ids), losses::shift_labels(b.labels));
 }
 
-Tensor ref_response_logps(const nn::DecoderLM& model, const SftBatch& b) {
-  NoGradGuard no_grad;
-  DisableAdapters reference(model);
-  return response_logps(model, b);
-}
 
 // Summed response log-probs of each sequence of a packed batch: [2P] (pair i's chosen at 2i,
 // rejected at 2i + 1).
@@ -32,11 +28,6 @@ Tensor packed_logps(const nn::DecoderLM& model, const PackedBatch& b) {
   return span_logprob_sums(losses::token_logprobs(logits, losses::shift_labels(b.labels)), b);
 }
 
-Tensor ref_packed_logps(const nn::DecoderLM& model, const PackedBatch& b) {
-  NoGradGuard no_grad;
-  DisableAdapters reference(model);
-  return packed_logps(model, b);
-}
 
 // [2P] -> [P]: the chosen (part 0) or rejected (part 1) log-probs of each pair.
 Tensor pairs_part(const Tensor& t, int64_t part) {
@@ -67,7 +58,8 @@ Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows
     std::vector<DpoExample> chunk(rows.begin() + static_cast<std::ptrdiff_t>(i),
                                   rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), i + task.batch)));
     const SftBatch b = collate_dpo(task.format, chunk, task.max_len);
-    const Tensor pol = response_logps(model, b), ref = ref_response_logps(model, b);
+    const Tensor pol = response_logps(model, b);
+    const Tensor ref = reference_pass(model, task.reference, [&](const nn::DecoderLM& m) { return response_logps(m, b); });
     const double n = static_cast<double>(chunk.size());
     losses::DpoOutput o = losses::dpo_loss(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
                                            task.beta, task.label_smoothing, task.loss_type);
@@ -87,7 +79,7 @@ Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows
 void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task) {
   check(task.train && !task.train->empty(), "DPO: no training rows");
   check(task.batch > 0 && task.max_len >= 2 && task.beta > 0, "DPO: batch must be positive, max_len >= 2, beta > 0");
-  check(!lora_adapters(model).empty(), "DPO: the model has no LoRA adapters (the reference is the model without them)");
+  check_reference(model, task.reference, "DPO");
   auto result = [task](const Tensor& chosen, const Tensor& rejected, const Tensor& ref_chosen,
                        const Tensor& ref_rejected, int64_t tokens) {
     losses::DpoOutput o =
@@ -102,13 +94,14 @@ void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task) {
     auto packed = std::make_shared<const std::vector<PackedRow>>(pack_dpo(task.format, *task.train, task.max_len));
     loop.micro_step = [&model, packed, result, task](int64_t, int64_t, Generator& rng) {
       const PackedBatch b = collate_packed(draw_rows(*packed, task.batch, rng));
-      const Tensor ref = ref_packed_logps(model, b), pol = packed_logps(model, b);
+      const Tensor ref = reference_pass(model, task.reference, [&](const nn::DecoderLM& m) { return packed_logps(m, b); });
+      const Tensor pol = packed_logps(model, b);
       return result(pairs_part(pol, 0), pairs_part(pol, 1), pairs_part(ref, 0), pairs_part(ref, 1), b.real_tokens);
     };
   } else {
     loop.micro_step = [&model, result, task](int64_t, int64_t, Generator& rng) {
       const SftBatch b = collate_dpo(task.format, draw_rows(*task.train, task.batch, rng), task.max_len);
-      const Tensor ref = ref_response_logps(model, b);
+      const Tensor ref = reference_pass(model, task.reference, [&](const nn::DecoderLM& m) { return response_logps(m, b); });
       const Tensor pol = response_logps(model, b);
       return result(first_half(pol), second_half(pol), first_half(ref), second_half(ref),
                     b.attention_mask.to(kFloat64).sum().item<int64_t>());

@@ -1,5 +1,5 @@
 // attach_grpo / grpo_eval / grpo_reward: Group Relative Policy Optimization with verifiable
-// rewards (finetune/rewards.hpp), sampling with the KV-cache generator, KL to the adapter-disabled reference.
+// rewards (finetune/rewards.hpp), sampling with the KV-cache generator, KL to the adapter-disabled reference (or a frozen copy).
 #include <algorithm>
 
 #include "autograd/error.hpp"
@@ -152,8 +152,11 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   check(task.clip_eps > 0, "--clip-eps must be > 0, got ", task.clip_eps);
   check(task.beta >= 0, "--beta must be >= 0, got ", task.beta);
   for (const Reward& r : task.rewards) check(static_cast<bool>(r.fn), "GRPO: reward '", r.name, "' has no function");
-  check(!lora_adapters(model).empty(), "GRPO: the model has no LoRA adapters (the reference is the model without them)");
-  loop.micro_step = [&model, task](int64_t, int64_t, Generator& rng) {
+  if (task.beta > 0) check_reference(model, task.reference, "GRPO");
+  // Without a KL term a model without adapters or a reference copy needs no reference pass:
+  // the KL is to itself, 0.
+  const bool no_reference = task.beta == 0 && task.reference == nullptr && lora_adapters(model).empty();
+  loop.micro_step = [&model, task, no_reference](int64_t, int64_t, Generator& rng) {
     const text::Tokenizer& tok = task.format.tok();
     const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
     Tensor prompt = prompt_batch(task.format, row, task.group_size);
@@ -179,13 +182,12 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
     const Tensor adv = losses::compute_grpo_advantages(from_vector(rewards, {1, task.group_size})).reshape({task.group_size});
 
     const Tensor targets = losses::shift_labels(completion_labels(c));
-    Tensor ref;
-    {
-      NoGradGuard no_grad;
-      DisableAdapters reference(model);
-      ref = losses::token_logprobs(model(c.ids), targets);
-    }
+    const Tensor ref_lp =
+        no_reference ? Tensor()
+                     : reference_pass(model, task.reference,
+                                      [&](const nn::DecoderLM& m) { return losses::token_logprobs(m(c.ids), targets); });
     const Tensor lp = losses::token_logprobs(model(c.ids), targets);
+    const Tensor ref = no_reference ? lp.detach() : ref_lp;
     const Tensor kl = losses::compute_kl_penalty(lp, ref, Tensor(), losses::Reduction::None);
     losses::GrpoOptions o;
     o.completion_mask = ne(targets, full({}, -100.0, kInt64));

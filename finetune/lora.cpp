@@ -231,10 +231,16 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
   return out;
 }
 
+bool fused_naming(const std::string& naming) { return naming == "hf_gpt2" || naming == "hf_phi3"; }
+
 std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(const nn::Module& model,
                                                                                 const std::string& naming) {
   auto lins = linear_modules(model);
   if (naming == "xgrad") return lins;
+  if (fused_naming(naming)) {  // xgrad's paths (a part has no PEFT path of its own), checked as PEFT sees them
+    peft_modules(model, naming);
+    return lins;
+  }
   const nn::NamingScheme& scheme = nn::NamingScheme::get(naming);
   // NOTE: adapter rows are not permuted between RoPE layouts (state_dict(scheme) permutes q/k
   // weights): a model whose layout differs from the scheme's would get wrong q/k adapters.
@@ -253,6 +259,30 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
     path = w->substr(0, w->size() - suffix.size());
   }
   return lins;
+}
+
+std::vector<PeftModule> peft_modules(const nn::Module& model, const std::string& naming) {
+  std::set<std::string> linear;
+  for (const auto& [path, lin] : linear_modules(model)) linear.insert(path);
+  const std::string w = ".weight";
+  auto ends_with_w = [&](const std::string& s) { return s.size() > w.size() && s.compare(s.size() - w.size(), w.size(), w) == 0; };
+  std::vector<PeftModule> out;
+  // Not complete: the adapters' own lora_A / lora_B weights have no name in the scheme (and are
+  // no Linear's weight, so they are skipped below).
+  nn::NamingScheme scheme = nn::NamingScheme::get(naming);
+  scheme.complete = false;
+  for (const auto& [external, e] : nn::external_tensors(model, scheme)) {
+    if (!ends_with_w(external)) continue;
+    PeftModule m{external.substr(0, external.size() - w.size()), {}};
+    for (const std::string& p : e.parts)
+      if (ends_with_w(p) && linear.count(p.substr(0, p.size() - w.size()))) m.parts.push_back(p.substr(0, p.size() - w.size()));
+    if (m.parts.size() != e.parts.size()) continue;  // not Linear weights (embeddings, norms)
+    // Adapter rows are not permuted between RoPE layouts.
+    check(!e.rope_permuted, "naming scheme '", naming, "': '", m.path,
+          "' is stored in another RoPE layout than the model's; an adapter's rows would need permuting");
+    out.push_back(m);
+  }
+  return out;
 }
 
 namespace {
@@ -306,13 +336,16 @@ std::string leaf(const std::string& path) {
   return dot == std::string::npos ? path : path.substr(dot + 1);
 }
 
-// PEFT's rule for a list entry (name == key or name.endswith("." + key)), plus short names.
-bool entry_matches(const std::string& entry, const std::string& path) {
+// PEFT's rule for a list entry: name == key or name.endswith("." + key).
+bool peft_entry_matches(const std::string& entry, const std::string& path) {
   if (path == entry) return true;
-  if (path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
-      path[path.size() - entry.size() - 1] == '.')
-    return true;
-  const std::string last = leaf(path);
+  return path.size() > entry.size() && path.compare(path.size() - entry.size(), entry.size(), entry) == 0 &&
+         path[path.size() - entry.size() - 1] == '.';
+}
+
+// Whether a short name (or q_proj ..., or a fused projection's name standing for its parts'
+// short names) stands for a module named `last`.
+bool short_name_selects(const std::string& entry, const std::string& last) {
   auto selects = [&](const std::string& short_name) {
     auto it = short_names().find(short_name);
     return it != short_names().end() && std::find(it->second.begin(), it->second.end(), last) != it->second.end();
@@ -320,6 +353,11 @@ bool entry_matches(const std::string& entry, const std::string& path) {
   if (const std::vector<std::string>* parts = fused_parts(entry))
     return std::any_of(parts->begin(), parts->end(), selects);
   return selects(short_name_of(entry));
+}
+
+// PEFT's rule for a list entry, plus short names.
+bool entry_matches(const std::string& entry, const std::string& path) {
+  return peft_entry_matches(entry, path) || short_name_selects(entry, leaf(path));
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -338,23 +376,25 @@ std::string available(const std::vector<std::pair<std::string, std::shared_ptr<n
   return s;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select(const nn::Module& model,
-                                                                         const std::string& targets,
-                                                                         const std::string& who,
-                                                                         const std::string& naming) {
-  const auto lins = linear_modules(model, naming);
+// The Linears of `model` that `targets` selects. `list_match(entry, i)` / `regex_match(re, i)`
+// say whether a list entry / the regex selects lins[i]; `listing` names the modules in errors.
+template <class ListMatch, class RegexMatch>
+std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select_by(
+    const std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>>& lins, const std::string& targets,
+    const std::string& who, const std::string& listing, ListMatch list_match, RegexMatch regex_match) {
   std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> out;
   check(!targets.empty(), who, ": target modules must not be empty");
   if (is_target_list(targets)) {
     const auto entries = split_list(targets);
     check(!entries.empty(), who, ": target modules '", targets, "' name no module");
     for (const auto& e : entries) {
-      const bool any = std::any_of(lins.begin(), lins.end(), [&](const auto& l) { return entry_matches(e, l.first); });
-      check(any, who, ": target module '", e, "' matches no Linear module in the model; ", available(lins));
+      bool any = false;
+      for (std::size_t i = 0; i < lins.size() && !any; ++i) any = list_match(e, i);
+      check(any, who, ": target module '", e, "' matches no Linear module in the model; ", listing);
     }
-    for (const auto& l : lins)
-      if (std::any_of(entries.begin(), entries.end(), [&](const std::string& e) { return entry_matches(e, l.first); }))
-        out.push_back(l);
+    for (std::size_t i = 0; i < lins.size(); ++i)
+      if (std::any_of(entries.begin(), entries.end(), [&](const std::string& e) { return list_match(e, i); }))
+        out.push_back(lins[i]);
   } else {
     std::regex re;
     try {
@@ -362,11 +402,46 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select(const nn
     } catch (const std::regex_error& e) {
       throw Error(str_cat(who, ": invalid target regex '", targets, "': ", e.what()));
     }
-    for (const auto& l : lins)
-      if (std::regex_match(l.first, re)) out.push_back(l);
-    check(!out.empty(), who, ": target regex '", targets, "' matches no Linear module path; ", available(lins));
+    for (std::size_t i = 0; i < lins.size(); ++i)
+      if (regex_match(re, i)) out.push_back(lins[i]);
+    check(!out.empty(), who, ": target regex '", targets, "' matches no Linear module path; ", listing);
   }
   return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> select(const nn::Module& model,
+                                                                         const std::string& targets,
+                                                                         const std::string& who,
+                                                                         const std::string& naming) {
+  const auto lins = linear_modules(model, naming);
+  if (!fused_naming(naming))
+    return select_by(
+        lins, targets, who, available(lins), [&](const std::string& e, std::size_t i) { return entry_matches(e, lins[i].first); },
+        [&](const std::regex& re, std::size_t i) { return std::regex_match(lins[i].first, re); });
+  // Each Linear's PEFT module path: PEFT's rules match those; a short name matches the part.
+  std::map<std::string, std::string> module_of;
+  std::string listing = "available Linear modules: ";
+  bool first = true;
+  for (const PeftModule& m : peft_modules(model, naming)) {
+    std::string parts;
+    for (const std::string& p : m.parts) {
+      module_of[p] = m.path;
+      parts += (parts.empty() ? "" : ", ") + leaf(p);
+    }
+    listing += (first ? "" : ", ") + m.path + (m.parts.size() > 1 ? " (" + parts + ")" : "");
+    first = false;
+  }
+  auto peft_path = [&](std::size_t i) {
+    auto it = module_of.find(lins[i].first);
+    check(it != module_of.end(), who, ": naming scheme '", naming, "' has no name for the Linear module '", lins[i].first, "'");
+    return it->second;
+  };
+  return select_by(
+      lins, targets, who, listing,
+      [&](const std::string& e, std::size_t i) {
+        return peft_entry_matches(e, peft_path(i)) || short_name_selects(e, leaf(lins[i].first));
+      },
+      [&](const std::regex& re, std::size_t i) { return std::regex_match(peft_path(i), re); });
 }
 
 }  // namespace
@@ -379,6 +454,20 @@ std::vector<std::string> match_targets(const nn::Module& model, const std::strin
 }
 
 bool targets_are_regex(const std::string& targets) { return !is_target_list(targets); }
+
+std::string targets_present(const nn::Module& model, const std::string& targets, const std::string& naming) {
+  if (!is_target_list(targets)) return targets;
+  std::string out;
+  for (const std::string& e : split_list(targets)) {
+    try {
+      select(model, e, "targets_present", naming);
+    } catch (const Error&) {
+      continue;  // selects nothing
+    }
+    out += (out.empty() ? "" : ",") + e;
+  }
+  return out;
+}
 
 std::vector<std::string> peft_target_names(const nn::Module& model, const std::string& targets,
                                            const std::string& naming) {

@@ -115,15 +115,42 @@ std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(
 // (layers.0.attention.w_q is model.layers.0.self_attn.q_proj). Targets are matched against
 // these paths, and adapter files name them. A Linear the scheme has no name for, or RoPE
 // attention in another layout than the scheme's (adapter rows are not permuted), is an error.
-// Every function below that takes `naming` means this.
+// Every function below that takes `naming` means this, but for the fused namings.
+//
+// Fused namings ("hf_gpt2", "hf_phi3"): one of PEFT's modules there (GPT-2's c_attn, Phi-3's
+// qkv_proj and gate_up_proj) is several of xgrad's Linears, so the functions below name each
+// Linear by its xgrad path (layers.0.attention.w_q), and match targets as PEFT matches them
+// against PEFT's module paths (peft_modules): a list entry equal to a module path or a dotted
+// suffix of it ("c_attn", "attn.c_attn", "transformer.h.0.attn.c_attn"), or a regex matching a
+// whole module path, selects every part of that module; the short names and q_proj ...
+// down_proj select the part of that role alone (q_proj: the query rows of c_attn or qkv_proj).
 std::vector<std::pair<std::string, std::shared_ptr<nn::Linear>>> linear_modules(const nn::Module& model,
                                                                                 const std::string& naming);
+
+// True for the namings whose modules fuse several of xgrad's Linears: hf_gpt2, hf_phi3.
+bool fused_naming(const std::string& naming);
+
+// One Linear as PEFT sees it under a naming: its path and the xgrad Linears it is made of, in
+// the fused matrix's row order (one part for a plain Linear).
+struct PeftModule {
+  std::string path;
+  std::vector<std::string> parts;
+};
+// The Linear modules of `model` under `naming`, in the order of their external names. A module
+// stored in another RoPE layout than the model's (its adapter's rows would need permuting) is an
+// error naming it.
+std::vector<PeftModule> peft_modules(const nn::Module& model, const std::string& naming);
 
 // The paths of the Linear modules of `model` that `targets` (LoRAConfig::targets syntax)
 // selects. An entry of a list (or a regex) that selects nothing, or an invalid regex, is an
 // xg::Error naming `who`, the target and listing the model's Linear module paths.
 std::vector<std::string> match_targets(const nn::Module& model, const std::string& targets,
                                        const std::string& who = "inject_lora", const std::string& naming = "xgrad");
+
+// The entries of a comma list `targets` that select some Linear of `model`, joined again (a
+// default list of every projection kind, on a model without some kinds: GPT-2 has no gate).
+// A regex is returned as it is.
+std::string targets_present(const nn::Module& model, const std::string& targets, const std::string& naming = "xgrad");
 
 // True when `targets` is a regex rather than a comma list (LoRAConfig::targets syntax).
 bool targets_are_regex(const std::string& targets);

@@ -1,6 +1,7 @@
 // The finetuning objectives xg-finetune runs, each wired into a TrainLoop: what one
 // micro-batch computes (micro_step) and what the held-out evaluation reports (evaluate).
-// The reference policy of DPO and GRPO is the same model with its LoRA adapters disabled.
+// The reference policy of DPO and GRPO is the same model with its LoRA adapters disabled, or a
+// frozen copy of the base when every weight trains (xg-finetune --full).
 // Rows become ids by each task's RowFormat (dataset.hpp): the default is the byte tokenizer
 // with the plain format; xg-finetune sets the base folder's tokenizer and chat template.
 #pragma once
@@ -48,6 +49,9 @@ struct DpoTask {
   RowFormat format;
   bool packing = false;  // as SftTask's: pairs packed into rows of max_len tokens (each sequence cut to max_len / 2)
   losses::DpoLossType loss_type = losses::DpoLossType::Sigmoid;
+  // The reference policy: null for the model with its adapters disabled; else a frozen model
+  // (a copy of the base, for a model whose every weight trains).
+  const nn::DecoderLM* reference = nullptr;
 };
 void attach_dpo(TrainLoop& loop, nn::DecoderLM& model, const DpoTask& task);
 Metrics dpo_eval(const nn::DecoderLM& model, const std::vector<DpoExample>& rows, const DpoTask& task);
@@ -71,6 +75,7 @@ struct GrpoTask {
   // How the per-token terms are averaged (losses::GrpoLossType; grpo_loss_type names them).
   losses::GrpoLossType loss_type = losses::GrpoLossType::Grpo;
   RowFormat format;              // prompts by prompt_ids; completions decoded without special tokens
+  const nn::DecoderLM* reference = nullptr;  // as DpoTask's
 };
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
 // TRL's loss_type names: "grpo" (each completion's mean over its tokens, then the mean over

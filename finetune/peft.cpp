@@ -70,38 +70,6 @@ std::string lora_key_module(const std::string& wfile, const std::string& key, bo
 
 // --- Fused projections (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj) ------------------
 
-bool fused_naming(const std::string& naming) { return naming == "hf_gpt2" || naming == "hf_phi3"; }
-
-// One Linear as PEFT sees it under a scheme: its path and the xgrad Linears it is made of, in
-// the fused matrix's row order (one part for a plain Linear).
-struct PeftModule {
-  std::string path;
-  std::vector<std::string> parts;
-};
-
-std::vector<PeftModule> peft_modules(const nn::Module& model, const std::string& naming) {
-  std::set<std::string> linear;
-  for (const auto& [path, lin] : linear_modules(model)) linear.insert(path);
-  const std::string w = ".weight";
-  std::vector<PeftModule> out;
-  // Not complete: the adapters' own lora_A / lora_B weights have no name in the scheme (and are
-  // no Linear's weight, so they are skipped below).
-  nn::NamingScheme scheme = nn::NamingScheme::get(naming);
-  scheme.complete = false;
-  for (const auto& [external, e] : nn::external_tensors(model, scheme)) {
-    if (!ends_with(external, w)) continue;
-    PeftModule m{external.substr(0, external.size() - w.size()), {}};
-    for (const std::string& p : e.parts)
-      if (ends_with(p, w) && linear.count(p.substr(0, p.size() - w.size()))) m.parts.push_back(p.substr(0, p.size() - w.size()));
-    if (m.parts.size() != e.parts.size()) continue;  // not Linear weights (embeddings, norms)
-    // Adapter rows are not permuted between RoPE layouts.
-    check(!e.rope_permuted, "save_adapter: '", m.path, "' is stored in another RoPE layout than the model's (naming '",
-          naming, "'); an adapter's rows would need permuting");
-    out.push_back(m);
-  }
-  return out;
-}
-
 std::string leaf_of(const std::string& path) { return path.substr(path.rfind('.') + 1); }
 
 // PEFT's A and B of each adapted module under `naming` (fused modules stacked and block-diagonal),
@@ -240,7 +208,7 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
                   const std::string& base_model_name_or_path, const std::string& naming) {
   config.validate("save_adapter");
   const bool fused = fused_naming(naming);
-  const auto adapters = lora_adapters(model, fused ? "xgrad" : naming);
+  const auto adapters = lora_adapters(model, naming);  // xgrad's paths under a fused naming
   check(!adapters.empty(), "save_adapter: the model has no LoRA adapters (inject_lora or load_adapter first)");
   for (const auto& [path, a] : adapters) {
     check(!path.empty(), "save_adapter: the adapter is on the model itself (a bare LoRALinear); PEFT files name ",
@@ -253,7 +221,7 @@ void save_adapter(const nn::Module& model, const std::string& dir, const LoRACon
   }
   std::set<std::string> adapted;
   for (const auto& [path, a] : adapters) adapted.insert(path);
-  for (const auto& path : match_targets(model, config.targets, "save_adapter", fused ? "xgrad" : naming)) {
+  for (const auto& path : match_targets(model, config.targets, "save_adapter", naming)) {
     check(adapted.count(path), "save_adapter: targets '", config.targets, "' select '", path,
           "', which has no adapter");
     adapted.erase(path);
@@ -425,8 +393,29 @@ AdapterInfo read_adapter_config(const std::string& dir) {
   return info;
 }
 
+namespace {
+
+// Whether every key of <dir>'s adapter names one of the model's Linears by its xgrad path: the
+// adapters xg-finetune wrote for GPT-2 and Phi-3 bases before it wrote PEFT's fused modules.
+bool names_xgrad_linears(const nn::Module& model, const std::string& dir) {
+  const std::string wfile = (fs::path(dir) / kWeightsFile).string();
+  std::error_code ec;
+  if (!fs::is_regular_file(wfile, ec)) return false;
+  std::set<std::string> lins;
+  for (const auto& [path, lin] : linear_modules(model)) lins.insert(path);
+  const TensorMap weights = io::load_safetensors(wfile);
+  for (const auto& [key, t] : weights) {
+    bool is_a = false;
+    if (!lins.count(lora_key_module(wfile, key, is_a))) return false;
+  }
+  return !weights.empty();
+}
+
+}  // namespace
+
 AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::string& naming) {
-  if (fused_naming(naming)) return load_fused_adapter(model, dir, naming);
+  if (fused_naming(naming))
+    return names_xgrad_linears(model, dir) ? load_adapter(model, dir, "xgrad") : load_fused_adapter(model, dir, naming);
   AdapterInfo info = read_adapter_config(dir);
   const std::string cfile = (fs::path(dir) / kConfigFile).string();
   check(info.rank_pattern.empty() && info.alpha_pattern.empty(), cfile,

@@ -38,8 +38,8 @@ std::string peft_key(const std::string& module_path, char which /* 'A' or 'B' */
 // [k r, in], B = blockdiag(B_1 .. B_k) [out, k r] (a part without an adapter gets zero blocks),
 // so B A = cat(B_1 A_1 .. B_k A_k); rank_pattern gives the fused module k r and alpha_pattern k
 // alpha (rsLoRA: sqrt(k) alpha), keeping the scaling. The other Linears keep r and alpha under
-// the scheme's names; target_modules lists the full module paths. Targets and `config` are
-// xgrad's (the model's own module names, as inject_lora was given them).
+// the scheme's names; target_modules lists the full module paths. `config.targets` is read under
+// `naming` as inject_lora reads it (lora.hpp: c_attn, qkv_proj, q, ...).
 void save_adapter(const nn::Module& model, const std::string& dir, const LoRAConfig& config,
                   const std::string& base_model_name_or_path = "", const std::string& naming = "xgrad");
 
@@ -53,7 +53,9 @@ AdapterInfo read_adapter_config(const std::string& dir);
 // under `naming`, as save_adapter writes them. AdapterInfo::modules are paths under `naming`.
 // "hf_gpt2" / "hf_phi3": a PEFT adapter of a GPT-2 or Phi-3 model; the LoRA of a fused module
 // (r' from rank_pattern, alpha' from alpha_pattern) becomes one adapter per part sharing A,
-// each with B's rows of its part (rank r', alpha'), which is the same delta.
+// each with B's rows of its part (rank r', alpha'), which is the same delta. An adapter whose
+// keys name xgrad's Linears (layers.0.attention.w_q: what xg-finetune wrote for these bases
+// before it wrote PEFT's fused modules) is read under "xgrad".
 AdapterInfo load_adapter(nn::Module& model, const std::string& dir, const std::string& naming = "xgrad");
 
 }  // namespace xg::finetune

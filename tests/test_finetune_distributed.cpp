@@ -201,6 +201,26 @@ TEST(DistributedMpi, FinetuneSftAndGrpoMatchOneProcess) {
   }
 }
 
+TEST(DistributedMpi, FullDpoMatchesOneProcess) {
+  // Every weight trains, against a frozen reference copy on each rank.
+  const fs::path d = xg::test::fresh_test_dir();
+  const fs::path base = xg::test::tiny_base(d);
+  {
+    std::ofstream dpo(d / "dpo.jsonl");
+    for (const char* w : {"apple", "river", "stone", "cloud", "glass", "tiger"})
+      dpo << json{{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}}.dump() << "\n";
+  }
+  const std::string flags = kTools + "/xg-finetune --full --objective dpo --base " + base.string() + " --data " +
+                            (d / "dpo.jsonl").string() + " --steps 4 --warmup 1 --lr 1e-3 --batch 2 --out ";
+  CliRun one = shell("OMP_NUM_THREADS=1 " + flags + (d / "one").string() + " --grad-accum 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  CliRun two = shell("OMP_NUM_THREADS=1 " + mpirun(2) + flags + (d / "two").string() + " --grad-accum 1");
+  ASSERT_EQ(two.status, 0) << two.err << two.out;
+  EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / "two" / "log.jsonl"));
+  EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / "two" / "model" / "model.safetensors"));
+  EXPECT_FALSE(same_bytes(base / "model.safetensors", d / "one" / "model" / "model.safetensors"));
+}
+
 TEST(DistributedMpi, ABadInputFailsTheWholeJobWithOneClearError) {
   const fs::path d = xg::test::fresh_test_dir();
   CliRun r = shell(mpirun(2) + kTools + "/xg-train --data " + (d / "missing.txt").string() + " --out " +

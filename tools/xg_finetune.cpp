@@ -4,15 +4,19 @@
 // format, under the base's module names), checkpoint.safetensors (--resume), log.jsonl,
 // args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
 // in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder) or,
-// for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata).
+// for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata). With --full every
+// weight trains (no adapters) and the model is written to <out>/model/ as the base's folder kind.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
 
 #include "autograd/gemm_backend.hpp"
+#include "autograd/memory.hpp"
 #include "distributed/distributed.hpp"
 #include "finetune/base_model.hpp"
 #include "finetune/dataset.hpp"
@@ -24,6 +28,7 @@
 #include "finetune/rewards.hpp"
 #include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
+#include "io/read_file.hpp"
 #include "io/safetensors.hpp"
 #include "losses/losses.hpp"
 #include "nn/decoder.hpp"
@@ -82,16 +87,33 @@ struct Flags {
   int64_t batch = 8, max_len = 128, eval_rows = 256;
   ft::GrpoTask grpo;
   bool merge = false, packing = false;
+  bool full = false;  // every weight trains (no LoRA)
   ft::LoopOptions loop;
   cli::RunDirOptions run_dir;
 };
 
-// The base with the adapters folded into its weights, written to `dir`: an HF folder (float32,
-// the base's tokenizer files and config ids) for an HF base, a GGUF file (F32, the base's
-// tokenizer metadata) for a GGUF base, else an xgrad folder.
+// `plain` (a model without adapters) written to `dir` as the base is stored: an HF folder
+// (float32, the base's tokenizer files and config ids) for an HF base, a GGUF file (F32, the
+// base's tokenizer metadata) for a GGUF base, else an xgrad folder; the folders get
+// kFinetunedMarker.
+void write_like_base(const nn::DecoderLM& plain, const std::string& dir, const io::ModelSource& base,
+                     const std::string& objective) {
+  const bool gguf = base.format == io::ModelFormat::Gguf;
+  if (gguf) {
+    ft::save_gguf_model(plain, base, dir);
+  } else if (base.format == io::ModelFormat::HuggingFace) {
+    nn::SaveHFOptions options;
+    options.source = base.path;
+    nn::save_hf(plain, dir, options);
+  } else {
+    nn::save_pretrained(plain, dir);
+  }
+  if (!gguf) cli::write_text(dir + "/" + ft::kFinetunedMarker, json{{"format", "instruct"}, {"objective", objective}}.dump(2) + "\n");
+}
+
+// The base with the adapters folded into its weights, written to `dir` (write_like_base).
 void write_merged(nn::DecoderLM& model, const std::string& dir, const io::ModelSource& base,
                   const std::string& objective) {
-  const bool gguf = base.format == io::ModelFormat::Gguf;
   // A base stored in bf16 or q8_0 (--base-dtype) is widened first: the merged weights are
   // float32, base plus delta, not rounded again. The run's training is over by now.
   if (model.widen_embeddings()) nn::store_weights_in(model, kFloat32);
@@ -106,29 +128,20 @@ void write_merged(nn::DecoderLM& model, const std::string& dir, const io::ModelS
   for (const auto& [name, t] : model.state_dict())
     if (name.find(".lora_") == std::string::npos) state.emplace(name, t);
   plain.load_state_dict(state, true);
-  if (gguf) {
-    ft::save_gguf_model(plain, base, dir);
-  } else if (base.format == io::ModelFormat::HuggingFace) {
-    nn::SaveHFOptions options;
-    options.source = base.path;
-    nn::save_hf(plain, dir, options);
-  } else {
-    nn::save_pretrained(plain, dir);
-  }
-  if (!gguf) cli::write_text(dir + "/" + ft::kFinetunedMarker, json{{"format", "instruct"}, {"objective", objective}}.dump(2) + "\n");
+  write_like_base(plain, dir, base, objective);
   ft::unmerge(model);
 }
 
-// The merged model saved as `dir` (write_merged's folder, or with a GGUF base the file
-// <dir>.gguf). Written into <that>.tmp.<pid> and renamed: a failed or killed merge leaves no
+// What `write` writes as `dir` (the merged or fully trained model; with a GGUF base the file
+// <dir>.gguf), written into <that>.tmp.<pid> and renamed: a failed or killed write leaves no
 // partial folder or file (the next start removes the temporary of a dead process).
-void save_merged(nn::DecoderLM& model, std::string dir, const io::ModelSource& base, const std::string& objective) {
+void write_renamed(std::string dir, const io::ModelSource& base, const std::function<void(const std::string&)>& write) {
   namespace fs = std::filesystem;
   if (base.format == io::ModelFormat::Gguf) dir += ".gguf";
   const std::string tmp = str_cat(dir, ".tmp.", ::getpid());
   fs::remove_all(tmp);
   try {
-    write_merged(model, tmp, base, objective);
+    write(tmp);
     fs::remove_all(dir);
     fs::rename(tmp, dir);
   } catch (...) {
@@ -136,6 +149,24 @@ void save_merged(nn::DecoderLM& model, std::string dir, const io::ModelSource& b
     fs::remove_all(tmp, ec);
     throw;
   }
+}
+
+// The model a folder's config.json describes, read without its weights: --full's memory check
+// comes before the weights are loaded.
+nn::LMConfig folder_config(const io::ModelSource& source) {
+  const std::string text = io::read_file(source.config_file, kProg);
+  return source.format == io::ModelFormat::HuggingFace ? nn::HFConfig::from_json(text, source.config_file).lm
+                                                       : nn::LMConfig::from_json(text, source.config_file);
+}
+
+// The stored dtypes of a base other than F32 ("BF16", "F16"), for the startup line.
+std::string narrow_dtypes(const io::ModelSource& source) {
+  std::set<std::string> kinds;
+  for (const auto& [name, dtype] : source.dtypes)
+    if (dtype != "F32") kinds.insert(dtype);
+  std::string out;
+  for (const std::string& k : kinds) out += (out.empty() ? "" : ", ") + k;
+  return out;
 }
 
 }  // namespace
@@ -202,8 +233,9 @@ int main(int argc, char** argv) {
     ("lora-alpha", po::value(&f.lora.alpha)->default_value(f.lora.alpha), "LoRA alpha (scaling alpha / r)")
     ("lora-dropout", po::value(&f.lora.dropout)->default_value(f.lora.dropout), "dropout on the adapter input")
     ("lora-targets", po::value(&f.lora.targets)->default_value(f.lora.targets),
-     "comma list of q,k,v,o,gate,up,down or module names (an HF base: q_proj ... down_proj, HF's module paths), "
-     "or a regex over module paths")
+     "comma list of q,k,v,o,gate,up,down or module names (an HF base: q_proj ... down_proj, PEFT's module names "
+     "and paths; GPT-2: c_attn, c_proj, c_fc; Phi-3: qkv_proj, gate_up_proj, each for all its parts), or a regex "
+     "over PEFT's module paths")
     ("use-rslora", po::bool_switch(&f.lora.use_rslora), "scale by alpha / sqrt(r) (rsLoRA)")
     ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
     ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
@@ -241,6 +273,11 @@ int main(int argc, char** argv) {
     ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
     ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
     ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in")
+    ("full", po::bool_switch(&f.full),
+     "train every weight (no LoRA adapters; float32 weights, gradients and AdamW's two moments, 16 bytes a "
+     "parameter, plus a frozen copy of the base as the reference of dpo and of grpo with --beta above 0); writes "
+     "<out>/model, a folder of the base's kind (an HF folder with float32 weights and the base's tokenizer "
+     "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0")
     ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
      "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a Q8_0 GGUF "
      "q8_0) | f32 | bf16 (products on the bf16 kernels) | q8_0 (8-bit blocks, widened a tile at a time in each "
@@ -346,6 +383,16 @@ int main(int argc, char** argv) {
         } catch (const Error& e) {
           throw cli::UsageError(e.what());
         }
+        if (f.full) {
+          cli::require(f.base_dtype == "auto" || f.base_dtype == "f32",
+                       "--full trains every weight in float32: --base-dtype " + f.base_dtype +
+                           (f.base_dtype == "q8_0" ? " stores frozen 8-bit blocks, which cannot train"
+                                                   : " would store them in bf16 (--bf16 runs the products in bf16 on "
+                                                     "float32 weights)"));
+          cli::require(!f.merge, "--merge is for LoRA adapters: --full writes the whole model into <out>/model");
+          for (const char* flag : {"lora-r", "lora-alpha", "lora-dropout", "lora-targets", "use-rslora"})
+            cli::require(vm[flag].defaulted(), str_cat("--", flag, " is for LoRA adapters, not --full"));
+        }
         cli::validate_loop(o, kProg);
         return -1;
       },
@@ -380,9 +427,42 @@ int main(int argc, char** argv) {
         }
         // An HF base: its tokenizer.json and PEFT's names for its modules. An xgrad base: the
         // byte tokenizer and xgrad's names.
+        // One micro-batch's activations beside the model, and what asks for them: --batch rows of
+        // --max-len (cut to the model's positions; DPO: chosen and rejected, and the reference), or
+        // a GRPO group of completions.
+        auto step_activations = [&](const nn::LMConfig& lm) -> std::pair<double, std::string> {
+          const int64_t positions = lm.block.position == nn::PositionKind::None ? -1 : lm.block.max_seq_len;
+          if (f.objective == "grpo") {
+            const int64_t longest = std::min(f.max_len, positions < 0 ? f.max_len : positions) + f.grpo.max_new_tokens;
+            return {nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
+                    str_cat("--group-size ", f.grpo.group_size, " completions of up to --max-new-tokens ",
+                            f.grpo.max_new_tokens)};
+          }
+          const int64_t len = positions < 0 ? f.max_len : std::min(f.max_len, positions);
+          return {nn::activation_bytes(lm, (f.objective == "dpo" ? (f.packing ? 2 : 3) : 1) * f.batch, len),
+                  str_cat("--batch ", f.batch, f.packing ? " packed" : "", " rows of --max-len ", len)};
+        };
+        const io::ModelSource source = io::ModelSource::open(f.base, kProg);
+        // --full: the float32 weights, their gradients and AdamW's two moments (16 bytes a
+        // parameter), and for DPO and GRPO's KL a frozen copy of the base as the reference
+        // (TRL's ref_model), checked from config.json before the weights are read.
+        const bool needs_reference = f.full && (f.objective == "dpo" || (f.objective == "grpo" && f.beta > 0));
+        double full_weights = 0;
+        if (f.full) {
+          check(source.format != io::ModelFormat::Gguf, kProg, ": --full: ", f.base,
+                " is a GGUF file; --full trains a Hugging Face or xgrad folder (a GGUF's tensors may be quantized, and "
+                "no float32 GGUF is written back)");
+          const nn::LMConfig lm = folder_config(source);
+          full_weights = nn::model_bytes(lm);
+          const auto [activations, what] = step_activations(lm);
+          cli::require_memory((needs_reference ? 5 : 4) * full_weights + activations,
+                              str_cat("--full (float32 weights, their gradients and AdamW's two moments",
+                                      needs_reference ? ", and a frozen copy of the base as the reference" : "",
+                                      ") with ", what));
+        }
         nn::LoadOptions load;
-        load.weights = nn::parse_weight_dtype(f.base_dtype, "--base-dtype");
-        ft::BaseModel base = ft::load_base(f.base, kProg, load);
+        load.weights = f.full ? nn::WeightDtype::F32 : nn::parse_weight_dtype(f.base_dtype, "--base-dtype");
+        ft::BaseModel base = ft::load_base(source, kProg, load);
         const bool hf = base.hf();
         const std::string& naming = base.naming;
         std::shared_ptr<nn::DecoderLM> model = base.model;
@@ -438,26 +518,20 @@ int main(int argc, char** argv) {
           check_rows(f.eval_data, eval_lines, [&](std::size_t i) { return grpo_len(grpo_eval[i]); },
                      "the prompt (with one completion token)", false);
         }
-        // One micro-batch's activations beside the model: --batch rows of --max-len (DPO: chosen and
-        // rejected, and the reference without adapters), or a GRPO group of completions.
-        const nn::LMConfig& lm = model->config();
-        // The adapters, their gradients and AdamW's two moments, float32.
-        double adapters = 0;
-        const auto linears = ft::linear_modules(*model, naming);
-        const std::vector<std::string> targeted = ft::match_targets(*model, f.lora.targets, "--lora-targets", naming);
-        for (const auto& [path, lin] : linears)
-          if (std::find(targeted.begin(), targeted.end(), path) != targeted.end())
-            adapters += 16.0 * static_cast<double>(f.lora.r) * static_cast<double>(lin->in_features() + lin->out_features());
-        cli::require_memory(adapters, str_cat("--lora-r ", f.lora.r, " on ", targeted.size(), " modules"));
-        if (f.objective == "grpo") {
-          const int64_t longest = f.max_len + f.grpo.max_new_tokens;
-          cli::require_memory(adapters + nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
-                              str_cat("--group-size ", f.grpo.group_size, " completions of up to --max-new-tokens ",
-                                      f.grpo.max_new_tokens));
+        // The default names every projection kind: a model without some (GPT-2 has no gate) gets those it has.
+        if (!f.full && vm["lora-targets"].defaulted()) f.lora.targets = ft::targets_present(*model, f.lora.targets, naming);
+        if (!f.full) {
+          // The adapters, their gradients and AdamW's two moments, float32, beside one micro-batch's activations.
+          double adapters = 0;
+          const auto linears = ft::linear_modules(*model, naming);
+          const std::vector<std::string> targeted = ft::match_targets(*model, f.lora.targets, "--lora-targets", naming);
+          for (const auto& [path, lin] : linears)
+            if (std::find(targeted.begin(), targeted.end(), path) != targeted.end())
+              adapters += 16.0 * static_cast<double>(f.lora.r) * static_cast<double>(lin->in_features() + lin->out_features());
+          cli::require_memory(adapters, str_cat("--lora-r ", f.lora.r, " on ", targeted.size(), " modules"));
+          const auto [activations, what] = step_activations(model->config());
+          cli::require_memory(adapters + activations, what);
         }
-        else
-          cli::require_memory(adapters + nn::activation_bytes(lm, (f.objective == "dpo" ? (f.packing ? 2 : 3) : 1) * f.batch, f.max_len),
-                              str_cat("--batch ", f.batch, f.packing ? " packed" : "", " rows of --max-len ", f.max_len));
         // Packed, a step draws --batch packed rows: --epochs counts passes over those.
         if (f.packing) {
           const int64_t packed = static_cast<int64_t>(f.objective == "sft" ? ft::pack_sft(format, sft_train, f.max_len).size()
@@ -473,8 +547,20 @@ int main(int argc, char** argv) {
             cli::validate_loop(o, kProg);
           }
         }
-        Generator lora_gen(o.seed);
-        const std::vector<std::string> adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
+        std::vector<std::string> adapted;
+        if (f.full) {
+          model->requires_grad_(true);
+        } else {
+          Generator lora_gen(o.seed);
+          adapted = ft::inject_lora(*model, f.lora, lora_gen, naming);
+        }
+        // The reference of --full's DPO and GRPO: the base as loaded, frozen, in eval mode (no dropout).
+        std::shared_ptr<nn::DecoderLM> reference;
+        if (needs_reference) {
+          reference = nn::load_model(base.source, load);
+          reference->requires_grad_(false);
+          reference->eval();
+        }
 
         const bool main_rank = ft::world().is_main();
         // What the base and the data hold, not where they lie: a run (or its inputs) may move.
@@ -490,10 +576,17 @@ int main(int argc, char** argv) {
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
                                 {"settings", cli::settings_json()}, {"ranks", ft::world().size()}});
         }
-        const nn::NamedTensors trainable = ft::named_lora_parameters(*model);
+        const nn::NamedTensors trainable = f.full ? model->named_parameters() : ft::named_lora_parameters(*model);
         int64_t n_train = 0;
         for (const auto& [name, p] : trainable) n_train += p.numel();
-        if (main_rank)
+        if (main_rank && f.full)
+          std::printf("%s: %s on %lld rows, %lld steps; full finetune: all %lld parameters train; weights, gradients and "
+                      "AdamW's two moments (float32) %s%s, one micro-batch's activations about %s\n",
+                      kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
+                      static_cast<long long>(n_train), byte_size(16.0 * static_cast<double>(n_train)).c_str(),
+                      needs_reference ? str_cat(", the reference copy ", byte_size(4.0 * static_cast<double>(n_train))).c_str() : "",
+                      byte_size(step_activations(model->config()).first).c_str());
+        else if (main_rank)
           std::printf("%s: %s on %lld rows, %lld steps; LoRA r=%lld alpha=%g on %zu modules: %lld trainable of %lld parameters\n",
                       kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
                       static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
@@ -506,7 +599,11 @@ int main(int argc, char** argv) {
           std::printf("%s: %s rows (format told by the first row of %s)%s%s\n", kProg, data_format.c_str(), f.data.c_str(),
                       eval_format.empty() || eval_format == data_format ? "" : str_cat("; held-out: ", eval_format).c_str(),
                       f.completion_only ? "" : "; the loss on every token (--completion-only false)");
-        if (main_rank)
+        const std::string stored = narrow_dtypes(base.source);
+        if (main_rank && f.full)
+          std::printf("%s: --full: parameters %s%s\n", kProg, nn::weights_summary(*model).c_str(),
+                      stored.empty() ? "" : str_cat("; ", f.base, " stores ", stored, ": the weights train in float32").c_str());
+        else if (main_rank)
           std::printf("%s: --base-dtype %s: parameters %s\n", kProg, f.base_dtype.c_str(), nn::weights_summary(*model).c_str());
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
@@ -527,8 +624,11 @@ int main(int argc, char** argv) {
                                          (f.reward_cmd.empty() ? "" : " cmd " + f.reward_cmd);
         }
         loop.run_identity["data"] = data_checksum;
-        loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
-                                            " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
+        if (f.full)
+          loop.run_identity["full"] = "every weight";
+        else
+          loop.run_identity["lora"] = str_cat("r=", f.lora.r, " alpha=", f.lora.alpha, " dropout=", f.lora.dropout,
+                                              " targets=", f.lora.targets, " rslora=", f.lora.use_rslora);
         if (f.objective == "sft") {
           ft::attach_sft(loop, *model,
                          {&sft_train, sft_eval.empty() ? nullptr : &sft_eval, f.batch, f.max_len, f.eval_rows, format, f.packing});
@@ -536,6 +636,7 @@ int main(int argc, char** argv) {
           ft::DpoTask task{&dpo_train, dpo_eval.empty() ? nullptr : &dpo_eval, f.batch, f.max_len, f.eval_rows, f.beta,
                            f.label_smoothing, format, f.packing};
           task.loss_type = parse_dpo_loss(f.dpo_loss);
+          task.reference = reference.get();
           ft::attach_dpo(loop, *model, task);
         } else {
           if (f.reward_cmd_weight)
@@ -546,9 +647,10 @@ int main(int argc, char** argv) {
           f.grpo.beta = f.beta;
           f.grpo.loss_type = ft::grpo_loss_type(f.grpo_loss_type);
           f.grpo.eval_rows = f.eval_rows;
+          f.grpo.reference = reference.get();
           ft::attach_grpo(loop, *model, f.grpo);
         }
-        // The best adapter so far, kept beside the checkpoint (atomically) so that a resumed run has it.
+        // The best adapter (or --full model) so far, kept beside the checkpoint (atomically) so that a resumed run has it.
         const std::string best_path = o.out_dir + "/best.safetensors";
         if (o.early_stopping_patience > 0)
           loop.on_best = [&](int64_t, double) {
@@ -559,27 +661,39 @@ int main(int argc, char** argv) {
         const ft::Metrics last = loop.run();
         if (!main_rank) return 0;
         if (o.early_stopping_patience > 0 && loop.best_step() >= 0) {
-          // load_best_model_at_end: the adapter written is the best evaluated.
+          // load_best_model_at_end: the adapter (model) written is the best evaluated.
           const TensorMap best = io::load_safetensors(best_path);
           for (const auto& [name, p] : trainable) {
             auto it = best.find(name);
             check(it != best.end() && it->second.shape() == p.shape(), kProg, ": ", best_path, " lacks '", name,
-                  "' or holds another shape: the best adapter cannot be restored");
+                  "' or holds another shape: the best ", f.full ? "model" : "adapter", " cannot be restored");
             p.copy_(it->second);
           }
-          std::printf("%s: %s; the adapter written is the best evaluated: step %lld, %s %.6g\n", kProg,
+          std::printf("%s: %s; the %s written is the best evaluated: step %lld, %s %.6g\n", kProg,
                       loop.stopped_early_at() >= 0 ? str_cat("stopped early at step ", loop.stopped_early_at()).c_str()
                                                    : "ran every step",
-                      static_cast<long long>(loop.best_step()), o.best_metric.c_str(), loop.best_value());
+                      f.full ? "model" : "adapter", static_cast<long long>(loop.best_step()), o.best_metric.c_str(), loop.best_value());
         }
-        ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
-        if (f.merge) save_merged(*model, o.out_dir + "/merged", base.source, f.objective);
-        json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train},
-                        {"adapted_modules", adapted}};
+        json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train}};
+        if (f.full) {
+          write_renamed(o.out_dir + "/model", base.source,
+                        [&](const std::string& dir) { write_like_base(*model, dir, base.source, f.objective); });
+          summary["full"] = true;
+        } else {
+          ft::save_adapter(*model, o.out_dir, f.lora, f.base, naming);
+          if (f.merge)
+            write_renamed(o.out_dir + "/merged", base.source,
+                          [&](const std::string& dir) { write_merged(*model, dir, base.source, f.objective); });
+          summary["adapted_modules"] = adapted;
+        }
         for (const auto& [k, v] : last) summary["final_" + k] = v;
         io::write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
-        std::printf("%s: wrote %s/{adapter_model.safetensors,adapter_config.json}%s\n", kProg, o.out_dir.c_str(),
-                    f.merge ? (base.gguf() ? " and merged.gguf" : " and merged/") : "");
+        if (f.full)
+          std::printf("%s: wrote %s/model/ (%s, float32)\n", kProg, o.out_dir.c_str(),
+                      base.hf() ? "a Hugging Face folder with the base's tokenizer files" : "an xgrad folder");
+        else
+          std::printf("%s: wrote %s/{adapter_model.safetensors,adapter_config.json}%s\n", kProg, o.out_dir.c_str(),
+                      f.merge ? (base.gguf() ? " and merged.gguf" : " and merged/") : "");
         return 0;
       });
 }
