@@ -605,7 +605,10 @@ Tensor attend(std::shared_ptr<const AttentionPlan> p, std::vector<Tensor> inputs
   // Saved for backward: the row statistics, the dropout draws and a mask that is not an
   // input (a bool mask, or an additive one that needs no gradient).
   Tensor saved_mask = p->mask != MaskKind::None && !mask_grad ? mask.mask : Tensor();
-  return record(out, std::move(inputs), op, Saves{~uint64_t{0}, false},  // q, k, v (and a mask with a gradient)
+  // Saved: q, k and v (bf16 copies under autocast), and a mask that has a gradient.
+  Saves saved{~uint64_t{0}, false};
+  saved.bf16_ok = (uint64_t{1} << n_operands) - 1;
+  return record(out, std::move(inputs), op, saved,
                 [p, stats, weights, drop, saved_mask, parallel, operand, n_operands](const Tensor& g, const Tensor&,
                                                                                       const Grads& in) {
                   Grads grads(in.size());

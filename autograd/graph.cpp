@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "autograd/anomaly.hpp"
+#include "autograd/autocast.hpp"
 #include "autograd/broadcast.hpp"
 #include "autograd/elementwise.hpp"
 
@@ -74,9 +75,16 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, Saves save
   // Anomaly mode reads every input's values (which one held NaN, where it came from): it keeps
   // them all, as a debugging mode may.
   if (is_anomaly_enabled()) saved = Saves{};
+  const bool pack = saved.bf16_ok != 0 && autocast_enabled();
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const bool keep = k < 64 && ((saved.inputs >> k) & 1);
-    if (!keep && inputs[k].defined()) inputs[k] = inputs[k].edge();
+    if (!inputs[k].defined() || (keep && !(pack && ((saved.bf16_ok >> k) & 1) && inputs[k].dtype() == kFloat32))) continue;
+    if (keep) {  // kept as a bf16 copy
+      if (n->packed.empty()) n->packed.resize(inputs.size());
+      NoGradGuard no_grad;
+      n->packed[k] = inputs[k].to(kBFloat16);
+    }
+    inputs[k] = inputs[k].edge();
   }
   n->inputs = std::move(inputs);
   n->backward = std::move(backward);
@@ -118,6 +126,18 @@ std::vector<std::shared_ptr<Node>> topo_order(const std::vector<Tensor>& roots) 
     }
   }
   return order;
+}
+
+// The inputs a closure reads, with the bf16 copies of packed ones widened back to float32
+// (fresh tensors that say whether the input wants a gradient, as the closure asks).
+std::vector<Tensor> unpacked(const Node& node) {
+  std::vector<Tensor> in = node.inputs;
+  for (std::size_t k = 0; k < node.packed.size(); ++k) {
+    if (!node.packed[k].defined()) continue;
+    in[k] = node.packed[k].to(kFloat32);
+    if (node.inputs[k].requires_grad()) in[k].requires_grad_(true);
+  }
+  return in;
 }
 
 // True when nothing but `t` itself refers to its node or its storage.
@@ -196,7 +216,10 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     std::vector<Tensor> in_grads;
     {
       BackwardOfOp running(node->op, !retain_graph);
-      in_grads = node->backward(g, out, node->inputs);
+      if (node->packed.empty())
+        in_grads = node->backward(g, out, node->inputs);  // by reference: a copy would count as a reader
+      else
+        in_grads = node->backward(g, out, unpacked(*node));
     }
     check(in_grads.size() == node->inputs.size(), "backward of '", node->op, "' returned ", in_grads.size(),
           " gradients for ", node->inputs.size(), " inputs");
@@ -211,6 +234,7 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
     if (!retain_graph) {
       node->backward = nullptr;
       node->inputs.clear();
+      node->packed.clear();
       node->freed = true;
       if (node->out_saved) {  // the closure's pin on its output's data
         node->out_saved = false;

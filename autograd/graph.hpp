@@ -44,7 +44,16 @@ class EnableGradGuard {
 struct Saves {
   uint64_t inputs = ~uint64_t{0};
   bool out = true;
+  // Saved float32 inputs the backward may read rounded to bf16: under autocast they are kept
+  // as bf16 copies (half the bytes) and widened back for the backward, as PyTorch's autocast
+  // keeps its bf16 activations. For the inputs of ops whose gradient is an elementwise or
+  // product formula (attention, SwiGLU, an adapter's input), never a norm's.
+  uint64_t bf16_ok = 0;
 };
+inline Saves bf16_under_autocast(Saves s) {
+  s.bf16_ok = s.inputs;
+  return s;
+}
 inline Saves saves_nothing() { return Saves{0, false}; }
 // The inputs whose data backward reads, by position, and whether it reads the output.
 inline Saves saves(std::initializer_list<int> inputs, bool out = false) {

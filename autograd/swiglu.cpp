@@ -116,7 +116,7 @@ Tensor silu(const Tensor& x) {
     silu_forward<T>(x.data<T>(), o.data<T>(), x.numel());
     return o;
   });
-  return record(out, {x}, "silu", saves({0}), [](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
+  return record(out, {x}, "silu", bf16_under_autocast(saves({0})), [](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
     return dispatch_float(g.dtype(), "silu backward", [&](auto tag) {
       using T = decltype(tag);
       Tensor dx = empty(g.shape(), g.dtype());
@@ -136,7 +136,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
     swiglu_forward<T>(gate.data<T>(), up.data<T>(), o.data<T>(), gate.numel());
     return o;
   });
-  return record(out, {gate, up}, "swiglu", saves({0, 1}), [](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
+  return record(out, {gate, up}, "swiglu", bf16_under_autocast(saves({0, 1})), [](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
     return dispatch_float(g.dtype(), "swiglu backward", [&](auto tag) {
       using T = decltype(tag);
       Tensor dgate = empty(g.shape(), g.dtype()), dup = empty(g.shape(), g.dtype());

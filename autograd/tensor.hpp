@@ -187,6 +187,9 @@ struct Node {
   // backward reads it). When the count falls to zero the storage is released.
   std::atomic<int64_t> handles{0};
   bool out_saved = false;  // the op's backward reads its output: pinned until backward ran
+  // Under autocast, bf16 copies of saved float32 inputs (Saves::bf16_ok), by input slot; the
+  // input itself is then an edge. Widened for the backward closure.
+  std::vector<Tensor> packed;
 };
 
 inline void Tensor::hold() {

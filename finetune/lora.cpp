@@ -141,7 +141,8 @@ Tensor LoRAAdapter::forward(const Tensor& x, const Tensor& W, const Tensor& bias
   if (bias.defined()) inputs.push_back(bias);
   if (!needs_grad(inputs)) return y;
   const bool dx = wants_grad(x), dA = wants_grad(A);
-  const Saves saved = saves_where({dA || wants_grad(W), dx, dx || dA, dx});  // x, A, B, W; never the bias
+  Saves saved = saves_where({dA || wants_grad(W), dx, dx || dA, dx});  // x, A, B, W; never the bias
+  saved.bf16_ok = 1;  // x: under autocast dA's product rounds it to bf16 anyway
   return record(y, std::move(inputs), "lora_linear", saved,
                 [keep, u, s, r, C, OC, apply_mask](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
                   std::vector<Tensor> grads(in.size());

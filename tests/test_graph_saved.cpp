@@ -3,9 +3,11 @@
 #include "autograd/graph.hpp"
 
 #include "autograd/elementwise.hpp"
+#include "autograd/autocast.hpp"
 #include "autograd/matmul.hpp"
 #include "autograd/random.hpp"
 #include "autograd/reduce.hpp"
+#include "autograd/swiglu.hpp"
 #include "losses/cross_entropy.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -130,6 +132,26 @@ TEST(GraphSaved, CrossEntropyWritesItsGradientOverLogitsNothingElseHolds) {
   EXPECT_EQ(a.grad().to_vector(), b.grad().to_vector());
   const std::vector<double> h = held.to_vector(), e = (x0 * scalar_tensor(1.5, kFloat64)).to_vector();
   EXPECT_EQ(h, e);  // the held logits were not written over
+}
+
+TEST(GraphSaved, UnderAutocastSwigluKeepsBf16CopiesOfItsInputs) {
+  manual_seed(5);
+  const Tensor x0 = randn({256, 256});
+  auto run = [&](bool bf16, std::size_t* kept) {
+    Tensor x = x0.clone().requires_grad_();
+    autocast scope(bf16);
+    const std::size_t before = allocated_bytes();
+    Tensor y = swiglu(x * scalar_tensor(2.0), x * scalar_tensor(3.0));  // gate and up: held by the graph alone
+    *kept = allocated_bytes() - before - kBytes;                          // beside y itself
+    y.sum().backward();
+    return x.grad().to_vector();
+  };
+  std::size_t kept32 = 0, kept16 = 0;
+  const std::vector<double> g32 = run(false, &kept32), g16 = run(true, &kept16);
+  EXPECT_EQ(kept32, 2 * kBytes);  // gate and up in float32
+  EXPECT_EQ(kept16, kBytes);      // their bf16 copies
+  // d/dx silu(2x) 3x, from gate and up rounded to bf16: within a few bf16 ulps of float32's.
+  for (std::size_t i = 0; i < g32.size(); ++i) EXPECT_NEAR(g16[i], g32[i], 2e-2 * (1 + std::abs(g32[i]))) << i;
 }
 
 }  // namespace graph_saved_tests
