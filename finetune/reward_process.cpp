@@ -122,8 +122,11 @@ double parse_reward_answer(const std::string& line) {
   const std::size_t b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
   const std::string t = b == std::string::npos ? "" : line.substr(b, e - b + 1);
   char* end = nullptr;
-  const double v = t.empty() ? 0.0 : std::strtod(t.c_str(), &end);
-  check(!t.empty() && end == t.c_str() + t.size(), "answered ", quoted(t), ", not a number");
+  // NOTE: strtod skips any leading white space (a form feed, a vertical tab); only the spaces
+  // trimmed above are allowed, at either end alike (fuzz_reward_answer's corpus held "\f\f2").
+  const bool starts_number = !t.empty() && !std::isspace(static_cast<unsigned char>(t[0]));
+  const double v = starts_number ? std::strtod(t.c_str(), &end) : 0.0;
+  check(starts_number && end == t.c_str() + t.size(), "answered ", quoted(t), ", not a number");
   check(std::isfinite(v), "answered ", quoted(t), ": a reward must be a finite number");
   return v;
 }

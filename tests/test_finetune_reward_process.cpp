@@ -80,6 +80,9 @@ TEST(RewardProcess, AnAnswerLineIsANumberOrOneShortLine) {
   EXPECT_EQ(parse_reward_answer(" 0.5\r"), 0.5);
   EXPECT_EQ(parse_reward_answer("-1e-3"), -1e-3);
   EXPECT_XG_ERROR(parse_reward_answer("1\t2"), "answered \"1\\t2\", not a number");
+  // strtod would skip a leading form feed (but no trailing one): neither end takes one.
+  EXPECT_XG_ERROR(parse_reward_answer("\f2"), "answered \"\\f2\", not a number");
+  EXPECT_XG_ERROR(parse_reward_answer("2\f"), "answered \"2\\f\", not a number");
   EXPECT_XG_ERROR(parse_reward_answer(std::string("1\0", 2)), "answered \"1\\u0000\", not a number");
   // 4,000 digits that overflow: the message quotes the first 40 bytes.
   std::string huge = "9" + std::string(3999, '0');
