@@ -118,6 +118,20 @@ std::vector<DpoExample> read_dpo_jsonl(const std::string& path, std::vector<int6
 std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<int64_t>* lines = nullptr,
                                          std::string* format = nullptr);
 
+// A prompt of xg-generate's --prompts file: text to continue, or a conversation to continue as
+// the assistant (rendered by the chat template with the generation prompt).
+struct PromptRow {
+  std::string text;                  // a text prompt ("" for a conversation)
+  nlohmann::ordered_json messages;   // a conversation; null for a text prompt
+  std::string where;                 // "file:line"
+};
+// One JSON object per line (blank lines skipped) with "prompt": a string or a list of messages
+// (TRL's conversational prompt), or "messages": a conversation to continue; rows of either
+// kind may mix. A conversation is checked as a GRPO row's conversational prompt is (known
+// roles, string content, in the order above) and must end with a user or tool message, the
+// turn the model answers. Errors are xg::Error "path:line: ..."; a file without a prompt is one.
+std::vector<PromptRow> read_prompts_jsonl(const std::string& path);
+
 // The plain prompt format every stage uses without a chat template: the tokenizer's special
 // tokens of a single text around prompt + "\n" (the byte tokenizer: BOS, the prompt's bytes,
 // "\n"; Llama-3: <|begin_of_text|> first; Qwen: nothing added). The response follows, tokenized

@@ -1,10 +1,11 @@
-// The JSONL readers of SFT, DPO and GRPO rows in the formats TRL reads (nlohmann-json, errors
-// "path:line: ..."): the format told by the first row, every conversation checked, and the
-// prompt of implicit-prompt preference rows extracted.
+// The JSONL readers of SFT, DPO and GRPO rows in the formats TRL reads, and of xg-generate's
+// prompts (nlohmann-json, errors "path:line: ..."): the format told by the first row, every
+// conversation checked, and the prompt of implicit-prompt preference rows extracted.
 #include <algorithm>
 
 #include "autograd/error.hpp"
 #include "finetune/dataset.hpp"
+#include "finetune/detail/quoted.hpp"
 #include "finetune/detail/read_all.hpp"
 
 namespace xg::finetune {
@@ -30,16 +31,10 @@ struct Format {
   Row (*make)(const ojson& row, const std::string& where);
 };
 
-// Calls the first row's format's make(row, "path:line") for each non-blank line's JSON object.
-// A later row that fits another format is refused as such; one that fits none is read as the
-// first row's format, whose reader names the field it lacks.
-template <class Row>
-std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines, std::string* format_name,
-                            const std::vector<Format<Row>>& formats, const char* objective) {
+// Calls f(row, "path:line", line) for each non-blank line of `path`, which must hold a JSON object.
+template <class F>
+void for_each_object(const std::string& path, F f) {
   const std::string text = read_all(path);
-  std::vector<Row> rows;
-  const Format<Row>* format = nullptr;
-  int64_t first_line = 0;
   std::size_t start = 0;
   int64_t line_no = 0;
   while (start < text.size()) {
@@ -57,6 +52,20 @@ std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines
       throw Error(str_cat(where, ": invalid JSON (", e.what(), ")"));
     }
     if (!row.is_object()) throw Error(str_cat(where, ": expected a JSON object, got ", row.type_name()));
+    f(row, where, line_no);
+  }
+}
+
+// Calls the first row's format's make(row, "path:line") for each row.
+// A later row that fits another format is refused as such; one that fits none is read as the
+// first row's format, whose reader names the field it lacks.
+template <class Row>
+std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines, std::string* format_name,
+                            const std::vector<Format<Row>>& formats, const char* objective) {
+  std::vector<Row> rows;
+  const Format<Row>* format = nullptr;
+  int64_t first_line = 0;
+  for_each_object(path, [&](const ojson& row, const std::string& where, int64_t line_no) {
     const Format<Row>* fits = nullptr;
     for (const Format<Row>& f : formats)
       if (f.fits(row)) {
@@ -77,17 +86,10 @@ std::vector<Row> read_jsonl(const std::string& path, std::vector<int64_t>* lines
     }
     rows.push_back(format->make(row, where));
     if (lines) lines->push_back(line_no);
-  }
+  });
   if (rows.empty()) throw Error(str_cat(path, ": no rows (the file is empty)"));
   if (format_name) *format_name = format->name;
   return rows;
-}
-
-// A string of the row quoted in an error: as JSON (a newline in it stays on the error's one
-// line) and cut to 40 bytes (a megabyte role is not echoed whole).
-std::string quoted(const std::string& s) {
-  const std::size_t n = 40;
-  return ojson(s.substr(0, n)).dump(-1, ' ', false, ojson::error_handler_t::replace) + (s.size() > n ? "..." : "");
 }
 
 bool has(const ojson& row, const char* key) { return row.contains(key); }
@@ -154,12 +156,17 @@ std::vector<Msg> joined(std::vector<Msg> a, const std::vector<Msg>& b) {
   return a;
 }
 
-// A prompt and its completion: the prompt ends with a user or tool message, the completion
-// starts with the assistant's, and the whole is in order.
-void check_prompt_completion(const std::vector<Msg>& prompt, const std::vector<Msg>& completion, const std::string& where) {
+// A prompt ends with a user or tool message: the turn the model answers.
+void check_prompt_end(const std::vector<Msg>& prompt, const std::string& where) {
   const std::string last = role_of(prompt.back());
   if (last != "user" && last != "tool")
     throw Error(str_cat(where, ": ", prompt.back().at, " (", last, "): a prompt must end with a user or tool message"));
+}
+
+// A prompt and its completion: the prompt ends with a user or tool message, the completion
+// starts with the assistant's, and the whole is in order.
+void check_prompt_completion(const std::vector<Msg>& prompt, const std::vector<Msg>& completion, const std::string& where) {
+  check_prompt_end(prompt, where);
   if (role_of(completion.front()) != "assistant")
     throw Error(str_cat(where, ": ", completion.front().at, " (", role_of(completion.front()),
                         "): a completion must start with an assistant message"));
@@ -309,9 +316,7 @@ std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<in
        [](const ojson& r, const std::string& w) {
          const std::vector<Msg> prompt = message_list(r, "prompt", w);
          check_order(prompt, w);
-         const std::string last = role_of(prompt.back());
-         if (last != "user" && last != "tool")
-           throw Error(str_cat(w, ": ", prompt.back().at, " (", last, "): a prompt must end with a user or tool message"));
+         check_prompt_end(prompt, w);
          GrpoExample ex("", answers_of(r, w));
          ex.prompt_messages = to_json(prompt);
          ex.row = r;
@@ -327,6 +332,28 @@ std::vector<GrpoExample> read_grpo_jsonl(const std::string& path, std::vector<in
        }},
   };
   return read_jsonl(path, lines, format, formats, "GRPO");
+}
+
+std::vector<PromptRow> read_prompts_jsonl(const std::string& path) {
+  std::vector<PromptRow> prompts;
+  for_each_object(path, [&](const ojson& row, const std::string& where, int64_t) {
+    const char* key = row.contains("messages") ? "messages" : "prompt";
+    auto it = row.find(key);
+    if (it == row.end())
+      throw Error(str_cat(where, ": expected a \"prompt\" (a string or a list of messages) or \"messages\""));
+    if (it->is_string() && key[0] == 'p') {
+      prompts.push_back({it->get<std::string>(), nullptr, where});
+      return;
+    }
+    if (!it->is_array() && key[0] == 'p')
+      throw Error(str_cat(where, ": field \"prompt\" must be a string or a list of messages, got ", it->type_name()));
+    const std::vector<Msg> msgs = message_list(row, key, where);
+    check_order(msgs, where);
+    check_prompt_end(msgs, where);
+    prompts.push_back({"", to_json(msgs), where});
+  });
+  if (prompts.empty()) throw Error(str_cat(path, ": holds no prompt"));
+  return prompts;
 }
 
 SftExample chosen_row(const DpoExample& r) {

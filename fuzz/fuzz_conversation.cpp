@@ -3,9 +3,6 @@
 // (RowFormat::tokens: assistant spans, prompt/completion splits) with a real chat template.
 // The first byte picks the reader (% 3), the template ((/ 3) % 3: Qwen2.5, Llama 3, none) and
 // completion-only loss (/ 9 % 2); the rest is the JSONL file.
-#include <fstream>
-#include <sstream>
-
 #include "finetune/dataset.hpp"
 #include "fuzz/fuzz_util.hpp"
 #include "text/byte_tokenizer.hpp"
@@ -13,19 +10,12 @@
 
 namespace {
 
-std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(XGRAD_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const xg::text::ChatTemplate& qwen() {
-  static const xg::text::ChatTemplate t(fixture("qwen2_5.jinja"), "", "<|im_end|>");
+  static const xg::text::ChatTemplate t(xg::fuzz::chat_template_fixture("qwen2_5.jinja"), "", "<|im_end|>");
   return t;
 }
 const xg::text::ChatTemplate& llama3() {
-  static const xg::text::ChatTemplate t(fixture("llama3.jinja"), "<|begin_of_text|>", "<|eot_id|>");
+  static const xg::text::ChatTemplate t(xg::fuzz::chat_template_fixture("llama3.jinja"), "<|begin_of_text|>", "<|eot_id|>");
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "autograd/error.hpp"
@@ -37,6 +38,12 @@ inline std::string scratch_file(const std::string& name, const std::string& byte
   const std::string path = (scratch_dir() / name).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   return path;
+}
+
+// The bytes of tests/fixtures/chat_templates/<name> (the real templates the targets render).
+inline std::string chat_template_fixture(const std::string& name) {
+  std::ifstream in(std::string(XGRAD_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Runs `f`; an xg::Error is the expected outcome for bad input and is swallowed.

@@ -230,3 +230,19 @@ put("template_vars", "own_template_loops", b"\x03" + "\0".join([
     "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% for x in items %}{% for y in items %}"
     "{{ greeting ~ x ~ y }}{% endfor %}{% endfor %}{{ nested.a.b | tojson }}",
     "greeting=Hello", "items=[1,2,3]", 'nested={"a":{"b":[null,true,1.5,"s"]}}']).encode())
+
+# A reward program's answer line (fuzz_reward_answer.cpp): the bytes as they came.
+put("reward_answer", "number", b" 0.25 \r")
+put("reward_answer", "c_syntax", b"-2.5e-1")
+put("reward_answer", "hex_and_words", b"0x1p-3 great job")
+put("reward_answer", "overflow", b"9" * 400)
+
+# xg-generate's --prompts (fuzz_prompts.cpp): the first byte picks the template (% 3: Qwen2.5,
+# Llama 3, none), the rest is the file: text prompts and conversations, mixed.
+put("prompts", "text_and_messages", b"\x00" + rows(
+    {"prompt": "Say yes."},
+    {"messages": msgs(("system", "Be brief."), ("user", "hi"), ("assistant", "yo"), ("user", "again"))},
+    {"prompt": msgs(("user", "Weather?"), ("assistant", "Let me look."), ("tool", "sunny"))}))
+put("prompts", "llama3", b"\x01" + rows({"prompt": msgs(("user", "1+1?"))}))
+put("prompts", "ends_with_assistant", b"\x00" + rows({"messages": msgs(("user", "a"), ("assistant", "b"))}))
+put("prompts", "no_template", b"\x02" + rows({"prompt": "raw text"}, {"messages": msgs(("user", "hi"))}))

@@ -313,6 +313,12 @@ refused(K, "a --prompts line whose prompt is not a string (line 2)", ["xg-genera
 write(prompts, '{"prompt": "a"}\n{"messages": [{"role": "user", "content": "x"}, {"role": "user"}]}\n')
 refused(K, "a --prompts conversation with a message without content (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
         "--chat-template", qwen, "--max-new-tokens", 2], needle=":2")
+write(prompts, '{"prompt": "a"}\n{"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}]}\n')
+refused(K, "a --prompts conversation with two user messages in a row (line 2)", ["xg-generate", "--base", base, "--prompts",
+        prompts, "--chat-template", qwen, "--max-new-tokens", 2], needle=":2: messages[1] (user) is out of order")
+write(prompts, '{"prompt": "a"}\n{"prompt": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}\n')
+refused(K, "a --prompts conversation that ends with the assistant's turn (line 2)", ["xg-generate", "--base", base,
+        "--prompts", prompts, "--chat-template", qwen, "--max-new-tokens", 2], needle=":2: prompt[1] (assistant)")
 write(prompts, '{"prompt": "a"}\n{"prompt": "b"\n')
 refused(K, "a --prompts line that is not JSON (line 2)", ["xg-generate", "--base", base, "--prompts", prompts,
         "--max-new-tokens", 2], needle=":2")
@@ -321,15 +327,16 @@ refused(K, "a --prompts line that is not JSON (line 2)", ["xg-generate", "--base
 K = "reward programs"
 # Each program reads its request first (except where not reading is the attack). The run must
 # stop within --reward-timeout plus startup, naming the program and what it did, in one line,
-# with no adapter in --out (the first step's rewards fail, so there is no good checkpoint).
+# and leave --out as it found it: absent (the first step's rewards fail, before any checkpoint).
 programs = [
     ("hangs (never answers)", "import sys, time\nsys.stdin.readline()\ntime.sleep(1000)\n", "gave no answer within 1 s"),
     ("hangs in a child it started (the shell's process group)",
      "import subprocess, sys\nsys.stdin.readline()\nsubprocess.Popen(['sleep', '1000'])\nsubprocess.call(['sleep', '1000'])\n",
      "gave no answer within 1 s"),
-    # /bin/sh -c (dash) outlives the program and reports the signal itself ("Segmentation
-    # fault", on the program's stderr, which is xg-finetune's by design) and exits with 139.
-    ("crashes (SIGSEGV)", "import os, signal, sys\nsys.stdin.readline()\nos.kill(os.getpid(), signal.SIGSEGV)\n", "status 139"),
+    # The shell execs a one-command program, so the crash is the program's own signal, and no
+    # "Segmentation fault" line of the shell's joins xg-finetune's one line on stderr.
+    ("crashes (SIGSEGV)", "import os, signal, sys\nsys.stdin.readline()\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+     "killed by signal 11 (SIGSEGV)"),
     ("exits with status 3", "import sys\nsys.stdin.readline()\nsys.exit(3)\n", "status 3"),
     ("floods its output (100 MB without a newline)", "import sys\nsys.stdin.readline()\nsys.stdout.write('1' * 100000000)\n",
      "without a newline"),
@@ -345,12 +352,18 @@ for what, source, needle in programs:
     status, _, err, took = run(finetune(grpo, "--objective", "grpo", "--reward-cmd", f"python3 {prog}", "--reward-timeout", 1,
                                         "--group-size", 2, "--max-new-tokens", 4, "--out", o), timeout=30)
     lines = [l for l in err.split("\n") if l.strip()]
-    if what.startswith("crashes"):
-        lines = [l for l in lines if l != "Segmentation fault"]  # the shell's, see above
     ok = (status not in (0, None) and len(lines) == 1 and needle in err and prog in err and took < 20
-          and not os.path.exists(os.path.join(o, "adapter_model.safetensors")))
+          and empty_or_absent(o))
     check(K, f"a reward program that {what}", ok,
           f"exit {status} in {took:.1f} s: {lines[0] if len(lines) == 1 else lines}"[:200])
+
+# A program that cannot run is found before the model loads: one line naming --reward-cmd.
+plain = os.path.join(T, "not-executable.py"); write(plain, "print(1)\n")
+for what, cmd, needle in [("is not there", "no-such-reward-program-xg --flag", "no program 'no-such-reward-program-xg'"),
+                          ("is a file that is not executable", plain, "is not executable")]:
+    o = fresh(f"r{len(results)}")
+    refused(K, f"a --reward-cmd program that {what}", finetune(grpo, "--objective", "grpo", "--reward-cmd", cmd, "--out", o),
+            o, needle)
 
 # ---- report --------------------------------------------------------------------------------
 shutil.rmtree(T, ignore_errors=True)

@@ -99,3 +99,44 @@ TEST(CliRunDir, FlagValuesThatAreNotUtf8) {
   EXPECT_NE(xg::test::slurp(out + "/args.json").find("caf\xef\xbf\xbd"), std::string::npos);
   EXPECT_EQ(error_of([&] { cli::RunDir("p", out, true, cli::RunDirOptions{}).record_args(args); }), "");
 }
+
+// A run that fails before its first checkpoint leaves --out as it found it: the folders it
+// made are gone, and in a folder that was there only what it added is removed. Once it has
+// written a checkpoint (it can be resumed), or when it ends without an error, all stays.
+TEST(CliRunDir, ARunThatFailsBeforeACheckpointLeavesOutAsItFoundIt) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const cli::RunDirOptions o;
+  auto fail_after = [&](const std::string& out, bool resume, const std::vector<std::string>& files) {
+    try {
+      cli::RunDir run("p", out, resume, o);
+      run.record_args({{"flags", {{"lr", 0.1}}}});
+      for (const std::string& f : files) std::ofstream(out + "/" + f) << "x";
+      throw std::runtime_error("step 1 failed");
+    } catch (const std::runtime_error&) {
+    }
+  };
+  fail_after((d / "a" / "b" / "run").string(), false, {"log.jsonl"});
+  EXPECT_FALSE(fs::exists(d / "a")) << "every folder the run made is removed";
+  fs::create_directories(d / "mine");
+  fail_after((d / "mine").string(), false, {"log.jsonl", "best.safetensors"});
+  ASSERT_TRUE(fs::exists(d / "mine"));
+  EXPECT_TRUE(fs::is_empty(d / "mine")) << "not even the lock is left";
+  // A resumed run keeps what was there (its lock, log and checkpoint); what it added goes.
+  const std::string run = (d / "run").string();
+  cli::RunDir("p", run, false, o).record_args({{"flags", {{"lr", 0.1}}}});
+  std::ofstream(run + "/checkpoint.safetensors") << "step 1";
+  fail_after(run, true, {"best.safetensors"});
+  EXPECT_TRUE(fs::exists(run + "/.lock"));
+  EXPECT_TRUE(fs::exists(run + "/args.json"));
+  EXPECT_EQ(xg::test::slurp(run + "/checkpoint.safetensors"), "step 1");
+  EXPECT_FALSE(fs::exists(run + "/best.safetensors"));
+  // A checkpoint written by the failing run keeps everything: it can be resumed.
+  fail_after(run, true, {"best.safetensors", "checkpoint.safetensors"});
+  EXPECT_TRUE(fs::exists(run + "/best.safetensors"));
+  fail_after((d / "new").string(), false, {"log.jsonl", "checkpoint.safetensors"});
+  EXPECT_TRUE(fs::exists(d / "new" / "log.jsonl"));
+  EXPECT_TRUE(fs::exists(d / "new" / ".lock"));
+  // A run that ends well keeps its folder, checkpoint or not.
+  cli::RunDir("p", (d / "done").string(), false, o).record_args({{"flags", {{"lr", 0.1}}}});
+  EXPECT_TRUE(fs::exists(d / "done" / "args.json"));
+}

@@ -471,3 +471,31 @@ TEST(FinetuneDatasetFormats, AnUnknownRoleIsQuotedOnOneLineAndCut) {
 }
 
 }  // namespace one_line_role_test
+
+namespace prompts_reader_test {
+
+// xg-generate's --prompts: text prompts and conversations may mix, blank lines are skipped,
+// each keeps its file:line; a conversation must end with the turn the model answers.
+TEST(FinetuneDatasetFormats, PromptFilesMixTextAndConversations) {
+  const std::string path = write_file("prompts.jsonl",
+      "{\"prompt\": \"Say yes.\"}\n\n"
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}, {"role": "user", "content": "again"}]})" "\n"
+      R"({"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]})" "\n");
+  const std::vector<PromptRow> rows = read_prompts_jsonl(path);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].text, "Say yes.");
+  EXPECT_TRUE(rows[0].messages.is_null());
+  EXPECT_EQ(rows[0].where, path + ":1");
+  EXPECT_EQ(rows[1].messages.size(), 3u);
+  EXPECT_EQ(rows[1].messages[2]["content"], "again");
+  EXPECT_EQ(rows[1].where, path + ":3");
+  EXPECT_EQ(rows[2].messages[0]["role"], "system");
+  const std::string ends = write_file("ends.jsonl", R"({"prompt": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]})" "\n");
+  EXPECT_XG_ERROR(read_prompts_jsonl(ends), ends + ":1: prompt[1] (assistant): a prompt must end with a user or tool message");
+  const std::string none = write_file("none.jsonl", "\n\n");
+  EXPECT_XG_ERROR(read_prompts_jsonl(none), none + ": holds no prompt");
+  const std::string other = write_file("other.jsonl", "{\"text\": \"a\"}\n");
+  EXPECT_XG_ERROR(read_prompts_jsonl(other), other + ":1: expected a \"prompt\" (a string or a list of messages) or \"messages\"");
+}
+
+}  // namespace prompts_reader_test

@@ -989,15 +989,30 @@ TEST(XgFinetune, GrpoRewardProgramsAnswerOrStopTheRun) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"while read -r l; do sleep 30; done", "gave no answer within 0.5 s (--reward-timeout) (scoring "},
       {"read -r l; exit 3", "exited with status 3 without answering (scoring "},
-      {"while read -r l; do echo great; done", "answered 'great', not a number (scoring "},
-      {"while read -r l; do echo nan; done", "answered nan: a reward must be a finite number (scoring "}};
+      {"while read -r l; do echo great; done", "answered \"great\", not a number (scoring "},
+      {"while read -r l; do echo nan; done", "answered \"nan\": a reward must be a finite number (scoring "}};
   for (std::size_t i = 0; i < bad.size(); ++i) {
     const fs::path out = d / ("bad" + std::to_string(i));
     r = run("xg-finetune", common + " --out " + out.string() + " --reward-timeout 0.5 --reward-cmd " + shell_quoted(bad[i].first));
     expect_one_line_error(r, 1, bad[i].second + (d / "train.jsonl").string() + ":");
     EXPECT_NE(r.err.find("--reward-cmd '" + bad[i].first + "'"), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(out / "adapter_model.safetensors")) << bad[i].first;
+    // The first step failed, before any checkpoint: --out is left as it was found (absent).
+    EXPECT_FALSE(fs::exists(out)) << bad[i].first;
   }
+  // Into a folder that was there (empty), the failed run leaves it empty, its lock included.
+  fs::create_directories(d / "mine");
+  r = run("xg-finetune", common + " --out " + (d / "mine").string() + " --reward-cmd 'read -r l; exit 3'");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_TRUE(fs::is_empty(d / "mine"));
+  // A program that is not there is found before the model loads (here there is no model at
+  // all: its error would come first), naming --reward-cmd.
+  r = run("xg-finetune", "--objective grpo --base " + (d / "no-model").string() + " --data " + (d / "train.jsonl").string() +
+                             " --out " + (d / "none").string() + " --reward-cmd 'no-such-reward-program-xg --x'");
+  expect_one_line_error(r, 2, "--reward-cmd 'no-such-reward-program-xg --x': no program 'no-such-reward-program-xg' in any "
+                              "folder of PATH");
+  EXPECT_FALSE(fs::exists(d / "none"));
+  r = run("xg-finetune", common + " --out " + (d / "none").string() + " --reward-cmd " + (d / "train.jsonl").string());
+  expect_one_line_error(r, 2, (d / "train.jsonl").string() + " is not executable");
   r = run("xg-finetune", "--base x --data y --out z --reward-cmd cat");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--reward-cmd is for --objective grpo"), std::string::npos) << r.err;

@@ -159,8 +159,33 @@ TEST(XgGenerate, ConversationsContinueInAChatTemplateFilesFormat) {
   }
   r = run("--base " + base.string() + " --prompts " + (d / "bad.jsonl").string() + " --chat-template " + tmpl);
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("bad.jsonl:1: messages[0] must be an object with string \"role\" and \"content\""), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("bad.jsonl:1: messages[0] (user) has no \"content\""), std::string::npos) << r.err;
+}
+
+// A conversation of --prompts is checked as xg-finetune checks a GRPO row's: roles in order
+// (a system message first if any, then user and assistant taking turns) and a user (or tool)
+// message last, the turn the model answers; the error names file:line, before the model loads
+// (here there is no model: its error would come first).
+TEST(XgGenerate, ConversationsOutOfOrderAreRefusedByFileAndLine) {
+  const fs::path d = xg::test::fresh_test_dir();
+  const auto turn = [](const char* role, const char* content) { return nlohmann::json{{"role", role}, {"content", content}}; };
+  const nlohmann::json ok = {{"messages", {turn("system", "s"), turn("user", "hi")}}};
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {{{"messages", {turn("user", "a"), turn("user", "b")}}}, ":2: messages[1] (user) is out of order: two user messages in a row"},
+      {{{"messages", {turn("user", "a"), turn("system", "b")}}}, ":2: messages[1] (system) is out of order: a system message may only come first"},
+      {{{"prompt", {turn("assistant", "a"), turn("user", "b")}}}, ":2: prompt[0] (assistant) is out of order: an assistant message must follow a user or tool message"},
+      {{{"messages", {turn("user", "a"), turn("assistant", "b")}}},
+       ":2: messages[1] (assistant): a prompt must end with a user or tool message"},
+      {{{"messages", "hi"}}, ":2: field \"messages\" must be a list of messages, got string"},
+      {{{"prompt", 3}}, ":2: field \"prompt\" must be a string or a list of messages, got number"},
+  };
+  for (const auto& [row, message] : bad) {
+    const fs::path file = d / "prompts.jsonl";
+    std::ofstream(file) << ok.dump() << "\n" << row.dump() << "\n";
+    CliRun r = run("--base " + (d / "no-model").string() + " --prompts " + file.string());
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.err, "xg-generate: " + file.string() + message + "\n");
+  }
 }
 
 TEST(XgGenerate, BadOptionsAndPromptFilesAreRefused) {
@@ -183,7 +208,7 @@ TEST(XgGenerate, BadOptionsAndPromptFilesAreRefused) {
   }
   CliRun r = run(b + " --prompts " + (d / "bad.jsonl").string());
   EXPECT_EQ(r.status, 1) << r.err;
-  EXPECT_NE(r.err.find("bad.jsonl:2: expected an object with a \"prompt\" (a string or a list of messages) or \"messages\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad.jsonl:2: field \"prompt\" must be a string or a list of messages, got number"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
 }
 

@@ -25,6 +25,7 @@
 #include "finetune/objectives.hpp"
 #include "finetune/packing.hpp"
 #include "finetune/peft.hpp"
+#include "finetune/reward_process.hpp"
 #include "finetune/rewards.hpp"
 #include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
@@ -314,6 +315,7 @@ int main(int argc, char** argv) {
           cli::require(f.reward_cmd.empty() || f.reward_cmd_weight.has_value(),
                        "--reward-cmd: add cmd[:WEIGHT] to the --reward names it is summed with");
           cli::require(f.reward_cmd.empty() || f.objective == "grpo", "--reward-cmd is for --objective grpo");
+          if (!f.reward_cmd.empty()) ft::check_reward_command(f.reward_cmd);  // a program that cannot run, before the model loads
           cli::require(f.reward_timeout > 0 && std::isfinite(f.reward_timeout),
                        str_cat("--reward-timeout must be positive, got ", f.reward_timeout));
         } catch (const Error& e) {

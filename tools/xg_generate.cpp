@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,49 +29,6 @@ namespace po = boost::program_options;
 using json = nlohmann::json;
 
 namespace {
-
-// A prompt of --prompts: its text, or a conversation (TRL's conversational prompt) rendered by
-// the chat template with the generation prompt; `where` is its file:line.
-struct Prompt {
-  std::string text;
-  json messages;  // null for a text prompt
-  std::string where;
-};
-
-// --prompts: one JSON object per line with a "prompt" that is a string or a list of messages
-// ({"role", "content"} objects), or "messages" (a conversation to continue); blank lines skipped.
-std::vector<Prompt> read_prompts(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "xg-generate: --prompts: cannot open ", path);
-  std::vector<Prompt> prompts;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json row;
-    try {
-      row = json::parse(line);
-    } catch (const json::exception& e) {
-      throw Error(str_cat(path, ":", n, ": not a JSON line (", e.what(), ")"));
-    }
-    const std::string where = str_cat(path, ":", n);
-    const char* key = row.is_object() && row.contains("messages") ? "messages" : "prompt";
-    check(row.is_object() && row.contains(key) && (row[key].is_string() || row[key].is_array()), where,
-          ": expected an object with a \"prompt\" (a string or a list of messages) or \"messages\", got ", line.substr(0, 80));
-    if (row[key].is_string()) {
-      prompts.push_back({row[key].get<std::string>(), nullptr, where});
-      continue;
-    }
-    check(!row[key].empty(), where, ": \"", key, "\" is an empty conversation");
-    for (std::size_t i = 0; i < row[key].size(); ++i) {
-      const json& m = row[key][i];
-      check(m.is_object() && m.contains("role") && m["role"].is_string() && m.contains("content") && m["content"].is_string(),
-            where, ": ", key, "[", i, "] must be an object with string \"role\" and \"content\"");
-    }
-    prompts.push_back({"", row[key], where});
-  }
-  check(!prompts.empty(), "xg-generate: --prompts: ", path, " holds no prompt");
-  return prompts;
-}
 
 // How a row ended: its eos token, a stop string, or --max-new-tokens (or the model's positions).
 const char* end_reason(const text::TextStream& s, bool eos) { return s.stopped() ? "stop" : eos ? "eos" : "length"; }
@@ -184,6 +140,10 @@ int main(int argc, char** argv) {
         return -1;
       },
       [&] {
+        // The prompts are read and checked before the model loads.
+        const std::vector<ft::PromptRow> prompts = prompts_file.empty()
+                                                       ? std::vector<ft::PromptRow>{{prompt, nullptr, "--prompt"}}
+                                                       : ft::read_prompts_jsonl(prompts_file);
         nn::LoadOptions load;
         load.weights = nn::parse_weight_dtype(dtype, "--dtype");
         ft::BaseModel loaded = ft::load_base(base, "xg-generate", load);
@@ -204,8 +164,6 @@ int main(int argc, char** argv) {
         auto encode = [&](const std::string& text) {
           return format == "instruct" ? row_format.prompt_ids(text) : tok->encode(text, true);
         };
-        const std::vector<Prompt> prompts =
-            prompts_file.empty() ? std::vector<Prompt>{{prompt, nullptr, "--prompt"}} : read_prompts(prompts_file);
         std::vector<std::vector<int64_t>> prompt_ids;
         for (std::size_t i = 0; i < prompts.size(); ++i) {
           if (prompts[i].messages.is_null()) {
@@ -213,7 +171,7 @@ int main(int argc, char** argv) {
           } else {  // a conversation: continued as the assistant, in the chat template's format
             check(chat != nullptr, "xg-generate: ", prompts[i].where, ": a conversation needs the instruct format with a chat template");
             ft::GrpoExample ex;
-            ex.prompt_messages = nlohmann::ordered_json::parse(prompts[i].messages.dump());
+            ex.prompt_messages = prompts[i].messages;
             try {
               prompt_ids.push_back(row_format.prompt_ids(ex));
             } catch (const Error& e) {
@@ -280,7 +238,7 @@ int main(int argc, char** argv) {
               for (int64_t id : ids) id_line += (id_line.empty() ? "" : " ") + std::to_string(id);
               const std::size_t which = part[static_cast<std::size_t>(r / samples)];
               if (!prompts_file.empty()) {
-                json line = {{"index", which}, {"sample", r % samples}, {"prompt", prompts[which].messages.is_null() ? json(prompts[which].text) : prompts[which].messages},
+                json line = {{"index", which}, {"sample", r % samples}, {"prompt", prompts[which].messages.is_null() ? json(prompts[which].text) : json(prompts[which].messages)},
                              {"completion", st.text()}, {"end", end_reason(st, eos)}};
                 if (print_ids) line["ids"] = ids;
                 lines[which].push_back(line.dump(-1, ' ', false, json::error_handler_t::replace));

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,6 +28,8 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kLock = ".lock";
+// What a run can be resumed from (TrainLoop's): once it is written, a failed run is kept.
+constexpr const char* kCheckpoint = "checkpoint.safetensors";
 
 // `p` made absolute with its symlinks resolved as far as it exists (it need not).
 fs::path canonical_path(const std::string& p) {
@@ -59,6 +62,14 @@ std::vector<std::string> contents(const std::string& dir) {
     if (e.path().filename() != kLock) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// Which file `path` is, its contents' last change included: "" when there is none. A rewrite
+// (atomic: a new inode; in place: a new mtime or size) makes another identity.
+std::string identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return str_cat(st.st_dev, ":", st.st_ino, ":", st.st_size, ":", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec);
 }
 
 std::string joined(const std::vector<std::string>& names, std::size_t at_most) {
@@ -131,7 +142,7 @@ std::string input_checksum(const std::string& path) {
 
 RunDir::RunDir(std::string program, std::string out, bool resume, const RunDirOptions& o,
                const std::vector<std::pair<std::string, std::string>>& inputs)
-    : program_(std::move(program)), out_(std::move(out)), resume_(resume) {
+    : program_(std::move(program)), out_(std::move(out)), exceptions_(std::uncaught_exceptions()), resume_(resume) {
   require(!out_.empty(), "--out: expected a folder, got ''");
   allowed_ = flag_names(o.allow_change);
   const fs::path here = canonical_path(out_);
@@ -146,14 +157,24 @@ RunDir::RunDir(std::string program, std::string out, bool resume, const RunDirOp
   }
   std::error_code ec;
   require(!fs::exists(out_, ec) || fs::is_directory(out_, ec), str_cat("--out ", out_, " is a file, expected a folder"));
+  for (fs::path p = fs::absolute(out_).lexically_normal(); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    made_.insert(made_.begin(), p.string());
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(out_, ec);
+  if (ec) undo();
   check(!ec, program_, ": cannot create --out ", out_, " (", ec.message(), ")");
 
   // The lock: flock, so that the kernel releases it when the process dies, however it dies.
   const std::string lock = out_ + "/" + kLock;
   const bool lock_existed = fs::exists(lock, ec);
+  lock_made_ = !lock_existed;
   lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  check(lock_fd_ >= 0, program_, ": cannot open ", lock, " (", std::strerror(errno), ")");
+  if (lock_fd_ < 0) {
+    const int e = errno;
+    undo();
+    throw Error(str_cat(program_, ": cannot open ", lock, " (", std::strerror(e), ")"));
+  }
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     std::ifstream holder(lock);
     std::string pid;
@@ -164,22 +185,22 @@ RunDir::RunDir(std::string program, std::string out, bool resume, const RunDirOp
                         " holds ", lock, ")"));
   }
   try {
-    claim(o, lock, lock_existed);
+    claim(o, lock);
   } catch (...) {
-    ::close(lock_fd_);  // a constructor that throws runs no destructor: release the lock here
+    undo();  // a constructor that throws runs no destructor: undo and release the lock here
+    ::close(lock_fd_);
     lock_fd_ = -1;
     throw;
   }
 }
 
-void RunDir::claim(const RunDirOptions& o, const std::string& lock, bool lock_existed) {
+void RunDir::claim(const RunDirOptions& o, const std::string& lock) {
   std::error_code ec;
   const std::vector<std::string> held = contents(out_);
   if (!held.empty() && !resume_) {
     const bool is_run = fs::exists(out_ + "/args.json", ec);
     if (!o.overwrite || !is_run) {
-      // Refused: the folder is left as it was found.
-      if (!lock_existed) fs::remove(lock, ec);
+      // Refused: the folder is left as it was found (the constructor removes a lock it made).
       require(false, o.overwrite ? str_cat("--overwrite: --out ", out_, " holds files but no run (no args.json: ",
                                            joined(held, 5), "); not removing them")
                                  : str_cat("--out ", out_, " already holds a run (", joined(held, 5),
@@ -195,6 +216,10 @@ void RunDir::claim(const RunDirOptions& o, const std::string& lock, bool lock_ex
     if (e.is_directory())
       for (const std::string& r : io::remove_stale_temporaries(e.path().string())) removed.push_back(r);
   for (const std::string& r : removed) std::cout << program_ << ": removed " << r << ", left by a run killed while writing\n";
+  // What the run found, so that a failure removes only what it added.
+  for (const auto& e : fs::directory_iterator(out_)) found_.insert(e.path().filename().string());
+  checkpoint_was_ = identity(out_ + "/" + kCheckpoint);
+  claimed_ = true;
   // Who holds the lock, for the message of a run refused beside this one; written only now,
   // so that a refused command leaves the file as it was.
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -202,7 +227,27 @@ void RunDir::claim(const RunDirOptions& o, const std::string& lock, bool lock_ex
     throw Error(str_cat(program_, ": cannot write ", lock, " (", std::strerror(errno), ")"));
 }
 
+void RunDir::undo() noexcept {
+  std::error_code ec;
+  if (claimed_) {
+    // NOTE: a checkpoint this run wrote is a run to resume: then nothing is removed.
+    const std::string now = identity(out_ + "/" + kCheckpoint);
+    if (!now.empty() && now != checkpoint_was_) return;
+    std::vector<fs::path> added;
+    for (fs::directory_iterator it(out_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name != kLock && !found_.count(name)) added.push_back(it->path());
+    }
+    for (const fs::path& p : added) fs::remove_all(p, ec);
+  }
+  if (lock_made_) fs::remove(out_ + "/" + kLock, ec);
+  for (auto it = made_.rbegin(); it != made_.rend(); ++it) fs::remove(*it, ec);  // each only if empty
+}
+
 RunDir::~RunDir() {
+  // Destroyed by an exception: the run failed. (The lock file goes before the lock is
+  // released; a run that opens it meanwhile makes its own.)
+  if (std::uncaught_exceptions() > exceptions_) undo();
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock; the file stays for the next run
 }
 

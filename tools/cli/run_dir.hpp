@@ -42,9 +42,13 @@ class RunDir {
   // - removes what writers killed mid-write left (`*.tmp.<pid>`, also in its subfolders),
   //   printing each.
   // Usage mistakes are UsageErrors (exit status 2); a folder in use, an xg::Error (status 1).
+  // A refused command changes no file; a run that fails (its RunDir is destroyed by an
+  // exception) before writing a checkpoint (checkpoint.safetensors) leaves `out` as it found it:
+  // the folders it made are removed, and of a folder that was there, what the run added.
+  // Files it rewrote (args.json, a log it appended to) stay as they are.
   RunDir(std::string program, std::string out, bool resume, const RunDirOptions& o,
          const std::vector<std::pair<std::string, std::string>>& inputs = {});
-  ~RunDir();
+  ~RunDir();  // releases the lock; during an exception, first undoes the run (above)
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
 
@@ -61,9 +65,18 @@ class RunDir {
 
  private:
   // The checks and clean-up once the lock is held.
-  void claim(const RunDirOptions& o, const std::string& lock, bool lock_existed);
+  void claim(const RunDirOptions& o, const std::string& lock);
+  // Removes what the run added to out_ (unless it wrote a checkpoint), then the lock it made,
+  // then the folders it made; never throws.
+  void undo() noexcept;
 
   std::string program_, out_;
+  std::vector<std::string> made_;   // the folders this run created, outermost first
+  std::set<std::string> found_;     // what out_ held once claimed
+  bool claimed_ = false;            // found_ is known: what is not in it, the run added
+  bool lock_made_ = false;          // out_/.lock was made by this run
+  std::string checkpoint_was_;      // the checkpoint's identity when claimed ("" = none)
+  int exceptions_ = 0;              // std::uncaught_exceptions() at construction
   bool resume_;
   std::set<std::string> allowed_;
   std::set<std::string> paths_;  // the inputs' flags: their values are paths, compared by content
