@@ -179,8 +179,6 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
         rewards[i] += r.weight * v;
         if (funcs.size() > 1) per_reward["rewards/" + r.name] += v / static_cast<double>(c.texts.size());
       }
-    const Tensor adv = losses::compute_grpo_advantages(from_vector(rewards, {1, task.group_size})).reshape({task.group_size});
-
     const Tensor targets = losses::shift_labels(completion_labels(c));
     const Tensor ref_lp =
         no_reference ? Tensor()
@@ -188,12 +186,27 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
                                       [&](const nn::DecoderLM& m) { return losses::token_logprobs(m(c.ids), targets); });
     const Tensor lp = losses::token_logprobs(model(c.ids), targets);
     const Tensor ref = no_reference ? lp.detach() : ref_lp;
-    const Tensor kl = losses::compute_kl_penalty(lp, ref, Tensor(), losses::Reduction::None);
     losses::GrpoOptions o;
     o.completion_mask = ne(targets, full({}, -100.0, kInt64));
     o.loss_type = task.loss_type;
     o.max_completion_length = task.max_new_tokens;
-    const Tensor loss = losses::grpo_loss(lp.detach(), lp, adv, task.clip_eps, task.beta, kl, o);
+    Tensor loss;
+    if (task.rloo) {
+      // RLOO: the completion is one action. Its reward pays the KL to the reference, summed
+      // over its tokens (log pi - log pi_ref); the advantage is that reward minus the mean of
+      // the group's others; the loss is the clipped surrogate on the completion's log-prob.
+      const Tensor mask = o.completion_mask.to(lp.dtype());
+      const Tensor seq_lp = (lp * mask).sum(1);                            // [G]
+      const std::vector<double> seq_kl = ((lp.detach() - ref) * mask).sum(1).to_vector();
+      std::vector<double> paid = rewards;
+      for (std::size_t i = 0; i < paid.size(); ++i) paid[i] -= task.beta * seq_kl[i];
+      const Tensor adv = losses::compute_rloo_advantages(from_vector(paid, {1, task.group_size})).reshape({task.group_size});
+      loss = losses::grpo_loss(seq_lp.detach(), seq_lp, adv, task.clip_eps, 0.0);
+    } else {
+      const Tensor adv = losses::compute_grpo_advantages(from_vector(rewards, {1, task.group_size})).reshape({task.group_size});
+      const Tensor kl = losses::compute_kl_penalty(lp, ref, Tensor(), losses::Reduction::None);
+      loss = losses::grpo_loss(lp.detach(), lp, adv, task.clip_eps, task.beta, kl, o);
+    }
 
     double mean_reward = 0, mean_len = 0;
     int64_t tokens = 0;

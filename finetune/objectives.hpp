@@ -76,6 +76,11 @@ struct GrpoTask {
   losses::GrpoLossType loss_type = losses::GrpoLossType::Grpo;
   RowFormat format;              // prompts by prompt_ids; completions decoded without special tokens
   const nn::DecoderLM* reference = nullptr;  // as DpoTask's
+  // RLOO (Ahmadian et al. 2024) instead of GRPO's loss on the same samples and rewards: each
+  // completion is one action, its reward minus beta x its summed KL to the reference, its
+  // advantage that minus the mean of the group's others (losses::compute_rloo_advantages),
+  // the clipped surrogate on its whole log-prob; loss_type does not apply.
+  bool rloo = false;
 };
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
 // TRL's loss_type names: "grpo" (each completion's mean over its tokens, then the mean over

@@ -74,6 +74,48 @@ void advantages_backward(const T* r, const T* g, const double* stats, int64_t B,
 
 }  // namespace
 
+namespace {
+
+// x: [B, G] -> G / (G - 1) (x - mean(x)) per row, the mean in double: RLOO's advantages and
+// (the map is linear and symmetric) their gradient.
+Tensor leave_one_out(const Tensor& x) {
+  const int64_t B = x.shape()[0], G = x.shape()[1];
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "compute_rloo_advantages", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const double k = static_cast<double>(G) / static_cast<double>(G - 1);
+    for (int64_t b = 0; b < B; ++b) {
+      double mean = 0;
+      bool equal = true;  // then exactly 0: a double mean of seven 0.1s is off by one rounding
+      for (int64_t i = 0; i < G; ++i) {
+        mean += static_cast<double>(px[b * G + i]);
+        equal = equal && px[b * G + i] == px[b * G];
+      }
+      mean = equal ? static_cast<double>(px[b * G]) : mean / static_cast<double>(G);
+      for (int64_t i = 0; i < G; ++i) po[b * G + i] = static_cast<T>(k * (static_cast<double>(px[b * G + i]) - mean));
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+// out = G / (G - 1) (r - mean(r)) per row   =>   dr = G / (G - 1) (g - mean(g))
+Tensor compute_rloo_advantages(const Tensor& rewards) {
+  const char* op = "compute_rloo_advantages";
+  detail::check_float(rewards, op, "rewards");
+  check(rewards.dim() == 2, op, ": rewards must be [B, G] (B prompts, G completions each), got ",
+        shape_str(rewards.shape()));
+  check(rewards.shape()[1] >= 2, op, ": a group needs at least 2 completions (the baseline is the others' mean), got ",
+        rewards.shape()[1]);
+  return record(leave_one_out(rewards), {rewards}, op, saves_nothing(),
+                [](const Tensor& g, const Tensor&, const std::vector<Tensor>&) {
+                  return std::vector<Tensor>{leave_one_out(g)};
+                });
+}
+
 // out = (r - mean(r)) / (std(r) + 1e-8) per row   =>   see advantages_backward
 Tensor compute_grpo_advantages(const Tensor& rewards) {
   const char* op = "compute_grpo_advantages";

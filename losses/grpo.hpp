@@ -21,6 +21,12 @@ Tensor compute_grpo_advantages(const Tensor& rewards);
 // entries -> [B * G].
 Tensor compute_grpo_advantages(const Tensor& rewards, int64_t group_size);
 
+// REINFORCE Leave-One-Out (Ahmadian et al. 2024, "Back to Basics"): rewards [B, G] -> each
+// reward minus the mean of the other G - 1 in its row, r_i - (sum_j r_j - r_i) / (G - 1)
+// = G / (G - 1) (r_i - mean(r)), computed in double (a row of equal rewards gets exactly 0).
+// Differentiable: dr = G / (G - 1) (g - mean(g)) per row. Needs G >= 2.
+Tensor compute_rloo_advantages(const Tensor& rewards);
+
 enum class GrpoLossType {
   Grpo,    // per sequence: sum over its tokens / its token count; then the mean over sequences
   Bnpo,    // sum over all kept tokens / their count

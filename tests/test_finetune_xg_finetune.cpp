@@ -345,6 +345,32 @@ TEST(XgFinetune, GrpoSamplesGroupsAndLogsRewards) {
   EXPECT_TRUE(fs::exists(d / "out" / "adapter_model.safetensors"));
 }
 
+TEST(XgFinetune, RlooTrainsOnGrpoSamplesAndSaysSo) {
+  const fs::path d = xg::test::fresh_test_dir("rloo");
+  const fs::path base = tiny_base(d);
+  write_say_rows(d / "train.jsonl");
+  // Rewards that differ within a group: the length of the request line (so of the completion).
+  const std::string by_length = "while IFS= read -r l; do echo ${#l}; done";
+  const std::string flags = "--base " + base.string() + " --data " + (d / "train.jsonl").string() + " --eval-data " +
+                            (d / "train.jsonl").string() + " --steps 3 --warmup 1 --group-size 4 --max-new-tokens 6" +
+                            " --reward-cmd " + shell_quoted(by_length) + " --eval-rows 4 --seed 3";
+  CliRun r = run("xg-finetune", "--objective rloo " + flags + " --out " + (d / "rloo").string());
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("xg-finetune: rloo on"), std::string::npos) << r.out;
+  EXPECT_EQ(json::parse(slurp((d / "rloo" / "args.json").string()))["flags"]["objective"], "rloo");
+  EXPECT_EQ(json::parse(slurp((d / "rloo" / "summary.json").string()))["objective"], "rloo");
+  EXPECT_EQ(eval_records(d / "rloo" / "log.jsonl", "reward").size(), 2u);
+  // The same samples (same seed) under GRPO's loss train a different adapter.
+  CliRun g = run("xg-finetune", "--objective grpo " + flags + " --out " + (d / "grpo").string());
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_TRUE(slurp((d / "rloo" / "adapter_model.safetensors").string()) !=
+              slurp((d / "grpo" / "adapter_model.safetensors").string()));
+  // A run is resumed only as what it was.
+  CliRun wrong = run("xg-finetune", "--objective grpo " + flags + " --out " + (d / "rloo").string() + " --resume");
+  EXPECT_NE(wrong.status, 0) << wrong.out;
+  EXPECT_NE(wrong.err.find("objective"), std::string::npos) << wrong.err;
+}
+
 // Runs xg-finetune with `flags` into `out`, SIGKILLs it once a checkpoint appears, resumes it,
 // and expects the adapter of the straight run in `straight`.
 void expect_killed_run_resumes_to(const std::string& flags, const fs::path& out, const fs::path& straight) {
@@ -450,7 +476,7 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
 
   r = run("xg-finetune", "--base x --data y --out z --objective ppo");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--objective: expected one of dpo, grpo, sft, got 'ppo'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--objective: expected one of dpo, grpo, rloo, sft, got 'ppo'"), std::string::npos) << r.err;
   r = run("xg-finetune", "--base x --data y --out z --objective grpo --group-size 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--group-size: GRPO needs at least 2 completions per prompt"), std::string::npos) << r.err;

@@ -189,3 +189,37 @@ TEST(LossesGrpo, Errors) {
   EXPECT_XG_ERROR(compute_kl_penalty(lp, randn64({3}, 10)),
                   "compute_kl_penalty: log_probs [4,3] and ref_log_probs [3] must have the same shape");
 }
+
+namespace rloo_tests {
+
+TEST(LossesRloo, AdvantagesAreEachRewardMinusTheMeanOfTheOthers) {
+  const Tensor r = randn64({3, 5}, 11);
+  const std::vector<double> rv = r.to_vector(), a = compute_rloo_advantages(r).to_vector();
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 5; ++i) {
+      double others = 0;  // the definition, summed over j != i
+      for (int64_t j = 0; j < 5; ++j)
+        if (j != i) others += rv[b * 5 + j];
+      EXPECT_NEAR(a[b * 5 + i], rv[b * 5 + i] - others / 4, 1e-14) << b << "," << i;
+    }
+}
+
+TEST(LossesRloo, EqualRewardsGiveExactlyZeroAndTheGradientChecks) {
+  for (Dtype dt : {kFloat32, kFloat64})
+    for (double v : compute_rloo_advantages(full({2, 7}, 0.1, dt)).to_vector()) EXPECT_EQ(v, 0.0);
+  Tensor r = randn64({2, 4}, 12).requires_grad_();
+  EXPECT_TRUE(gradcheck([](const V& x) { return sum(compute_rloo_advantages(x[0]) * compute_rloo_advantages(x[0]).exp()); },
+                        {r}));
+}
+
+TEST(LossesRloo, AGroupOfOneIsRefusedByName) {
+  try {
+    compute_rloo_advantages(ones({3, 1}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compute_rloo_advantages: a group needs at least 2 completions"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace rloo_tests

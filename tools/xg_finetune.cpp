@@ -193,7 +193,8 @@ int main(int argc, char** argv) {
   o.eval_at_start = true;
   po::options_description opts = cli::flag_group("xg-finetune options");
   const std::string objective_help = str_cat(
-      "sft | dpo | grpo. The defaults shown are SFT's; unless given, dpo uses --lr ", kDpoDefaults.lr, " --steps ",
+      "sft | dpo | grpo | rloo (GRPO's sampling and rewards, REINFORCE leave-one-out advantages with the KL in the "
+      "reward). The defaults shown are SFT's; unless given, dpo uses --lr ", kDpoDefaults.lr, " --steps ",
       kDpoDefaults.steps, " --warmup ", kDpoDefaults.warmup, " --batch ", kDpoDefaults.batch, ", grpo --lr ",
       kGrpoDefaults.lr, " --steps ", kGrpoDefaults.steps, " --warmup ", kGrpoDefaults.warmup, " --grad-accum ",
       kGrpoDefaults.grad_accum, " (prompts per step)");
@@ -295,7 +296,13 @@ int main(int argc, char** argv) {
       [&] {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
         cli::apply_threads(threads);
-        cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}});
+        cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}, {"rloo", 3}});
+        // RLOO samples, scores, evaluates and checkpoints as GRPO does: only its advantages and
+        // loss differ (GrpoTask::rloo), so from here on it runs as grpo.
+        if (f.objective == "rloo") {
+          f.objective = "grpo";
+          f.grpo.rloo = true;
+        }
         try {  // a bad name, weight or pattern is a usage error, found now
           if (!f.reward_cmd.empty() && vm["reward"].defaulted()) f.rewards = {"cmd"};
           for (const std::string& spec : f.rewards) {
@@ -584,13 +591,13 @@ int main(int argc, char** argv) {
         if (main_rank && f.full)
           std::printf("%s: %s on %lld rows, %lld steps; full finetune: all %lld parameters train; weights, gradients and "
                       "AdamW's two moments (float32) %s%s, one micro-batch's activations about %s\n",
-                      kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
+                      kProg, f.grpo.rloo ? "rloo" : f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
                       static_cast<long long>(n_train), byte_size(16.0 * static_cast<double>(n_train)).c_str(),
                       needs_reference ? str_cat(", the reference copy ", byte_size(4.0 * static_cast<double>(n_train))).c_str() : "",
                       byte_size(step_activations(model->config()).first).c_str());
         else if (main_rank)
           std::printf("%s: %s on %lld rows, %lld steps; LoRA r=%lld alpha=%g on %zu modules: %lld trainable of %lld parameters\n",
-                      kProg, f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
+                      kProg, f.grpo.rloo ? "rloo" : f.objective.c_str(), static_cast<long long>(rows), static_cast<long long>(o.steps),
                       static_cast<long long>(f.lora.r), f.lora.alpha, adapted.size(), static_cast<long long>(n_train),
                       static_cast<long long>(model->num_parameters()));
         if (main_rank)
@@ -610,7 +617,7 @@ int main(int argc, char** argv) {
 
         ft::TrainLoop loop(kProg, *model, trainable, o);
         loop.run_identity["base"] = base_checksum;
-        loop.run_identity["objective"] = f.objective;
+        loop.run_identity["objective"] = f.grpo.rloo ? "rloo" : f.objective;
         loop.run_identity["format"] = chat ? "chat template, system: " + f.system : std::string("plain");
         // Said only when not the defaults, so a run of prompt/response rows resumes from a
         // checkpoint written before the other formats were read.
@@ -676,7 +683,7 @@ int main(int argc, char** argv) {
                                                    : "ran every step",
                       f.full ? "model" : "adapter", static_cast<long long>(loop.best_step()), o.best_metric.c_str(), loop.best_value());
         }
-        json summary = {{"objective", f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train}};
+        json summary = {{"objective", f.grpo.rloo ? "rloo" : f.objective}, {"steps", o.steps}, {"trainable_parameters", n_train}};
         if (f.full) {
           write_renamed(o.out_dir + "/model", base.source,
                         [&](const std::string& dir) { write_like_base(*model, dir, base.source, f.objective); });
