@@ -2,6 +2,7 @@
 #pragma once
 
 #include "losses/cross_entropy.hpp"
+#include "losses/linear_cross_entropy.hpp"
 #include "losses/dpo.hpp"
 #include "losses/grpo.hpp"
 #include "losses/kl.hpp"
