@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <set>
 
 namespace xg::optim {
@@ -26,6 +27,16 @@ bool split_indexed(const std::string& key, const std::string& prefix, int64_t& i
   index = std::stoll(num);
   rest = key.substr(dot + 1);
   return true;
+}
+
+// Elements [s.begin, s.end) of a full state buffer, flattened, as a tensor of their own.
+Tensor cut_to_shard(const Tensor& full, Shard s) {
+  Tensor out = empty({s.size()}, full.dtype());
+  const std::size_t item = itemsize(full.dtype());
+  if (s.size() > 0)
+    std::memcpy(out.raw_data(), static_cast<const char*>(full.raw_data()) + static_cast<std::size_t>(s.begin) * item,
+                static_cast<std::size_t>(s.size()) * item);
+  return out;
 }
 
 std::string lower(std::string s) {
@@ -62,6 +73,27 @@ const ParamState* Optimizer::state(std::size_t index) const {
   check(index < state_.size(), name_, ".state: parameter index ", index, " out of range (the optimizer holds ",
         state_.size(), " parameters)");
   return state_[index].step > 0 ? &state_[index] : nullptr;
+}
+
+void Optimizer::shard(std::vector<Shard> owned) {
+  check(can_shard(), name_, ": cannot shard its state (ZeRO is for Adam and AdamW)");
+  const std::vector<Tensor> params = parameters();
+  check(owned.size() == params.size(), name_, ".shard: ", owned.size(), " slices for ", params.size(), " parameters");
+  for (std::size_t i = 0; i < params.size(); ++i)
+    check(owned[i].begin >= 0 && owned[i].begin <= owned[i].end && owned[i].end <= params[i].numel(), name_,
+          ".shard: slice [", owned[i].begin, ", ", owned[i].end, ") of parameter ", i, " is outside its ",
+          params[i].numel(), " elements");
+  check(!sharded(), name_, ".shard: already sharded");
+  for (std::size_t i = 0; i < state_.size(); ++i)
+    for (auto& [key, buf] : state_[i].buffers) buf = cut_to_shard(buf, owned[i]);
+  shards_ = std::move(owned);
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const ParamState& s : state_)
+    for (const auto& [key, buf] : s.buffers) bytes += buf.numel() * static_cast<int64_t>(itemsize(buf.dtype()));
+  return bytes;
 }
 
 void Optimizer::register_params(const std::vector<Tensor>& params) {
@@ -152,8 +184,9 @@ void Optimizer::load_state_dict(const TensorMap& dict) {
         check(value.shape() == p.shape() && is_floating(value.dtype()), name_, ".load_state_dict: '", key, "' is ",
               dtype_name(value.dtype()), " ", shape_str(value.shape()), " but parameter ", i, " is ",
               shape_str(p.shape()));
-        // As torch does, state follows the parameter's dtype.
-        state[i].buffers[rest] = value.dtype() == p.dtype() ? value.detach().clone() : value.detach().to(p.dtype());
+        // As torch does, state follows the parameter's dtype. A sharded optimizer keeps its slice.
+        Tensor buf = value.dtype() == p.dtype() ? value.detach().clone() : value.detach().to(p.dtype());
+        state[i].buffers[rest] = sharded() ? cut_to_shard(buf, shards_[i]) : buf;
       }
       used.insert(key);
     }
