@@ -1,6 +1,8 @@
 // Session and MPI's world: MPI_Init/Finalize, the rank and world size, and the collectives of
-// data parallelism (bucketed gradient sums, metric sums, agreeing on a failure). Compiled with
-// XGRAD_WITH_MPI when CMake found MPI; without it, the world stays one process.
+// data parallelism (bucketed gradient sums; for ZeRO stage 1 sums of each rank's slice in rank
+// order, the all-gather of the updated slices and the gather of the state; metric sums,
+// agreeing on a failure). Compiled with XGRAD_WITH_MPI when CMake found MPI; without it, the
+// world stays one process.
 #include "distributed/distributed.hpp"
 
 #include <omp.h>
@@ -273,7 +275,7 @@ class MpiWorld : public finetune::World {
   }
 
   Tensor gather_to_main(const Tensor& piece) const override {
-    if (size_ == 1) return piece;
+    if (size_ == 1) return piece.clone();
     check(piece.dim() == 1, "distributed: gather_to_main of a ", shape_str(piece.shape()), " tensor (1-d only)");
     const MPI_Datatype type = mpi_type(piece.dtype(), "a gather of optimizer state");
     const int mine = int_count(piece.numel(), "a gather");

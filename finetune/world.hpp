@@ -35,8 +35,8 @@ class World {
   // ZeRO stage 1, after the step: each rank's slices of `params` (part) to every rank, in place.
   virtual void allgather_params(const std::vector<Tensor>& params, const optim::Partition& part,
                                 int64_t bucket_bytes = 32 << 20) const;
-  // The 1-d tensors `piece` of every rank (one dtype), end to end in rank order, on rank 0;
-  // an undefined tensor elsewhere.
+  // The 1-d tensors `piece` of every rank (one dtype), end to end in rank order, on rank 0, as
+  // a new tensor (one process: a copy of `piece`); an undefined tensor elsewhere.
   virtual Tensor gather_to_main(const Tensor& piece) const;
   // Sums x over the ranks, in place.
   virtual void allreduce_sum(std::vector<double>& x) const;

@@ -70,18 +70,17 @@ double ZeroShards::clip(const std::vector<Tensor>& params, double max_norm) cons
 void ZeroShards::share_params(const std::vector<Tensor>& params) const { world().allgather_params(params, part_); }
 
 TensorMap ZeroShards::full_state_dict() const {
-  TensorMap dict = opt_.state_dict();  // the slices; every rank has the same keys
+  // Gathered straight from the optimizer's buffers, one at a time (no copy of the slices first):
+  // rank 0 then holds its slice and the full state, not a third copy.
+  TensorMap out = opt_.state_dict(false);
   const std::vector<Tensor> params = opt_.parameters();
-  TensorMap out;
-  for (auto& [key, t] : dict) {
-    const std::size_t dot = key.find('.', 6);
-    const bool buffer = key.rfind("state.", 0) == 0 && dot != std::string::npos && key.substr(dot + 1) != "step";
-    if (!buffer) {
-      out[key] = t;
-      continue;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const optim::ParamState* st = opt_.state(i);  // stepped on every rank alike
+    if (st == nullptr) continue;
+    for (const auto& [name, buf] : st->buffers) {  // the same names, in order, on every rank
+      Tensor whole = world().gather_to_main(buf);
+      if (world().is_main()) out[str_cat("state.", i, ".", name)] = whole.reshape(params[i].shape());
     }
-    Tensor whole = world().gather_to_main(t);
-    if (world().is_main()) out[key] = whole.reshape(params.at(std::stoul(key.substr(6, dot - 6))).shape());
   }
   if (!world().is_main()) out.clear();
   return out;

@@ -117,7 +117,7 @@ void Optimizer::register_params(const std::vector<Tensor>& params) {
 
 void Optimizer::check_not_empty() const { check(!state_.empty(), name_, ": got an empty parameter list"); }
 
-TensorMap Optimizer::state_dict() const {
+TensorMap Optimizer::state_dict(bool buffers) const {
   TensorMap out;
   int64_t index = 0;
   for (std::size_t g = 0; g < num_groups(); ++g) {
@@ -132,7 +132,8 @@ TensorMap Optimizer::state_dict() const {
     if (s.step == 0) continue;
     const std::string prefix = str_cat("state.", i, ".");
     out[prefix + "step"] = from_vector(std::vector<int64_t>{s.step}, {});
-    for (const auto& [key, buf] : s.buffers) out[prefix + key] = buf.detach().clone();
+    if (buffers)
+      for (const auto& [key, buf] : s.buffers) out[prefix + key] = buf.detach().clone();
   }
   return out;
 }

@@ -62,7 +62,8 @@ class Optimizer {
   //   state.<i>.step (int64), state.<i>.<buffer>     per parameter index i in parameters()
   //   param_groups.<g>.params (int64 indices), param_groups.<g>.<option> (float64)
   // The tensors are copies: later steps do not change a state dict already taken.
-  TensorMap state_dict() const;
+  // With buffers = false the per-parameter buffers are left out (the steps stay).
+  TensorMap state_dict(bool buffers = true) const;
   // Restores a state dict taken from an optimizer of the same kind built over parameters
   // of the same shapes in the same groups (e.g. a fresh one). Group options are restored too.
   void load_state_dict(const TensorMap& dict);

@@ -6,12 +6,14 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/mpi_test_util.hpp"
+#include "tests/tiny_base.hpp"
 
 #ifdef XGRAD_MPIEXEC
 
@@ -143,6 +145,29 @@ TEST(DistributedZero, ACheckpointResumesUnderAnotherRankCount) {
   // --zero may change on resume: the checkpoint is the same file either way.
   CliRun plain = launch(0, zero_flags(d, "split2to3", 8) + " --grad-accum 6 --zero 0" + resume);
   EXPECT_EQ(plain.status, 0) << plain.err;
+}
+
+TEST(DistributedZero, FullFinetuneOnTwoRanksMatchesOneProcess) {
+  // xg-finetune --full (DPO, against a frozen reference on each rank) shares the loop and flag.
+  const fs::path d = xg::test::fresh_test_dir();
+  const fs::path base = xg::test::tiny_base(d);
+  {
+    std::ofstream dpo(d / "dpo.jsonl");
+    for (const char* w : {"apple", "river", "stone", "cloud", "glass", "tiger"})
+      dpo << nlohmann::json{{"prompt", std::string("Is ") + w + " a word?"}, {"chosen", "yes"}, {"rejected", "no"}}.dump()
+          << "\n";
+  }
+  const std::string flags = kTools + "/xg-finetune --full --objective dpo --base " + base.string() + " --data " +
+                            (d / "dpo.jsonl").string() + " --steps 4 --warmup 1 --lr 1e-3 --batch 2 --clip 0.01 --out ";
+  CliRun one = launch(0, flags + (d / "one").string() + " --grad-accum 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  CliRun two = launch(2, flags + (d / "two").string() + " --grad-accum 1 --zero 1");
+  ASSERT_EQ(two.status, 0) << two.err << two.out;
+  EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / "two" / "log.jsonl"));
+  EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / "two" / "model" / "model.safetensors"));
+  EXPECT_EQ(log_records(d / "two" / "log.jsonl", "optimizer_state").size(), 1u);
+  for (const auto& rec : log_records(d / "two" / "log.jsonl", "train"))  // clipped
+    EXPECT_GT(rec["grad_norm"].get<double>(), 0.01) << rec.dump();
 }
 
 TEST(DistributedZero, ABadZeroStageIsAUsageError) {
