@@ -39,6 +39,15 @@ TEST(World, OneProcessIsAWorldOfOne) {
   p.set_grad(xg::full({3}, 2.0));
   ft::world().allreduce_grads({p});
   EXPECT_EQ(p.grad().data<float>()[2], 2.0f);
+  // ZeRO's collectives: one rank owns everything, and the gathered state is a copy.
+  const xg::optim::Partition all({3}, 1);
+  ft::world().reduce_scatter_grads({p}, all);
+  ft::world().allgather_params({p}, all);
+  EXPECT_EQ(p.grad().data<float>()[2], 2.0f);
+  EXPECT_EQ(p.data<float>()[2], 1.0f);
+  const xg::Tensor gathered = ft::world().gather_to_main(p.grad());
+  EXPECT_NE(gathered.raw_data(), p.grad().raw_data());
+  EXPECT_EQ(gathered.data<float>()[1], 2.0f);
 }
 
 TEST(Distributed, MicroSeedsDifferPerStepMicroBatchAndStream) {
