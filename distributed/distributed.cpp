@@ -221,19 +221,21 @@ class MpiWorld : public finetune::World {
                 "MPI_Alltoallv of gradients");
       for (int q = 1; q < size_; ++q)
         add_into(terms.data(), terms.data() + static_cast<std::size_t>(q) * mine_bytes, mine, d);
-      // Fresh tensors, as in allreduce_grads: this rank's own values with its slice summed.
+      // The sums go into fresh tensors, as in allreduce_grads: this rank's own values with its
+      // slice summed. A gradient this rank owns none of stays as it is (nothing reads it).
       const int64_t start = at[static_cast<std::size_t>(rank_)];
       int64_t off = 0;
       for (std::size_t k = i; k < j; ++k) {
-        Tensor g = empty(grads[k].shape(), d);
-        std::memcpy(g.raw_data(), grads[k].raw_data(), static_cast<std::size_t>(grads[k].numel()) * item);
         const optim::Shard s = part.slice(rank_, index[k]);
-        if (s.size() > 0)
+        if (s.size() > 0) {
+          Tensor g = empty(grads[k].shape(), d);
+          std::memcpy(g.raw_data(), grads[k].raw_data(), static_cast<std::size_t>(grads[k].numel()) * item);
           std::memcpy(static_cast<char*>(g.raw_data()) + static_cast<std::size_t>(s.begin) * item,
                       terms.data() + static_cast<std::size_t>(off + s.begin - start) * item,
                       static_cast<std::size_t>(s.size()) * item);
+          Tensor(params[index[k]]).set_grad(g);
+        }
         off += grads[k].numel();
-        Tensor(params[index[k]]).set_grad(g);
       }
     }
   }
@@ -266,9 +268,13 @@ class MpiWorld : public finetune::World {
                                MPI_COMM_WORLD),
                 "MPI_Allgatherv of parameters");
       off = 0;
-      for (std::size_t k = i; k < j; ++k) {
-        std::memcpy(params[k].raw_data(), bucket.data() + static_cast<std::size_t>(off) * item,
-                    static_cast<std::size_t>(params[k].numel()) * item);
+      for (std::size_t k = i; k < j; ++k) {  // the other ranks' slices (this rank's is in place)
+        const optim::Shard s = part.slice(rank_, k);
+        char* p = static_cast<char*>(params[k].raw_data());
+        const char* b = bucket.data() + static_cast<std::size_t>(off) * item;
+        std::memcpy(p, b, static_cast<std::size_t>(s.begin) * item);
+        std::memcpy(p + static_cast<std::size_t>(s.end) * item, b + static_cast<std::size_t>(s.end) * item,
+                    static_cast<std::size_t>(params[k].numel() - s.end) * item);
         off += params[k].numel();
       }
     }
