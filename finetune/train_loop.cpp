@@ -44,6 +44,7 @@ void LoopOptions::validate() const {
   check(early_stopping_patience >= 0, who, ": early_stopping_patience must be >= 0, got ", early_stopping_patience);
   check(early_stopping_patience == 0 || !best_metric.empty(), who,
         ": early_stopping_patience needs best_metric (the evaluation metric to watch)");
+  check(zero == 0 || zero == 1, who, ": zero must be 0 or 1 (ZeRO stage 1: sharded optimizer state), got ", zero);
   check(early_stopping_threshold >= 0 && std::isfinite(early_stopping_threshold), who,
         ": early_stopping_threshold must be >= 0, got ", early_stopping_threshold);
 }
@@ -106,6 +107,17 @@ std::string first_difference(const std::string& was, const std::string& now) {
                  b.contains(ptr) ? b.at(ptr).dump() : std::string("<none>"));
 }
 
+// "1.2 MB, 1.2 MB": bytes per rank, for the log line.
+std::string fmt_bytes(const std::vector<double>& bytes) {
+  std::string out;
+  for (double b : bytes) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(b < 1e6 ? 1 : 2) << (b < 1e6 ? b / 1e3 : b / 1e6) << (b < 1e6 ? " kB" : " MB");
+    out += (out.empty() ? "" : ", ") + s.str();
+  }
+  return out;
+}
+
 }  // namespace
 
 uint64_t micro_seed(uint64_t seed, int64_t step, int64_t micro, uint64_t stream) {
@@ -156,6 +168,7 @@ TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors tr
   opt_ = make_optimizer(trainable_);
   check(opt_ != nullptr, program_, ": TrainLoop: make_optimizer returned no optimizer");
   sched_ = std::make_unique<optim::LambdaLR>(*opt_, make_schedule(o_));
+  if (o_.zero == 1) zero_ = std::make_unique<ZeroShards>(trainable_, *opt_, program_);
   if (o_.gradient_checkpointing) {
     int64_t models = 0;
     auto enable = [&](nn::Module& m) {
@@ -180,14 +193,17 @@ std::string TrainLoop::checkpoint_path() const {
 }
 
 void TrainLoop::save(int64_t step) {
-  if (o_.out_dir.empty() || !world().is_main()) return;
+  if (o_.out_dir.empty()) return;
+  // Sharded state is put together on rank 0, which every rank takes part in.
+  TensorMap optim_state = zero_ ? zero_->full_state_dict() : TensorMap();
+  if (!world().is_main()) return;
   Checkpoint c;
   for (const auto& [name, p] : trainable_) {
     check(isfinite_all(p), program_, ": not writing a checkpoint at step ", step, ": parameter '", name,
           "' holds NaN or Inf");
     c.model.emplace(name, p);
   }
-  c.optim = opt_->state_dict();
+  c.optim = zero_ ? std::move(optim_state) : opt_->state_dict();
   // NOTE: the moments too: an Inf in exp_avg_sq leaves the weights finite for a while, then
   // turns every update of that parameter into 0 or NaN, and would resume as it is.
   for (const auto& [name, t] : c.optim)
@@ -328,7 +344,8 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
   } else {
     std::vector<Tensor> grads;
     for (const auto& [name, p] : trainable_) grads.push_back(p);
-    world().allreduce_grads(grads);
+    if (zero_) zero_->sum_grads(grads);
+    else world().allreduce_grads(grads);
     // Metrics and tokens summed over the ranks (every rank reports the same names).
     std::vector<double> values;
     for (const auto& [k, v] : sum) values.push_back(v);
@@ -340,13 +357,18 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
     std::size_t i = 0;
     for (auto& [k, v] : sum) v = values[i++];
     tokens = static_cast<int64_t>(values[i]);
-    // After the sum every rank holds the same gradients, so all reach the same verdict.
-    for (const auto& [name, p] : trainable_)
-      if (p.grad().defined() && !isfinite_all(p.grad())) {
-        bad = str_cat("the gradient of '", name, "' holds NaN or Inf",
-                      o_.detect_anomaly ? "" : " (--detect-anomaly names the op that made it)");
-        break;
-      }
+    // After the sum every rank holds the same gradients, so all reach the same verdict (with
+    // ZeRO each its slice, and the first bad rank's verdict is everyone's).
+    if (zero_) {
+      bad = zero_->bad_grad(trainable_, o_.detect_anomaly);
+    } else {
+      for (const auto& [name, p] : trainable_)
+        if (p.grad().defined() && !isfinite_all(p.grad())) {
+          bad = str_cat("the gradient of '", name, "' holds NaN or Inf",
+                        o_.detect_anomaly ? "" : " (--detect-anomaly names the op that made it)");
+          break;
+        }
+    }
   }
   if (!bad.empty()) opt_->zero_grad();
   return bad;
@@ -401,6 +423,7 @@ Metrics TrainLoop::run() {
 
   Metrics last_eval;
   bool evaluated_last = false;
+  bool reported_state = false;
   int64_t last_saved = start_step_;
   for (int64_t step = start_step_; step < o_.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -424,12 +447,21 @@ Metrics TrainLoop::run() {
       sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
     } else {
       for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * world().size());
-      if (o_.clip > 0) sum["grad_norm"] = optim::clip_grad_norm_(params, o_.clip);
+      if (o_.clip > 0) sum["grad_norm"] = zero_ ? zero_->clip(params, o_.clip) : optim::clip_grad_norm_(params, o_.clip);
       opt_->step();
+      if (zero_) zero_->share_params(params);
       sched_->step();
       sum["lr"] = lr;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       log_->train_step(step + 1, sum, secs > 0 ? static_cast<double>(tokens) / secs : 0.0, o_.log_every);
+      if (zero_ && !reported_state) {  // the moments exist from the first step on
+        reported_state = true;
+        Metrics bytes;
+        const std::vector<double> per_rank = zero_->state_bytes_per_rank();
+        for (std::size_t r = 0; r < per_rank.size(); ++r) bytes[str_cat("rank", r, "_bytes")] = per_rank[r];
+        log_->event("optimizer_state", step + 1, bytes,
+                    str_cat("ZeRO stage 1: optimizer state per rank ", fmt_bytes(per_rank)));
+      }
     }
     evaluated_last = false;
     if (o_.eval_every > 0 && (step + 1) % o_.eval_every == 0) {

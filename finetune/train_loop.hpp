@@ -13,6 +13,7 @@
 #include "autograd/random.hpp"
 #include "finetune/checkpoint.hpp"
 #include "finetune/run_log.hpp"
+#include "finetune/zero.hpp"
 #include "nn/module.hpp"
 #include "optim/optim.hpp"
 
@@ -59,6 +60,11 @@ struct LoopOptions {
   // run under xg::autocast (autograd/autocast.hpp: products in bf16, the rest float32);
   // the weights, their gradients and AdamW's state stay float32, as TrainingArguments(bf16=True).
   bool bf16 = false;
+  // ZeRO stage (--zero): 0 = every rank holds AdamW's whole state; 1 = each rank holds it for
+  // a 1/N slice of the trained parameters (finetune/zero.hpp), sums the gradients only there,
+  // updates it and shares it with the others. The weights are bitwise those of stage 0 with
+  // one micro-batch per rank, and a checkpoint is the same file either way.
+  int zero = 0;
   // The best model so far and early stopping (transformers' metric_for_best_model,
   // load_best_model_at_end and EarlyStoppingCallback): each evaluation's `best_metric` is
   // compared with the best before it, lower being better for a name ending in "loss" and
@@ -151,6 +157,7 @@ class TrainLoop {
   std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::LambdaLR> sched_;
   std::unique_ptr<RunLog> log_;
+  std::unique_ptr<ZeroShards> zero_;  // with zero == 1
   int64_t start_step_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t skipped_ = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "optim/shard.hpp"
 
 namespace xg::finetune {
 
@@ -25,6 +26,18 @@ class World {
   // `bucket_bytes`. A parameter whose gradient is undefined on some ranks but not all gets
   // zeros there first; one with no gradient anywhere keeps none (as in one process).
   virtual void allreduce_grads(const std::vector<Tensor>& params, int64_t bucket_bytes = 32 << 20) const;
+  // ZeRO stage 1. Sums each gradient of `params` over the ranks where this rank owns it
+  // (part.slice(rank(), k)), adding the ranks' gradients in rank order, ((g0 + g1) + g2) ...,
+  // as one process accumulates its micro-batches; elsewhere a gradient keeps this rank's own
+  // values. Undefined gradients are treated as in allreduce_grads.
+  virtual void reduce_scatter_grads(const std::vector<Tensor>& params, const optim::Partition& part,
+                                    int64_t bucket_bytes = 32 << 20) const;
+  // ZeRO stage 1, after the step: each rank's slices of `params` (part) to every rank, in place.
+  virtual void allgather_params(const std::vector<Tensor>& params, const optim::Partition& part,
+                                int64_t bucket_bytes = 32 << 20) const;
+  // The 1-d tensors `piece` of every rank (one dtype), end to end in rank order, on rank 0, as
+  // a new tensor (one process: a copy of `piece`); an undefined tensor elsewhere.
+  virtual Tensor gather_to_main(const Tensor& piece) const;
   // Sums x over the ranks, in place.
   virtual void allreduce_sum(std::vector<double>& x) const;
   // The lowest rank for which `flag` is true, or -1 when it is false everywhere.

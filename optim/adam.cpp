@@ -130,20 +130,26 @@ void run(const AdamJob& job, int64_t begin, int64_t end) {
   });
 }
 
-// A state buffer of p's shape and dtype, made (zeroed) on first use.
-Tensor& buffer(ParamState& st, const char* name, const Tensor& p, const std::string& opt, std::size_t index) {
+// A state buffer of p's shape and dtype (flat, of the owned slice's size when sharded), made
+// (zeroed) on first use.
+Tensor& buffer(ParamState& st, const char* name, const Tensor& p, bool sharded, int64_t owned, const std::string& opt,
+               std::size_t index) {
+  const Shape shape = sharded ? Shape{owned} : p.shape();
   Tensor& b = st.buffers[name];
-  if (!b.defined()) b = zeros(p.shape(), p.dtype());
+  if (!b.defined()) b = zeros(shape, p.dtype());
   if (b.dtype() != p.dtype()) b = b.to(p.dtype());  // the parameter was converted (Module::to)
-  check(b.shape() == p.shape(), opt, ".step: state '", name, "' ", shape_str(b.shape()), " does not match parameter ",
-        index, " of shape ", shape_str(p.shape()));
+  check(b.shape() == shape, opt, ".step: state '", name, "' ", shape_str(b.shape()), " does not match parameter ",
+        index, " of shape ", shape_str(p.shape()), sharded ? str_cat(" (its shard: ", owned, " elements)") : "");
   return b;
 }
 
 // Adam and AdamW differ only in how weight decay enters (`decoupled`).
+// With ZeRO (`shards` not empty) only parameter i's slice shards[i] is read and written: the
+// kernel runs on [begin, end) of p and g against the flat state, in chunks that start where
+// one process's would (the slice starts at a chunk boundary), so each element is the same.
 template <class Options>
-void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>& state, bool decoupled,
-               const std::string& name) {
+void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>& state, const std::vector<Shard>& shards,
+               bool decoupled, const std::string& name) {
   NoGradGuard no_grad;
   std::vector<AdamJob> jobs;
   std::vector<int64_t> sizes;
@@ -154,16 +160,19 @@ void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>
       ParamState& st = state[index++];
       Tensor g = p.grad();
       if (!g.defined()) continue;  // as torch: a parameter without a gradient is skipped
-      Tensor& m = buffer(st, "exp_avg", p, name, index - 1);
-      Tensor& v = buffer(st, "exp_avg_sq", p, name, index - 1);
-      Tensor* vmax = o.amsgrad ? &buffer(st, "max_exp_avg_sq", p, name, index - 1) : nullptr;
+      const bool sharded = !shards.empty();
+      const Shard own = sharded ? shards[index - 1] : Shard{0, p.numel()};
+      Tensor& m = buffer(st, "exp_avg", p, sharded, own.size(), name, index - 1);
+      Tensor& v = buffer(st, "exp_avg_sq", p, sharded, own.size(), name, index - 1);
+      Tensor* vmax = o.amsgrad ? &buffer(st, "max_exp_avg_sq", p, sharded, own.size(), name, index - 1) : nullptr;
       const double t = static_cast<double>(++st.step);
       const double bc1 = 1 - std::pow(o.betas.first, t);
       const double bc2 = 1 - std::pow(o.betas.second, t);
       AdamJob job;
       job.dtype = p.dtype();
-      job.p = p.raw_data();
-      job.g = g.raw_data();
+      const std::size_t skip = static_cast<std::size_t>(own.begin) * itemsize(p.dtype());
+      job.p = static_cast<char*>(p.raw_data()) + skip;
+      job.g = static_cast<const char*>(g.raw_data()) + skip;
       job.m = m.raw_data();
       job.v = v.raw_data();
       job.vmax = vmax ? vmax->raw_data() : nullptr;
@@ -178,7 +187,7 @@ void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>
       job.eps = o.eps;
       job.neg_step_size = -(o.lr / bc1);
       jobs.push_back(job);
-      sizes.push_back(p.numel());
+      sizes.push_back(own.size());
     }
   }
   detail::for_each_chunk(sizes, [&](int64_t j, int64_t begin, int64_t end) { run(jobs[j], begin, end); });
@@ -239,7 +248,7 @@ AdamOptions Adam::from_values(const std::map<std::string, double>& v) const {
 }
 void Adam::step() {
   for (const auto& g : groups_) validate(g.options);
-  adam_step(groups_, state_, false, name_);
+  adam_step(groups_, state_, shards_, false, name_);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : OptimizerBase("AdamW", adam_buffers()) {
@@ -255,7 +264,7 @@ AdamWOptions AdamW::from_values(const std::map<std::string, double>& v) const {
 }
 void AdamW::step() {
   for (const auto& g : groups_) validate(g.options);
-  adam_step(groups_, state_, true, name_);
+  adam_step(groups_, state_, shards_, true, name_);
 }
 
 }  // namespace xg::optim

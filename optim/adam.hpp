@@ -42,6 +42,7 @@ class Adam : public OptimizerBase<AdamOptions> {
   void step() override;
 
  protected:
+  bool can_shard() const override { return true; }
   void validate(const AdamOptions& o) const override;
   OptionValues to_values(const AdamOptions& o) const override;
   AdamOptions from_values(const std::map<std::string, double>& v) const override;
@@ -54,6 +55,7 @@ class AdamW : public OptimizerBase<AdamWOptions> {
   void step() override;
 
  protected:
+  bool can_shard() const override { return true; }
   void validate(const AdamWOptions& o) const override;
   OptionValues to_values(const AdamWOptions& o) const override;
   AdamWOptions from_values(const std::map<std::string, double>& v) const override;

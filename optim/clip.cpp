@@ -53,24 +53,39 @@ double chunk_norm(const T* g, int64_t n, double p) {
 }  // namespace
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  return clip_grad_norm_(params, {}, nullptr, max_norm, norm_type, error_if_nonfinite);
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shard>& owned,
+                       const SumOverRanks& sum_over_ranks, double max_norm, double norm_type, bool error_if_nonfinite) {
   check(norm_type > 0, "clip_grad_norm_: invalid norm_type = ", norm_type, " (must be > 0, or inf)");
   check(max_norm >= 0, "clip_grad_norm_: invalid max_norm = ", max_norm, " (must be >= 0)");
+  check(owned.empty() || owned.size() == params.size(), "clip_grad_norm_: ", owned.size(), " shards for ",
+        params.size(), " parameters");
   NoGradGuard no_grad;
   const std::vector<Tensor> grads = defined_grads(params);
   if (grads.empty()) return 0.0;
   const std::vector<int64_t> sizes = sizes_of(grads);
+  // The part of each gradient this process measures and scales: its shard, or all of it.
+  std::vector<Shard> mine;
+  for (std::size_t k = 0; k < params.size(); ++k)
+    if (params[k].grad().defined()) mine.push_back(owned.empty() ? Shard{0, params[k].numel()} : owned[k]);
+  std::vector<int64_t> mine_sizes;
+  for (const Shard& s : mine) mine_sizes.push_back(s.size());
   std::vector<int64_t> first_chunk(grads.size() + 1, 0);  // chunk index where each grad starts
   for (std::size_t k = 0; k < grads.size(); ++k)
     first_chunk[k + 1] = first_chunk[k] + (sizes[k] + detail::kChunk - 1) / detail::kChunk;
   std::vector<double> partial(static_cast<std::size_t>(first_chunk.back()), 0.0);
   const bool inf = std::isinf(norm_type);
-  detail::for_each_chunk(sizes, [&](int64_t k, int64_t begin, int64_t end) {
+  detail::for_each_chunk(mine_sizes, [&](int64_t k, int64_t begin, int64_t end) {
     const Tensor& g = grads[k];
-    partial[first_chunk[k] + begin / detail::kChunk] = dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
+    const int64_t at = mine[k].begin + begin;  // a chunk boundary of the whole gradient
+    partial[first_chunk[k] + at / detail::kChunk] = dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
       using T = decltype(tag);
-      return chunk_norm(static_cast<const T*>(g.raw_data()) + begin, end - begin, norm_type);
+      return chunk_norm(static_cast<const T*>(g.raw_data()) + at, end - begin, norm_type);
     });
   });
+  if (sum_over_ranks) sum_over_ranks(partial);
   double total = 0;
   for (double x : partial) {
     if (inf) {
@@ -86,11 +101,11 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
         "to clip anyway");
   const double coef = std::min(max_norm / (total + 1e-6), 1.0);  // NaN stays NaN, as torch's clamp
   if (coef == 1.0) return total;                                 // multiplying by 1 changes nothing
-  detail::for_each_chunk(sizes, [&](int64_t k, int64_t begin, int64_t end) {
+  detail::for_each_chunk(mine_sizes, [&](int64_t k, int64_t begin, int64_t end) {
     const Tensor& g = grads[k];
     dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
       using T = decltype(tag);
-      T* d = static_cast<T*>(g.raw_data()) + begin;
+      T* d = static_cast<T*>(g.raw_data()) + mine[k].begin + begin;
       const T c = static_cast<T>(coef);
 #pragma omp simd
       for (int64_t i = 0; i < end - begin; ++i) d[i] *= c;

@@ -3,10 +3,12 @@
 // clamp the .grad of each parameter in place; parameters without a gradient are skipped.
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "autograd/tensor.hpp"
+#include "optim/shard.hpp"
 
 namespace xg::optim {
 
@@ -19,6 +21,16 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // NOTE: sums run in double for float32 gradients too (torch sums in float32).
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                       bool error_if_nonfinite = false);
+
+// ZeRO: the same norm when each process holds the summed gradient of parameter k only in
+// owned[k] (a Partition's slices, whole chunks). Each process measures its chunks, `sum_over_ranks`
+// adds the per-chunk results of all processes (each chunk is nonzero on one process only, so the
+// sum is exact), and every process adds them up in one process's order: the total, and so each
+// clipped element, is bitwise clip_grad_norm_'s. Only the owned slices are scaled.
+using SumOverRanks = std::function<void(std::vector<double>&)>;
+double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shard>& owned,
+                       const SumOverRanks& sum_over_ranks, double max_norm, double norm_type = 2.0,
+                       bool error_if_nonfinite = false);
 
 // Clamps every gradient element into [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);

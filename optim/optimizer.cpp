@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <set>
 
 namespace xg::optim {
@@ -26,6 +27,16 @@ bool split_indexed(const std::string& key, const std::string& prefix, int64_t& i
   index = std::stoll(num);
   rest = key.substr(dot + 1);
   return true;
+}
+
+// Elements [s.begin, s.end) of a full state buffer, flattened, as a tensor of their own.
+Tensor cut_to_shard(const Tensor& full, Shard s) {
+  Tensor out = empty({s.size()}, full.dtype());
+  const std::size_t item = itemsize(full.dtype());
+  if (s.size() > 0)
+    std::memcpy(out.raw_data(), static_cast<const char*>(full.raw_data()) + static_cast<std::size_t>(s.begin) * item,
+                static_cast<std::size_t>(s.size()) * item);
+  return out;
 }
 
 std::string lower(std::string s) {
@@ -64,6 +75,27 @@ const ParamState* Optimizer::state(std::size_t index) const {
   return state_[index].step > 0 ? &state_[index] : nullptr;
 }
 
+void Optimizer::shard(std::vector<Shard> owned) {
+  check(can_shard(), name_, ": cannot shard its state (ZeRO is for Adam and AdamW)");
+  const std::vector<Tensor> params = parameters();
+  check(owned.size() == params.size(), name_, ".shard: ", owned.size(), " slices for ", params.size(), " parameters");
+  for (std::size_t i = 0; i < params.size(); ++i)
+    check(owned[i].begin >= 0 && owned[i].begin <= owned[i].end && owned[i].end <= params[i].numel(), name_,
+          ".shard: slice [", owned[i].begin, ", ", owned[i].end, ") of parameter ", i, " is outside its ",
+          params[i].numel(), " elements");
+  check(!sharded(), name_, ".shard: already sharded");
+  for (std::size_t i = 0; i < state_.size(); ++i)
+    for (auto& [key, buf] : state_[i].buffers) buf = cut_to_shard(buf, owned[i]);
+  shards_ = std::move(owned);
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const ParamState& s : state_)
+    for (const auto& [key, buf] : s.buffers) bytes += buf.numel() * static_cast<int64_t>(itemsize(buf.dtype()));
+  return bytes;
+}
+
 void Optimizer::register_params(const std::vector<Tensor>& params) {
   std::size_t k = 0;
   for (const Tensor& p : params) {
@@ -85,7 +117,7 @@ void Optimizer::register_params(const std::vector<Tensor>& params) {
 
 void Optimizer::check_not_empty() const { check(!state_.empty(), name_, ": got an empty parameter list"); }
 
-TensorMap Optimizer::state_dict() const {
+TensorMap Optimizer::state_dict(bool buffers) const {
   TensorMap out;
   int64_t index = 0;
   for (std::size_t g = 0; g < num_groups(); ++g) {
@@ -100,7 +132,8 @@ TensorMap Optimizer::state_dict() const {
     if (s.step == 0) continue;
     const std::string prefix = str_cat("state.", i, ".");
     out[prefix + "step"] = from_vector(std::vector<int64_t>{s.step}, {});
-    for (const auto& [key, buf] : s.buffers) out[prefix + key] = buf.detach().clone();
+    if (buffers)
+      for (const auto& [key, buf] : s.buffers) out[prefix + key] = buf.detach().clone();
   }
   return out;
 }
@@ -152,8 +185,9 @@ void Optimizer::load_state_dict(const TensorMap& dict) {
         check(value.shape() == p.shape() && is_floating(value.dtype()), name_, ".load_state_dict: '", key, "' is ",
               dtype_name(value.dtype()), " ", shape_str(value.shape()), " but parameter ", i, " is ",
               shape_str(p.shape()));
-        // As torch does, state follows the parameter's dtype.
-        state[i].buffers[rest] = value.dtype() == p.dtype() ? value.detach().clone() : value.detach().to(p.dtype());
+        // As torch does, state follows the parameter's dtype. A sharded optimizer keeps its slice.
+        Tensor buf = value.dtype() == p.dtype() ? value.detach().clone() : value.detach().to(p.dtype());
+        state[i].buffers[rest] = sharded() ? cut_to_shard(buf, shards_[i]) : buf;
       }
       used.insert(key);
     }

@@ -13,6 +13,7 @@
 #include "autograd/error.hpp"
 #include "autograd/tensor.hpp"
 #include "io/safetensors.hpp"
+#include "optim/shard.hpp"
 
 namespace xg::optim {
 
@@ -61,13 +62,25 @@ class Optimizer {
   //   state.<i>.step (int64), state.<i>.<buffer>     per parameter index i in parameters()
   //   param_groups.<g>.params (int64 indices), param_groups.<g>.<option> (float64)
   // The tensors are copies: later steps do not change a state dict already taken.
-  TensorMap state_dict() const;
+  // With buffers = false the per-parameter buffers are left out (the steps stay).
+  TensorMap state_dict(bool buffers = true) const;
   // Restores a state dict taken from an optimizer of the same kind built over parameters
   // of the same shapes in the same groups (e.g. a fresh one). Group options are restored too.
   void load_state_dict(const TensorMap& dict);
   // state_dict() as a safetensors file (temporary file + rename), and back.
   void save(const std::string& path) const;
   void load(const std::string& path);
+
+  // ZeRO stage 1: from now on this optimizer updates only `owned[i]` of parameter i (flattened,
+  // in parameters() order) and keeps state only for it, as flat buffers of that size; step()
+  // reads the gradient and writes the parameter there alone. Full-size state already held, or
+  // loaded later by load_state_dict, is cut down to the slice; state_dict() gives the slices
+  // (finetune::ZeroShards gathers them into a full state dict). Adam and AdamW only.
+  void shard(std::vector<Shard> owned);
+  bool sharded() const { return !shards_.empty(); }
+  const std::vector<Shard>& shards() const { return shards_; }
+  // The bytes of the state buffers this optimizer holds (the moments), e.g. to see ZeRO's 1/N.
+  int64_t state_bytes() const;
 
  protected:
   // `buffers`: the names of the per-parameter state buffers this optimizer keeps.
@@ -81,10 +94,15 @@ class Optimizer {
   void register_params(const std::vector<Tensor>& params);
   // Throws if the optimizer holds no parameter at all (torch: "empty parameter list").
   void check_not_empty() const;
+  // Whether step() honours shards_ (Adam and AdamW do).
+  virtual bool can_shard() const { return false; }
+  // The part of parameter i this optimizer updates: its shard, or all of it.
+  Shard owned(std::size_t i, const Tensor& p) const { return sharded() ? shards_[i] : Shard{0, p.numel()}; }
 
   std::string name_;
   std::vector<std::string> buffers_;
   std::vector<ParamState> state_;  // one per parameter, in parameters() order
+  std::vector<Shard> shards_;      // ZeRO: the owned slice of each parameter (empty: all of every one)
   std::unordered_set<const Node*> seen_;
 };
 

@@ -16,6 +16,7 @@
 #include "finetune/train_loop.hpp"
 #include "io/safetensors.hpp"
 #include "tests/cli_run.hpp"
+#include "tests/mpi_test_util.hpp"
 #include "tests/tiny_base.hpp"
 
 namespace fs = std::filesystem;
@@ -38,6 +39,15 @@ TEST(World, OneProcessIsAWorldOfOne) {
   p.set_grad(xg::full({3}, 2.0));
   ft::world().allreduce_grads({p});
   EXPECT_EQ(p.grad().data<float>()[2], 2.0f);
+  // ZeRO's collectives: one rank owns everything, and the gathered state is a copy.
+  const xg::optim::Partition all({3}, 1);
+  ft::world().reduce_scatter_grads({p}, all);
+  ft::world().allgather_params({p}, all);
+  EXPECT_EQ(p.grad().data<float>()[2], 2.0f);
+  EXPECT_EQ(p.data<float>()[2], 1.0f);
+  const xg::Tensor gathered = ft::world().gather_to_main(p.grad());
+  EXPECT_NE(gathered.raw_data(), p.grad().raw_data());
+  EXPECT_EQ(gathered.data<float>()[1], 2.0f);
 }
 
 TEST(Distributed, MicroSeedsDifferPerStepMicroBatchAndStream) {
@@ -55,57 +65,12 @@ TEST(Distributed, MicroSeedsDifferPerStepMicroBatchAndStream) {
 namespace {
 
 const std::string kTools = XGRAD_TOOL_DIR;
-
-// `mpirun -np <ranks>` as CI can run it: oversubscribing the 2-core machine is allowed, and
-// as root OpenMPI needs to be told it is.
-std::string mpirun(int ranks) {
-  return std::string(XGRAD_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) +
-         (::geteuid() == 0 ? " --allow-run-as-root" : "") + " ";
-}
-
-// Runs `command` (a shell command line) with its output in the test's files.
-CliRun shell(const std::string& command) {
-  const std::string base = xg::test::test_file_base();
-  const int st = std::system((command + " >" + base + ".out 2>" + base + ".err").c_str());
-  CliRun r;
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  return r;
-}
-
-// The "train" records of a log.jsonl: (step, loss).
-std::vector<std::pair<int64_t, double>> train_losses(const fs::path& log) {
-  std::vector<std::pair<int64_t, double>> out;
-  std::ifstream f(log);
-  for (std::string line; std::getline(f, line);) {
-    json j = json::parse(line);
-    if (j["kind"] == "train") out.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>());
-  }
-  return out;
-}
-
-// The largest |a - b| over every tensor of two safetensors files with the same names.
-double max_weight_diff(const fs::path& a, const fs::path& b) {
-  const xg::TensorMap ta = xg::io::load_safetensors(a.string()), tb = xg::io::load_safetensors(b.string());
-  EXPECT_EQ(ta.size(), tb.size());
-  double worst = 0;
-  for (const auto& [name, t] : ta) {
-    auto it = tb.find(name);
-    if (it == tb.end()) {
-      ADD_FAILURE() << "no tensor " << name << " in " << b;
-      continue;
-    }
-    const xg::Tensor x = t.to(xg::kFloat64), y = it->second.to(xg::kFloat64);
-    for (int64_t i = 0; i < x.numel(); ++i) worst = std::max(worst, std::abs(x.data<double>()[i] - y.data<double>()[i]));
-  }
-  return worst;
-}
-
-void write_text(const fs::path& p) {
-  std::ofstream f(p);
-  for (int i = 0; i < 200; ++i) f << "line " << i % 10 << ": the quick brown fox jumps over the lazy dog.\n";
-}
+using xg::test::max_weight_diff;
+using xg::test::mpirun;
+using xg::test::same_bytes;
+using xg::test::shell;
+using xg::test::train_losses;
+using xg::test::write_fox_text;
 
 // The tiny model of the test, dropout on (its masks must match too).
 std::string train_flags(const fs::path& d, const std::string& out, int steps = 10) {
@@ -115,18 +80,11 @@ std::string train_flags(const fs::path& d, const std::string& out, int steps = 1
          std::to_string(steps);
 }
 
-// Whether two files hold the same bytes (both must exist).
-bool same_bytes(const fs::path& a, const fs::path& b) {
-  EXPECT_TRUE(fs::exists(a)) << a;
-  EXPECT_TRUE(fs::exists(b)) << b;
-  return slurp(a.string()) == slurp(b.string());
-}
-
 }  // namespace
 
 TEST(DistributedMpi, TwoRanksTrainBitwiseLikeOneProcessWithTheSameGlobalBatch) {
   const fs::path d = xg::test::fresh_test_dir();
-  write_text(d / "train.txt");
+  write_fox_text(d / "train.txt");
   // One thread per process on both sides: the kernels' reductions then run in the same order.
   CliRun one = shell("OMP_NUM_THREADS=1 " + train_flags(d, "one") + " --grad-accum 2");
   ASSERT_EQ(one.status, 0) << one.err;
@@ -143,7 +101,7 @@ TEST(DistributedMpi, TwoRanksTrainBitwiseLikeOneProcessWithTheSameGlobalBatch) {
 
 TEST(DistributedMpi, RanksTimesGradAccumEqualsOneProcessWithinFloatRounding) {
   const fs::path d = xg::test::fresh_test_dir();
-  write_text(d / "train.txt");
+  write_fox_text(d / "train.txt");
   // Default threads: 2 in the one process, 1 per rank; 2 ranks x 2 micro-batches = 4.
   CliRun one = shell(train_flags(d, "one") + " --grad-accum 4");
   ASSERT_EQ(one.status, 0) << one.err;
@@ -158,7 +116,7 @@ TEST(DistributedMpi, RanksTimesGradAccumEqualsOneProcessWithinFloatRounding) {
 
 TEST(DistributedMpi, ACheckpointResumesUnderAnotherLayout) {
   const fs::path d = xg::test::fresh_test_dir();
-  write_text(d / "train.txt");
+  write_fox_text(d / "train.txt");
   const std::string constant = " --schedule constant --grad-accum ";
   CliRun full = shell("OMP_NUM_THREADS=1 " + train_flags(d, "full") + constant + "2");
   ASSERT_EQ(full.status, 0) << full.err;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# ZeRO stage 1 against plain data parallelism on this machine: per-rank peak RSS and step time of
+# xg-train on a model of bench's gpt2s shape, one process, 2 ranks, and 2 ranks with --zero 1.
+# Usage: bash bench/zero_scaleout.sh [BUILD_DIR]   (STEPS=8 by default; the first 2 are not timed)
+set -euo pipefail
+B=${1:-build}
+OUT=${OUT:-$B/zero_scaleout}
+STEPS=${STEPS:-8}
+ROOT=$( [ "$(id -u)" = 0 ] && echo --allow-run-as-root || true)
+rm -rf "$OUT" && mkdir -p "$OUT"
+# Any text will do for timing: 2 MB of numbered lines.
+for i in $(seq 1 40000); do echo "line $i: the quick brown fox jumps over the lazy dog, again and again."; done >"$OUT/train.txt"
+# gpt2s's shape (d 768, 12 layers, 12 heads) with the byte vocabulary; 4 windows of 128 per step.
+FLAGS="--data $OUT/train.txt --d-model 768 --layers 12 --heads 12 --seq-len 128 --steps $STEPS --warmup 0"
+FLAGS+=" --eval-every 0 --checkpoint-every 0 --sample-tokens 0 --log-every 1 --seed 1"
+# One rank's peak RSS into $OUT/<run>.rss.<rank> (kB), via /usr/bin/time.
+run() {
+  local name=$1 ranks=$2; shift 2
+  local timed="/usr/bin/time -f %M -o $OUT/$name.rss.\${OMPI_COMM_WORLD_RANK:-0} $B/bin/xg-train $FLAGS --out $OUT/$name $*"
+  if [ "$ranks" = 1 ]; then
+    OMP_NUM_THREADS=2 sh -c "$timed" >"$OUT/$name.out"
+  else
+    mpiexec $ROOT -np "$ranks" sh -c "$timed" >"$OUT/$name.out"
+  fi
+}
+run one 1 --batch 4
+run two 2 --batch 2
+run two_zero 2 --batch 2 --zero 1
+# The median step time over steps 3.. (4 x 128 tokens a step, from log.jsonl's tokens/s).
+printf '| layout | peak RSS per rank (MB) | ms/step (median of steps 3-%s) | optimizer state per rank (MB) |\n|---|---|---|---|\n' "$STEPS"
+for name in one two two_zero; do
+  python3 - "$OUT" "$name" <<'PY'
+import glob, json, statistics, sys
+out, name = sys.argv[1], sys.argv[2]
+rss = [int(open(f).read().split()[-1]) / 1024 for f in sorted(glob.glob(f"{out}/{name}.rss.*"))]
+recs = [json.loads(l) for l in open(f"{out}/{name}/log.jsonl")]
+ms = statistics.median(4 * 128 / r["tokens_per_s"] * 1000 for r in recs if r["kind"] == "train" and r["step"] > 2)
+state = [r for r in recs if r["kind"] == "optimizer_state"]
+params = json.load(open(f"{out}/{name}/summary.json"))["parameters"]
+per_rank = [v / 1e6 for k, v in sorted(state[0].items()) if k.endswith("_bytes")] if state else [8 * params / 1e6] * len(rss)
+label = {"one": "1 process x 2 threads, --batch 4", "two": "mpirun -np 2, --batch 2",
+         "two_zero": "mpirun -np 2, --batch 2 --zero 1"}[name]
+print(f"| {label} | {' / '.join(f'{x:,.0f}' for x in rss)} | {ms:,.0f} | {' / '.join(f'{x:,.1f}' for x in per_rank)} |")
+PY
+done

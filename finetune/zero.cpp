@@ -1,0 +1,96 @@
+// ZeroShards: the partition of the trained parameters, the sharded optimizer and the
+// collectives of a ZeRO stage 1 step (finetune/world.hpp), and the full state dict of a checkpoint.
+#include "finetune/zero.hpp"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "autograd/detail/dispatch.hpp"
+#include "autograd/error.hpp"
+#include "finetune/world.hpp"
+
+namespace xg::finetune {
+
+namespace {
+
+std::vector<int64_t> numels(const nn::NamedTensors& trainable) {
+  std::vector<int64_t> out;
+  for (const auto& [name, p] : trainable) out.push_back(p.numel());
+  return out;
+}
+
+// Whether elements [s.begin, s.end) of g are all finite.
+bool finite_slice(const Tensor& g, optim::Shard s) {
+  return dispatch_float(g.dtype(), "ZeroShards", [&](auto tag) {
+    using T = decltype(tag);
+    const T* d = static_cast<const T*>(g.raw_data());
+    for (int64_t i = s.begin; i < s.end; ++i)
+      if (!std::isfinite(d[i])) return false;
+    return true;
+  });
+}
+
+}  // namespace
+
+ZeroShards::ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& optimizer, const std::string& program)
+    : opt_(optimizer), part_(numels(trainable), world().size()), mine_(part_.slices(world().rank())) {
+  // The optimizer's parameters, in its own order (its groups), are the trained ones.
+  std::unordered_map<const Node*, std::size_t> where;
+  for (std::size_t k = 0; k < trainable.size(); ++k) where[trainable[k].second.node()] = k;
+  const std::vector<Tensor> params = optimizer.parameters();
+  check(params.size() == trainable.size(), program, ": --zero 1 needs an optimizer over every trained parameter (it holds ",
+        params.size(), " of ", trainable.size(), ")");
+  std::vector<optim::Shard> owned;
+  for (const Tensor& p : params) {
+    auto it = where.find(p.node());
+    check(it != where.end(), program, ": --zero 1: the optimizer holds a parameter that is not trained");
+    owned.push_back(mine_[it->second]);
+  }
+  optimizer.shard(std::move(owned));
+}
+
+void ZeroShards::sum_grads(const std::vector<Tensor>& params) const { world().reduce_scatter_grads(params, part_); }
+
+std::string ZeroShards::bad_grad(const nn::NamedTensors& trainable, bool detect_anomaly) const {
+  std::string bad;
+  for (std::size_t k = 0; k < trainable.size() && bad.empty(); ++k) {
+    const Tensor g = trainable[k].second.grad();
+    if (g.defined() && !finite_slice(g, mine_[k]))
+      bad = str_cat("the gradient of '", trainable[k].first, "' holds NaN or Inf",
+                    detect_anomaly ? "" : " (--detect-anomaly names the op that made it)");
+  }
+  const int first = world().first_rank_with(!bad.empty());
+  return first < 0 ? std::string() : world().broadcast(bad, first);
+}
+
+double ZeroShards::clip(const std::vector<Tensor>& params, double max_norm) const {
+  return optim::clip_grad_norm_(params, mine_, [](std::vector<double>& x) { world().allreduce_sum(x); }, max_norm);
+}
+
+void ZeroShards::share_params(const std::vector<Tensor>& params) const { world().allgather_params(params, part_); }
+
+TensorMap ZeroShards::full_state_dict() const {
+  // Gathered straight from the optimizer's buffers, one at a time (no copy of the slices first):
+  // rank 0 then holds its slice and the full state, not a third copy.
+  TensorMap out = opt_.state_dict(false);
+  const std::vector<Tensor> params = opt_.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const optim::ParamState* st = opt_.state(i);  // stepped on every rank alike
+    if (st == nullptr) continue;
+    for (const auto& [name, buf] : st->buffers) {  // the same names, in order, on every rank
+      Tensor whole = world().gather_to_main(buf);
+      if (world().is_main()) out[str_cat("state.", i, ".", name)] = whole.reshape(params[i].shape());
+    }
+  }
+  if (!world().is_main()) out.clear();
+  return out;
+}
+
+std::vector<double> ZeroShards::state_bytes_per_rank() const {
+  std::vector<double> bytes(static_cast<std::size_t>(world().size()), 0.0);
+  bytes[static_cast<std::size_t>(world().rank())] = static_cast<double>(opt_.state_bytes());
+  world().allreduce_sum(bytes);
+  return bytes;
+}
+
+}  // namespace xg::finetune

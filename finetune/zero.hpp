@@ -1,0 +1,44 @@
+// ZeRO stage 1 for the train loop: each rank keeps AdamW's moments for a 1/N slice of the
+// trained parameters, sums the gradients only there, steps it and hands it to the others.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/module.hpp"
+#include "optim/optimizer.hpp"
+#include "optim/shard.hpp"
+
+namespace xg::finetune {
+
+// One step under ZeRO stage 1, in the world finetune::world() says (see TrainLoop):
+//   sum_grads   gradients summed over the ranks, each rank its own slice (rank order)
+//   bad_grad    a non-finite summed gradient on any rank, named, agreed by every rank
+//   clip        clip_grad_norm_ over the slices, the norm bitwise one process's
+//   optimizer.step() on the slice, then share_params: every rank's slice to every rank.
+// The slices are an optim::Partition of `trainable` in its order; the optimizer (Adam or
+// AdamW over exactly those parameters, in any order) is sharded to match at construction.
+class ZeroShards {
+ public:
+  ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& optimizer, const std::string& program);
+
+  void sum_grads(const std::vector<Tensor>& params) const;
+  // "" when every summed gradient is finite, else which one is not (the same on every rank).
+  std::string bad_grad(const nn::NamedTensors& trainable, bool detect_anomaly) const;
+  double clip(const std::vector<Tensor>& params, double max_norm) const;
+  void share_params(const std::vector<Tensor>& params) const;
+  // The optimizer's full state dict, every rank's slices put together, on rank 0 (empty
+  // elsewhere): the same tensors as an unsharded optimizer's, so a checkpoint does not depend
+  // on the number of ranks or on ZeRO. Every rank must call it.
+  TensorMap full_state_dict() const;
+  // The bytes of optimizer state each rank holds, on every rank.
+  std::vector<double> state_bytes_per_rank() const;
+  const optim::Partition& partition() const { return part_; }
+
+ private:
+  optim::Optimizer& opt_;
+  optim::Partition part_;
+  std::vector<optim::Shard> mine_;  // this rank's slice of each trained parameter, trainable's order
+};
+
+}  // namespace xg::finetune
