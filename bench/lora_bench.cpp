@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "finetune/lora.hpp"
+#include "finetune/objectives.hpp"
 #include "nn/hf.hpp"
 #include "nn/weight_dtype.hpp"
 #include "step_util.hpp"
@@ -118,7 +119,7 @@ json run(const Options& o) {
     {
       std::optional<xg::autocast> bf16;
       if (o.bf16) bf16.emplace();
-      loss = xg::losses::sft_loss(model(ids), ids, prompt);
+      loss = xg::finetune::sft_model_loss(model, ids, xg::Tensor(), ids, prompt);  // as xg-finetune's SFT
       loss.backward();
     }
     opt.step();

@@ -82,6 +82,11 @@ struct GrpoTask {
   // the clipped surrogate on its whole log-prob; loss_type does not apply.
   bool rloo = false;
 };
+// SFT's loss of `model` on tokens [B, T] (packed rows with position_ids) against labels:
+// through the head's block-by-block cross-entropy (losses::sft_loss_from_hidden) when the head
+// is a plain matrix, so the [B, T, vocab] logits are never whole; else sft_loss on the logits.
+Tensor sft_model_loss(const nn::DecoderLM& model, const Tensor& tokens, const Tensor& position_ids, const Tensor& labels,
+                      const Tensor& prompt_lengths, const Tensor& padding_mask = Tensor());
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
 // TRL's loss_type names: "grpo" (each completion's mean over its tokens, then the mean over
 // the group), "bnpo" (the mean over the group's completion tokens), "dr_grpo" (their sum over

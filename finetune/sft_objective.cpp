@@ -23,7 +23,7 @@ int64_t target_count(const Tensor& targets) {
 // The loss of a padded batch: on its labels (the trained tokens of every row: the response, or
 // every assistant turn), no prompt length beyond them.
 Tensor batch_loss(const nn::DecoderLM& model, const SftBatch& b) {
-  return losses::sft_loss(model(b.input_ids), b.labels, zeros({b.labels.size(0)}, kInt64), b.attention_mask);
+  return sft_model_loss(model, b.input_ids, Tensor(), b.labels, zeros({b.labels.size(0)}, kInt64), b.attention_mask);
 }
 
 // Tokens the loss trains on: the shifted, masked labels that are not -100.
@@ -51,6 +51,15 @@ Metrics sft_eval(const nn::DecoderLM& model, const std::vector<SftExample>& rows
   return {{"loss", loss}, {"tokens", static_cast<double>(tokens)}};
 }
 
+Tensor sft_model_loss(const nn::DecoderLM& model, const Tensor& tokens, const Tensor& position_ids, const Tensor& labels,
+                      const Tensor& prompt_lengths, const Tensor& padding_mask) {
+  const Tensor head = model.plain_head_weight();
+  if (head.defined())
+    return losses::sft_loss_from_hidden(model.hidden(tokens, position_ids), head, labels, prompt_lengths, padding_mask);
+  const Tensor logits = position_ids.defined() ? model.forward_packed(tokens, position_ids) : model(tokens);
+  return losses::sft_loss(logits, labels, prompt_lengths, padding_mask);
+}
+
 void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task) {
   check(task.train && !task.train->empty(), "SFT: no training rows");
   check(task.batch > 0 && task.max_len >= 2, "SFT: batch must be positive and max_len >= 2");
@@ -59,7 +68,7 @@ void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task) {
     loop.micro_step = [&model, packed, task](int64_t, int64_t, Generator& rng) {
       const PackedBatch b = collate_packed(draw_rows(*packed, task.batch, rng));
       const Tensor no_prompt = zeros({b.labels.size(0)}, kInt64);  // the labels mask prompts already
-      Tensor loss = losses::sft_loss(model.forward_packed(b.input_ids, b.position_ids), b.labels, no_prompt);
+      Tensor loss = sft_model_loss(model, b.input_ids, b.position_ids, b.labels, no_prompt);
       return MicroResult{loss, target_count(losses::shift_labels(b.labels)), {}};
     };
   } else {

@@ -5,6 +5,7 @@
 #include "autograd/elementwise.hpp"
 #include "losses/cross_entropy.hpp"
 #include "losses/detail/util.hpp"
+#include "losses/linear_cross_entropy.hpp"
 
 namespace xg::losses {
 
@@ -57,6 +58,19 @@ Tensor sft_loss(const Tensor& logits, const Tensor& labels, const Tensor& prompt
   if (num_items_in_batch > 0)
     return detail::cross_entropy_as(op, logits, targets, -100, Reduction::Sum, 0.0) / num_items_in_batch;
   return detail::cross_entropy_as(op, logits, targets, -100, Reduction::Mean, 0.0);
+}
+
+Tensor sft_loss_from_hidden(const Tensor& hidden, const Tensor& head_weight, const Tensor& labels,
+                            const Tensor& prompt_lengths, const Tensor& padding_mask, double num_items_in_batch) {
+  const char* op = "sft_loss_from_hidden";
+  check(hidden.defined() && hidden.dim() == 3 && labels.defined() && labels.dim() == 2 &&
+            hidden.size(0) == labels.size(0) && hidden.size(1) == labels.size(1),
+        op, ": hidden must be [B, T, C] beside labels [B, T], got ", hidden.defined() ? shape_str(hidden.shape()).str() : "(undefined)",
+        " and ", labels.defined() ? shape_str(labels.shape()).str() : "(undefined)");
+  check(num_items_in_batch >= 0, op, ": num_items_in_batch must be >= 0, got ", num_items_in_batch);
+  const Tensor targets = sft_labels_as(op, labels, prompt_lengths, padding_mask);
+  if (num_items_in_batch > 0) return linear_cross_entropy(hidden, head_weight, targets, -100, Reduction::Sum) / num_items_in_batch;
+  return linear_cross_entropy(hidden, head_weight, targets, -100, Reduction::Mean);
 }
 
 }  // namespace xg::losses

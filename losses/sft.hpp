@@ -24,5 +24,10 @@ Tensor sft_labels(const Tensor& labels, const Tensor& prompt_lengths, const Tens
 // NOTE: with every target masked the mean is NaN, as F.cross_entropy(..., ignore_index=-100) gives.
 Tensor sft_loss(const Tensor& logits, const Tensor& labels, const Tensor& prompt_lengths,
                 const Tensor& padding_mask = Tensor(), double num_items_in_batch = 0);
+// The same loss from the head's input: hidden [B, T, C] and the head's matrix [V, C], whose
+// product would be the logits, through linear_cross_entropy (the logits never whole).
+Tensor sft_loss_from_hidden(const Tensor& hidden, const Tensor& head_weight, const Tensor& labels,
+                            const Tensor& prompt_lengths, const Tensor& padding_mask = Tensor(),
+                            double num_items_in_batch = 0);
 
 }  // namespace xg::losses

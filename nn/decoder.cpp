@@ -485,6 +485,16 @@ Tensor DecoderLM::forward_packed(const Tensor& tokens, const Tensor& position_id
   return run(tokens, 0, nullptr, position_ids).logits;
 }
 
+Tensor DecoderLM::hidden(const Tensor& tokens, const Tensor& position_ids) const {
+  return run(tokens, 0, nullptr, position_ids, false).logits;
+}
+
+Tensor DecoderLM::plain_head_weight() const {
+  if (config_.final_logit_softcap > 0) return Tensor();
+  if (!output_) return tok_embeddings_->weight();
+  return output_->plain() && !output_->bias().defined() ? output_->weight() : Tensor();
+}
+
 namespace {
 
 // position_ids [B, T] of packed rows -> keep [B, 1, T, T] bool: query i may see key j when
@@ -518,7 +528,7 @@ Tensor same_sequence_mask(const Tensor& position_ids, const Shape& tokens_shape,
 // tokens [B, T] -> h = tok_embeddings(tokens) (+ pos) -> blocks (causal) -> norm -> logits [B, T, V],
 // logits = output(h), or h @ tok_embeddings.weight^T when tied.
 LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches,
-                        const Tensor& position_ids) const {
+                        const Tensor& position_ids, bool head) const {
   const int64_t V = config_.vocab_size;
   if (!tokens.defined() || tokens.dtype() != kInt64 || tokens.dim() != 2)
     throw Error(str_cat(who(), ": expected tokens int64 [B, T], got ",
@@ -574,6 +584,7 @@ LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVC
     if (r.aux_loss.defined()) aux = aux.defined() ? aux + r.aux_loss : r.aux_loss;
   }
   if (norm_) h = norm_->forward(h);
+  if (!head) return {h, aux};
   Tensor logits = output_ ? output_->forward(h) : linear(h, tok_embeddings_->weight());
   if (config_.final_logit_softcap > 0) logits = softcap(logits, config_.final_logit_softcap);
   return {logits, aux};

@@ -127,6 +127,15 @@ class DecoderLM : public Module {
   // Training only: no KV caches.
   Tensor forward_packed(const Tensor& tokens, const Tensor& position_ids) const;
 
+  // What the head reads: the final hidden states [B, T, C] (after the final norm) of forward,
+  // or of forward_packed when position_ids is defined. With plain_head_weight() W defined the
+  // logits are exactly hidden @ W^T, so a loss can take h and W (losses::linear_cross_entropy)
+  // and never hold the whole [B, T, vocab] logits.
+  Tensor hidden(const Tensor& tokens, const Tensor& position_ids = Tensor()) const;
+  // The head's [vocab, C] matrix (the output Linear's, or the tied embedding's) when the head
+  // is that matrix alone: no bias, no active adapter, no final soft-capping. Else undefined.
+  Tensor plain_head_weight() const;
+
   // prompt: int64 [B, T0] -> [B, T0 + n], n <= max_new_tokens (fewer only when every row hit
   // eos_id). Prefills the prompt through per-layer KV caches once, then feeds one token at a
   // time (MLA caches its latent). Runs without recording a graph and with dropout off; the
@@ -165,7 +174,9 @@ class DecoderLM : public Module {
  private:
   std::string who() const;
   // forward_with_aux, and forward_packed when position_ids is defined.
-  LMOutput run(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches, const Tensor& position_ids) const;
+  // With head false, stops at the final hidden states (returned as .logits).
+  LMOutput run(const Tensor& tokens, int64_t start_pos, std::vector<KVCache>* caches, const Tensor& position_ids,
+               bool head = true) const;
 
   LMConfig config_;
   std::shared_ptr<Embedding> tok_embeddings_;

@@ -5,6 +5,8 @@
 #include "autograd/matmul.hpp"
 #include "losses/cross_entropy.hpp"
 #include "losses/linear_cross_entropy.hpp"
+#include "losses/sft.hpp"
+#include "nn/decoder.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace linear_ce_tests {
@@ -53,6 +55,45 @@ TEST(LossesLinearCrossEntropy, ShapesAreCheckedByName) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "linear_cross_entropy: weight [6,2] must be [V, C] with C = 3 (h is [4,3])");
   }
+}
+
+// A model's SFT loss from its hidden states and head matrix equals the loss on its logits,
+// for an untied head and a tied one; a soft-capped head has no plain matrix.
+TEST(LossesLinearCrossEntropy, SftFromTheHiddenStatesEqualsSftOnTheLogits) {
+  for (bool tied : {false, true}) {
+    nn::LMConfig c;
+    c.vocab_size = 37;
+    c.n_layers = 2;
+    c.block = nn::BlockConfig::llama(16, 4, 2);
+    c.block.max_seq_len = 32;
+    c.tie_embeddings = tied;
+    manual_seed(7);
+    nn::DecoderLM model(c);
+    const Tensor ids = randint(0, 37, {3, 9});
+    const Tensor prompt = tensor_from_ints({2, 0, 4}, {3}, kInt64);
+    const Tensor w = model.plain_head_weight();
+    ASSERT_TRUE(w.defined());
+    Tensor a = losses::sft_loss(model(ids), ids, prompt);
+    a.backward();
+    std::vector<std::vector<double>> ga;
+    for (const Tensor& p : model.parameters()) ga.push_back(p.grad().to_vector());
+    model.zero_grad();
+    Tensor b = losses::sft_loss_from_hidden(model.hidden(ids), w, ids, prompt);
+    b.backward();
+    EXPECT_NEAR(a.item(), b.item(), 1e-6 * std::abs(a.item())) << tied;
+    std::size_t k = 0;
+    for (const Tensor& p : model.parameters()) {
+      const std::vector<double> gb = p.grad().to_vector();
+      for (std::size_t i = 0; i < gb.size(); ++i) EXPECT_NEAR(gb[i], ga[k][i], 1e-6 + 1e-4 * std::abs(ga[k][i])) << k;
+      ++k;
+    }
+  }
+  nn::LMConfig capped;
+  capped.vocab_size = 11;
+  capped.n_layers = 1;
+  capped.block = nn::BlockConfig::llama(16, 4, 2);
+  capped.final_logit_softcap = 30;
+  EXPECT_FALSE(nn::DecoderLM(capped).plain_head_weight().defined());
 }
 
 }  // namespace linear_ce_tests
