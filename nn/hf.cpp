@@ -176,6 +176,10 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
     check(inferred.lm.to_json() == HFConfig::from_lm(config.lm).lm.to_json(),
           "save_hf: options.config describes another model than the one saved");
   }
+  // The source's config.json, when it describes this architecture: its keys that do not change
+  // the forward (pad_token_id, Phi-3's original_max_position_embeddings, use_cache ...) are
+  // written back beside the ones computed here, which win where both have a key.
+  json source_config;
   if (!options.source.empty()) {
     check(fs::is_directory(options.source), "save_hf: source folder ", options.source, " does not exist");
     const io::ModelSource source = io::ModelSource::open(options.source, "save_hf");
@@ -188,7 +192,10 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
       const bool same = src.architecture == config.architecture ||
                         ((src.architecture == HFArchitecture::Mistral || src.architecture == HFArchitecture::Phi3) &&
                          llama_like && !config.attention().qkv_bias);
-      if (same) config.architecture = src.architecture;
+      if (same) {
+        config.architecture = src.architecture;
+        source_config = json::parse(io::read_file(path, "save_hf"));
+      }
       config.bos_token_id = src.bos_token_id;
       config.eos_token_ids = src.eos_token_ids;
       config.eos_is_list = src.eos_is_list;
@@ -224,7 +231,14 @@ void save_hf(const DecoderLM& model, const std::string& folder, const SaveHFOpti
   std::set<std::string> written;
   try {
     fs::create_directories(tmp);
-    io::write_file_atomic((tmp / "config.json").string(), config.to_json(), "save_hf");
+    std::string config_text = config.to_json();
+    if (source_config.is_object()) {
+      json merged = json::parse(config_text);
+      for (const auto& [key, value] : source_config.items())
+        if (!merged.contains(key)) merged[key] = value;
+      config_text = merged.dump(2) + "\n";
+    }
+    io::write_file_atomic((tmp / "config.json").string(), config_text, "save_hf");
     written.insert("config.json");
     const std::map<std::string, std::string> metadata{{"format", "pt"}};
     if (shards.size() == 1) {

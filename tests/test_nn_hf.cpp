@@ -148,6 +148,25 @@ TEST(NnHf, SaveLoadRoundTripF32GivesIdenticalLogits) {
   EXPECT_FALSE(fs::exists(dir / "qwen3" / "tokenizer_config.json"));
 }
 
+TEST(NnHf, SavingWithASourceKeepsItsConfigKeysThatDoNotChangeTheModel) {
+  const fs::path dir = fresh_test_dir();
+  fs::copy(hf_fixture("llama3"), dir / "src", fs::copy_options::recursive);
+  auto cfg = nlohmann::ordered_json::parse(hf_slurp(dir / "src" / "config.json"));
+  cfg["pad_token_id"] = 5;  // transformers reads it; the forward does not
+  { std::ofstream(dir / "src" / "config.json") << cfg.dump(2); }
+  auto model = nn::load_hf((dir / "src").string());
+  nn::SaveHFOptions o;
+  o.source = (dir / "src").string();
+  nn::save_hf(*model, (dir / "out").string(), o);
+  const auto out = nlohmann::ordered_json::parse(hf_slurp(dir / "out" / "config.json"));
+  EXPECT_EQ(out["pad_token_id"], 5);
+  EXPECT_EQ(out["initializer_range"], cfg["initializer_range"]);
+  EXPECT_EQ(out["use_cache"], cfg["use_cache"]);
+  EXPECT_EQ(out["transformers_version"], cfg["transformers_version"]);
+  const Tensor tokens = fixture("hf").at("llama3.tokens");
+  EXPECT_TRUE(tensors_close(hf_logits(*nn::load_hf((dir / "out").string()), tokens), hf_logits(*model, tokens), 0, 0));
+}
+
 TEST(NnHf, ShardedRoundTripWritesAnIndex) {
   const fs::path dir = fresh_test_dir();
   auto model = nn::load_hf(hf_fixture("qwen3"));
