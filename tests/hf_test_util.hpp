@@ -1,5 +1,6 @@
-// What the Hugging Face folder tests share (tests/test_nn_hf.cpp, test_nn_hf_arch.cpp): greedy
-// generation against a fixture's PyTorch ids, and the fixture folders made runnable.
+// What the Hugging Face folder tests share (tests/test_nn_hf.cpp, test_nn_hf_arch.cpp, the GGUF
+// and PEFT tests of those architectures): the fixture folders, eval logits, greedy generation
+// against a fixture's PyTorch ids, and the fixture folders made runnable.
 #pragma once
 
 #include <filesystem>
@@ -8,6 +9,18 @@
 #include "tests/torch_fixture.hpp"
 
 namespace xg::test {
+
+// A torch-made Hugging Face folder of tests/fixtures/hf.
+inline std::string hf_fixture_folder(const std::string& name) {
+  return std::string(XGRAD_FIXTURE_DIR) + "/hf/" + name;
+}
+
+// The model's logits for tokens, in eval mode and without a graph.
+inline Tensor eval_logits(nn::DecoderLM& model, const Tensor& tokens) {
+  NoGradGuard no_grad;
+  nn::EvalModeGuard eval(model);
+  return model(tokens);
+}
 
 // The model's greedy generation of 32 tokens from fx's <name>.prompt is fx's <name>.generated,
 // token for token.

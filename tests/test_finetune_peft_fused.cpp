@@ -27,13 +27,6 @@ namespace peft_fused_test {
 namespace fs = std::filesystem;
 using test::tensors_close;
 
-std::string hf_folder(const std::string& name) { return std::string(XGRAD_FIXTURE_DIR) + "/hf/" + name; }
-
-Tensor logits_of(nn::DecoderLM& model, const Tensor& tokens) {
-  NoGradGuard no_grad;
-  nn::EvalModeGuard eval(model);
-  return model(tokens);
-}
 
 // scaling * B A of a module's adapter, [out, in] (zeros when it has none).
 Tensor delta_of(const nn::Linear& lin) {
@@ -67,7 +60,7 @@ TEST(FinetunePeftFused, WrittenAdapterHasXgradsDeltaAndReadsBack) {
        {"attention.w_q", "attention.w_k", "attention.w_v"}, 3}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    auto model = nn::load_hf(hf_folder(c.name));
+    auto model = nn::load_hf(test::hf_fixture_folder(c.name));
     finetune::LoRAConfig cfg;
     cfg.r = 4;
     cfg.alpha = 8;
@@ -96,11 +89,11 @@ TEST(FinetunePeftFused, WrittenAdapterHasXgradsDeltaAndReadsBack) {
     EXPECT_TRUE(tensors_close(fused, cat(parts, 0), 1e-6, 1e-6));
 
     // Read back into a fresh model: the same logits.
-    auto fresh = nn::load_hf(hf_folder(c.name));
+    auto fresh = nn::load_hf(test::hf_fixture_folder(c.name));
     const finetune::AdapterInfo info = finetune::load_adapter(*fresh, dir.string(), c.naming);
     EXPECT_TRUE(std::find(info.modules.begin(), info.modules.end(), c.fused) != info.modules.end());
     const Tensor tokens = test::ids({3, 9, 200, 17, 64, 1, 5, 250}, {1, 8});
-    EXPECT_TRUE(tensors_close(logits_of(*fresh, tokens), logits_of(*model, tokens), 1e-5, 1e-5));
+    EXPECT_TRUE(tensors_close(test::eval_logits(*fresh, tokens), test::eval_logits(*model, tokens), 1e-5, 1e-5));
   }
 }
 
@@ -108,9 +101,9 @@ TEST(FinetunePeftFused, PeftFoldersLoadToTorchLogits) {
   const TensorMap& fx = test::fixture("peft_fused");
   for (const auto& [name, naming] : {std::pair{"gpt2", "hf_gpt2"}, std::pair{"phi3", "hf_phi3"}}) {
     SCOPED_TRACE(name);
-    auto model = nn::load_hf(hf_folder(name));
+    auto model = nn::load_hf(test::hf_fixture_folder(name));
     finetune::load_adapter(*model, std::string(XGRAD_FIXTURE_DIR) + "/peft_fused/" + name, naming);
-    const Tensor logits = logits_of(*model, fx.at(std::string(name) + ".tokens"));
+    const Tensor logits = test::eval_logits(*model, fx.at(std::string(name) + ".tokens"));
     EXPECT_TRUE(tensors_close(logits.to(kFloat64), fx.at(std::string(name) + ".logits"), 1e-5, 1e-5));
   }
   // A fused module's B of the wrong height is refused by name before the model changes.
@@ -121,7 +114,7 @@ TEST(FinetunePeftFused, PeftFoldersLoadToTorchLogits) {
   const std::string key = "base_model.model.model.layers.0.mlp.gate_up_proj.lora_B.weight";
   w[key] = zeros({48, 4});
   io::save_safetensors((dir / "adapter_model.safetensors").string(), w);
-  auto model = nn::load_hf(hf_folder("phi3"));
+  auto model = nn::load_hf(test::hf_fixture_folder("phi3"));
   EXPECT_XG_ERROR(finetune::load_adapter(*model, dir.string(), "hf_phi3"),
                   "'model.layers.0.mlp.gate_up_proj.lora_B.weight' has shape [48,4], module "
                   "'model.layers.0.mlp.gate_up_proj' (in 32, out 96, r 4) needs [96,4]");
@@ -134,7 +127,7 @@ std::vector<std::string> selected(const nn::DecoderLM& model, const std::string&
 }
 
 TEST(FinetunePeftFused, TargetsAreMatchedAsPeftMatchesTheFusedModules) {
-  auto gpt2 = nn::load_hf(hf_folder("gpt2"));
+  auto gpt2 = nn::load_hf(test::hf_fixture_folder("gpt2"));
   const std::vector<std::string> qkv = {"layers.0.attention.w_q", "layers.0.attention.w_k", "layers.0.attention.w_v",
                                         "layers.1.attention.w_q", "layers.1.attention.w_k", "layers.1.attention.w_v"};
   // PEFT's list rule on PEFT's module paths: the name, a dotted suffix or the whole path selects
@@ -161,7 +154,7 @@ TEST(FinetunePeftFused, TargetsAreMatchedAsPeftMatchesTheFusedModules) {
                   "transformer.h.0.attn.c_attn (w_q, w_k, w_v), transformer.h.0.attn.c_proj, ");
   EXPECT_XG_ERROR(selected(*gpt2, ".*qkv_proj", "hf_gpt2"), "test: target regex '.*qkv_proj' matches no Linear module path");
 
-  auto phi3 = nn::load_hf(hf_folder("phi3"));
+  auto phi3 = nn::load_hf(test::hf_fixture_folder("phi3"));
   const auto all = selected(*phi3, "qkv_proj,gate_up_proj,o_proj,down_proj", "hf_phi3");
   EXPECT_EQ(all.size(), 14u);  // 7 Linears a block
   const auto gate_up = selected(*phi3, "gate_up_proj", "hf_phi3");
@@ -174,7 +167,7 @@ TEST(FinetunePeftFused, TargetsAreMatchedAsPeftMatchesTheFusedModules) {
 
 TEST(FinetunePeftFused, AnAdapterUnderXgradsNamesStillLoads) {
   // What xg-finetune wrote for GPT-2 and Phi-3 bases before it wrote PEFT's fused modules.
-  auto model = nn::load_hf(hf_folder("gpt2"));
+  auto model = nn::load_hf(test::hf_fixture_folder("gpt2"));
   finetune::LoRAConfig cfg;
   cfg.r = 2;
   cfg.alpha = 4;
@@ -182,10 +175,10 @@ TEST(FinetunePeftFused, AnAdapterUnderXgradsNamesStillLoads) {
   inject_random(*model, cfg);
   const fs::path dir = test::fresh_test_dir();
   finetune::save_adapter(*model, dir.string(), cfg, "", "xgrad");
-  auto fresh = nn::load_hf(hf_folder("gpt2"));
+  auto fresh = nn::load_hf(test::hf_fixture_folder("gpt2"));
   finetune::load_adapter(*fresh, dir.string(), "hf_gpt2");
   const Tensor tokens = test::ids({3, 9, 200, 17, 64, 1, 5, 250}, {1, 8});
-  EXPECT_TRUE(tensors_close(logits_of(*fresh, tokens), logits_of(*model, tokens), 1e-6, 1e-6));
+  EXPECT_TRUE(tensors_close(test::eval_logits(*fresh, tokens), test::eval_logits(*model, tokens), 1e-6, 1e-6));
 }
 
 test::CliRun run_tool(const std::string& tool, const std::string& args) {
@@ -250,10 +243,10 @@ TEST(XgFinetuneFused, Gpt2AndPhi3AdaptersArePeftsFusedModulesAndReloadToTheTrain
     auto merged = nn::load_hf((out / "merged").string());
     const Tensor tokens = test::ids({73, 115, 32, 114, 105, 118, 101, 114, 63, 10}, {1, 10});
     nn::EvalModeGuard e1(*trained), e2(*reread), e3(*merged);
-    const Tensor want_logits = logits_of(*trained, tokens);
-    EXPECT_TRUE(tensors_close(logits_of(*reread, tokens), want_logits, 1e-5, 1e-5));
-    EXPECT_TRUE(tensors_close(logits_of(*merged, tokens), want_logits, 1e-5, 1e-5));
-    EXPECT_FALSE(tensors_close(logits_of(*nn::load_hf(base.string()), tokens), want_logits, 1e-4, 1e-4));
+    const Tensor want_logits = test::eval_logits(*trained, tokens);
+    EXPECT_TRUE(tensors_close(test::eval_logits(*reread, tokens), want_logits, 1e-5, 1e-5));
+    EXPECT_TRUE(tensors_close(test::eval_logits(*merged, tokens), want_logits, 1e-5, 1e-5));
+    EXPECT_FALSE(tensors_close(test::eval_logits(*nn::load_hf(base.string()), tokens), want_logits, 1e-4, 1e-4));
 
     // xg-generate with the adapter and on the merged folder: the same greedy ids.
     const std::string flags = " --prompt 'Is lemon a word?' --temperature 0 --max-new-tokens 6 --ids";

@@ -17,6 +17,7 @@
 #include "nn/hf.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/gguf_test_util.hpp"
+#include "tests/hf_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace xg {
@@ -25,13 +26,6 @@ namespace gguf_arch_test {
 namespace fs = std::filesystem;
 using test::tensors_close;
 
-std::string arch_folder(const std::string& name) { return std::string(XGRAD_FIXTURE_DIR) + "/hf/" + name; }
-
-Tensor logits_of(nn::DecoderLM& model, const Tensor& tokens) {
-  NoGradGuard no_grad;
-  nn::EvalModeGuard eval(model);
-  return model(tokens);
-}
 
 // Writes `model` as a GGUF file (no tokenizer: the model alone) and returns its path.
 std::string export_gguf(const nn::DecoderLM& model, const fs::path& path, const std::string& arch = "") {
@@ -48,7 +42,7 @@ void expect_round_trip(nn::DecoderLM& model, const Tensor& tokens, const std::st
   io::GgufReader f(first);
   EXPECT_EQ(f.get_string("general.architecture"), want_arch);
   auto back = nn::load_gguf_model(f);
-  EXPECT_TRUE(tensors_close(logits_of(*back, tokens), logits_of(model, tokens), 0, 0));
+  EXPECT_TRUE(tensors_close(test::eval_logits(*back, tokens), test::eval_logits(model, tokens), 0, 0));
   const std::string second = export_gguf(*back, dir / "b.gguf", arch);
   EXPECT_EQ(test::slurp(first), test::slurp(second));
 }
@@ -58,21 +52,21 @@ TEST(NnGgufArch, HfArchitecturesRoundTripToTheirLogits) {
   const std::pair<const char*, const char*> cases[] = {{"gpt2", ""}, {"gemma", ""}, {"phi3", "phi3"}};
   for (const auto& [name, arch] : cases) {
     SCOPED_TRACE(name);
-    auto model = nn::load_hf(arch_folder(name));
+    auto model = nn::load_hf(test::hf_fixture_folder(name));
     const Tensor tokens = fx.at(std::string(name) + ".tokens");
     expect_round_trip(*model, tokens, arch, name);
     // And so PyTorch's float64 logits, as the Hugging Face folder gives them.
     const fs::path dir = test::fresh_test_dir();
     io::GgufReader f(export_gguf(*model, dir / "m.gguf", arch));
     auto back = nn::load_gguf_model(f);
-    EXPECT_TRUE(tensors_close(logits_of(*back, tokens).to(kFloat64), fx.at(std::string(name) + ".logits"), 1e-5, 1e-5));
+    EXPECT_TRUE(tensors_close(test::eval_logits(*back, tokens).to(kFloat64), fx.at(std::string(name) + ".logits"), 1e-5, 1e-5));
   }
 }
 
 TEST(NnGgufArch, TensorsAreLlamaCppsNamesAndLayouts) {
   const fs::path dir = test::fresh_test_dir();
   // GPT-2: fused q, k, v with their biases; learned positions; LayerNorm biases; tied head.
-  auto gpt2 = nn::load_hf(arch_folder("gpt2"));
+  auto gpt2 = nn::load_hf(test::hf_fixture_folder("gpt2"));
   {
     io::GgufReader f(export_gguf(*gpt2, dir / "gpt2.gguf"));
     const TensorMap own = gpt2->state_dict();
@@ -85,7 +79,7 @@ TEST(NnGgufArch, TensorsAreLlamaCppsNamesAndLayouts) {
     EXPECT_FLOAT_EQ(f.get_float("gpt2.attention.layer_norm_epsilon"), 1e-5f);
   }
   // Phi-3: q, k, v in attn_qkv and gate, up in ffn_up (gate first); its window on every layer.
-  auto phi3 = nn::load_hf(arch_folder("phi3"));
+  auto phi3 = nn::load_hf(test::hf_fixture_folder("phi3"));
   {
     io::GgufReader f(export_gguf(*phi3, dir / "phi3.gguf", "phi3"));
     const TensorMap own = phi3->state_dict();
@@ -101,7 +95,7 @@ TEST(NnGgufArch, TensorsAreLlamaCppsNamesAndLayouts) {
     EXPECT_TRUE(f.has_tensor("output.weight"));
   }
   // Gemma: every norm weight stored plus one, as convert_hf_to_gguf.py's GemmaModel writes it.
-  auto gemma = nn::load_hf(arch_folder("gemma"));
+  auto gemma = nn::load_hf(test::hf_fixture_folder("gemma"));
   {
     io::GgufReader f(export_gguf(*gemma, dir / "gemma.gguf"));
     const TensorMap own = gemma->state_dict();
@@ -116,7 +110,7 @@ TEST(NnGgufArch, TensorsAreLlamaCppsNamesAndLayouts) {
 // gemma2 cannot say (it scales by 1/sqrt(head width)): refused. The same weights with the head
 // width's scale round-trip with llama.cpp's keys.
 TEST(NnGgufArch, Gemma2SandwichNormsCapsAndWindows) {
-  auto gemma2 = nn::load_hf(arch_folder("gemma2"));
+  auto gemma2 = nn::load_hf(test::hf_fixture_folder("gemma2"));
   EXPECT_XG_ERROR(nn::gguf_architecture(gemma2->config()), "query_pre_attn_scalar other than head_dim");
   nn::LMConfig c = gemma2->config();
   std::get<nn::GQASpec>(c.block.attention).scale = 0;
@@ -137,15 +131,15 @@ TEST(NnGgufArch, Gemma2SandwichNormsCapsAndWindows) {
 TEST(NnGgufArch, WhatLlamaCppComputesOtherwiseIsRefusedByName) {
   // GPT-2 with ReLU (llama.cpp's gpt2 uses tanh's GELU); Gemma 3 (not written); Phi-3 asked of a
   // model with biases.
-  EXPECT_XG_ERROR(nn::gguf_architecture(nn::load_hf(arch_folder("gpt2_relu"))->config()),
+  EXPECT_XG_ERROR(nn::gguf_architecture(nn::load_hf(test::hf_fixture_folder("gpt2_relu"))->config()),
                   "llama.cpp's gpt2 computes GELU's tanh approximation, the model's MLP uses relu");
-  EXPECT_XG_ERROR(nn::gguf_architecture(nn::load_hf(arch_folder("gemma3"))->config()),
+  EXPECT_XG_ERROR(nn::gguf_architecture(nn::load_hf(test::hf_fixture_folder("gemma3"))->config()),
                   "a Gemma3ForCausalLM model is not supported");
-  EXPECT_XG_ERROR(nn::gguf_architecture(nn::load_hf(arch_folder("gpt2"))->config(), "phi3"),
+  EXPECT_XG_ERROR(nn::gguf_architecture(nn::load_hf(test::hf_fixture_folder("gpt2"))->config(), "phi3"),
                   "the model is llama.cpp's gpt2, not phi3");
   // A gemma file with an output tensor (llama.cpp's gemma ties the head).
   const fs::path dir = test::fresh_test_dir();
-  auto gemma = nn::load_hf(arch_folder("gemma"));
+  auto gemma = nn::load_hf(test::hf_fixture_folder("gemma"));
   nn::GgufExportOptions o;
   std::vector<io::GgufTensorData> tensors = nn::gguf_model_tensors(*gemma, o);
   tensors.push_back({"output.weight", tensors[0].data, io::GgmlType::F32});
@@ -153,7 +147,7 @@ TEST(NnGgufArch, WhatLlamaCppComputesOtherwiseIsRefusedByName) {
   io::GgufReader f((dir / "untied.gguf").string());
   EXPECT_XG_ERROR(nn::load_gguf_model(f), "untied.gguf: tensor 'output.weight': llama.cpp's gemma ties the head");
   // A gpt2 context longer than its position_embd table is an error before the model is built.
-  auto gpt2 = nn::load_hf(arch_folder("gpt2"));
+  auto gpt2 = nn::load_hf(test::hf_fixture_folder("gpt2"));
   io::GgufMetadata meta = nn::gguf_model_metadata(*gpt2);
   for (auto& [k, v] : meta)
     if (k == "gpt2.context_length") v = io::GgufValue::u32(1 << 20);
@@ -241,7 +235,7 @@ TEST(NnGgufArch, Phi3BaseIsPhi3WithAWindowElseLlama) {
     EXPECT_EQ(f.has_tensor("blk.0.attn_qkv.weight"), window);
     auto back = nn::load_gguf_model(f);
     const Tensor tokens = test::ids({3, 9, 200, 17, 64, 1, 5, 250, 8, 8, 31}, {1, 11});
-    EXPECT_TRUE(tensors_close(logits_of(*back, tokens), logits_of(*src.model, tokens), 1e-6, 1e-6));
+    EXPECT_TRUE(tensors_close(test::eval_logits(*back, tokens), test::eval_logits(*src.model, tokens), 1e-6, 1e-6));
   }
 }
 
