@@ -67,6 +67,26 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, BackwardFn
   return record(std::move(out), std::move(inputs), op, Saves{}, std::move(backward));
 }
 
+namespace {
+
+// The bf16 copy a node keeps of a saved float32 input. Ops reading the same tensor share one
+// copy: an adapted q_proj and v_proj both keep the norm's output, which would otherwise be kept
+// twice. The last copy made is remembered by its source's node, weakly (neither is kept alive).
+Tensor bf16_copy(const Tensor& x) {
+  thread_local std::weak_ptr<Node> last_source, last_copy;
+  if (last_source.lock().get() == x.node()) {
+    std::shared_ptr<Node> copy = last_copy.lock();
+    if (copy && copy->storage) return Tensor(std::move(copy));
+  }
+  NoGradGuard no_grad;
+  Tensor c = x.to(kBFloat16);
+  last_source = x.node_ptr();
+  last_copy = c.node_ptr();
+  return c;
+}
+
+}  // namespace
+
 Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, Saves saved, BackwardFn backward) {
   if (!needs_grad(inputs)) return out;
   Node* n = out.node();
@@ -81,8 +101,7 @@ Tensor record(Tensor out, std::vector<Tensor> inputs, const char* op, Saves save
     if (!inputs[k].defined() || (keep && !(pack && ((saved.bf16_ok >> k) & 1) && inputs[k].dtype() == kFloat32))) continue;
     if (keep) {  // kept as a bf16 copy
       if (n->packed.empty()) n->packed.resize(inputs.size());
-      NoGradGuard no_grad;
-      n->packed[k] = inputs[k].to(kBFloat16);
+      n->packed[k] = bf16_copy(inputs[k]);
     }
     inputs[k] = inputs[k].edge();
   }

@@ -47,11 +47,19 @@ struct Saves {
   // Saved float32 inputs the backward may read rounded to bf16: under autocast they are kept
   // as bf16 copies (half the bytes) and widened back for the backward, as PyTorch's autocast
   // keeps its bf16 activations. For the inputs of ops whose gradient is an elementwise or
-  // product formula (attention, SwiGLU, an adapter's input), never a norm's.
+  // product formula (attention, SwiGLU, an adapter's input) and an RMS norm's input, whose
+  // backward reads it only as xhat = x * rstd with rstd kept from the float32 forward: xhat is then
+  // within a bf16 rounding (2^-9 relative) of float32's, the error the bf16 products after the
+  // norm already carry. Never a weight (the master copy is float32).
   uint64_t bf16_ok = 0;
 };
 inline Saves bf16_under_autocast(Saves s) {
   s.bf16_ok = s.inputs;
+  return s;
+}
+// Only input k of `s` may be kept as a bf16 copy.
+inline Saves bf16_under_autocast(Saves s, int k) {
+  s.bf16_ok = s.inputs & (uint64_t{1} << k);
   return s;
 }
 inline Saves saves_nothing() { return Saves{0, false}; }

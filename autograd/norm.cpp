@@ -274,6 +274,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     layer_norm_forward(x.data<T>(), param_or(weight, ones, rc.C, T(1)), param_or(bias, zeros, rc.C, T(0)),
                        out.data<T>(), mean.data<double>(), rstd.data<double>(), rc, eps);
   });
+  // x stays float32 under autocast: from a bf16 x, x - mean would cancel most of its 8 bits
+  // when |mean| is large beside the spread (rms_norm subtracts nothing).
   return record(out, {x, weight, bias}, "layer_norm", saves({0, 1}),
                 [mean, rstd, rc](const Tensor& g, const Tensor&, const Grads& in) {
                   return norm_backward<true>(g, in, mean, rstd, rc);
@@ -293,7 +295,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     std::vector<T> ones;
     rms_norm_forward(x.data<T>(), param_or(weight, ones, rc.C, T(1)), out.data<T>(), rstd.data<double>(), rc, eps);
   });
-  return record(out, {x, weight}, "rms_norm", saves({0, 1}), [rstd, rc](const Tensor& g, const Tensor&, const Grads& in) {
+  return record(out, {x, weight}, "rms_norm", bf16_under_autocast(saves({0, 1}), 0), [rstd, rc](const Tensor& g, const Tensor&, const Grads& in) {
     return norm_backward<false>(g, in, Tensor(), rstd, rc);
   });
 }
