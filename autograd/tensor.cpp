@@ -80,7 +80,12 @@ constexpr std::size_t kHuge = std::size_t{2} << 20;
 
 // Buffers of 128 KB and more are mapped and unmapped by xgrad itself, in size classes: the
 // size rounded up to a power of two or a quarter step between two (1, 1.25, 1.5, 1.75 MB,
-// 2 MB, ...; at most 25% more than asked), from 2 MB on to a multiple of 2 MB.
+// 2 MB, 2.5 MB, ...; at most 25% more than asked).
+// NOTE: classes between 2 and 8 MB were once rounded up to a multiple of 2 MB (whole huge
+// pages): a [2048, 576] bf16 activation (2.25 MB) then took 4 MB, and a LoRA SFT step of
+// SmolLM2-135M's shape under --bf16 held 903 MB for its backward, 722 MB with these classes
+// (bench/README). Such a buffer's first 2 MB are a huge page and its tail 4 KB pages; it is
+// faulted in once and then reused from the cache.
 // NOTE: not through malloc: glibc serves these from its heap once its mmap threshold has
 // risen (it does after the first frees), and freed buffers of mixed sizes then stay resident
 // as free heap, which glibc gives back only from the heap's top.
@@ -88,8 +93,7 @@ std::size_t size_class(std::size_t n) {
   std::size_t pow2 = std::size_t{1} << 17;  // kMin
   while (pow2 * 2 <= n) pow2 *= 2;
   const std::size_t quarter = pow2 / 4;
-  const std::size_t c = (n + quarter - 1) / quarter * quarter;
-  return c >= kHuge ? (c + kHuge - 1) / kHuge * kHuge : c;
+  return (n + quarter - 1) / quarter * quarter;
 }
 
 // Buffers of 2 MB and more are 2 MB aligned and marked for transparent huge pages: the first

@@ -111,6 +111,10 @@ json run(const Options& o) {
 
   std::vector<double> secs;
   double first_loss = 0, last_loss = 0;
+  // Buffers of 128 KB and more (allocated_bytes()): what is live before a step (the weights,
+  // the rows) and the most a step's graph keeps beyond that for its backward.
+  const std::size_t live_before = xg::allocated_bytes();
+  std::size_t kept_for_backward = 0;
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
@@ -120,6 +124,7 @@ json run(const Options& o) {
       std::optional<xg::autocast> bf16;
       if (o.bf16) bf16.emplace();
       loss = xg::finetune::sft_model_loss(model, ids, xg::Tensor(), ids, prompt);  // as xg-finetune's SFT
+      kept_for_backward = std::max(kept_for_backward, xg::allocated_bytes() - live_before);
       loss.backward();
     }
     opt.step();
@@ -155,6 +160,8 @@ json run(const Options& o) {
   j["ms_per_step_max"] = *std::max_element(secs.begin(), secs.end()) * 1e3;
   j["tokens_per_s"] = static_cast<double>(o.batch * o.seq) / sec;
   j["peak_rss_mb"] = xg::bench::peak_rss_mb();
+  j["live_before_steps_mb"] = static_cast<double>(live_before) / (1 << 20);
+  j["kept_for_backward_mb"] = static_cast<double>(kept_for_backward) / (1 << 20);
   j["threads"] = omp_get_max_threads();
   j["gemm"] = xg::gemm_backend_description();
   j["thread_policy"] = xg::threads_description();
