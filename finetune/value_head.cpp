@@ -21,9 +21,8 @@ ValueHead::ValueHead(int64_t hidden_size, Generator& gen, Dtype dtype) : hidden_
     summary_ = register_module("summary", std::make_shared<nn::Linear>(hidden_size, 1, true, dtype));
   }
   Tensor w = summary_->weight(), b = summary_->bias();
-  nn::init::kaiming_uniform_(w, std::sqrt(5.0), &gen);
-  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
-  nn::init::uniform_(b, -bound, bound, &gen);
+  nn::init::normal_(w, 0.0, 0.02, &gen);
+  nn::init::zeros_(b);
 }
 
 // hidden [B, T, C] -> [B, T, 1] -> [B, T]

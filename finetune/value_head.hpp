@@ -17,7 +17,9 @@ constexpr const char* kValueHeadFile = "value_head.safetensors";
 // TRL's names are those under the prefix "v_head." (named_trainable, the file).
 class ValueHead : public nn::Module {
  public:
-  // nn.Linear's init (kaiming-uniform weight, uniform bias, both +-1/sqrt(C)) drawn from `gen`.
+  // Weight N(0, 0.02) drawn from `gen`, bias 0: TRL's value model's score head (initializer_range
+  // 0.02), so the values start near 0 and the value loss's first gradients into a shared trunk
+  // are small (nn.Linear's +-1/sqrt(C) init started them several times larger; finetune/README.md).
   ValueHead(int64_t hidden_size, Generator& gen, Dtype dtype = kFloat32);
   // hidden: [B, T, C] -> values [B, T]: the value of each prefix, read where the LM head reads
   // the next token's logits.
