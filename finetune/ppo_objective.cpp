@@ -111,7 +111,8 @@ void sample_rollout(nn::DecoderLM& model, const ValueHead& value_head, const Ppo
     g.seed = rng.next_u64();
     g.eos_id = tok.eos_id();
     const int64_t T0 = prompt.shape()[1];
-    const Completions c = split_completions(tok, model.generate(prompt, room(model, T0, task.max_new_tokens, "PPO"), g), T0);
+    const Tensor out_ids = model.generate(prompt, room(model, T0, task.max_new_tokens, "PPO"), g);
+    const Completions c = split_completions(tok, out_ids, T0);
     PpoSample s;
     s.prompt_len = T0;
     s.len = c.lengths[0];

@@ -1,6 +1,7 @@
 // Tests for finetune/value_head.cpp and xg-finetune --objective ppo (finetune/ppo_objective.cpp):
 // the value head's gradients in float64 and its file, a PPO run's logs, args, summary and value
-// head file, a SIGKILLed run resuming bitwise, and bad flags as one-line errors.
+// head file, a SIGKILLed run resuming bitwise, --full with a reward program, and bad flags as
+// one-line errors.
 // (The rollout arithmetic is losses::ppo_advantages, tested against TRL's in test_losses_ppo.cpp;
 // the walk-through test runs PPO on its tiny model and task.)
 #include <gtest/gtest.h>
@@ -140,6 +141,26 @@ TEST(XgFinetunePpo, TrainsLogsAndResumesBitwiseAfterSigkill) {
   EXPECT_NE(resumed.out.find("resume step"), std::string::npos) << resumed.out;
   for (const char* file : {"adapter_model.safetensors", "value_head.safetensors"})
     EXPECT_EQ(slurp((out / file).string()), slurp((d / "straight" / file).string())) << file;
+}
+
+TEST(XgFinetunePpo, FullFinetuneWithARewardProgramWritesTheModelAndTheValueHead) {
+  const fs::path d = test::fresh_test_dir();
+  const fs::path base = test::tiny_base(d);
+  const fs::path rows = write_say_rows(d);
+  // The reward: the length of the JSON line the program reads (so above 20 for every completion).
+  CliRun r = run("--objective ppo --full --base " + base.string() + " --data " + rows.string() + " --out " +
+                 (d / "out").string() + " --steps 4 --batch 2 --max-new-tokens 4 " +
+                 "--reward-cmd 'while IFS= read -r l; do echo ${#l}; done'");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  EXPECT_TRUE(fs::exists(d / "out" / "model" / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(d / "out" / "adapter_model.safetensors"));
+  const json summary = json::parse(slurp((d / "out" / "summary.json").string()));
+  EXPECT_EQ(summary["full"], true);
+  EXPECT_EQ(summary["value_head"], "value_head.safetensors");
+  EXPECT_TRUE(fs::exists(d / "out" / "value_head.safetensors"));
+  const std::vector<double> reward = train_records(d / "out" / "log.jsonl", "reward");
+  ASSERT_EQ(reward.size(), 4u);
+  for (double v : reward) EXPECT_GT(v, 20.0);
 }
 
 TEST(XgFinetunePpo, BadFlagsAreOneLineErrors) {

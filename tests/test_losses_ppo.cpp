@@ -82,7 +82,9 @@ TEST(LossesPpoTorch, RolloutAdvantagesAreTrlsSteps4To6) {
   // tests/fixtures/gen_ppo.py: completions of 7, 3, 1 and 5 tokens in a [4, 7] layout
   for (const char* part : {"rewards", "advantages", "returns"}) {
     const std::string p = part;
-    auto pick = [p](const PpoAdvantages& a) { return p == "rewards" ? a.rewards : p == "advantages" ? a.advantages : a.returns; };
+    auto pick = [p](const PpoAdvantages& a) {
+      return p == "rewards" ? a.rewards : p == "advantages" ? a.advantages : a.returns;
+    };
     expect_matches_torch("ppo", "rollout_" + p,
                          [&](const V& x) { return pick(ppo_advantages(x[0], x[1], x[2], x[3], x[4])); });
     expect_matches_torch("ppo", "discounted_" + p,

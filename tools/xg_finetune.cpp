@@ -253,8 +253,8 @@ int main(int argc, char** argv) {
      "the adapter written (and merged) is then the best one evaluated (load_best_model_at_end), kept meanwhile in "
      "<out>/best.safetensors. Needs --eval-data (0 = off)")
     ("metric-for-best", po::value(&o.best_metric),
-     "the evaluation metric early stopping watches (default: loss for sft and dpo, reward for grpo); lower is "
-     "better for a name ending in loss, higher otherwise")
+     "the evaluation metric early stopping watches (default: loss for sft and dpo, reward for grpo, rloo and "
+     "ppo); lower is better for a name ending in loss, higher otherwise")
     ("early-stopping-threshold", po::value(&o.early_stopping_threshold)->default_value(o.early_stopping_threshold),
      "how much an evaluation must beat the best by to count as better")
     ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
@@ -293,7 +293,8 @@ int main(int argc, char** argv) {
      "DPO's loss of the margin z, as TRL's loss_type: sigmoid (the paper's; cDPO with --label-smoothing) | ipo "
      "((z - 1/(2 beta))^2, Azar et al. 2023) | hinge (relu(1 - beta z), SLiC) | robust (rDPO, Chowdhury et al. "
      "2024; --label-smoothing below 0.5)")
-    ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO and PPO ratio clip epsilon (TRL's cliprange)")
+    ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps),
+     "GRPO and PPO ratio clip epsilon (TRL's cliprange)")
     ("kl-coef", po::value(&f.ppo.kl_coef)->default_value(f.ppo.kl_coef),
      "PPO: the per-token KL penalty's coefficient (k1 = log pi - log pi_ref, paid in the reward)")
     ("gamma", po::value(&f.ppo.gamma)->default_value(f.ppo.gamma), "PPO: GAE discount, in [0, 1]")
@@ -307,12 +308,13 @@ int main(int argc, char** argv) {
      "PPO: how far a value prediction may move from the rollout's before its loss is clipped")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
     ("reward", po::value(&f.rewards)->composing()->default_value(f.rewards, "exact"),
-     "GRPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and reward_weights): "
+     "GRPO, RLOO and PPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and "
+     "reward_weights): "
      "exact (the completion's first line is an answer) | prefix (exact, or partial credit for a common start) | "
      "format (--format-regex matches at the completion's start) | numeric (its \\boxed{} content, else its last "
      "number, equals an answer's) | cmd (the program of --reward-cmd)")
     ("reward-cmd", po::value(&f.reward_cmd),
-     "GRPO reward program, run once for the whole run with /bin/sh -c: it reads one JSON line per completion "
+     "GRPO, RLOO and PPO reward program, run once for the whole run with /bin/sh -c: it reads one JSON line per completion "
      "(the data row's fields with \"completion\" set) and answers one number per line. Alone, it is the reward; "
      "with other --reward names add cmd[:WEIGHT] to them. A hang past --reward-timeout, a crash or an answer "
      "that is not a finite number stops the run with an error naming the row (checkpoints kept)")
@@ -323,13 +325,14 @@ int main(int argc, char** argv) {
     ("loss-type", po::value(&f.grpo_loss_type)->default_value(f.grpo_loss_type),
      "GRPO token averaging, TRL's names: grpo (per completion, then over the group) | bnpo (over the group's "
      "tokens) | dr_grpo (the group's token sum / (group size x --max-new-tokens): no length bias)")
-    ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO completion length")
-    ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
+    ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO and PPO completion length")
+    ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO and PPO sampling temperature")
     ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
     ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in")
     ("full", po::bool_switch(&f.full),
      "train every weight (no LoRA adapters; float32 weights, gradients and AdamW's two moments, 16 bytes a "
-     "parameter, plus a frozen copy of the base as the reference of dpo and of grpo with --beta above 0); writes "
+     "parameter, plus a frozen copy of the base as the reference of dpo, of grpo with --beta and of ppo with "
+     "--kl-coef above 0); writes "
      "<out>/model, a folder of the base's kind (an HF folder with float32 weights and the base's tokenizer "
      "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0")
     ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
