@@ -130,6 +130,15 @@ TEST(XgFinetunePpo, TrainsLogsAndResumesBitwiseAfterSigkill) {
     EXPECT_TRUE(len[s] >= 1 && len[s] <= 6) << s;
   }
   EXPECT_EQ(train_records(d / "straight" / "log.jsonl", "pg_clipfrac").size(), 24u);
+  // The reference is the model with its adapters disabled: at the first rollout the adapters
+  // are still zero (lora_B starts at 0), so the KL to it is exactly 0, and the first step's
+  // forward gives the rollout's log-probs exactly (approxkl 0); once the adapters train, neither is.
+  const std::vector<double> kl = train_records(d / "straight" / "log.jsonl", "kl");
+  const std::vector<double> approxkl = train_records(d / "straight" / "log.jsonl", "approxkl");
+  EXPECT_EQ(kl[0], 0.0);
+  EXPECT_EQ(approxkl[0], 0.0);
+  EXPECT_NE(kl[20], 0.0);
+  EXPECT_GT(approxkl[21], 0.0);
 
   const fs::path out = d / "killed";
   ASSERT_TRUE(test::kill_when_file_appears(std::string(XGRAD_TOOL_DIR) + "/xg-finetune " + flags + " --out " +
