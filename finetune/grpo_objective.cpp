@@ -7,6 +7,7 @@
 #include "autograd/graph.hpp"
 #include "autograd/reduce.hpp"
 #include "finetune/lora.hpp"
+#include "finetune/detail/completions.hpp"
 #include "finetune/detail/objective_util.hpp"
 #include "finetune/objectives.hpp"
 #include "losses/losses.hpp"
@@ -21,35 +22,6 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
 }
 
-// Samples of one prompt: out [G, T0 + n] from generate. Per row: the completion's ids up to
-// and including the first EOS (or all n when it never stopped).
-struct Completions {
-  Tensor ids;                      // [G, T]
-  int64_t prompt_len = 0;
-  std::vector<int64_t> lengths;    // completion tokens per row (EOS included)
-  std::vector<std::string> texts;  // decoded, without EOS
-};
-
-Completions split_completions(const text::Tokenizer& tok, const Tensor& out, int64_t prompt_len) {
-  Completions c;
-  c.ids = out;
-  c.prompt_len = prompt_len;
-  const int64_t G = out.shape()[0], T = out.shape()[1];
-  const int64_t* p = out.data<int64_t>();
-  for (int64_t g = 0; g < G; ++g) {
-    std::vector<int64_t> row;
-    int64_t len = 0;
-    for (int64_t t = prompt_len; t < T; ++t) {
-      ++len;
-      if (p[g * T + t] == tok.eos_id()) break;
-      row.push_back(p[g * T + t]);
-    }
-    c.lengths.push_back(len);
-    c.texts.push_back(tok.decode(row, /*skip_special_tokens=*/true));
-  }
-  return c;
-}
-
 // Labels [G, T] that keep only the completion tokens (prompt and what follows EOS: -100).
 Tensor completion_labels(const Completions& c) {
   Tensor labels = c.ids.clone();
@@ -59,19 +31,6 @@ Tensor completion_labels(const Completions& c) {
     for (int64_t t = 0; t < T; ++t)
       if (t < c.prompt_len || t >= c.prompt_len + c.lengths[g]) l[g * T + t] = -100;
   return labels;
-}
-
-Tensor prompt_batch(const RowFormat& format, const GrpoExample& row, int64_t rows) {
-  std::vector<int64_t> ids = format.prompt_ids(row), all;
-  for (int64_t r = 0; r < rows; ++r) all.insert(all.end(), ids.begin(), ids.end());
-  return from_vector(all, {rows, static_cast<int64_t>(ids.size())});
-}
-
-int64_t room(const nn::DecoderLM& model, int64_t prompt_len, int64_t wanted) {
-  const int64_t max = model.max_seq_len();
-  check(max < 0 || prompt_len < max, "GRPO: a prompt of ", prompt_len, " tokens leaves no room for a completion in the ",
-        "model's ", max, " positions");
-  return max < 0 ? wanted : std::max<int64_t>(0, std::min(wanted, max - prompt_len));
 }
 
 }  // namespace
@@ -94,17 +53,6 @@ double grpo_reward(const std::string& kind, const std::string& completion, const
   return best;
 }
 
-namespace {
-
-// What the reward functions see of a row, the completion filled in per sample.
-RewardInput reward_input(const GrpoExample& row) { return {"", row.answers, row.prompt, row.row, row.where}; }
-
-// The task's rewards, "exact" when it names none.
-std::vector<Reward> rewards_of(const GrpoTask& task) {
-  return task.rewards.empty() ? std::vector<Reward>{builtin_reward("exact")} : task.rewards;
-}
-
-}  // namespace
 
 losses::GrpoLossType grpo_loss_type(const std::string& name) {
   if (name == "grpo") return losses::GrpoLossType::Grpo;
@@ -116,12 +64,12 @@ losses::GrpoLossType grpo_loss_type(const std::string& name) {
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task) {
   check(!rows.empty(), "grpo_eval: no rows");
   const text::Tokenizer& tok = task.format.tok();
-  const std::vector<Reward> rewards = rewards_of(task);
+  const std::vector<Reward> rewards = rewards_or_exact(task.rewards);
   double reward = 0, exact = 0, sampled = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const GrpoExample& row = rows[i];
     Tensor prompt = prompt_batch(task.format, row, 1);
-    const int64_t n_new = room(model, prompt.shape()[1], task.max_new_tokens);
+    const int64_t n_new = room(model, prompt.shape()[1], task.max_new_tokens, "GRPO");
     nn::GenerateOptions g;
     g.temperature = 0;  // greedy
     g.eos_id = tok.eos_id();
@@ -147,7 +95,7 @@ Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, co
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   check(task.train && !task.train->empty(), "GRPO: no training rows");
   check(task.group_size >= 2, "--group-size: GRPO needs at least 2 completions per prompt, got ", task.group_size);
-  check(task.max_new_tokens >= 1, "--max-new-tokens: GRPO needs at least 1, got ", task.max_new_tokens);
+  check(task.max_new_tokens >= 1, "--max-new-tokens: GRPO needs at least 1, got ", task.max_new_tokens, "GRPO");
   check(task.temperature > 0, "--temperature: GRPO samples, so it must be > 0, got ", task.temperature);
   check(task.clip_eps > 0, "--clip-eps must be > 0, got ", task.clip_eps);
   check(task.beta >= 0, "--beta must be >= 0, got ", task.beta);
@@ -165,20 +113,13 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
     g.seed = rng.next_u64();
     g.eos_id = tok.eos_id();
     const Completions c =
-        split_completions(tok, model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens), g),
+        split_completions(tok, model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens, "GRPO"), g),
                           prompt.shape()[1]);
     // Each reward function's scores, then their weighted sums.
-    const std::vector<Reward> funcs = rewards_of(task);
-    std::vector<double> rewards(c.texts.size(), 0.0);
+    const std::vector<Reward> funcs = rewards_or_exact(task.rewards);
     Metrics per_reward;
-    RewardInput in = reward_input(row);
-    for (const Reward& r : funcs)
-      for (std::size_t i = 0; i < c.texts.size(); ++i) {
-        in.completion = c.texts[i];
-        const double v = r.fn(in);
-        rewards[i] += r.weight * v;
-        if (funcs.size() > 1) per_reward["rewards/" + r.name] += v / static_cast<double>(c.texts.size());
-      }
+    const std::vector<double> rewards =
+        score_completions(funcs, row, c.texts, 1.0 / static_cast<double>(c.texts.size()), per_reward);
     const Tensor targets = losses::shift_labels(completion_labels(c));
     const Tensor ref_lp =
         no_reference ? Tensor()

@@ -1,6 +1,6 @@
 // The finetuning objectives xg-finetune runs, each wired into a TrainLoop: what one
 // micro-batch computes (micro_step) and what the held-out evaluation reports (evaluate).
-// The reference policy of DPO and GRPO is the same model with its LoRA adapters disabled, or a
+// The reference policy of DPO, GRPO and PPO is the same model with its LoRA adapters disabled, or a
 // frozen copy of the base when every weight trains (xg-finetune --full).
 // Rows become ids by each task's RowFormat (dataset.hpp): the default is the byte tokenizer
 // with the plain format; xg-finetune sets the base folder's tokenizer and chat template.
@@ -11,6 +11,7 @@
 #include "finetune/dataset.hpp"
 #include "finetune/rewards.hpp"
 #include "finetune/train_loop.hpp"
+#include "finetune/value_head.hpp"
 #include "losses/dpo.hpp"
 #include "losses/grpo.hpp"
 #include "nn/decoder.hpp"
@@ -103,5 +104,39 @@ losses::GrpoLossType grpo_loss_type(const std::string& name);
 // Other names throw.
 double grpo_reward(const std::string& kind, const std::string& completion, const std::vector<std::string>& answers);
 Metrics grpo_eval(nn::DecoderLM& model, const std::vector<GrpoExample>& rows, const GrpoTask& task);
+
+// PPO (Schulman et al. 2017) as TRL's PPOTrainer runs it, on GRPO's rows and rewards: every
+// steps_per_rollout() optimizer steps the policy samples one completion for each of
+// rollout_size() prompts (drawn with replacement); each is scored by `rewards` (one scalar),
+// pays k1 = log pi - log pi_ref per token times kl_coef (the reference as GrpoTask's), and
+// losses::ppo_advantages turns that into whitened GAE advantages and returns against the
+// value head's predictions. Then ppo_epochs passes over the rollout in a fresh random order,
+// num_mini_batches optimizer steps each, a step being grad_accum micro-batches of `batch`
+// completions: loss = ppo_clip_loss + vf_coef * ppo_value_loss over the completion tokens.
+// The value head reads the policy's own final hidden states (one trunk pass for both heads).
+// Log-probs are of logits / temperature, the distribution sampled from (TRL's). The rollout's
+// forward passes run in eval mode (no dropout), as TRL disables dropout.
+// A step's rollout lives in memory, so a run resumes only from a step that starts one: steps,
+// checkpoint and early-stopping steps must be multiples of steps_per_rollout() (xg-finetune
+// checks). Evaluation: grpo_eval with eval_samples sampled completions per held-out prompt.
+struct PpoTask {
+  const std::vector<GrpoExample>* train = nullptr;
+  const std::vector<GrpoExample>* heldout = nullptr;  // optional
+  int64_t batch = 8;             // completions per micro-batch (TRL's per_device_train_batch_size)
+  int64_t grad_accum = 1;        // the loop's micro-batches per step (TRL's gradient_accumulation_steps)
+  int64_t num_mini_batches = 1;  // optimizer steps per pass over the rollout
+  int64_t ppo_epochs = 4;        // passes over each rollout (TRL's num_ppo_epochs)
+  int64_t max_new_tokens = 24, eval_rows = 128, eval_samples = 8;
+  double temperature = 1.0;
+  double kl_coef = 0.05, gamma = 1.0, lam = 0.95;        // TRL's defaults
+  double clip_eps = 0.2, clip_value = 0.2, vf_coef = 0.1;  // TRL's cliprange, cliprange_value, vf_coef
+  std::vector<Reward> rewards;  // as GrpoTask's
+  RowFormat format;
+  const nn::DecoderLM* reference = nullptr;  // as DpoTask's
+
+  int64_t steps_per_rollout() const { return ppo_epochs * num_mini_batches; }
+  int64_t rollout_size() const { return num_mini_batches * grad_accum * batch; }
+};
+void attach_ppo(TrainLoop& loop, nn::DecoderLM& model, ValueHead& value_head, const PpoTask& task);
 
 }  // namespace xg::finetune

@@ -8,6 +8,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/error.hpp"
 #include "finetune/world.hpp"
+#include "optim/clip.hpp"
 
 namespace xg::finetune {
 

@@ -4,6 +4,7 @@
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/elementwise.hpp"
+#include "autograd/graph.hpp"
 #include "autograd/reduce.hpp"
 #include "losses/logprobs.hpp"
 #include "losses/masked.hpp"
@@ -88,6 +89,39 @@ Gae compute_gae(const Tensor& rewards, const Tensor& values, double gamma, doubl
     }
   });
   return out;
+}
+
+// rewards = -kl_coef (lp - ref) on kept tokens, + score on each row's last kept token;
+// (A, R) = compute_gae(rewards, values * mask); advantages = masked_whiten(A, mask) * mask
+PpoAdvantages ppo_advantages(const Tensor& logprobs, const Tensor& ref_logprobs, const Tensor& values,
+                             const Tensor& scores, const Tensor& mask, double kl_coef, double gamma, double lam) {
+  const char* op = "ppo_advantages";
+  detail::check_float(logprobs, op, "logprobs");
+  check(logprobs.dim() == 2, op, ": logprobs must be [B, T], got ", shape_str(logprobs.shape()));
+  detail::check_like(logprobs, "logprobs", ref_logprobs, "ref_logprobs", op);
+  detail::check_like(logprobs, "logprobs", values, "values", op);
+  const int64_t B = logprobs.shape()[0], T = logprobs.shape()[1];
+  check(scores.dtype() == logprobs.dtype() && scores.shape() == Shape{B}, op, ": scores must be ",
+        dtype_name(logprobs.dtype()), " [", B, "], got ", dtype_name(scores.dtype()), " ", shape_str(scores.shape()));
+  check(kl_coef >= 0 && gamma >= 0 && gamma <= 1 && lam >= 0 && lam <= 1, op,
+        ": expected kl_coef >= 0 and gamma, lam in [0, 1], got ", kl_coef, ", ", gamma, ", ", lam);
+  NoGradGuard no_grad;
+  const Tensor keep = detail::bool_mask(mask, logprobs.shape(), op, "mask").to(logprobs.dtype());
+  Tensor rewards = (logprobs - ref_logprobs) * keep * (-kl_coef);
+  dispatch_float(rewards.dtype(), op, [&](auto tag) {
+    using T_ = decltype(tag);
+    T_* r = rewards.data<T_>();
+    const T_* k = keep.data<T_>();
+    const T_* s = scores.data<T_>();
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t last = T - 1;
+      while (last >= 0 && k[b * T + last] == 0) --last;
+      check(last >= 0, op, ": row ", b, " of mask keeps no token");
+      r[b * T + last] += s[b];
+    }
+  });
+  const Gae gae = compute_gae(rewards, values * keep, gamma, lam);
+  return {rewards, masked_whiten(gae.advantages, keep) * keep, gae.returns};
 }
 
 }  // namespace xg::losses

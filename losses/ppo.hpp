@@ -37,4 +37,24 @@ struct Gae {
 // with masked_whiten.
 Gae compute_gae(const Tensor& rewards, const Tensor& values, double gamma = 1.0, double lam = 0.95);
 
+struct PpoAdvantages {
+  Tensor rewards;     // [B, T]: -kl_coef * (logprobs - ref_logprobs) per token, the score added on the last
+  Tensor advantages;  // [B, T]: GAE, whitened over the kept tokens, 0 elsewhere
+  Tensor returns;     // [B, T]: GAE advantages (before whitening) + values, the value head's targets
+};
+
+// TRL PPOTrainer's rollout bookkeeping (its steps 4 to 6) on B completions laid out as [B, T]
+// (token t of each completion at column t): per-token KL penalty k1 = logprobs - ref_logprobs,
+// each completion's score on its last kept token, values zeroed outside `mask`, compute_gae,
+// and whitened advantages (masked_whiten over every kept token of the batch).
+// logprobs, ref_logprobs, values: [B, T]; scores: [B]; mask [B, T] (nonzero = a completion
+// token; every row keeps at least one). Not differentiable (TRL runs it under no_grad).
+// NOTE: TRL puts the score one token past the last (sequence_lengths + 1, inside the padding,
+// with a value kept there too); this puts it on the last token, as TRL's earlier PPOTrainer
+// (compute_rewards) and Ziegler et al. 2019 do, so every reward and value sits on a token
+// the policy chose.
+PpoAdvantages ppo_advantages(const Tensor& logprobs, const Tensor& ref_logprobs, const Tensor& values,
+                             const Tensor& scores, const Tensor& mask, double kl_coef = 0.05, double gamma = 1.0,
+                             double lam = 0.95);
+
 }  // namespace xg::losses

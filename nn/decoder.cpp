@@ -585,9 +585,14 @@ LMOutput DecoderLM::run(const Tensor& tokens, int64_t start_pos, std::vector<KVC
   }
   if (norm_) h = norm_->forward(h);
   if (!head) return {h, aux};
+  return {logits_from_hidden(h), aux};
+}
+
+// h: [B, T, C] -> [B, T, V]: the output Linear (with its adapter) or the tied embedding, then soft-capping.
+Tensor DecoderLM::logits_from_hidden(const Tensor& h) const {
   Tensor logits = output_ ? output_->forward(h) : linear(h, tok_embeddings_->weight());
   if (config_.final_logit_softcap > 0) logits = softcap(logits, config_.final_logit_softcap);
-  return {logits, aux};
+  return logits;
 }
 
 Tensor DecoderLM::generate(const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options,

@@ -132,6 +132,10 @@ class DecoderLM : public Module {
   // logits are exactly hidden @ W^T, so a loss can take h and W (losses::linear_cross_entropy)
   // and never hold the whole [B, T, vocab] logits.
   Tensor hidden(const Tensor& tokens, const Tensor& position_ids = Tensor()) const;
+  // The head on those hidden states: hidden [B, T, C] -> logits [B, T, vocab_size], so that
+  // logits_from_hidden(hidden(x)) is forward(x), and a second head (PPO's value head) can read
+  // the same trunk pass.
+  Tensor logits_from_hidden(const Tensor& hidden) const;
   // The head's [vocab, C] matrix (the output Linear's, or the tied embedding's) when the head
   // is that matrix alone: no bias, no active adapter, no final soft-capping. Else undefined.
   Tensor plain_head_weight() const;

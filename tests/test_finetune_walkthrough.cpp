@@ -1,12 +1,13 @@
 // The README's walk-through ("Pre-train, then finetune with LoRA") at a scale that runs in
 // seconds: xg-train, LoRA SFT from its model, then DPO and GRPO from SFT's merged model, as
-// README chains them, on a made-up task whose held-out rows use words
+// README chains them, and PPO from it too, on a made-up task whose held-out rows use words
 // no training row mentions. Each stage must visibly work on held-out data: pre-training
 // beats the unigram baseline, SFT lowers the held-out loss and answers in the trained format,
 // DPO moves the held-out preference toward the chosen side, GRPO raises the reward of its
-// sampled groups.
+// sampled groups, PPO raises the held-out reward of a reachable goal while its value head learns it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -173,6 +174,29 @@ TEST(Walkthrough, EveryStageImprovesOnHeldOutData) {
   const std::vector<double> reward = records(d / "grpo" / "log.jsonl", "train", "reward");
   ASSERT_EQ(reward.size(), 60u);
   EXPECT_GT(mean(reward, 0, 20), 0.05);
+
+  // PPO from the SFT model, rewarded for answering "red" (--reward format with the pattern
+  // "red", matched at the completion's start): the SFT model earns it about half the time, a
+  // policy that learns it earns it always. The held-out sampled reward rises from about 0.55
+  // past 0.8, and the value head learns the returns: a rollout's mean value loss falls to a
+  // tenth of the first rollout's (the head untrained) or less. Measured in this build over
+  // seeds 0-4: held-out 0.556 -> 0.85 to 1.0 at step 120; the lowest rollout's value loss
+  // 0.006 to 0.07 of the first's. (The value loss of the last steps is no steadier than the
+  // policy: on seed 4 the last 30 steps averaged more than the first rollout, their rewards
+  // still mixed.)
+  r = run("xg-finetune", "--objective ppo --base " + p + "sft/merged --data " + p + "grpo.jsonl --eval-data " + p +
+                             "grpo_held.jsonl --out " + p + "ppo --steps 120 --temperature 0.7 --max-new-tokens 6 "
+                             "--eval-every 120 --eval-rows 20 --lora-r 8 --reward format --format-regex red");
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
+  const std::vector<double> ppo_reward = records(d / "ppo" / "log.jsonl", "eval", "sampled_reward");
+  const std::vector<double> vf_loss = records(d / "ppo" / "log.jsonl", "train", "vf_loss");
+  ASSERT_EQ(ppo_reward.size(), 2u);
+  ASSERT_EQ(vf_loss.size(), 120u);
+  EXPECT_LT(ppo_reward[0], 0.75);
+  EXPECT_GT(ppo_reward[1], 0.8);
+  double lowest = mean(vf_loss, 0, 4);
+  for (std::size_t first = 4; first < 120; first += 4) lowest = std::min(lowest, mean(vf_loss, first, first + 4));
+  EXPECT_LT(lowest, 0.1 * mean(vf_loss, 0, 4));
 }
 
 }  // namespace walkthrough_test

@@ -474,9 +474,9 @@ TEST(XgFinetune, BadInputIsOneLineAndWritesNothing) {
   EXPECT_NE(r.err.find("nowhere is not a folder or a GGUF file (it does not exist)"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
 
-  r = run("xg-finetune", "--base x --data y --out z --objective ppo");
+  r = run("xg-finetune", "--base x --data y --out z --objective kto");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--objective: expected one of dpo, grpo, rloo, sft, got 'ppo'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--objective: expected one of dpo, grpo, ppo, rloo, sft, got 'kto'"), std::string::npos) << r.err;
   r = run("xg-finetune", "--base x --data y --out z --objective grpo --group-size 1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--group-size: GRPO needs at least 2 completions per prompt"), std::string::npos) << r.err;

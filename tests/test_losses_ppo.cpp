@@ -1,6 +1,6 @@
 // Tests for losses/ppo.cpp: a plain-PyTorch PPO clipped surrogate (Schulman et al. 2017),
-// TRL's value loss, entropy bonus and GAE against PyTorch, log-ratios of +-50, gradient
-// checks, errors.
+// TRL's value loss, entropy bonus, GAE and rollout advantages (ppo_advantages) against
+// PyTorch, log-ratios of +-50, gradient checks, errors.
 #include <cmath>
 
 #include "autograd/elementwise.hpp"
@@ -76,4 +76,43 @@ TEST(LossesPpo, Errors) {
   EXPECT_XG_ERROR(compute_gae(a, b), "compute_gae: rewards [4] and values [5] must have the same shape");
   EXPECT_XG_ERROR(compute_gae(randn64({2, 2, 2}, 3), randn64({2, 2, 2}, 4)),
                   "compute_gae: rewards must be [T] or [B, T]");
+}
+
+TEST(LossesPpoTorch, RolloutAdvantagesAreTrlsSteps4To6) {
+  // tests/fixtures/gen_ppo.py: completions of 7, 3, 1 and 5 tokens in a [4, 7] layout
+  for (const char* part : {"rewards", "advantages", "returns"}) {
+    const std::string p = part;
+    auto pick = [p](const PpoAdvantages& a) {
+      return p == "rewards" ? a.rewards : p == "advantages" ? a.advantages : a.returns;
+    };
+    expect_matches_torch("ppo", "rollout_" + p,
+                         [&](const V& x) { return pick(ppo_advantages(x[0], x[1], x[2], x[3], x[4])); });
+    expect_matches_torch("ppo", "discounted_" + p,
+                         [&](const V& x) { return pick(ppo_advantages(x[0], x[1], x[2], x[3], x[4], 0.2, 0.9, 0.8)); });
+  }
+}
+
+TEST(LossesPpo, RolloutAdvantagesByHand) {
+  // One completion of 2 tokens, kl_coef 0.5, gamma = lam = 1: rewards = -0.5 kl + score on the last;
+  // kl = (-1 - -2, -1 - -1) = (1, 0): rewards (-0.5, 3); values (1, 2): A1 = 3 - 2 = 1,
+  // A0 = -0.5 + 2 - 1 + 1 = 1.5; returns (2.5, 3); the padded third column stays 0.
+  Tensor lp = tensor({{-1.0, -1.0, 0.0}}, kFloat64), ref = tensor({{-2.0, -1.0, 0.0}}, kFloat64);
+  Tensor values = tensor({{1.0, 2.0, 7.0}}, kFloat64), mask = tensor({{1.0, 1.0, 0.0}}, kFloat64);
+  PpoAdvantages a = ppo_advantages(lp, ref, values, tensor({3.0}, kFloat64), mask, 0.5, 1.0, 1.0);
+  EXPECT_EQ(a.rewards.to_vector(), (std::vector<double>{-0.5, 3.0, 0.0}));
+  EXPECT_EQ(a.returns.to_vector(), (std::vector<double>{2.5, 3.0, 0.0}));
+  // whitened over the two kept tokens (1.5, 1): mean 1.25, unbiased std sqrt(0.125)
+  const std::vector<double> adv = a.advantages.to_vector();
+  EXPECT_NEAR(adv[0], 0.25 / std::sqrt(0.125 + 1e-8), 1e-12);
+  EXPECT_NEAR(adv[1], -0.25 / std::sqrt(0.125 + 1e-8), 1e-12);
+  EXPECT_EQ(adv[2], 0.0);
+}
+
+TEST(LossesPpo, RolloutAdvantagesErrors) {
+  Tensor x = randn64({2, 3}, 1), mask = tensor({{1.0, 1.0, 0.0}, {0.0, 0.0, 0.0}}, kFloat64);
+  EXPECT_XG_ERROR(ppo_advantages(x, x, x, randn64({2}, 2), mask), "ppo_advantages: row 1 of mask keeps no token");
+  EXPECT_XG_ERROR(ppo_advantages(x, x, x, randn64({3}, 2), ones({2, 3}, kFloat64)),
+                  "ppo_advantages: scores must be float64 [2], got float64 [3]");
+  EXPECT_XG_ERROR(ppo_advantages(x, x, x, randn64({2}, 2), ones({2, 3}, kFloat64), 0.05, 1.5),
+                  "expected kl_coef >= 0 and gamma, lam in [0, 1], got 0.05, 1.5, 0.95");
 }

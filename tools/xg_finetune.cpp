@@ -1,11 +1,12 @@
 // xg-finetune: LoRA-finetunes a base model (a Hugging Face folder, an xg-train output folder or
-// a GGUF file) with SFT, DPO or GRPO, tokenizing with the base's tokenizer and formatting rows
+// a GGUF file) with SFT, DPO, GRPO, RLOO or PPO, tokenizing with the base's tokenizer and formatting rows
 // with its chat template. Writes <out>/adapter_model.safetensors + adapter_config.json (Hugging Face PEFT's
 // format, under the base's module names), checkpoint.safetensors (--resume), log.jsonl,
 // args.json, summary.json and, with --merge, <out>/merged/ (the base with the adapters folded
 // in: an HF folder with the base's tokenizer files for an HF base, else an xgrad folder) or,
 // for a GGUF base, <out>/merged.gguf (with the base's tokenizer metadata). With --full every
 // weight trains (no adapters) and the model is written to <out>/model/ as the base's folder kind.
+// PPO also writes its value head, <out>/value_head.safetensors.
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,6 +66,9 @@ struct ObjectiveDefaults {
 };
 constexpr ObjectiveDefaults kDpoDefaults{1e-3, 600, 20, 8, 1};
 constexpr ObjectiveDefaults kGrpoDefaults{1e-3, 100, 5, 1, 8};
+// PPO's step is one minibatch update: a rollout of --batch x --grad-accum x --num-mini-batches
+// prompts trains --ppo-epochs x --num-mini-batches steps (finetune/README.md measured these).
+constexpr ObjectiveDefaults kPpoDefaults{1e-3, 100, 4, 8, 1};
 
 // --dpo-loss: TRL's loss_type names.
 losses::DpoLossType parse_dpo_loss(const std::string& text) {
@@ -87,6 +91,7 @@ struct Flags {
   double epochs = 0, beta = -1, label_smoothing = 0;
   int64_t batch = 8, max_len = 128, eval_rows = 256;
   ft::GrpoTask grpo;
+  ft::PpoTask ppo;
   bool merge = false, packing = false;
   bool full = false;  // every weight trains (no LoRA)
   ft::LoopOptions loop;
@@ -170,6 +175,39 @@ std::string narrow_dtypes(const io::ModelSource& source) {
   return out;
 }
 
+// PPO's flags, checked before anything loads. A rollout lives in memory only, so a run
+// resumes at a step that starts one: --steps, --checkpoint-every and (with early stopping)
+// --eval-every are multiples of the steps a rollout trains; when not given they are rounded up to one.
+void validate_ppo(Flags& f, ft::LoopOptions& o, po::variables_map& vm) {
+  const ft::PpoTask& p = f.ppo;
+  cli::require(p.gamma >= 0 && p.gamma <= 1, str_cat("--gamma must be in [0, 1], got ", p.gamma));
+  cli::require(p.lam >= 0 && p.lam <= 1, str_cat("--lam must be in [0, 1], got ", p.lam));
+  cli::require(p.kl_coef >= 0 && std::isfinite(p.kl_coef), str_cat("--kl-coef must be >= 0, got ", p.kl_coef));
+  cli::require(p.vf_coef >= 0 && std::isfinite(p.vf_coef), str_cat("--vf-coef must be >= 0, got ", p.vf_coef));
+  cli::require(p.clip_value > 0, str_cat("--cliprange-value must be > 0, got ", p.clip_value));
+  cli::require(f.grpo.clip_eps > 0, str_cat("--clip-eps must be > 0, got ", f.grpo.clip_eps));
+  cli::require(p.ppo_epochs >= 1 && p.ppo_epochs <= 1000, str_cat("--ppo-epochs must be in [1, 1000], got ", p.ppo_epochs));
+  cli::require(p.num_mini_batches >= 1 && p.num_mini_batches <= 1000,
+               str_cat("--num-mini-batches must be in [1, 1000], got ", p.num_mini_batches));
+  cli::require(f.grpo.max_new_tokens >= 1, "--max-new-tokens must be positive");
+  cli::require(f.grpo.temperature >= nn::kMinTemperature,
+               str_cat("--temperature must be at least ", nn::kMinTemperature, " (PPO samples), got ", f.grpo.temperature));
+  cli::require(ft::world().size() == 1, str_cat("--objective ppo runs in one process (its rollout is not shared between "
+                                                "ranks), not under mpirun with ", ft::world().size(), " ranks"));
+  const int64_t cycle = p.ppo_epochs * p.num_mini_batches;
+  const auto multiple = [&](const char* flag, int64_t& value) {
+    if (value <= 0 || value % cycle == 0) return;
+    cli::require(vm[flag].defaulted(), str_cat("--", flag, " ", value, " must be a multiple of --ppo-epochs x ",
+                                               "--num-mini-batches = ", cycle, " (the steps one rollout trains; a run ",
+                                               "resumes only where a rollout starts)"));
+    value = (value / cycle + 1) * cycle;
+    vm.at(flag).value() = value;
+  };
+  multiple("steps", o.steps);
+  multiple("checkpoint-every", o.checkpoint_every);
+  if (o.early_stopping_patience > 0) multiple("eval-every", o.eval_every);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,10 +232,12 @@ int main(int argc, char** argv) {
   po::options_description opts = cli::flag_group("xg-finetune options");
   const std::string objective_help = str_cat(
       "sft | dpo | grpo | rloo (GRPO's sampling and rewards, REINFORCE leave-one-out advantages with the KL in the "
-      "reward). The defaults shown are SFT's; unless given, dpo uses --lr ", kDpoDefaults.lr, " --steps ",
+      "reward) | ppo (GRPO's rows and rewards, one completion per prompt, a value head, GAE; TRL's PPOTrainer). The "
+      "defaults shown are SFT's; unless given, dpo uses --lr ", kDpoDefaults.lr, " --steps ",
       kDpoDefaults.steps, " --warmup ", kDpoDefaults.warmup, " --batch ", kDpoDefaults.batch, ", grpo --lr ",
       kGrpoDefaults.lr, " --steps ", kGrpoDefaults.steps, " --warmup ", kGrpoDefaults.warmup, " --grad-accum ",
-      kGrpoDefaults.grad_accum, " (prompts per step)");
+      kGrpoDefaults.grad_accum, " (prompts per step), ppo --lr ", kPpoDefaults.lr, " --steps ", kPpoDefaults.steps,
+      " --warmup ", kPpoDefaults.warmup, " --batch ", kPpoDefaults.batch, " --lora-dropout 0 (TRL disables dropout)");
   // clang-format off
   opts.add_options()
     ("help", "show this help")
@@ -213,8 +253,8 @@ int main(int argc, char** argv) {
      "the adapter written (and merged) is then the best one evaluated (load_best_model_at_end), kept meanwhile in "
      "<out>/best.safetensors. Needs --eval-data (0 = off)")
     ("metric-for-best", po::value(&o.best_metric),
-     "the evaluation metric early stopping watches (default: loss for sft and dpo, reward for grpo); lower is "
-     "better for a name ending in loss, higher otherwise")
+     "the evaluation metric early stopping watches (default: loss for sft and dpo, reward for grpo, rloo and "
+     "ppo); lower is better for a name ending in loss, higher otherwise")
     ("early-stopping-threshold", po::value(&o.early_stopping_threshold)->default_value(o.early_stopping_threshold),
      "how much an evaluation must beat the best by to count as better")
     ("objective", po::value(&f.objective)->default_value(f.objective), objective_help.c_str())
@@ -240,7 +280,8 @@ int main(int argc, char** argv) {
      "over PEFT's module paths")
     ("use-rslora", po::bool_switch(&f.lora.use_rslora), "scale by alpha / sqrt(r) (rsLoRA)")
     ("epochs", po::value(&f.epochs), "instead of --steps: passes over the training rows")
-    ("batch", po::value(&f.batch)->default_value(f.batch), "rows per micro-batch (sft, dpo); grpo: one prompt each")
+    ("batch", po::value(&f.batch)->default_value(f.batch),
+     "rows per micro-batch (sft, dpo); grpo: one prompt each; ppo: prompts, one completion each")
     ("max-len", po::value(&f.max_len)->default_value(f.max_len), "tokens per row (prompt + response), longer rows truncated")
     ("packing", po::bool_switch(&f.packing),
      "sft, dpo: the training rows are packed once into rows of exactly --max-len tokens, each sequence attending "
@@ -252,15 +293,28 @@ int main(int argc, char** argv) {
      "DPO's loss of the margin z, as TRL's loss_type: sigmoid (the paper's; cDPO with --label-smoothing) | ipo "
      "((z - 1/(2 beta))^2, Azar et al. 2023) | hinge (relu(1 - beta z), SLiC) | robust (rDPO, Chowdhury et al. "
      "2024; --label-smoothing below 0.5)")
-    ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps), "GRPO ratio clip epsilon")
+    ("clip-eps", po::value(&f.grpo.clip_eps)->default_value(f.grpo.clip_eps),
+     "GRPO and PPO ratio clip epsilon (TRL's cliprange)")
+    ("kl-coef", po::value(&f.ppo.kl_coef)->default_value(f.ppo.kl_coef),
+     "PPO: the per-token KL penalty's coefficient (k1 = log pi - log pi_ref, paid in the reward)")
+    ("gamma", po::value(&f.ppo.gamma)->default_value(f.ppo.gamma), "PPO: GAE discount, in [0, 1]")
+    ("lam", po::value(&f.ppo.lam)->default_value(f.ppo.lam), "PPO: GAE lambda, in [0, 1]")
+    ("ppo-epochs", po::value(&f.ppo.ppo_epochs)->default_value(f.ppo.ppo_epochs),
+     "PPO: passes over each rollout (TRL's num_ppo_epochs); a rollout trains --ppo-epochs x --num-mini-batches steps")
+    ("num-mini-batches", po::value(&f.ppo.num_mini_batches)->default_value(f.ppo.num_mini_batches),
+     "PPO: optimizer steps per pass over a rollout of --batch x --grad-accum x --num-mini-batches prompts")
+    ("vf-coef", po::value(&f.ppo.vf_coef)->default_value(f.ppo.vf_coef), "PPO: the value loss's weight in the loss")
+    ("cliprange-value", po::value(&f.ppo.clip_value)->default_value(f.ppo.clip_value),
+     "PPO: how far a value prediction may move from the rollout's before its loss is clipped")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
     ("reward", po::value(&f.rewards)->composing()->default_value(f.rewards, "exact"),
-     "GRPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and reward_weights): "
+     "GRPO, RLOO and PPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and "
+     "reward_weights): "
      "exact (the completion's first line is an answer) | prefix (exact, or partial credit for a common start) | "
      "format (--format-regex matches at the completion's start) | numeric (its \\boxed{} content, else its last "
      "number, equals an answer's) | cmd (the program of --reward-cmd)")
     ("reward-cmd", po::value(&f.reward_cmd),
-     "GRPO reward program, run once for the whole run with /bin/sh -c: it reads one JSON line per completion "
+     "GRPO, RLOO and PPO reward program, run once for the whole run with /bin/sh -c: it reads one JSON line per completion "
      "(the data row's fields with \"completion\" set) and answers one number per line. Alone, it is the reward; "
      "with other --reward names add cmd[:WEIGHT] to them. A hang past --reward-timeout, a crash or an answer "
      "that is not a finite number stops the run with an error naming the row (checkpoints kept)")
@@ -271,13 +325,14 @@ int main(int argc, char** argv) {
     ("loss-type", po::value(&f.grpo_loss_type)->default_value(f.grpo_loss_type),
      "GRPO token averaging, TRL's names: grpo (per completion, then over the group) | bnpo (over the group's "
      "tokens) | dr_grpo (the group's token sum / (group size x --max-new-tokens): no length bias)")
-    ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO completion length")
-    ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO sampling temperature")
+    ("max-new-tokens", po::value(&f.grpo.max_new_tokens)->default_value(f.grpo.max_new_tokens), "GRPO and PPO completion length")
+    ("temperature", po::value(&f.grpo.temperature)->default_value(f.grpo.temperature), "GRPO and PPO sampling temperature")
     ("eval-rows", po::value(&f.eval_rows)->default_value(f.eval_rows), "held-out rows per evaluation")
     ("merge", po::bool_switch(&f.merge), "also write <out>/merged: the base with the adapters merged in")
     ("full", po::bool_switch(&f.full),
      "train every weight (no LoRA adapters; float32 weights, gradients and AdamW's two moments, 16 bytes a "
-     "parameter, plus a frozen copy of the base as the reference of dpo and of grpo with --beta above 0); writes "
+     "parameter, plus a frozen copy of the base as the reference of dpo, of grpo with --beta and of ppo with "
+     "--kl-coef above 0); writes "
      "<out>/model, a folder of the base's kind (an HF folder with float32 weights and the base's tokenizer "
      "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0")
     ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
@@ -296,7 +351,7 @@ int main(int argc, char** argv) {
       [&] {
         if (cli::parse(argc, argv, opts, vm, "usage: xg-finetune --base DIR --data FILE --out DIR [options]")) return 0;
         cli::apply_threads(threads);
-        cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}, {"rloo", 3}});
+        cli::choice<int>("objective", f.objective, {{"sft", 0}, {"dpo", 1}, {"grpo", 2}, {"rloo", 3}, {"ppo", 4}});
         // RLOO samples, scores, evaluates and checkpoints as GRPO does: only its advantages and
         // loss differ (GrpoTask::rloo), so from here on it runs as grpo.
         if (f.objective == "rloo") {
@@ -321,7 +376,8 @@ int main(int argc, char** argv) {
           }
           cli::require(f.reward_cmd.empty() || f.reward_cmd_weight.has_value(),
                        "--reward-cmd: add cmd[:WEIGHT] to the --reward names it is summed with");
-          cli::require(f.reward_cmd.empty() || f.objective == "grpo", "--reward-cmd is for --objective grpo");
+          cli::require(f.reward_cmd.empty() || f.objective == "grpo" || f.objective == "ppo",
+                       "--reward-cmd is for --objective grpo, rloo or ppo");
           if (!f.reward_cmd.empty()) ft::check_reward_command(f.reward_cmd);  // a program that cannot run, before the model loads
           cli::require(f.reward_timeout > 0 && std::isfinite(f.reward_timeout),
                        str_cat("--reward-timeout must be positive, got ", f.reward_timeout));
@@ -359,17 +415,28 @@ int main(int argc, char** argv) {
         // DPO and GRPO move a model SFT already shaped: smaller steps, fewer of them. A GRPO step
         // is --grad-accum prompts of --group-size sampled completions, so it costs far more
         // than an SFT step. (README's walk-through measured these.)
-        const auto by_objective = [&](const char* flag, auto& value, auto dpo, auto grpo) {
+        const bool ppo = f.objective == "ppo";
+        const auto by_objective = [&](const char* flag, auto& value, auto dpo, auto grpo, auto ppo_value) {
           if (!vm[flag].defaulted() || f.objective == "sft") return;
-          value = f.objective == "dpo" ? dpo : grpo;
+          value = f.objective == "dpo" ? dpo : ppo ? ppo_value : grpo;
           vm.at(flag).value() = value;  // args.json records the value the run uses
         };
-        by_objective("lr", o.lr, kDpoDefaults.lr, kGrpoDefaults.lr);
-        by_objective("steps", o.steps, kDpoDefaults.steps, kGrpoDefaults.steps);
-        by_objective("warmup", o.warmup, kDpoDefaults.warmup, kGrpoDefaults.warmup);
-        by_objective("batch", f.batch, kDpoDefaults.batch, f.batch);
-        by_objective("grad-accum", o.grad_accum, kDpoDefaults.grad_accum, kGrpoDefaults.grad_accum);
-        if (!vm.count("beta")) f.beta = f.objective == "grpo" ? 0.04 : 0.1;
+        by_objective("lr", o.lr, kDpoDefaults.lr, kGrpoDefaults.lr, kPpoDefaults.lr);
+        by_objective("steps", o.steps, kDpoDefaults.steps, kGrpoDefaults.steps, kPpoDefaults.steps);
+        by_objective("warmup", o.warmup, kDpoDefaults.warmup, kGrpoDefaults.warmup, kPpoDefaults.warmup);
+        by_objective("batch", f.batch, kDpoDefaults.batch, f.batch, kPpoDefaults.batch);
+        by_objective("grad-accum", o.grad_accum, kDpoDefaults.grad_accum, kGrpoDefaults.grad_accum, kPpoDefaults.grad_accum);
+        by_objective("lora-dropout", f.lora.dropout, f.lora.dropout, f.lora.dropout, 0.0);
+        for (const char* flag : {"kl-coef", "gamma", "lam", "ppo-epochs", "num-mini-batches", "vf-coef", "cliprange-value"})
+          cli::require(ppo || vm[flag].defaulted(), str_cat("--", flag, " is for --objective ppo"));
+        if (ppo) {
+          cli::require(!vm.count("beta"), "--beta is for dpo and grpo: PPO's KL coefficient is --kl-coef");
+          for (const char* flag : {"group-size", "loss-type"})
+            cli::require(vm[flag].defaulted(), str_cat("--", flag, " is for --objective grpo and rloo"));
+          cli::require(!f.packing, "--packing is for sft and dpo (PPO's completions are sampled, not packed)");
+          validate_ppo(f, o, vm);
+        }
+        if (!vm.count("beta")) f.beta = f.objective == "grpo" || ppo ? 0.04 : 0.1;
         cli::require(f.beta > 0 || (f.objective == "grpo" && f.beta == 0),
                      str_cat("--beta must be > 0 (>= 0 for grpo), got ", f.beta));
         if (f.objective == "grpo") {
@@ -384,7 +451,8 @@ int main(int argc, char** argv) {
         cli::require(o.early_stopping_patience == 0 || !f.eval_data.empty(),
                      "--early-stopping-patience needs --eval-data (the evaluations it watches)");
         cli::require(o.best_metric.empty() || o.early_stopping_patience > 0, "--metric-for-best needs --early-stopping-patience");
-        if (o.early_stopping_patience > 0 && o.best_metric.empty()) o.best_metric = f.objective == "grpo" ? "reward" : "loss";
+        if (o.early_stopping_patience > 0 && o.best_metric.empty())
+          o.best_metric = f.objective == "grpo" || ppo ? "reward" : "loss";
         cli::require(!f.packing || f.objective != "dpo" || f.max_len >= 4,
                      str_cat("--packing with dpo needs --max-len of at least 4 (two sequences a row), got ", f.max_len));
         try {
@@ -427,9 +495,15 @@ int main(int argc, char** argv) {
           rows = static_cast<int64_t>(grpo_train.size());
         }
         if (f.epochs > 0 && !f.packing) {
+          // PPO: a rollout of --batch x --grad-accum x --num-mini-batches prompts per
+          // --ppo-epochs x --num-mini-batches steps, so whole rollouts.
+          const int64_t ppo_cycle = f.ppo.ppo_epochs * f.ppo.num_mini_batches;
           const double per_step =
-              static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum * ft::world().size());
-          const double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
+              f.objective == "ppo"
+                  ? static_cast<double>(f.batch * o.grad_accum * f.ppo.num_mini_batches) / static_cast<double>(ppo_cycle)
+                  : static_cast<double>((f.objective == "grpo" ? 1 : f.batch) * o.grad_accum * ft::world().size());
+          double steps = std::ceil(f.epochs * static_cast<double>(rows) / per_step);
+          if (f.objective == "ppo") steps = std::ceil(steps / static_cast<double>(ppo_cycle)) * static_cast<double>(ppo_cycle);
           cli::require(steps <= 1e12, str_cat("--epochs ", f.epochs, " over ", rows, " rows is ", steps, " steps"));
           o.steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
           cli::validate_loop(o, kProg);  // an explicit --warmup longer than the epochs' steps
@@ -441,10 +515,12 @@ int main(int argc, char** argv) {
         // a GRPO group of completions.
         auto step_activations = [&](const nn::LMConfig& lm) -> std::pair<double, std::string> {
           const int64_t positions = lm.block.position == nn::PositionKind::None ? -1 : lm.block.max_seq_len;
-          if (f.objective == "grpo") {
+          if (f.objective == "grpo" || f.objective == "ppo") {  // a GRPO group, or a PPO micro-batch of completions
+            const bool ppo = f.objective == "ppo";
+            const int64_t completions = ppo ? f.batch : f.grpo.group_size;
             const int64_t longest = std::min(f.max_len, positions < 0 ? f.max_len : positions) + f.grpo.max_new_tokens;
-            return {nn::activation_bytes(lm, f.grpo.group_size, positions < 0 ? longest : std::min(positions, longest)),
-                    str_cat("--group-size ", f.grpo.group_size, " completions of up to --max-new-tokens ",
+            return {nn::activation_bytes(lm, completions, positions < 0 ? longest : std::min(positions, longest)),
+                    str_cat(ppo ? "--batch " : "--group-size ", completions, " completions of up to --max-new-tokens ",
                             f.grpo.max_new_tokens)};
           }
           const int64_t len = positions < 0 ? f.max_len : std::min(f.max_len, positions);
@@ -455,7 +531,8 @@ int main(int argc, char** argv) {
         // --full: the float32 weights, their gradients and AdamW's two moments (16 bytes a
         // parameter), and for DPO and GRPO's KL a frozen copy of the base as the reference
         // (TRL's ref_model), checked from config.json before the weights are read.
-        const bool needs_reference = f.full && (f.objective == "dpo" || (f.objective == "grpo" && f.beta > 0));
+        const bool needs_reference = f.full && (f.objective == "dpo" || (f.objective == "grpo" && f.beta > 0) ||
+                                                (f.objective == "ppo" && f.ppo.kl_coef > 0));
         double full_weights = 0;
         if (f.full) {
           check(source.format != io::ModelFormat::Gguf, kProg, ": --full: ", f.base,
@@ -585,7 +662,14 @@ int main(int argc, char** argv) {
                                 {"git_revision", cli::git_revision()}, {"gemm", gemm_backend_description()},
                                 {"settings", cli::settings_json()}, {"ranks", ft::world().size()}});
         }
-        const nn::NamedTensors trainable = f.full ? model->named_parameters() : ft::named_lora_parameters(*model);
+        nn::NamedTensors trainable = f.full ? model->named_parameters() : ft::named_lora_parameters(*model);
+        // PPO's value head trains beside the policy (its own generator: the adapters' init is unchanged).
+        std::unique_ptr<ft::ValueHead> value_head;
+        if (f.objective == "ppo") {
+          Generator head_gen(o.seed ^ 0x56A1E5EEDull);
+          value_head = std::make_unique<ft::ValueHead>(model->config().block.d_model, head_gen);
+          for (auto& named : value_head->named_trainable()) trainable.push_back(named);
+        }
         int64_t n_train = 0;
         for (const auto& [name, p] : trainable) n_train += p.numel();
         if (main_rank && f.full)
@@ -626,7 +710,7 @@ int main(int argc, char** argv) {
           loop.run_identity["rows"] = data_format;
         if (!template_vars.empty()) loop.run_identity["template_vars"] = template_vars.dump();
         if (!f.completion_only) loop.run_identity["completion_only"] = "false";
-        if (f.objective == "grpo" && f.rewards != std::vector<std::string>{"exact"}) {
+        if ((f.objective == "grpo" || f.objective == "ppo") && f.rewards != std::vector<std::string>{"exact"}) {
           std::string names;
           for (const std::string& r : f.rewards) names += (names.empty() ? "" : ",") + r;
           loop.run_identity["rewards"] = names + (vm["format-regex"].defaulted() ? "" : " format " + f.format_regex) +
@@ -647,6 +731,22 @@ int main(int argc, char** argv) {
           task.loss_type = parse_dpo_loss(f.dpo_loss);
           task.reference = reference.get();
           ft::attach_dpo(loop, *model, task);
+        } else if (f.objective == "ppo") {
+          ft::PpoTask& task = f.ppo;
+          task.rewards = f.grpo.rewards;
+          if (f.reward_cmd_weight)
+            task.rewards.push_back(ft::command_reward(f.reward_cmd, f.reward_timeout, *f.reward_cmd_weight));
+          task.train = &grpo_train;
+          task.heldout = grpo_eval.empty() ? nullptr : &grpo_eval;
+          task.batch = f.batch;
+          task.grad_accum = o.grad_accum;
+          task.max_new_tokens = f.grpo.max_new_tokens;
+          task.eval_rows = f.eval_rows;
+          task.temperature = f.grpo.temperature;
+          task.clip_eps = f.grpo.clip_eps;
+          task.format = format;
+          task.reference = reference.get();
+          ft::attach_ppo(loop, *model, *value_head, task);
         } else {
           if (f.reward_cmd_weight)
             f.grpo.rewards.push_back(ft::command_reward(f.reward_cmd, f.reward_timeout, *f.reward_cmd_weight));
@@ -694,6 +794,10 @@ int main(int argc, char** argv) {
             write_renamed(o.out_dir + "/merged", base.source,
                           [&](const std::string& dir) { write_merged(*model, dir, base.source, f.objective); });
           summary["adapted_modules"] = adapted;
+        }
+        if (value_head) {
+          value_head->save(o.out_dir);
+          summary["value_head"] = ft::kValueHeadFile;
         }
         for (const auto& [k, v] : last) summary["final_" + k] = v;
         io::write_file_atomic(o.out_dir + "/summary.json", summary.dump(2) + "\n", kProg);
