@@ -113,6 +113,10 @@ json run(const Options& o) {
   double first_loss = 0, last_loss = 0;
   // Buffers of 128 KB and more (allocated_bytes()): what is live before a step (the weights,
   // the rows) and the most a step's graph keeps beyond that for its backward.
+  const double setup_peak_rss = xg::bench::peak_rss_mb();
+  // The steps' own peak: buffers the setup freed are let go and the high-water mark restarts.
+  xg::empty_cache();
+  const bool steps_peak = xg::bench::reset_peak_rss();
   const std::size_t live_before = xg::allocated_bytes();
   std::size_t kept_for_backward = 0;
   for (int64_t s = 0; s < o.warmup + o.steps; ++s) {
@@ -159,7 +163,10 @@ json run(const Options& o) {
   j["ms_per_step_min"] = *std::min_element(secs.begin(), secs.end()) * 1e3;
   j["ms_per_step_max"] = *std::max_element(secs.begin(), secs.end()) * 1e3;
   j["tokens_per_s"] = static_cast<double>(o.batch * o.seq) / sec;
-  j["peak_rss_mb"] = xg::bench::peak_rss_mb();
+  // The whole process's, as torch_lora.py's (getrusage's mark restarts with reset_peak_rss()).
+  j["peak_rss_mb"] = std::max(setup_peak_rss, xg::bench::peak_rss_mb());
+  j["setup_peak_rss_mb"] = setup_peak_rss;
+  if (steps_peak) j["steps_peak_rss_mb"] = xg::bench::peak_rss_since_reset_mb();
   j["live_before_steps_mb"] = static_cast<double>(live_before) / (1 << 20);
   j["kept_for_backward_mb"] = static_cast<double>(kept_for_backward) / (1 << 20);
   j["threads"] = omp_get_max_threads();

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <vector>
 
 namespace xg::bench {
@@ -25,6 +27,24 @@ inline double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// Restarts the high-water mark at the current resident memory (Linux's clear_refs "5"), so that
+// what the setup held (a random model made in float32, then stored in bf16 or q8_0) does not count
+// as the steps' peak. False where the kernel does not allow it.
+inline bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+// The high-water mark since the last reset_peak_rss(), MB (VmHWM in /proc/self/status); -1 if unreadable.
+inline double peak_rss_since_reset_mb() {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // "VmHWM:  123 kB"
+  return -1;
 }
 
 }  // namespace xg::bench
