@@ -8,6 +8,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/error.hpp"
 #include "finetune/world.hpp"
+#include "optim/clip.hpp"
 
 namespace xg::finetune {
 
@@ -49,7 +50,9 @@ ZeroShards::ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& opti
   optimizer.shard(std::move(owned));
 }
 
-void ZeroShards::sum_grads(const std::vector<Tensor>& params) const { world().reduce_scatter_grads(params, part_); }
+void ZeroShards::sum_grads(const std::vector<Tensor>& params, int64_t bucket_bytes) const {
+  world().reduce_scatter_grads(params, part_, bucket_bytes);
+}
 
 std::string ZeroShards::bad_grad(const nn::NamedTensors& trainable, bool detect_anomaly) const {
   std::string bad;

@@ -22,7 +22,7 @@ class ZeroShards {
  public:
   ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& optimizer, const std::string& program);
 
-  void sum_grads(const std::vector<Tensor>& params) const;
+  void sum_grads(const std::vector<Tensor>& params, int64_t bucket_bytes) const;
   // "" when every summed gradient is finite, else which one is not (the same on every rank).
   std::string bad_grad(const nn::NamedTensors& trainable, bool detect_anomaly) const;
   double clip(const std::vector<Tensor>& params, double max_norm) const;

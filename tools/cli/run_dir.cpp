@@ -129,7 +129,7 @@ const std::set<std::string>& flags_free_on_resume() {
   // a checkpoint holds the full optimizer state either way.
   static const std::set<std::string> free = {"resume",       "overwrite",  "allow-change",     "threads",
                                              "log-every",    "grad-accum", "checkpoint-every", "eval-every",
-                                             "sample-every", "detect-anomaly", "zero"};
+                                             "sample-every", "detect-anomaly", "zero", "overlap-grad-sum", "bucket-mb"};
   return free;
 }
 
