@@ -111,7 +111,7 @@ class BucketSum : public finetune::GradSum {
                   "MPI_Waitall of gradient sums");
         advance(b);
       }
-      unpack(b, defined);
+      if (!buckets_[b].unpacked) unpack(b, &defined);
     }
   }
 
@@ -123,6 +123,7 @@ class BucketSum : public finetune::GradSum {
     int waiting = 0;             // parameters whose gradient is not in yet
     std::vector<int> count, at;  // rank q's part: count[q] elements from at[q]
     State state = kIdle;
+    bool unpacked = false;  // its sums are in the gradients
     std::vector<MPI_Request> reqs;
   };
 
@@ -206,7 +207,8 @@ class BucketSum : public finetune::GradSum {
     bk.state = kSums;
   }
 
-  // Lets MPI move the buckets in flight along (it makes progress only inside MPI calls).
+  // Lets MPI move the buckets in flight along (it makes progress only inside MPI calls). A
+  // bucket done during backward goes into the gradients at once: every parameter in it has one.
   void progress() {
     for (std::size_t b = 0; b < next_; ++b) {
       Bucket& bk = buckets_[b];
@@ -215,19 +217,22 @@ class BucketSum : public finetune::GradSum {
       mpi_check(MPI_Testall(static_cast<int>(bk.reqs.size()), bk.reqs.data(), &done, MPI_STATUSES_IGNORE),
                 "MPI_Testall of gradient sums");
       if (done) advance(b);
+      if (bk.state == kDone) unpack(b, nullptr);
     }
   }
 
   // The sums of bucket b into fresh gradient tensors (a gradient's storage may be shared with
   // a tensor the backward pass handed over). With ZeRO a gradient this rank owns none of stays
   // as it is (nothing reads it); the others are this rank's values with its part summed.
-  void unpack(std::size_t b, const std::vector<int>& defined) {
-    const Bucket& bk = buckets_[b];
+  // `defined`: which parameters have a gradient on some rank (nullptr: all of them).
+  void unpack(std::size_t b, const std::vector<int>* defined) {
+    Bucket& bk = buckets_[b];
+    bk.unpacked = true;
     const std::size_t item = itemsize(params_[bk.i].dtype());
     std::size_t off = 0;
     for (std::size_t k = bk.i; k < bk.j; ++k) {
       const std::size_t bytes = static_cast<std::size_t>(params_[k].numel()) * item;
-      if (defined[k] && (!part_ || part_->slice(rank_, k).size() > 0)) {
+      if ((!defined || (*defined)[k]) && (!part_ || part_->slice(rank_, k).size() > 0)) {
         Tensor g = empty(params_[k].shape(), params_[k].dtype());
         std::memcpy(g.raw_data(), data(b).data() + off, bytes);
         Tensor(params_[k]).set_grad(g);

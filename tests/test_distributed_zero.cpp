@@ -208,6 +208,20 @@ TEST(DistributedZero, ABadZeroStageIsAUsageError) {
   EXPECT_FALSE(fs::exists(d / "bad" / "checkpoint.safetensors"));
 }
 
+TEST(DistributedZero, ABadBucketSizeIsAUsageError) {
+  const fs::path d = xg::test::fresh_test_dir();
+  xg::test::write_fox_text(d / "train.txt");
+  for (const char* mb : {"0", "-1"}) {
+    CliRun r = launch(0, zero_flags(d, "bad") + " --bucket-mb " + mb);
+    EXPECT_EQ(r.status, 2) << mb;
+    EXPECT_NE(r.err.find(std::string("--bucket-mb must be in (0, 1048576], got ") + mb), std::string::npos) << r.err;
+  }
+  CliRun r = launch(0, zero_flags(d, "bad") + " --bucket-mb nan");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--bucket-mb: expected a finite number, got 'nan'"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "bad" / "checkpoint.safetensors"));
+}
+
 }  // namespace distributed_zero_test
 
 #endif  // XGRAD_MPIEXEC
