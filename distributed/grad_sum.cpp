@@ -78,8 +78,7 @@ class BucketSum : public finetune::GradSum {
       buckets_.push_back(std::move(b));
       j = buckets_.back().i;
     }
-    const std::size_t slots = overlap_ ? buckets_.size() : 1;
-    if (buffers_.size() < 2 * slots) buffers_.resize(2 * slots);
+    for (std::size_t slot = buffers_.size() / 2; slot > 0; --slot) free_.push_back(slot - 1);
     ready_.assign(params_.size(), false);
   }
 
@@ -88,9 +87,10 @@ class BucketSum : public finetune::GradSum {
     if (!overlap_ || it == where_.end() || ready_[it->second]) return;
     ready_[it->second] = true;
     --buckets_[bucket_of_[it->second]].waiting;
-    // Buckets go out in order, the same on every rank, each when all of its gradients are in.
-    while (next_ < buckets_.size() && buckets_[next_].waiting == 0) post(next_++);
+    // Buckets go out in order, the same on every rank, each when all of its gradients are in
+    // and fewer than kMaxInFlight are on their way (a done one frees its buffers).
     progress();
+    while (next_ < buckets_.size() && buckets_[next_].waiting == 0 && in_flight_ < kMaxInFlight) post(next_++);
   }
 
   void finish() override {
@@ -103,9 +103,11 @@ class BucketSum : public finetune::GradSum {
               "MPI_Allreduce of the gradient layout");
     for (std::size_t k = 0; k < params_.size(); ++k)
       if (defined[k] && !params_[k].grad().defined()) Tensor(params_[k]).set_grad(zeros(params_[k].shape(), params_[k].dtype()));
-    for (std::size_t b = overlap_ ? next_ : buckets_.size(); b < buckets_.size(); ++b) post(b);
+    // The rest in order, the next ones going out while this rank waits for one (one at a time
+    // without overlap: one bucket's buffers).
+    const int most = overlap_ ? kMaxInFlight : 1;
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      if (!overlap_) post(b);
+      while (next_ < buckets_.size() && (next_ == b || in_flight_ < most)) post(next_++);
       while (buckets_[b].state != kDone) {
         mpi_check(MPI_Waitall(static_cast<int>(buckets_[b].reqs.size()), buckets_[b].reqs.data(), MPI_STATUSES_IGNORE),
                   "MPI_Waitall of gradient sums");
@@ -117,6 +119,12 @@ class BucketSum : public finetune::GradSum {
 
  private:
   enum State { kIdle, kTerms, kSums, kDone };
+  // Buckets on their way at once during backward. Each holds its buffers (1.5 to 2 buckets of
+  // bytes) from when it goes out, at the step's peak of activations, until it is done; a rank
+  // behind the others would otherwise have them all out. Measured at gpt2s's shape on 2 ranks
+  // (bench/overlap_scaleout.sh): with 2, a median wait after backward of 209 ms (151 with no
+  // bound, 752 without overlap) and peak RSS 70-80 MB above no overlap (540-560 with no bound).
+  static constexpr int kMaxInFlight = 2;
   struct Bucket {
     std::size_t i = 0, j = 0;    // params [i, j)
     int64_t n = 0;               // their elements
@@ -124,12 +132,15 @@ class BucketSum : public finetune::GradSum {
     std::vector<int> count, at;  // rank q's part: count[q] elements from at[q]
     State state = kIdle;
     bool unpacked = false;  // its sums are in the gradients
+    std::size_t slot = 0;   // its pair of buffers
     std::vector<MPI_Request> reqs;
   };
 
-  std::vector<char>& data(std::size_t b) { return buffers_[2 * (overlap_ ? b : 0)]; }
+  // A bucket in flight holds a pair of the world's buffers, its slot, until its sums are unpacked:
+  // the buffers of the few buckets in flight at once, not of every bucket.
+  std::vector<char>& data(std::size_t b) { return buffers_[2 * buckets_[b].slot]; }
   // The other ranks' terms of this rank's part, in rank order (this rank's own is in data).
-  std::vector<char>& terms(std::size_t b) { return buffers_[2 * (overlap_ ? b : 0) + 1]; }
+  std::vector<char>& terms(std::size_t b) { return buffers_[2 * buckets_[b].slot + 1]; }
   std::size_t slot(int q) const { return static_cast<std::size_t>(q < rank_ ? q : q - 1); }
   static int tag(std::size_t b, int phase) { return static_cast<int>(2 * b) + phase; }
 
@@ -139,6 +150,13 @@ class BucketSum : public finetune::GradSum {
     const Dtype d = params_[bk.i].dtype();
     const MPI_Datatype type = mpi_type(d, "a sum of gradients");
     const std::size_t item = itemsize(d);
+    if (free_.empty()) {
+      free_.push_back(buffers_.size() / 2);
+      buffers_.resize(buffers_.size() + 2);
+    }
+    bk.slot = free_.back();
+    free_.pop_back();
+    ++in_flight_;
     std::vector<char>& buf = data(b);
     if (buf.size() < static_cast<std::size_t>(bk.n) * item) buf.resize(static_cast<std::size_t>(bk.n) * item);
     std::size_t off = 0;
@@ -239,6 +257,8 @@ class BucketSum : public finetune::GradSum {
       }
       off += bytes;
     }
+    free_.push_back(bk.slot);
+    --in_flight_;
   }
 
   std::vector<Tensor> params_;
@@ -251,6 +271,8 @@ class BucketSum : public finetune::GradSum {
   std::unordered_map<const Node*, std::size_t> where_;  // a parameter's index, by node
   std::vector<bool> ready_;
   std::size_t next_ = 0;  // the next bucket to go out
+  std::vector<std::size_t> free_;  // the slots of buffers_ no bucket holds
+  int in_flight_ = 0;              // buckets out and not yet unpacked
 };
 
 }  // namespace
