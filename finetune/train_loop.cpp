@@ -209,8 +209,8 @@ std::string TrainLoop::checkpoint_path() const {
 
 void TrainLoop::save(int64_t step) {
   if (o_.out_dir.empty()) return;
-  // Sharded state is put together on rank 0, which every rank takes part in.
-  TensorMap optim_state = zero_ ? zero_->full_state_dict() : TensorMap();
+  // Sharded state is put together on rank 0 as it writes the file, which every rank takes part in.
+  if (zero_ && !world().is_main()) return zero_->serve_state_dict();
   if (!world().is_main()) return;
   Checkpoint c;
   for (const auto& [name, p] : trainable_) {
@@ -218,12 +218,28 @@ void TrainLoop::save(int64_t step) {
           "' holds NaN or Inf");
     c.model.emplace(name, p);
   }
-  c.optim = zero_ ? std::move(optim_state) : opt_->state_dict();
   // NOTE: the moments too: an Inf in exp_avg_sq leaves the weights finite for a while, then
   // turns every update of that parameter into 0 or NaN, and would resume as it is.
-  for (const auto& [name, t] : c.optim)
+  auto check_state = [&](const std::string& name, const Tensor& t) {
     check(!is_floating(t.dtype()) || isfinite_all(t), program_, ": not writing a checkpoint at step ", step,
           ": optimizer state '", name, "' holds NaN or Inf");
+  };
+  if (zero_) {
+    ZeroShards::StreamedState state = zero_->streamed_state_dict();
+    c.optim = std::move(state.eager);
+    for (auto& [name, lazy] : state.later) {
+      // (A moment with NaN stops the write there: the temporary file goes, the old checkpoint stays.)
+      lazy.make = [check_state, name = name, make = std::move(lazy.make)] {
+        Tensor t = make();
+        check_state(name, t);
+        return t;
+      };
+      c.optim_later.emplace(name, std::move(lazy));
+    }
+  } else {
+    c.optim = opt_->state_dict();
+  }
+  for (const auto& [name, t] : c.optim) check_state(name, t);
   c.sched = sched_->state_dict();
   c.progress.step = step;
   c.progress.tokens_seen = tokens_seen_;
