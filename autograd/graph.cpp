@@ -10,6 +10,7 @@
 #include "autograd/autocast.hpp"
 #include "autograd/broadcast.hpp"
 #include "autograd/elementwise.hpp"
+#include "autograd/grad_hook.hpp"
 
 namespace xg {
 
@@ -19,6 +20,7 @@ extern thread_local const char* g_backward_op;  // tensor.cpp
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local const LeafGradHook* g_leaf_hook = nullptr;  // LeafGradHookGuard's
 
 // While alive, an error reading data an op did not save names `op` (a checkpoint's closure
 // runs a backward of its own inside, so the previous name comes back after it).
@@ -225,6 +227,7 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
           if ((*capture)[k].node() == node) (*captured)[k] = g;
     } else if (node->is_leaf()) {
       accumulate(node->grad, std::move(g), node->shape, true);
+      if (g_leaf_hook) (*g_leaf_hook)(Tensor(*it));
       continue;
     } else if (node->retains_grad) {
       accumulate(node->grad, g, node->shape, true);
@@ -264,6 +267,11 @@ void run_backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>&
 }
 
 }  // namespace
+
+LeafGradHookGuard::LeafGradHookGuard(LeafGradHook hook) : hook_(std::move(hook)), prev_(g_leaf_hook) {
+  g_leaf_hook = &hook_;
+}
+LeafGradHookGuard::~LeafGradHookGuard() { g_leaf_hook = prev_; }
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, bool retain_graph) {
   run_backward(outputs, grad_outputs, retain_graph, nullptr, nullptr);

@@ -37,6 +37,7 @@ Settings Settings::from_environment() {
   s.user_malloc = env("GLIBC_TUNABLES").find("glibc.malloc.") != std::string::npos ||
                   std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_");
   s.fault_kill_in_write = env("XGRAD_FAULT_KILL_IN_WRITE");
+  s.fault_kill_rank = env("XGRAD_FAULT_KILL_RANK");
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
     if (std::getenv(v)) s.mpi_launched = true;
   std::string local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -57,6 +58,7 @@ std::vector<std::pair<std::string, std::string>> Settings::table() const {
           {"OPENBLAS_CORETYPE", openblas_coretype},
           {"user malloc settings", flag(user_malloc)},
           {"XGRAD_FAULT_KILL_IN_WRITE", fault_kill_in_write},
+          {"XGRAD_FAULT_KILL_RANK", fault_kill_rank},
           {"MPI launcher", flag(mpi_launched)},
           {"MPI local ranks", std::to_string(mpi_local_ranks)}};
 }

@@ -6,13 +6,7 @@ set -euo pipefail
 B=${1:-build}
 OUT=${OUT:-$B/zero_scaleout}
 STEPS=${STEPS:-8}
-ROOT=$( [ "$(id -u)" = 0 ] && echo --allow-run-as-root || true)
-rm -rf "$OUT" && mkdir -p "$OUT"
-# Any text will do for timing: 2 MB of numbered lines.
-for i in $(seq 1 40000); do echo "line $i: the quick brown fox jumps over the lazy dog, again and again."; done >"$OUT/train.txt"
-# gpt2s's shape (d 768, 12 layers, 12 heads) with the byte vocabulary; 4 windows of 128 per step.
-FLAGS="--data $OUT/train.txt --d-model 768 --layers 12 --heads 12 --seq-len 128 --steps $STEPS --warmup 0"
-FLAGS+=" --eval-every 0 --checkpoint-every 0 --sample-tokens 0 --log-every 1 --seed 1"
+source "$(dirname "$0")/scaleout_common.sh"
 # One rank's peak RSS into $OUT/<run>.rss.<rank> (kB), via /usr/bin/time.
 run() {
   local name=$1 ranks=$2; shift 2

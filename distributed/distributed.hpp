@@ -1,8 +1,8 @@
 // Data-parallel training over MPI (OpenMPI from Debian): a Session starts MPI when the program
 // was launched by mpirun and installs MPI's world as the train loop's (finetune/world.hpp):
-// ranks, gradient sums with MPI_Allreduce over flattened buckets, and the few collectives the
-// loop needs. Without MPI at build time, or when no MPI launcher started the program, the world
-// stays one process and nothing else changes.
+// ranks, gradient sums over flattened buckets added in rank order (sent while backward still
+// runs, or after it), and the few collectives the loop needs. Without MPI at build time, or
+// when no MPI launcher started the program, the world stays one process and nothing else changes.
 #pragma once
 
 namespace xg::distributed {

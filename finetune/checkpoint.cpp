@@ -38,7 +38,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
                                              {"data_rng", p.data_rng},
                                              {"global_rng", p.global_rng}};
   for (const auto& [k, v] : p.extra) meta.emplace("extra." + k, v);
-  io::save_safetensors(path, all, meta);
+  if (ckpt.optim_later.empty()) return io::save_safetensors(path, all, meta);
+  std::map<std::string, io::LazyTensor> later;
+  for (const auto& [name, t] : ckpt.optim_later) later.emplace(kGroups[1] + name, t);
+  io::save_safetensors_streamed(path, all, later, meta);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

@@ -27,6 +27,9 @@ struct TrainProgress {
 struct Checkpoint {
   TensorMap model;  // the trained tensors by their module names (a full state dict, or the adapters)
   TensorMap optim;  // Optimizer::state_dict()
+  // More of the optimizer's state ("optim.<name>" too), each made as the file writer reaches it
+  // and dropped after: ZeRO's moments, gathered one at a time (io::save_safetensors_streamed).
+  std::map<std::string, io::LazyTensor> optim_later;
   TensorMap sched;  // LambdaLR::state_dict()
   TrainProgress progress;
 };

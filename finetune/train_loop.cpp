@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -13,7 +15,9 @@
 #include "autograd/autocast.hpp"
 #include "autograd/elementwise.hpp"
 #include "autograd/error.hpp"
+#include "autograd/grad_hook.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/settings.hpp"
 #include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
 #include "nn/decoder.hpp"
@@ -44,6 +48,7 @@ void LoopOptions::validate() const {
   check(early_stopping_patience >= 0, who, ": early_stopping_patience must be >= 0, got ", early_stopping_patience);
   check(early_stopping_patience == 0 || !best_metric.empty(), who,
         ": early_stopping_patience needs best_metric (the evaluation metric to watch)");
+  check(bucket_mb > 0 && bucket_mb <= 1 << 20, who, ": bucket_mb must be in (0, 1048576], got ", bucket_mb);
   check(zero == 0 || zero == 1, who, ": zero must be 0 or 1 (ZeRO stage 1: sharded optimizer state), got ", zero);
   check(early_stopping_threshold >= 0 && std::isfinite(early_stopping_threshold), who,
         ": early_stopping_threshold must be >= 0, got ", early_stopping_threshold);
@@ -92,6 +97,16 @@ std::string side_by_side(const std::string& was, const std::string& now) {
     return to < s.size() ? out + "..." : out;
   };
   return str_cat("checkpoint: '", around(was), "', now: '", around(now), "', first different at character ", i);
+}
+
+// Fault injection for the killed-rank tests: XGRAD_FAULT_KILL_RANK=<rank>:<step> makes that rank
+// SIGKILL itself in that step (1-based) after its backward, when the other ranks are waiting for
+// its gradients, as a crashed machine or the kernel's OOM killer would.
+void maybe_die_mid_step(int64_t step) {
+  const std::string& s = settings().fault_kill_rank;
+  const auto colon = s.find(':');
+  if (colon == std::string::npos) return;
+  if (std::atoi(s.c_str()) == world().rank() && std::atoll(s.c_str() + colon + 1) == step + 1) ::raise(SIGKILL);
 }
 
 std::string first_difference(const std::string& was, const std::string& now) {
@@ -194,8 +209,8 @@ std::string TrainLoop::checkpoint_path() const {
 
 void TrainLoop::save(int64_t step) {
   if (o_.out_dir.empty()) return;
-  // Sharded state is put together on rank 0, which every rank takes part in.
-  TensorMap optim_state = zero_ ? zero_->full_state_dict() : TensorMap();
+  // Sharded state is put together on rank 0 as it writes the file, which every rank takes part in.
+  if (zero_ && !world().is_main()) return zero_->serve_state_dict();
   if (!world().is_main()) return;
   Checkpoint c;
   for (const auto& [name, p] : trainable_) {
@@ -203,12 +218,28 @@ void TrainLoop::save(int64_t step) {
           "' holds NaN or Inf");
     c.model.emplace(name, p);
   }
-  c.optim = zero_ ? std::move(optim_state) : opt_->state_dict();
   // NOTE: the moments too: an Inf in exp_avg_sq leaves the weights finite for a while, then
   // turns every update of that parameter into 0 or NaN, and would resume as it is.
-  for (const auto& [name, t] : c.optim)
+  auto check_state = [&](const std::string& name, const Tensor& t) {
     check(!is_floating(t.dtype()) || isfinite_all(t), program_, ": not writing a checkpoint at step ", step,
           ": optimizer state '", name, "' holds NaN or Inf");
+  };
+  if (zero_) {
+    ZeroShards::StreamedState state = zero_->streamed_state_dict();
+    c.optim = std::move(state.eager);
+    for (auto& [name, lazy] : state.later) {
+      // (A moment with NaN stops the write there: the temporary file goes, the old checkpoint stays.)
+      lazy.make = [check_state, name = name, make = std::move(lazy.make)] {
+        Tensor t = make();
+        check_state(name, t);
+        return t;
+      };
+      c.optim_later.emplace(name, std::move(lazy));
+    }
+  } else {
+    c.optim = opt_->state_dict();
+  }
+  for (const auto& [name, t] : c.optim) check_state(name, t);
   c.sched = sched_->state_dict();
   c.progress.step = step;
   c.progress.tokens_seen = tokens_seen_;
@@ -313,6 +344,13 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
   const int64_t first = o_.grad_accum * world().rank();
   std::string bad;
   autocast mixed(o_.bf16);  // the optimizer step, after this function, stays float32
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : trainable_) grads.push_back(p);
+  // With overlap the last micro-batch's backward hands each finished gradient to the sum. Every
+  // rank starts one, even a rank whose micro-batch fails, so that every rank finishes it.
+  std::unique_ptr<GradSum> overlapped;
+  if (o_.overlap_grad_sum && world().size() > 1)
+    overlapped = world().begin_grad_sum(grads, zero_ ? &zero_->partition() : nullptr, bucket_bytes());
   // Every micro-batch runs even after a bad one, so that the ranks stay in step.
   for (int64_t m = first; m < first + o_.grad_accum; ++m) {
     try {
@@ -326,13 +364,22 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
         bad = str_cat("the loss is ", loss, " (micro-batch ", m + 1, " of ", total, ")");
         continue;
       }
-      (r.loss * (1.0 / static_cast<double>(total))).backward();
+      Tensor scaled = r.loss * (1.0 / static_cast<double>(total));
+      if (overlapped && m == first + o_.grad_accum - 1) {
+        LeafGradHookGuard hook([&overlapped](const Tensor& leaf) { overlapped->ready(leaf); });
+        scaled.backward();
+      } else {
+        scaled.backward();
+      }
       sum["loss"] += loss;
       for (const auto& [k, v] : r.metrics) sum[k] += v;
     } catch (const AnomalyError& e) {
       if (bad.empty()) bad = e.what();
     }
   }
+  maybe_die_mid_step(step);
+  const auto backward_done = std::chrono::steady_clock::now();
+  if (overlapped) overlapped->finish();
   // The ranks agree on a failure (the first failing rank's reason) before summing.
   const int bad_rank = world().first_rank_with(!bad.empty());
   if (bad_rank >= 0) {
@@ -342,10 +389,9 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
     world().allreduce_sum(n);
     tokens = static_cast<int64_t>(n[0]);
   } else {
-    std::vector<Tensor> grads;
-    for (const auto& [name, p] : trainable_) grads.push_back(p);
-    if (zero_) zero_->sum_grads(grads);
-    else world().allreduce_grads(grads);
+    if (!overlapped && zero_) zero_->sum_grads(grads, bucket_bytes());
+    else if (!overlapped) world().allreduce_grads(grads, bucket_bytes());  // (with overlap, finish() summed them)
+    comm_wait_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - backward_done).count();
     // Metrics and tokens summed over the ranks (every rank reports the same names).
     std::vector<double> values;
     for (const auto& [k, v] : sum) values.push_back(v);
@@ -452,6 +498,7 @@ Metrics TrainLoop::run() {
       if (zero_) zero_->share_params(params);
       sched_->step();
       sum["lr"] = lr;
+      if (world().size() > 1) sum["comm_wait_s"] = comm_wait_;
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       log_->train_step(step + 1, sum, secs > 0 ? static_cast<double>(tokens) / secs : 0.0, o_.log_every);
       if (zero_ && !reported_state) {  // the moments exist from the first step on

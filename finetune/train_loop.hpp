@@ -6,6 +6,7 @@
 // takes the same optimizer step, and rank 0 alone evaluates, logs and writes checkpoints.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -65,6 +66,14 @@ struct LoopOptions {
   // updates it and shares it with the others. The weights are bitwise those of stage 0 with
   // one micro-batch per rank, and a checkpoint is the same file either way.
   int zero = 0;
+  // Under mpirun: sum each bucket of gradients while the last micro-batch's backward still runs,
+  // as soon as backward has finished its parameters (PyTorch DDP's overlap), or all of them after
+  // it (false). The same bits either way; the train log's comm_wait_s says how long rank 0 waited
+  // for the sums after its backward.
+  bool overlap_grad_sum = true;
+  // The most a bucket of gradients summed at once holds, in MB (PyTorch DDP's bucket_cap_mb):
+  // smaller buckets start summing earlier in backward, bigger ones send fewer messages.
+  double bucket_mb = 32;
   // The best model so far and early stopping (transformers' metric_for_best_model,
   // load_best_model_at_end and EarlyStoppingCallback): each evaluation's `best_metric` is
   // compared with the best before it, lower being better for a name ending in "loss" and
@@ -149,6 +158,7 @@ class TrainLoop {
   // Compares an evaluation with the best so far (rank 0); true when the run is to stop early.
   // Every rank gets the verdict.
   bool track_best(int64_t step, const Metrics& m);
+  int64_t bucket_bytes() const { return std::max<int64_t>(1, static_cast<int64_t>(o_.bucket_mb * (1 << 20))); }
 
   std::string program_;
   nn::Module& model_;
@@ -165,6 +175,7 @@ class TrainLoop {
   double best_value_ = 0;
   int64_t evals_without_best_ = 0;
   int64_t stopped_at_ = -1;
+  double comm_wait_ = 0;  // seconds the last step waited for its gradient sums after backward
 };
 
 // The seed of micro-batch `micro` of step `step` (0-based) of a run seeded with `seed`:

@@ -15,6 +15,18 @@
 
 namespace xg::finetune {
 
+// One step's gradient sum overlapped with its backward (PyTorch DDP's buckets), from
+// World::begin_grad_sum. ready(p) as backward gives parameter p its last gradient (from a
+// LeafGradHookGuard, autograd/grad_hook.hpp): a bucket is sent as soon as all its parameters are
+// ready. finish() sends what is left, waits for every sum and installs them. Every rank calls
+// finish() once, also a rank whose backward failed (its sums are then dropped by every rank).
+class GradSum {
+ public:
+  virtual ~GradSum() = default;
+  virtual void ready(const Tensor& param) { (void)param; }
+  virtual void finish() {}
+};
+
 class World {
  public:
   virtual ~World() = default;
@@ -32,6 +44,11 @@ class World {
   // values. Undefined gradients are treated as in allreduce_grads.
   virtual void reduce_scatter_grads(const std::vector<Tensor>& params, const optim::Partition& part,
                                     int64_t bucket_bytes = 32 << 20) const;
+  // The sums allreduce_grads (part == nullptr) or reduce_scatter_grads (*part, which must outlive
+  // it) make, bit for bit, sent bucket by bucket while the backward that follows still runs.
+  // The buckets are runs of `params` from its end, the order backward usually finishes them.
+  virtual std::unique_ptr<GradSum> begin_grad_sum(const std::vector<Tensor>& params, const optim::Partition* part,
+                                                  int64_t bucket_bytes = 32 << 20) const;
   // ZeRO stage 1, after the step: each rank's slices of `params` (part) to every rank, in place.
   virtual void allgather_params(const std::vector<Tensor>& params, const optim::Partition& part,
                                 int64_t bucket_bytes = 32 << 20) const;

@@ -50,7 +50,9 @@ ZeroShards::ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& opti
   optimizer.shard(std::move(owned));
 }
 
-void ZeroShards::sum_grads(const std::vector<Tensor>& params) const { world().reduce_scatter_grads(params, part_); }
+void ZeroShards::sum_grads(const std::vector<Tensor>& params, int64_t bucket_bytes) const {
+  world().reduce_scatter_grads(params, part_, bucket_bytes);
+}
 
 std::string ZeroShards::bad_grad(const nn::NamedTensors& trainable, bool detect_anomaly) const {
   std::string bad;
@@ -70,21 +72,33 @@ double ZeroShards::clip(const std::vector<Tensor>& params, double max_norm) cons
 
 void ZeroShards::share_params(const std::vector<Tensor>& params) const { world().allgather_params(params, part_); }
 
-TensorMap ZeroShards::full_state_dict() const {
-  // Gathered straight from the optimizer's buffers, one at a time (no copy of the slices first):
-  // rank 0 then holds its slice and the full state, not a third copy.
-  TensorMap out = opt_.state_dict(false);
-  const std::vector<Tensor> params = opt_.parameters();
-  for (std::size_t i = 0; i < params.size(); ++i) {
+std::map<std::string, std::pair<std::size_t, std::string>> ZeroShards::moments() const {
+  std::map<std::string, std::pair<std::size_t, std::string>> out;
+  const std::size_t n = opt_.parameters().size();
+  for (std::size_t i = 0; i < n; ++i) {
     const optim::ParamState* st = opt_.state(i);  // stepped on every rank alike
     if (st == nullptr) continue;
-    for (const auto& [name, buf] : st->buffers) {  // the same names, in order, on every rank
-      Tensor whole = world().gather_to_main(buf);
-      if (world().is_main()) out[str_cat("state.", i, ".", name)] = whole.reshape(params[i].shape());
-    }
+    for (const auto& [name, buf] : st->buffers) out[str_cat("state.", i, ".", name)] = {i, name};
   }
-  if (!world().is_main()) out.clear();
   return out;
+}
+
+ZeroShards::StreamedState ZeroShards::streamed_state_dict() const {
+  StreamedState out;
+  out.eager = opt_.state_dict(false);
+  const std::vector<Tensor> params = opt_.parameters();
+  for (const auto& [key, where] : moments()) {
+    const Tensor buf = opt_.state(where.first)->buffers.at(where.second);
+    const Shape shape = params[where.first].shape();
+    // Gathered straight from the optimizer's buffer, when the writer reaches it: rank 0 then
+    // holds its slices and one whole moment, not every moment.
+    out.later[key] = io::LazyTensor{buf.dtype(), shape, [buf, shape] { return world().gather_to_main(buf).reshape(shape); }};
+  }
+  return out;
+}
+
+void ZeroShards::serve_state_dict() const {
+  for (const auto& [key, where] : moments()) world().gather_to_main(opt_.state(where.first)->buffers.at(where.second));
 }
 
 std::vector<double> ZeroShards::state_bytes_per_rank() const {

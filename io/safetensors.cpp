@@ -79,14 +79,58 @@ void widen(const std::string& dt, const unsigned char* p, int64_t n, T* d) {
   }
 }
 
-const char* stored_dtype(const Tensor& t, StoredFloat stored) {
-  if (is_floating(t.dtype()) && stored == StoredFloat::BFloat16) return "BF16";
-  return t.dtype() == kFloat32 ? "F32" : t.dtype() == kFloat64 ? "F64" : t.dtype() == kInt64 ? "I64" : "BOOL";
+const char* stored_dtype(Dtype d, StoredFloat stored) {
+  if (is_floating(d) && stored == StoredFloat::BFloat16) return "BF16";
+  return d == kFloat32 ? "F32" : d == kFloat64 ? "F64" : d == kInt64 ? "I64" : "BOOL";
 }
 
-uint64_t stored_bytes(const Tensor& t, StoredFloat stored) {
-  const uint64_t isz = is_floating(t.dtype()) && stored == StoredFloat::BFloat16 ? 2 : itemsize(t.dtype());
-  return static_cast<uint64_t>(t.numel()) * isz;
+uint64_t stored_bytes(Dtype d, int64_t numel, StoredFloat stored) {
+  const uint64_t isz = is_floating(d) && stored == StoredFloat::BFloat16 ? 2 : itemsize(d);
+  return static_cast<uint64_t>(numel) * isz;
+}
+uint64_t stored_bytes(const Tensor& t, StoredFloat stored) { return stored_bytes(t.dtype(), t.numel(), stored); }
+
+// What the header says of one tensor.
+struct HeaderEntry {
+  std::string name;
+  Dtype dtype;
+  Shape shape;
+  std::string crc;  // 8 hex digits
+};
+
+// The padded JSON header: `metadata` with the checksums, then each tensor's dtype, shape and
+// offsets, end to end in the order given (name order).
+std::string header_text(const std::vector<HeaderEntry>& entries, const std::map<std::string, std::string>& metadata,
+                        StoredFloat stored) {
+  check(!metadata.count(kChecksumKey), "save_safetensors: metadata key '", kChecksumKey, "' is reserved for xgrad's checksums");
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  nlohmann::ordered_json sums = nlohmann::ordered_json::object();
+  for (const HeaderEntry& e : entries) {
+    check(e.name != "__metadata__", "save_safetensors: '__metadata__' is reserved and cannot name a tensor");
+    sums[e.name] = e.crc;
+  }
+  std::map<std::string, std::string> meta = metadata;
+  meta[kChecksumKey] = sums.dump();
+  header["__metadata__"] = meta;
+  uint64_t offset = 0;
+  for (const HeaderEntry& e : entries) {
+    int64_t numel = 1;
+    for (int64_t n : e.shape) numel *= n;
+    const uint64_t nbytes = stored_bytes(e.dtype, numel, stored);
+    header[e.name] = {{"dtype", stored_dtype(e.dtype, stored)}, {"shape", e.shape}, {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  return h;
+}
+
+// The 8-byte little-endian header length, then the header.
+void write_header(std::ostream& f, const std::string& h) {
+  unsigned char len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(h.size() >> (8 * i));
+  f.write(reinterpret_cast<const char*>(len_bytes), 8);
+  f.write(h.data(), static_cast<std::streamsize>(h.size()));
 }
 
 }  // namespace
@@ -352,7 +396,7 @@ void stored_chunks(const Tensor& t, StoredFloat stored, Emit emit) {
     const bool* p = t.data<bool>();
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = p[i] ? 1 : 0;
     emit(b.data(), b.size());
-  } else if (std::string(stored_dtype(t, stored)) == "BF16") {
+  } else if (std::string(stored_dtype(t.dtype(), stored)) == "BF16") {
     // Rounded a block at a time: no bfloat16 copy of the whole tensor.
     constexpr int64_t kBlock = 1 << 16;
     const int64_t n = t.numel();
@@ -373,39 +417,76 @@ void stored_chunks(const Tensor& t, StoredFloat stored, Emit emit) {
 
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const std::map<std::string, std::string>& metadata, StoredFloat stored) {
-  check(!metadata.count(kChecksumKey), "save_safetensors: metadata key '", kChecksumKey, "' is reserved for xgrad's checksums");
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  nlohmann::ordered_json sums = nlohmann::ordered_json::object();
+  std::vector<HeaderEntry> entries;
   for (const auto& [name, t] : tensors) {
-    check(name != "__metadata__", "save_safetensors: '__metadata__' is reserved and cannot name a tensor");
     check(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
     uint32_t crc = 0;
     stored_chunks(t, stored, [&](const void* p, std::size_t n) { crc = crc32_of(crc, p, n); });
-    sums[name] = hex32(crc);
+    entries.push_back({name, t.dtype(), t.shape(), hex32(crc)});
   }
-  std::map<std::string, std::string> meta = metadata;
-  meta[kChecksumKey] = sums.dump();
-  header["__metadata__"] = meta;
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    const uint64_t nbytes = stored_bytes(t, stored);
-    header[name] = {{"dtype", stored_dtype(t, stored)}, {"shape", t.shape()}, {"data_offsets", {offset, offset + nbytes}}};
-    offset += nbytes;
-  }
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-
+  const std::string h = header_text(entries, metadata, stored);
   write_file_atomic(
       path,
       [&](std::ostream& f) {
-        unsigned char len_bytes[8];
-        for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(h.size() >> (8 * i));
-        f.write(reinterpret_cast<const char*>(len_bytes), 8);
-        f.write(h.data(), static_cast<std::streamsize>(h.size()));
+        write_header(f, h);
         for (const auto& [name, t] : tensors)
           stored_chunks(t, stored, [&](const void* p, std::size_t n) {
             f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
           });
+      },
+      "save_safetensors");
+}
+
+void save_safetensors_streamed(const std::string& path, const TensorMap& tensors,
+                               const std::map<std::string, LazyTensor>& lazy,
+                               const std::map<std::string, std::string>& metadata) {
+  std::vector<HeaderEntry> entries;  // name order, both kinds together
+  std::vector<const Tensor*> ready;
+  std::vector<const LazyTensor*> later;
+  auto t = tensors.begin();
+  auto l = lazy.begin();
+  while (t != tensors.end() || l != lazy.end()) {
+    const bool take_t = l == lazy.end() || (t != tensors.end() && t->first < l->first);
+    if (take_t) {
+      check(t->second.defined(), "save_safetensors: tensor '", t->first, "' is undefined");
+      entries.push_back({t->first, t->second.dtype(), t->second.shape(), "00000000"});
+      ready.push_back(&t->second);
+      later.push_back(nullptr);
+      ++t;
+    } else {
+      check(t == tensors.end() || t->first != l->first, "save_safetensors: tensor '", l->first, "' is given twice");
+      entries.push_back({l->first, l->second.dtype, l->second.shape, "00000000"});
+      ready.push_back(nullptr);
+      later.push_back(&l->second);
+      ++l;
+    }
+  }
+  // NOTE: the checksums go in the header, before the data they sum: the header is written with
+  // placeholders of the same length and written again once every tensor has passed.
+  const std::string placeholder = header_text(entries, metadata, StoredFloat::Native);
+  write_file_atomic(
+      path,
+      [&](std::ostream& f) {
+        write_header(f, placeholder);
+        for (std::size_t k = 0; k < entries.size(); ++k) {
+          const Tensor made = later[k] ? later[k]->make() : Tensor();
+          const Tensor& x = later[k] ? made : *ready[k];
+          check(x.defined(), "save_safetensors: tensor '", entries[k].name, "' was made undefined");
+          check(x.dtype() == entries[k].dtype && x.shape() == entries[k].shape, "save_safetensors: tensor '",
+                entries[k].name, "' was made as ", dtype_name(x.dtype()), " ", shape_str(x.shape()), ", announced as ",
+                dtype_name(entries[k].dtype), " ", shape_str(entries[k].shape));
+          uint32_t crc = 0;
+          stored_chunks(x, StoredFloat::Native, [&](const void* p, std::size_t n) {
+            crc = crc32_of(crc, p, n);
+            f.write(static_cast<const char*>(p), static_cast<std::streamsize>(n));
+          });
+          entries[k].crc = hex32(crc);
+        }
+        const std::string h = header_text(entries, metadata, StoredFloat::Native);
+        check(h.size() == placeholder.size(), "save_safetensors: the header changed length");
+        f.seekp(0);
+        write_header(f, h);
+        f.seekp(0, std::ios::end);
       },
       "save_safetensors");
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -66,6 +67,21 @@ enum class StoredFloat { Native, BFloat16 };
 void save_safetensors(const std::string& path, const TensorMap& tensors,
                       const std::map<std::string, std::string>& metadata = {},
                       StoredFloat stored = StoredFloat::Native);
+// A tensor made only when the file writer reaches it (then dropped once written): its dtype
+// and shape up front, for the header, and `make`, called once.
+struct LazyTensor {
+  Dtype dtype = kFloat32;
+  Shape shape;
+  std::function<Tensor()> make;
+};
+
+// save_safetensors (Native floats) of `tensors` and `lazy` together, the same bytes, but each
+// lazy tensor made when its turn to be written comes, in name order, and dropped after: the
+// writer holds one of them at a time. Names must not repeat between the two.
+void save_safetensors_streamed(const std::string& path, const TensorMap& tensors,
+                               const std::map<std::string, LazyTensor>& lazy,
+                               const std::map<std::string, std::string>& metadata = {});
+
 // The number of bytes save_safetensors writes for the tensors' data (the header excluded).
 uint64_t safetensors_data_bytes(const TensorMap& tensors, StoredFloat stored = StoredFloat::Native);
 

@@ -1,7 +1,8 @@
 // ZeRO stage 1 (--zero 1) under mpirun: 1, 2 and 3 ranks, each holding AdamW's state for its
 // slice, end with bitwise the weights and checkpoint of one process without it (gradient
 // clipping on), with accumulation bitwise those of plain data parallelism, resume under another
-// rank count, and report each rank's share of the state.
+// rank count, and report each rank's share of the state. Gradient sums overlapped with backward
+// (distributed/grad_sum.cpp) are bitwise those made after it, with and without ZeRO.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -170,12 +171,54 @@ TEST(DistributedZero, FullFinetuneOnTwoRanksMatchesOneProcess) {
     EXPECT_GT(rec["grad_norm"].get<double>(), 0.01) << rec.dump();
 }
 
+TEST(DistributedZero, OverlappedGradientSumsAreBitwiseThoseAfterBackward) {
+  const fs::path d = xg::test::fresh_test_dir();
+  xg::test::write_fox_text(d / "train.txt");
+  // Buckets of 48 KB: about twenty of them, sent in turn while backward still runs.
+  const std::string small = " --grad-accum 1 --bucket-mb 0.046875";
+  for (int ranks : {2, 3}) {
+    const std::string r = std::to_string(ranks);
+    CliRun one = launch(0, zero_flags(d, "one" + r) + " --grad-accum " + r);
+    ASSERT_EQ(one.status, 0) << one.err;
+    for (const std::string zero : {"0", "1"}) {
+      const std::string after = "after" + r + "z" + zero, overlapped = "overlapped" + r + "z" + zero;
+      CliRun a = launch(ranks, zero_flags(d, after) + small + " --zero " + zero + " --overlap-grad-sum 0");
+      ASSERT_EQ(a.status, 0) << a.err;
+      CliRun b = launch(ranks, zero_flags(d, overlapped) + small + " --zero " + zero + " --overlap-grad-sum 1");
+      ASSERT_EQ(b.status, 0) << b.err;
+      const auto la = train_losses(d / after / "log.jsonl"), lb = train_losses(d / overlapped / "log.jsonl");
+      ASSERT_EQ(la.size(), 6u);
+      EXPECT_EQ(la, lb) << ranks << " ranks, --zero " << zero;
+      EXPECT_EQ(la, train_losses(d / ("one" + r) / "log.jsonl")) << ranks << " ranks, --zero " << zero;
+      EXPECT_TRUE(same_bytes(d / after / "model.safetensors", d / overlapped / "model.safetensors")) << ranks;
+      EXPECT_TRUE(same_bytes(d / after / "model.safetensors", d / ("one" + r) / "model.safetensors")) << ranks;
+      EXPECT_TRUE(same_checkpoint(d / after / "checkpoint.safetensors", d / overlapped / "checkpoint.safetensors"));
+      for (const auto& rec : log_records(d / overlapped / "log.jsonl", "train"))  // the wait is logged
+        EXPECT_GE(rec.at("comm_wait_s").get<double>(), 0.0) << rec.dump();
+    }
+  }
+}
+
 TEST(DistributedZero, ABadZeroStageIsAUsageError) {
   const fs::path d = xg::test::fresh_test_dir();
   xg::test::write_fox_text(d / "train.txt");
   CliRun r = launch(0, zero_flags(d, "bad") + " --zero 2");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("--zero must be 0 or 1"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d / "bad" / "checkpoint.safetensors"));
+}
+
+TEST(DistributedZero, ABadBucketSizeIsAUsageError) {
+  const fs::path d = xg::test::fresh_test_dir();
+  xg::test::write_fox_text(d / "train.txt");
+  for (const char* mb : {"0", "-1"}) {
+    CliRun r = launch(0, zero_flags(d, "bad") + " --bucket-mb " + mb);
+    EXPECT_EQ(r.status, 2) << mb;
+    EXPECT_NE(r.err.find(std::string("--bucket-mb must be in (0, 1048576], got ") + mb), std::string::npos) << r.err;
+  }
+  CliRun r = launch(0, zero_flags(d, "bad") + " --bucket-mb nan");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--bucket-mb: expected a finite number, got 'nan'"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(d / "bad" / "checkpoint.safetensors"));
 }
 

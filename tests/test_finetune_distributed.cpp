@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -177,6 +178,38 @@ TEST(DistributedMpi, FullDpoMatchesOneProcess) {
   EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / "two" / "log.jsonl"));
   EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / "two" / "model" / "model.safetensors"));
   EXPECT_FALSE(same_bytes(base / "model.safetensors", d / "one" / "model" / "model.safetensors"));
+}
+
+TEST(DistributedMpi, AKilledRankEndsTheJobAndTheLastCheckpointResumes) {
+  const fs::path d = xg::test::fresh_test_dir();
+  write_fox_text(d / "train.txt");
+  const std::string layout = " --schedule constant --grad-accum 1";
+  CliRun full = shell("OMP_NUM_THREADS=1 " + mpirun(2) + train_flags(d, "full") + layout);
+  ASSERT_EQ(full.status, 0) << full.err;
+  for (int victim : {1, 0}) {
+    // The victim dies in step 8, after its backward, while the other rank waits in the gradient
+    // sum; the checkpoint of step 5 is the last one. A hang would end at the timeout (status 124).
+    const std::string out = "killed" + std::to_string(victim);
+    CliRun r = shell("XGRAD_FAULT_KILL_RANK=" + std::to_string(victim) + ":8 OMP_NUM_THREADS=1 timeout -k 10 300 " +
+                     mpirun(2) + train_flags(d, out) + layout);
+    EXPECT_NE(r.status, 0) << r.err;
+    EXPECT_NE(r.status, 124) << "the job hung until the timeout: " << r.err;
+    EXPECT_NE(r.err.find("rank " + std::to_string(victim)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("signal 9"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d / out / "model.safetensors"));
+    std::map<std::string, std::string> meta;
+    xg::io::load_safetensors((d / out / "checkpoint.safetensors").string(), &meta);
+    EXPECT_EQ(meta["step"], "5") << victim;
+    const auto losses = train_losses(d / out / "log.jsonl");
+    ASSERT_FALSE(losses.empty());
+    EXPECT_EQ(losses.back().first, 7) << "the log stops at the last step every rank finished";
+    // The same command with --resume ends the run bitwise as if nothing had happened (how the
+    // gradient sums travel may change on resume: the same bits).
+    CliRun rest = shell("OMP_NUM_THREADS=1 " + mpirun(2) + train_flags(d, out) + layout +
+                        " --resume --overlap-grad-sum 0 --bucket-mb 1");
+    ASSERT_EQ(rest.status, 0) << rest.err;
+    EXPECT_TRUE(same_bytes(d / out / "model.safetensors", d / "full" / "model.safetensors")) << victim;
+  }
 }
 
 TEST(DistributedMpi, ABadInputFailsTheWholeJobWithOneClearError) {

@@ -1,7 +1,10 @@
 // Tests for autograd/graph.cpp: the backward engine, grad mode, xg::grad, and its errors.
 #include "autograd/graph.hpp"
 
+#include <map>
+
 #include "autograd/elementwise.hpp"
+#include "autograd/grad_hook.hpp"
 #include "autograd/shape.hpp"
 #include "tests/torch_fixture.hpp"
 
@@ -193,4 +196,27 @@ TEST(Graph, UserGradientOfAnInnerOutputIsNeverModified) {
   backward({z, y}, {gz, gy});
   EXPECT_EQ(gy.to_vector(), (std::vector<double>{1, 1}));
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{8, 8}));  // (1 + 3) * 2
+}
+
+TEST(Graph, LeafGradHookSeesEachLeafOnceWithItsWholeGradient) {
+  // y = a*b + a*a (+ c, which does not need a's gradient): dy/da = b + 2a arrives in two parts,
+  // and the hook must see the sum, once, and nothing after it.
+  Tensor a = tensor({3.0}, kFloat64).requires_grad_();
+  Tensor b = tensor({5.0}, kFloat64).requires_grad_();
+  Tensor c = tensor({7.0}, kFloat64).requires_grad_();
+  std::vector<std::pair<const Node*, double>> seen;
+  {
+    LeafGradHookGuard hook([&](const Tensor& leaf) { seen.emplace_back(leaf.node(), leaf.grad().item()); });
+    (a * b + a * a + c).backward();
+    EXPECT_EQ(grad({a * c}, {c})[0].item(), 3);  // xg::grad writes no .grad: no call
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  std::map<const Node*, double> by_leaf(seen.begin(), seen.end());
+  EXPECT_EQ(by_leaf.size(), 3u);
+  EXPECT_EQ(by_leaf[a.node()], 5 + 6);
+  EXPECT_EQ(by_leaf[b.node()], 3);
+  EXPECT_EQ(by_leaf[c.node()], 1);
+  (a * 2.0).backward();  // the guard is gone
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(a.grad().item(), 5 + 6 + 2);
 }

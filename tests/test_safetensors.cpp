@@ -197,3 +197,42 @@ TEST(Safetensors, ChecksumsThatAreNotHexDigitsAreRefused) {
                                                 ": __metadata__ 'xgrad_crc32': the checksum of 'a' is not 8 hex digits");
   }
 }
+
+// save_safetensors_streamed: the lazy tensors are made one at a time, in name order among all
+// the tensors, and the file is byte for byte save_safetensors's of them all.
+TEST(Safetensors, StreamedLazyTensorsGiveTheSameBytesMadeInNameOrder) {
+  Generator gen(2);
+  const TensorMap all{{"a", randn({3, 4}, kFloat32, &gen)}, {"b.x", randn({5}, kFloat64, &gen)},
+                      {"b.y", arange(4)},                   {"c", randn({2, 2}, kFloat32, &gen)},
+                      {"d", scalar_tensor(1.5)}};
+  const std::map<std::string, std::string> meta{{"step", "7"}};
+  const std::string whole = tmp_path("whole.safetensors"), streamed = tmp_path("streamed.safetensors");
+  io::save_safetensors(whole, all, meta);
+  TensorMap eager{{"a", all.at("a")}, {"b.y", all.at("b.y")}, {"d", all.at("d")}};
+  std::vector<std::string> made;
+  std::map<std::string, io::LazyTensor> lazy;
+  for (const char* name : {"c", "b.x"}) {
+    const Tensor t = all.at(name);
+    lazy[name] = io::LazyTensor{t.dtype(), t.shape(), [&made, name, t] {
+                                  made.push_back(name);
+                                  return t.clone();
+                                }};
+  }
+  io::save_safetensors_streamed(streamed, eager, lazy, meta);
+  EXPECT_EQ(made, (std::vector<std::string>{"b.x", "c"}));
+  auto bytes = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(bytes(streamed), bytes(whole));
+  EXPECT_EQ(io::load_safetensors(streamed).at("c").to_vector(), all.at("c").to_vector());
+
+  // A lazy tensor that is not what it announced, or a name given twice: an error, no file.
+  const std::string bad = tmp_path("streamed_bad.safetensors");
+  std::map<std::string, io::LazyTensor> wrong{{"c", io::LazyTensor{kFloat32, {3}, [] { return ones({2}); }}}};
+  EXPECT_XG_ERROR(io::save_safetensors_streamed(bad, eager, wrong), "tensor 'c' was made as float32 [2], announced as float32 [3]");
+  std::map<std::string, io::LazyTensor> twice{{"a", io::LazyTensor{kFloat32, {3, 4}, [] { return ones({3, 4}); }}}};
+  EXPECT_XG_ERROR(io::save_safetensors_streamed(bad, eager, twice), "tensor 'a' is given twice");
+  std::ifstream f(bad);
+  EXPECT_FALSE(f.good());
+}

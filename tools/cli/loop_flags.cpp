@@ -78,6 +78,8 @@ po::options_description loop_flags(finetune::LoopOptions& o, const std::string& 
     ("detect-anomaly", po::bool_switch(&o.detect_anomaly), "name the first op and module that made a NaN/Inf (slower)")
     ("gradient-checkpointing", po::bool_switch(&o.gradient_checkpointing), "recompute each block's activations in backward (less memory, about one more forward per step)")
     ("zero", po::value(&o.zero)->default_value(o.zero), "ZeRO stage under mpirun: 0 = every rank holds all of AdamW's state; 1 = each rank holds it for 1/N of the trained weights (same weights, same checkpoints)")
+    ("overlap-grad-sum", po::value(&o.overlap_grad_sum)->default_value(o.overlap_grad_sum), "under mpirun: 1 = sum each bucket of gradients while backward still runs; 0 = all after backward (same weights)")
+    ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb, fmt("%g", o.bucket_mb)), "under mpirun: the most MB of gradients summed in one bucket")
     ("bf16", po::bool_switch(&o.bf16), "mixed precision: matrix products in bfloat16 (xg::autocast), weights, gradients and AdamW state float32");
   // clang-format on
   return g;
@@ -88,7 +90,7 @@ std::string loop_error_for_flags(const std::string& message, const std::string& 
   //   -> "PROGRAM: --warmup 20 is longer than the run (--steps 10)"
   std::string text = message.rfind("TrainLoop: ", 0) == 0 ? message.substr(11) : message;
   for (std::string name : {"steps", "grad_accum", "lr", "warmup", "min_lr_ratio", "weight_decay", "clip", "eval_every",
-                           "checkpoint_every", "log_every", "max_skipped", "zero"}) {
+                           "checkpoint_every", "log_every", "max_skipped", "zero", "bucket_mb"}) {
     std::string flag = "--" + name;
     std::replace(flag.begin(), flag.end(), '_', '-');
     text = std::regex_replace(text, std::regex("\\b" + name + "\\b"), flag);

@@ -126,10 +126,11 @@ po::options_description run_dir_flags(RunDirOptions& o) {
 const std::set<std::string>& flags_free_on_resume() {
   // NOTE: --grad-accum too: a checkpoint resumes under any ranks x grad-accum with the same
   // product (the same micro-batches per step), which TrainLoop checks itself; and --zero, since
-  // a checkpoint holds the full optimizer state either way.
+  // a checkpoint holds the full optimizer state either way; --overlap-grad-sum and --bucket-mb
+  // change only how the gradient sums travel, not their bits.
   static const std::set<std::string> free = {"resume",       "overwrite",  "allow-change",     "threads",
                                              "log-every",    "grad-accum", "checkpoint-every", "eval-every",
-                                             "sample-every", "detect-anomaly", "zero"};
+                                             "sample-every", "detect-anomaly", "zero", "overlap-grad-sum", "bucket-mb"};
   return free;
 }
 
