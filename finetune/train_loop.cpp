@@ -17,6 +17,7 @@
 #include "autograd/error.hpp"
 #include "autograd/grad_hook.hpp"
 #include "autograd/graph.hpp"
+#include "autograd/memory.hpp"
 #include "autograd/settings.hpp"
 #include "finetune/world.hpp"
 #include "io/atomic_file.hpp"
@@ -122,14 +123,10 @@ std::string first_difference(const std::string& was, const std::string& now) {
                  b.contains(ptr) ? b.at(ptr).dump() : std::string("<none>"));
 }
 
-// "1.2 MB, 1.2 MB": bytes per rank, for the log line.
-std::string fmt_bytes(const std::vector<double>& bytes) {
+// "341 MB, 341 MB": bytes per rank, for the log line.
+std::string bytes_per_rank(const std::vector<double>& bytes) {
   std::string out;
-  for (double b : bytes) {
-    std::ostringstream s;
-    s << std::fixed << std::setprecision(b < 1e6 ? 1 : 2) << (b < 1e6 ? b / 1e3 : b / 1e6) << (b < 1e6 ? " kB" : " MB");
-    out += (out.empty() ? "" : ", ") + s.str();
-  }
+  for (double b : bytes) out += (out.empty() ? "" : ", ") + byte_size(b);
   return out;
 }
 
@@ -507,7 +504,7 @@ Metrics TrainLoop::run() {
         const std::vector<double> per_rank = zero_->state_bytes_per_rank();
         for (std::size_t r = 0; r < per_rank.size(); ++r) bytes[str_cat("rank", r, "_bytes")] = per_rank[r];
         log_->event("optimizer_state", step + 1, bytes,
-                    str_cat("ZeRO stage 1: optimizer state per rank ", fmt_bytes(per_rank)));
+                    str_cat("ZeRO stage 1: optimizer state per rank ", bytes_per_rank(per_rank)));
       }
     }
     evaluated_last = false;
