@@ -131,12 +131,16 @@ TEST(XgFinetunePpo, TrainsLogsAndResumesBitwiseAfterSigkill) {
   }
   EXPECT_EQ(train_records(d / "straight" / "log.jsonl", "pg_clipfrac").size(), 24u);
   // The reference is the model with its adapters disabled: at the first rollout the adapters
-  // are still zero (lora_B starts at 0), so the KL to it is exactly 0, and the first step's
-  // forward gives the rollout's log-probs exactly (approxkl 0); once the adapters train, neither is.
+  // are still zero (lora_B starts at 0), and the reference pass runs on the same batch, so the KL
+  // to it is exactly 0. The first step's forward is the rollout's policy too, but its minibatch
+  // holds other samples in another order with other padding than the rollout pass's, and products
+  // of other shapes may round the last float32 bit differently on another CPU: log-ratios of
+  // ~1e-7 give approxkl ~1e-14, where one trained step gives > 1e-6. Once the adapters train,
+  // neither is 0.
   const std::vector<double> kl = train_records(d / "straight" / "log.jsonl", "kl");
   const std::vector<double> approxkl = train_records(d / "straight" / "log.jsonl", "approxkl");
   EXPECT_EQ(kl[0], 0.0);
-  EXPECT_EQ(approxkl[0], 0.0);
+  EXPECT_LT(approxkl[0], 1e-10);
   EXPECT_NE(kl[20], 0.0);
   EXPECT_GT(approxkl[21], 0.0);
 
