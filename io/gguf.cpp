@@ -252,6 +252,11 @@ GgufValue GgufValue::i32_array(std::vector<int32_t> v) {
   g.ints.assign(v.begin(), v.end());
   return g;
 }
+GgufValue GgufValue::bools_array(const std::vector<bool>& v) {
+  GgufValue g = array_of(GgufType::Bool);
+  g.ints.assign(v.begin(), v.end());
+  return g;
+}
 GgufValue GgufValue::f32_array(std::vector<float> v) {
   GgufValue g = array_of(GgufType::Float32);
   g.floats.assign(v.begin(), v.end());

@@ -49,6 +49,7 @@ struct GgufValue {
   static GgufValue strings_array(std::vector<std::string> v);
   static GgufValue i32_array(std::vector<int32_t> v);
   static GgufValue f32_array(std::vector<float> v);
+  static GgufValue bools_array(const std::vector<bool>& v);
 };
 
 // Metadata in file order.

@@ -1,4 +1,4 @@
-// GGUF models of llama.cpp's llama / qwen2 / qwen3 / phi3 / gpt2 / gemma / gemma2 architectures:
+// GGUF models of llama.cpp's llama / qwen2 / qwen3 / phi3 / gpt2 / gemma / gemma2 / gemma3 architectures:
 // the metadata keys (llama.cpp src/llama-arch.cpp LLM_KV_NAMES, read by src/llama-model.cpp
 // load_hparams), the tensor names (llama-arch.cpp LLM_TENSOR_NAMES), the RoPE row layouts and
 // Gemma's norm offset (convert_hf_to_gguf.py: LlamaModel permutes q/k, GemmaModel adds 1).
@@ -52,7 +52,7 @@ std::vector<float> rope_divisors(int64_t head_dim, double base, const RopeScalin
 // weight + 1 for every tensor named *norm.weight (GemmaModel.modify_tensors).
 bool norm_shifted(const std::string& arch, const std::string& gguf_name) {
   const std::string suffix = "norm.weight";
-  return (arch == "gemma" || arch == "gemma2") && gguf_name.size() >= suffix.size() &&
+  return (arch == "gemma" || arch == "gemma2" || arch == "gemma3") && gguf_name.size() >= suffix.size() &&
          gguf_name.compare(gguf_name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
@@ -64,15 +64,48 @@ Dims dims_of(const HFConfig& hf) {
   return {hf.lm.block.d_model, g.n_heads, g.n_kv_heads, g.head_dim, hf.mlp().d_ff};
 }
 
+// llama.cpp's gemma3 (llama-model.cpp, LLM_ARCH_GEMMA3): which layers are local is
+// attention.sliding_window_pattern (a period, or one bool per layer; default every 6th layer
+// global), their RoPE base rope.freq_base_swa (default 10000), unscaled; scores are scaled by
+// 1/sqrt(head width) whatever the model's query_pre_attn_scalar (hidden/heads for the 27B
+// model, told by its 62 blocks) and never capped; logits by final_logit_softcapping when given.
+// NOTE: measured on node-llama-cpp 3.22.1's build; older llama.cpp releases hardcode the
+// pattern 6 and the base 10000 and ignore both keys.
+constexpr int64_t kGemma3Pattern = 6;
+constexpr double kGemma3LocalBase = 10000.0;
+constexpr int64_t kGemma3Blocks27B = 62;
+
+// The query scaling llama.cpp's gemma2/gemma3 use for a model of `n_layers` blocks: the model
+// Google scales by hidden/heads (`big_blocks` blocks) is told by its block count.
+double gemma_scalar(int64_t n_layers, int64_t big_blocks, int64_t d_model, int64_t n_heads, int64_t head_dim) {
+  return n_layers == big_blocks ? static_cast<double>(d_model / n_heads) : static_cast<double>(head_dim);
+}
+
+// A Gemma 3 model llama.cpp's gemma3 computes as xgrad does, else an error naming what differs.
+void check_gemma3(const HFConfig& hf) {
+  const GQAShape g = hf.attention();
+  const LMConfig& lm = hf.lm;
+  check(lm.tie_embeddings, "GGUF export: llama.cpp's gemma3 has no output tensor (the head is the embeddings)");
+  const double scalar = gemma_scalar(lm.n_layers, kGemma3Blocks27B, lm.block.d_model, g.n_heads, g.head_dim);
+  const double scale = g.scale > 0 ? g.scale : 1 / std::sqrt(static_cast<double>(g.head_dim));
+  check(std::fabs(scale * std::sqrt(scalar) - 1) < 1e-12, "GGUF export: llama.cpp's gemma3 scales scores by 1/sqrt(",
+        scalar, ") for ", lm.n_layers, " blocks; the model's query_pre_attn_scalar is ", 1 / (scale * scale));
+  check(g.softcap == 0, "GGUF export: llama.cpp's gemma3 does not soft-cap scores; the model's attn_logit_softcapping is ",
+        g.softcap);
+  // One window for every local layer: HFConfig::from_lm has checked it.
+  check(!lm.layer_windows.empty(), "GGUF export: llama.cpp's gemma3 has local layers with a sliding window; the model "
+        "has none");
+}
+
 }  // namespace
 
 std::string gguf_architecture(const LMConfig& config, const std::string& requested) {
   const HFConfig hf = HFConfig::from_lm(config);  // refuses what llama.cpp's architectures cannot express either
-  check(hf.architecture != HFArchitecture::Gemma3, "GGUF export: a Gemma3ForCausalLM model is not supported (xgrad "
-        "writes llama, qwen2, qwen3, phi3, gpt2, gemma and gemma2)");
   const RopeScalingKind rs = hf.lm.block.rope_scaling.kind;
-  check(rs == RopeScalingKind::None || rs == RopeScalingKind::Llama3, "GGUF export: RoPE scaling ", enum_name(rs),
-        " is not written (xgrad writes Llama 3.1's)");
+  // Linear scaling: rope.scaling.type and factor, which llama.cpp's gemma3 applies to its global layers only.
+  const bool gemma3 = hf.architecture == HFArchitecture::Gemma3;
+  check(rs == RopeScalingKind::None || rs == RopeScalingKind::Llama3 || (gemma3 && rs == RopeScalingKind::Linear),
+        "GGUF export: RoPE scaling ", enum_name(rs), " is not written (xgrad writes Llama 3.1's, and Gemma 3's linear)");
   const std::vector<int64_t>& lw = hf.lm.layer_windows;
   const auto gelu_tanh = [&](const char* arch) {
     // llama.cpp's gpt2 and gemma graphs use ggml_gelu, the tanh approximation.
@@ -112,6 +145,11 @@ std::string gguf_architecture(const LMConfig& config, const std::string& request
       arch = "gemma2";
       break;
     }
+    case HFArchitecture::Gemma3:
+      gelu_tanh("gemma3");
+      check_gemma3(hf);
+      arch = "gemma3";
+      break;
     default: break;
   }
   if (!requested.empty() && requested != arch) {
@@ -124,20 +162,20 @@ std::string gguf_architecture(const LMConfig& config, const std::string& request
           "GGUF export: llama.cpp's phi3 has one sliding window on every layer");
     arch = "phi3";
   }
-  check(lw.empty() || arch == "gemma2" || arch == "phi3", "GGUF export: a model with a sliding window is not supported "
-        "by llama.cpp's ", arch, " (xgrad writes windows for gemma2 and phi3)");
+  check(lw.empty() || arch == "gemma2" || arch == "gemma3" || arch == "phi3", "GGUF export: a model with a sliding "
+        "window is not supported by llama.cpp's ", arch, " (xgrad writes windows for gemma2, gemma3 and phi3)");
   return arch;
 }
 
 bool gguf_supported(const std::string& arch) {
-  for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gpt2", "gemma", "gemma2"})
+  for (const char* a : {"llama", "qwen2", "qwen3", "phi3", "gpt2", "gemma", "gemma2", "gemma3"})
     if (arch == a) return true;
   return false;
 }
 
 NamingScheme gguf_naming(const std::string& arch) {
   check(gguf_supported(arch), "GGUF: architecture '", arch,
-        "' is not supported (xgrad reads and writes llama, qwen2, qwen3, phi3, gpt2, gemma and gemma2)");
+        "' is not supported (xgrad reads and writes llama, qwen2, qwen3, phi3, gpt2, gemma, gemma2 and gemma3)");
   NamingScheme s;
   s.name = "gguf_" + arch;
   s.complete = true;
@@ -170,7 +208,7 @@ NamingScheme gguf_naming(const std::string& arch) {
     for (const char* n : {"norm_ffn", "norm2"}) s.rules.push_back({str_cat("layers.*.", n, ".", p), str_cat("blk.*.ffn_norm.", p), ""});
     s.rules.push_back({str_cat("norm.", p), str_cat("output_norm.", p), ""});
   }
-  // Gemma 2's sandwich norms after the attention and the MLP.
+  // Gemma 2's and 3's sandwich norms after the attention and the MLP.
   for (const char* n : {"post_norm_attn", "post_norm1"})
     s.rules.push_back({str_cat("layers.*.", n, ".weight"), "blk.*.post_attention_norm.weight", ""});
   for (const char* n : {"post_norm_ffn", "post_norm2"})
@@ -218,6 +256,19 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
     m.emplace_back(a + "final_logit_softcapping", f32(hf.lm.final_logit_softcap));
     // llama.cpp requires the key; a window as long as the context masks nothing.
     m.emplace_back(a + "attention.sliding_window", u32(lw.empty() ? b.max_seq_len : lw[0]));
+  }
+  if (arch == "gemma3") {
+    m.emplace_back(a + "attention.sliding_window", u32(*std::max_element(lw.begin(), lw.end())));
+    std::vector<bool> local;  // one per layer: true for a local layer (llama.cpp's swa_layers)
+    for (int64_t w : lw) local.push_back(w > 0);
+    m.emplace_back(a + "attention.sliding_window_pattern", io::GgufValue::bools_array(local));
+    const double local_base = hf.lm.local_rope_base > 0 ? hf.lm.local_rope_base : b.rope_base;
+    m.emplace_back(a + "rope.freq_base_swa", f32(local_base));
+    if (hf.lm.final_logit_softcap > 0) m.emplace_back(a + "final_logit_softcapping", f32(hf.lm.final_logit_softcap));
+    if (b.rope_scaling.kind == RopeScalingKind::Linear) {  // llama.cpp: freq_scale 1/factor on the global layers
+      m.emplace_back(a + "rope.scaling.type", io::GgufValue::string("linear"));
+      m.emplace_back(a + "rope.scaling.factor", f32(b.rope_scaling.factor));
+    }
   }
   if (arch == "phi3" && !lw.empty()) m.emplace_back(a + "attention.sliding_window", u32(lw[0]));
   if (b.rope_scaling.kind == RopeScalingKind::Llama3) {
@@ -286,11 +337,12 @@ int64_t positive_key(io::GgufReader& f, const std::string& key) {
   return v;
 }
 
-// Keys of computations xgrad does not do (RoPE scaling, experts, clamping, and `more`): set to
-// anything but a neutral value they are an error naming the key.
-void refuse_active_keys(io::GgufReader& f, const std::string& arch, std::vector<const char*> more) {
-  std::vector<const char*> keys = {"rope.scaling.type", "rope.scaling.factor", "rope.scale_linear", "expert_count",
-                                   "attention.clamp_kqv"};
+// Keys of computations xgrad does not do (RoPE scaling unless `scaling_read`, experts, clamping,
+// and `more`): set to anything but a neutral value they are an error naming the key.
+void refuse_active_keys(io::GgufReader& f, const std::string& arch, std::vector<const char*> more,
+                        bool scaling_read = false) {
+  std::vector<const char*> keys = {"expert_count", "attention.clamp_kqv"};
+  if (!scaling_read) keys.insert(keys.end(), {"rope.scaling.type", "rope.scaling.factor", "rope.scale_linear"});
   keys.insert(keys.end(), more.begin(), more.end());
   for (const char* key : keys)
     if (f.has(arch + "." + key)) {
@@ -403,7 +455,45 @@ LMConfig llama_family_config(io::GgufReader& f, const std::string& arch) {
   return lm;
 }
 
-// The model of a gpt2, phi3, gemma or gemma2 file: its keys written as the transformers
+// Which layers of a gemma3 file are local, as config.json's layer_types: llama.cpp's
+// attention.sliding_window_pattern, one bool per layer (true: local) or a period p (layer i
+// local unless i % p == p - 1; 0: every layer local), by default 6.
+nlohmann::json gemma3_layer_types(io::GgufReader& f, const std::string& arch, int64_t n_layers) {
+  const std::string key = arch + ".attention.sliding_window_pattern";
+  std::vector<bool> local(static_cast<std::size_t>(n_layers));
+  const io::GgufValue* v = f.has(key) ? &f.at(key) : nullptr;
+  if (v && v->is_array()) {
+    check(static_cast<int64_t>(v->ints.size()) == n_layers, f.path(), ": ", key, " has ", v->size(),
+          " values of type ", io::gguf_type_name(v->element), ", expected one bool per block (", n_layers, ")");
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] = v->ints[i] != 0;
+  } else {
+    const int64_t p = v ? f.get_int(key) : kGemma3Pattern;
+    check(p >= 0, f.path(), ": ", key, " must be >= 0, got ", p);
+    for (int64_t i = 0; i < n_layers; ++i) local[static_cast<std::size_t>(i)] = p == 0 || i % p < p - 1;
+  }
+  check(std::find(local.begin(), local.end(), true) != local.end(), f.path(), ": ", key,
+        " makes every layer global (llama.cpp's gemma3 needs a local one)");
+  nlohmann::json types = nlohmann::json::array();
+  for (bool l : local) types.push_back(l ? "sliding_attention" : "full_attention");
+  return types;
+}
+
+// llama.cpp's RoPE scaling keys of a gemma3 file as config.json's rope_scaling: none, or linear
+// (rope.scaling.type "linear", the default when only a factor is given; rope.scale_linear is the
+// factor's older key), which Gemma3ForCausalLM applies to the global layers as llama.cpp does.
+nlohmann::json gemma3_rope_scaling(io::GgufReader& f, const std::string& arch) {
+  const std::string a = arch + ".";
+  std::string type = f.has(a + "rope.scaling.type") ? f.get_string(a + "rope.scaling.type") : "linear";
+  const std::string factor_key = f.has(a + "rope.scaling.factor") ? a + "rope.scaling.factor" : a + "rope.scale_linear";
+  const double factor = f.has(factor_key) ? f.get_float(factor_key) : 0.0;
+  check(type == "none" || type == "linear", f.path(), ": ", a, "rope.scaling.type '", type,
+        "' is not read by xgrad (Gemma 3's is linear)");
+  if (type == "none" || factor == 0 || factor == 1) return nullptr;
+  check(factor > 0, f.path(), ": ", factor_key, " must be positive, got ", factor);
+  return {{"rope_type", "linear"}, {"factor", factor}};
+}
+
+// The model of a gpt2, phi3, gemma, gemma2 or gemma3 file: its keys written as the transformers
 // config.json they come from (convert_hf_to_gguf.py's inverse) and read by HFConfig::from_json,
 // so the model is the one load_hf builds (rotate-half RoPE, as llama.cpp's NEOX: no permutation).
 LMConfig hf_family_config(io::GgufReader& f, const std::string& arch) {
@@ -437,12 +527,20 @@ LMConfig hf_family_config(io::GgufReader& f, const std::string& arch) {
     j["activation_function"] = "gelu_new";  // llama.cpp's ggml_gelu
     for (const char* k : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) j[k] = 0.0;
   } else {
-    refuse_active_keys(f, arch, {"attention.layer_norm_epsilon"});
+    const bool gemma3 = arch == "gemma3";
+    // llama.cpp's gemma3 caps no scores (its converter asserts there is no cap) and scales them
+    // by the head width whatever attention.scale says: either key set is refused.
+    if (gemma3)
+      refuse_active_keys(f, arch, {"attention.layer_norm_epsilon", "attn_logit_softcapping", "attention.scale"}, true);
+    else
+      refuse_active_keys(f, arch, {"attention.layer_norm_epsilon"});
     const int64_t n_kv_heads = f.has(a + "attention.head_count_kv") ? positive(a + "attention.head_count_kv") : n_heads;
     head_dim = head_width(f, arch, d_model, n_heads);
     const bool phi3 = arch == "phi3";
-    j["architectures"] = {phi3 ? "Phi3ForCausalLM" : arch == "gemma" ? "GemmaForCausalLM" : "Gemma2ForCausalLM"};
-    j["model_type"] = arch;
+    j["architectures"] = {phi3 ? "Phi3ForCausalLM" : arch == "gemma" ? "GemmaForCausalLM"
+                                                 : gemma3          ? "Gemma3ForCausalLM"
+                                                                   : "Gemma2ForCausalLM"};
+    j["model_type"] = gemma3 ? "gemma3_text" : arch;
     j["hidden_size"] = d_model;
     j["intermediate_size"] = d_ff;
     j["num_hidden_layers"] = n_layers;
@@ -472,8 +570,24 @@ LMConfig hf_family_config(io::GgufReader& f, const std::string& arch) {
       // scores by hidden/heads, the others by the head width.
       j["attn_logit_softcapping"] = f.has(a + "attn_logit_softcapping") ? f.get_float(a + "attn_logit_softcapping") : 50.0;
       j["final_logit_softcapping"] = f.has(a + "final_logit_softcapping") ? f.get_float(a + "final_logit_softcapping") : 30.0;
-      j["query_pre_attn_scalar"] = n_layers == 46 ? d_model / n_heads : head_dim;
+      j["query_pre_attn_scalar"] = gemma_scalar(n_layers, 46, d_model, n_heads, head_dim);
       j["sliding_window"] = positive(a + "attention.sliding_window");
+    }
+    if (gemma3) {
+      j["query_pre_attn_scalar"] = gemma_scalar(n_layers, kGemma3Blocks27B, d_model, n_heads, head_dim);
+      j["attn_logit_softcapping"] = nullptr;
+      const std::string cap = a + "final_logit_softcapping";
+      j["final_logit_softcapping"] = f.has(cap) && f.get_float(cap) != 0 ? nlohmann::json(f.get_float(cap)) : nullptr;
+      // A window as long as the context would be dropped by the config (it masks nothing), and
+      // with it which layers are local and their RoPE base: refused.
+      const int64_t window = positive(a + "attention.sliding_window");
+      check(window < ctx, path, ": ", a, "attention.sliding_window ", window, " is not shorter than context_length ", ctx,
+            " (xgrad would lose which layers are local)");
+      j["sliding_window"] = window;
+      j["layer_types"] = gemma3_layer_types(f, arch, n_layers);
+      const std::string base = a + "rope.freq_base_swa";
+      j["rope_local_base_freq"] = f.has(base) ? f.get_float(base) : kGemma3LocalBase;
+      j["rope_scaling"] = gemma3_rope_scaling(f, arch);
     }
   }
   const LMConfig lm = HFConfig::from_json(j.dump(), path + " (its " + arch + " keys)").lm;
@@ -496,7 +610,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
   const std::string& path = f.path();
   const std::string arch = f.get_string("general.architecture");
   check(gguf_supported(arch), path, ": general.architecture '", arch,
-        "' is not supported (xgrad reads llama, qwen2, qwen3, phi3, gpt2, gemma and gemma2)");
+        "' is not supported (xgrad reads llama, qwen2, qwen3, phi3, gpt2, gemma, gemma2 and gemma3)");
   if (f.has("general.type"))
     check(f.get_string("general.type") == "model", path, ": general.type is '", f.get_string("general.type"),
           "', not a model (an adapter goes with --adapter)");

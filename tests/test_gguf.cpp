@@ -32,6 +32,7 @@ TEST(Gguf, MetadataAndTensorsRoundTrip) {
                              {"a.u64", u64},
                              {"a.strings", io::GgufValue::strings_array({"x", "", "Ġthe"})},
                              {"a.ints", io::GgufValue::i32_array({-1, 2})},
+                             {"a.bools", io::GgufValue::bools_array({true, false, true})},
                              {"a.empty", io::GgufValue::strings_array({})}};
   const Tensor w = gguf_ramp({3, 64}), v = gguf_ramp({5});
   io::save_gguf(path, meta,
@@ -45,6 +46,8 @@ TEST(Gguf, MetadataAndTensorsRoundTrip) {
   EXPECT_EQ(r.get_int("a.u64"), 1ll << 40);
   EXPECT_EQ(r.at("a.strings").strings, (std::vector<std::string>{"x", "", "Ġthe"}));
   EXPECT_EQ(r.at("a.ints").ints, (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(r.at("a.bools").element, io::GgufType::Bool);
+  EXPECT_EQ(r.at("a.bools").ints, (std::vector<int64_t>{1, 0, 1}));
   EXPECT_EQ(r.at("a.empty").size(), 0u);
   EXPECT_EQ(r.tensor("q8").shape, (Shape{3, 64}));
   EXPECT_TRUE(test::tensors_close(r.read("f32"), w, 0, 0));

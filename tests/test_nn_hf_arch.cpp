@@ -33,7 +33,8 @@ namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
 using V = std::vector<Tensor>;
 
-const char* const kArchFolders[] = {"gpt2",  "gpt2_relu", "gemma", "gemma2", "mistral_window", "gemma3", "phi3",
+const char* const kArchFolders[] = {"gpt2",         "gpt2_relu",     "gemma",      "gemma2",
+                                    "mistral_window", "gemma3",      "gemma3_swa", "phi3",
                                     "llama_linear", "llama_dynamic", "llama_yarn", "llama_yarn_mscale"};
 
 std::string arch_fixture(const std::string& name) { return std::string(XGRAD_FIXTURE_DIR) + "/hf/" + name; }
