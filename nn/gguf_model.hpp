@@ -1,5 +1,5 @@
-// A DecoderLM as a GGUF model of llama.cpp's `llama`, `qwen2`, `qwen3`, `phi3`, `gpt2`, `gemma`
-// or `gemma2` architecture: the architecture's metadata ({arch}.embedding_length, ...), llama.cpp's tensor names
+// A DecoderLM as a GGUF model of llama.cpp's `llama`, `qwen2`, `qwen3`, `phi3`, `gpt2`, `gemma`,
+// `gemma2` or `gemma3` architecture: the architecture's metadata ({arch}.embedding_length, ...), llama.cpp's tensor names
 // (token_embd, blk.N.attn_q, ...) and its RoPE layouts, written from a model and read back
 // into one. The tokenizer's metadata is text/gguf_vocab.hpp's; the container io/gguf.hpp's.
 #pragma once
@@ -26,13 +26,15 @@ struct GgufExportOptions {
 };
 
 // llama.cpp's architecture for a model (HFConfig::from_lm's inference): "gpt2" (LayerNorm,
-// learned positions), "gemma" / "gemma2" (unit-offset RMSNorm, GeGLU; gemma2's sandwich norms,
-// soft-capping and windows on the even layers), "qwen3" with QK-Norm, "qwen2" with q/k/v biases
+// learned positions), "gemma" / "gemma2" / "gemma3" (unit-offset RMSNorm, GeGLU; gemma2's sandwich
+// norms, soft-capping and windows on the even layers; gemma3's QK-Norm, local layers of its own
+// pattern and RoPE base, linear scaling on the global ones), "qwen3" with QK-Norm, "qwen2" with q/k/v biases
 // and no output bias, else "llama" (Mistral without a window is `llama` there too); `requested`
 // "phi3" turns a Llama-shaped model without biases into llama.cpp's phi3 (a window on every
 // layer allowed). A model llama.cpp cannot run as it computes (a RoPE on part of a head, qwen3
-// with biases, exact GELU where llama.cpp's is tanh's, Gemma 2's query_pre_attn_scalar other
-// than the head width, Gemma 3, a window llama.cpp's architecture lacks) is an error naming it.
+// with biases, exact GELU where llama.cpp's is tanh's, Gemma 2's or 3's query_pre_attn_scalar other
+// than the head width, Gemma 3's score cap, a window llama.cpp's architecture lacks) is an error
+// naming it.
 std::string gguf_architecture(const LMConfig& config, const std::string& requested = "");
 
 // llama.cpp's tensor names for `arch` as a naming scheme over xgrad's names (gpt2 and phi3 pack
@@ -53,7 +55,7 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
 // Builds the model a GGUF file describes and reads its tensors into it: the matrices stored as
 // options.weights says (float32 unless asked; auto: each as the file stores it, Q8_0 as q8_0 and
 // BF16 as bfloat16), everything else float32. Architectures llama, qwen2, qwen3 (built in the
-// file's RoPE layout, so no rows are permuted) and phi3, gpt2, gemma, gemma2 (their keys read as
+// file's RoPE layout, so no rows are permuted) and phi3, gpt2, gemma, gemma2, gemma3 (their keys read as
 // the transformers config.json they come from: the model load_hf builds). An unsupported architecture, key value or tensor type, a tensor the
 // model does not have or one it lacks is an xg::Error naming the file and the key or tensor.
 std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& file, const LoadOptions& options = {});
