@@ -46,6 +46,11 @@ void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::
   int64_t rank = 0;
   std::vector<io::GgufTensorData> tensors;
   for (const auto& [module_path, a] : adapters) {
+    // llama.cpp applies an adapter to a tensor of the base: a part of a fused one (gpt2's and
+    // phi3's attn_qkv, phi3's ffn_up) has none, and llama.cpp refuses the file.
+    const std::optional<std::string> fused = nn::packed_name(scheme, module_path + ".weight");
+    check(!fused, "GGUF adapter export: '", module_path, "' is a part of llama.cpp's fused ", fused.value_or(""), " in ",
+          arch, "; adapters on fused projections are not written (target the other projections)");
     const std::optional<std::string> w = nn::rename_tensor(scheme, module_path + ".weight");
     check(w.has_value(), "GGUF adapter export: '", module_path, "' has an adapter but no tensor in llama.cpp's ", arch);
     const int64_t r = a->A().size(0);

@@ -356,6 +356,14 @@ std::optional<std::string> rename_tensor(const NamingScheme& scheme, const std::
   return name;
 }
 
+std::optional<std::string> packed_name(const NamingScheme& scheme, const std::string& name) {
+  std::vector<std::string> caps;
+  for (const PackRule& pack : scheme.packs)
+    for (const std::string& part : pack.xgrad)
+      if (match(part, name, caps)) return fill(pack.external, caps);
+  return std::nullopt;
+}
+
 std::string NamingScheme::canonical(const std::string& external) const {
   if (optional_prefix.empty() || external.rfind(optional_prefix, 0) == 0) return external;
   std::vector<std::string> caps;

@@ -93,6 +93,11 @@ std::vector<std::string> naming_schemes();  // the names NamingScheme::get accep
 // hf_llama: "layers.0.attention.w_q.weight" -> "model.layers.0.self_attn.q_proj.weight".
 std::optional<std::string> rename_tensor(const NamingScheme& scheme, const std::string& name, const std::string& owner = "");
 
+// The external name of the tensor `scheme` packs `name` into with other tensors (GPT-2's
+// c_attn holding w_q, w_k, w_v: "transformer.h.0.attn.c_attn.weight"), nullopt when no pack
+// holds it.
+std::optional<std::string> packed_name(const NamingScheme& scheme, const std::string& name);
+
 // One tensor of the model under a scheme: the model's tensors it is made of (in order,
 // concatenated along `dim`), its shape, and whether its rows are permuted between RoPE layouts.
 struct ExternalTensor {

@@ -4,6 +4,7 @@
 #include "finetune/gguf_export.hpp"
 
 #include "finetune/base_model.hpp"
+#include "finetune/lora.hpp"
 #include "finetune/peft.hpp"
 #include "tests/gguf_test_util.hpp"
 #include "tests/torch_fixture.hpp"
@@ -70,6 +71,40 @@ TEST(FinetuneGgufExport, XgExportWritesWhatTheLibraryWrites) {
   r = test::run_cli(exe, "--base " + (dir / "t.gguf").string() + " --to hf --out " + (dir / "x").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("--to hf from a GGUF base is not written"), std::string::npos) << r.err;
+}
+
+// A GGUF adapter on a part of a fused projection (gpt2's attn_qkv) has no tensor to apply to:
+// llama.cpp refuses such a file ("LoRA tensor 'blk.0.attn_k.weight' does not exist in base
+// model"), so the export refuses it by name; adapters on the unfused projections are written.
+TEST(FinetuneGgufExport, AdapterOnAFusedProjectionIsRefusedByName) {
+  const fs::path dir = test::fresh_test_dir();
+  const fs::path fx = XGRAD_FIXTURE_DIR, folder = dir / "gpt2", gguf = dir / "gpt2.gguf";
+  fs::create_directories(folder);
+  for (const fs::path f : {fx / "hf" / "gpt2" / "config.json", fx / "hf" / "gpt2" / "model.safetensors",
+                           fx / "gguf" / "byte256" / "tokenizer.json", fx / "gguf" / "byte256" / "tokenizer_config.json"})
+    fs::copy_file(f, folder / f.filename());
+  finetune::BaseModel src = finetune::load_base(folder.string(), "test");
+  finetune::save_gguf_model(*src.model, src.source, gguf.string());
+  for (const char* targets : {"q,v", "o,down"}) {
+    SCOPED_TRACE(targets);
+    finetune::BaseModel base = finetune::load_base(gguf.string(), "test");
+    finetune::LoRAConfig lora;
+    lora.r = 2;
+    lora.targets = targets;
+    Generator gen(7);
+    finetune::inject_lora(*base.model, lora, gen, base.naming);
+    const std::string out = (dir / "lora.gguf").string();
+    if (std::string(targets) == "q,v") {
+      EXPECT_XG_ERROR(finetune::save_gguf_adapter(*base.model, out, io::GgmlType::F32, "a"),
+                      "GGUF adapter export: 'layers.0.attention.w_q' is a part of llama.cpp's fused "
+                      "blk.0.attn_qkv.weight in gpt2; adapters on fused projections are not written");
+      EXPECT_FALSE(fs::exists(out));
+    } else {
+      finetune::save_gguf_adapter(*base.model, out, io::GgmlType::F32, "a");
+      io::GgufReader f(out);
+      EXPECT_TRUE(f.has_tensor("blk.1.attn_output.weight.lora_a") && f.has_tensor("blk.1.ffn_down.weight.lora_b"));
+    }
+  }
 }
 
 // Finetuning a GGUF: xg-finetune --base model.gguf trains an adapter (xgrad's module names) and

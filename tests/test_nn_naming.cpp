@@ -154,3 +154,11 @@ TEST(NnNaming, RenameTensorAppliesTheRulesToOneName) {
   EXPECT_EQ(rename_tensor(gamma, "norm.weight", "RMSNorm").value_or(""), "norm.gamma");
   EXPECT_EQ(rename_tensor(gamma, "norm.weight", "LayerNorm").value_or(""), "norm.weight");
 }
+
+TEST(NnNaming, PackedNameIsTheFusedTensorHoldingAPart) {
+  const NamingScheme& gpt2 = NamingScheme::get("hf_gpt2");
+  EXPECT_EQ(packed_name(gpt2, "layers.2.attention.w_k.weight").value_or(""), "transformer.h.2.attn.c_attn.weight");
+  EXPECT_EQ(packed_name(gpt2, "layers.0.attention.w_v.bias").value_or(""), "transformer.h.0.attn.c_attn.bias");
+  EXPECT_FALSE(packed_name(gpt2, "layers.0.attention.w_o.weight").has_value());
+  EXPECT_FALSE(packed_name(NamingScheme::get("hf_llama"), "layers.0.attention.w_q.weight").has_value());
+}
