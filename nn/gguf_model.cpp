@@ -483,7 +483,7 @@ nlohmann::json gemma3_layer_types(io::GgufReader& f, const std::string& arch, in
 // factor's older key), which Gemma3ForCausalLM applies to the global layers as llama.cpp does.
 nlohmann::json gemma3_rope_scaling(io::GgufReader& f, const std::string& arch) {
   const std::string a = arch + ".";
-  std::string type = f.has(a + "rope.scaling.type") ? f.get_string(a + "rope.scaling.type") : "linear";
+  const std::string type = f.has(a + "rope.scaling.type") ? f.get_string(a + "rope.scaling.type") : "linear";
   const std::string factor_key = f.has(a + "rope.scaling.factor") ? a + "rope.scaling.factor" : a + "rope.scale_linear";
   const double factor = f.has(factor_key) ? f.get_float(factor_key) : 0.0;
   check(type == "none" || type == "linear", f.path(), ": ", a, "rope.scaling.type '", type,
