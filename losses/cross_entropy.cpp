@@ -99,6 +99,21 @@ std::string position(int64_t i, const Shape& shape) {
   return shape_str(idx);
 }
 
+// How many targets are not ignore_index; an error names the first out of range.
+int64_t checked_valid_targets(const char* op, const Tensor& targets, int64_t C, int64_t ignore_index) {
+  const int64_t* t = targets.data<int64_t>();
+  int64_t n_valid = 0;
+  for (int64_t i = 0, N = targets.numel(); i < N; ++i) {
+    if (t[i] == ignore_index) continue;
+    if (t[i] < 0 || t[i] >= C)  // not check(): its message arguments would be built for every row
+      throw Error(str_cat(op, ": target ", t[i], " out of range for ", C, " classes (at position ",
+                          position(i, targets.shape()), "; targets must be in [0, ", C, ") or ignore_index ",
+                          ignore_index, ")"));
+    ++n_valid;
+  }
+  return n_valid;
+}
+
 }  // namespace
 
 namespace detail {
@@ -123,15 +138,7 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
   check(C > 0 || N == 0, op, ": logits ", shape_str(ls), " have no classes");
 
   const int64_t* t = targets.data<int64_t>();
-  int64_t n_valid = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    if (t[i] == ignore_index) continue;
-    if (t[i] < 0 || t[i] >= C)  // not check(): its message arguments would be built for every row
-      throw Error(str_cat(op, ": target ", t[i], " out of range for ", C, " classes (at position ",
-                          position(i, targets.shape()), "; targets must be in [0, ", C, ") or ignore_index ",
-                          ignore_index, ")"));
-    ++n_valid;
-  }
+  const int64_t n_valid = checked_valid_targets(op, targets, C, ignore_index);
 
   const double eps = label_smoothing;
   Tensor stats = empty({N, 2}, logits.dtype());
@@ -166,6 +173,28 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
                   });
                   return Grads{dx, Tensor()};
                 });
+}
+
+double cross_entropy_sum_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op) {
+  check(logits.dim() == 2 && targets.dim() == 1 && targets.shape()[0] == logits.shape()[0] &&
+            targets.dtype() == kInt64 && is_floating(logits.dtype()),
+        op, ": logits must be [N, C] float and targets [N] int64, got ", shape_str(logits.shape()), " and ",
+        shape_str(targets.shape()));
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  checked_valid_targets(op, targets, C, ignore_index);
+  const int64_t* t = targets.data<int64_t>();
+  return dispatch_float(logits.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<double> loss(static_cast<std::size_t>(N));
+    std::vector<T> stats(static_cast<std::size_t>(2 * N));
+    T* x = logits.data<T>();
+    forward_rows(x, t, N, C, ignore_index, 0.0, stats.data(), loss.data());
+    const T one(1);
+    backward_rows(x, t, stats.data(), &one, false, 1.0, N, C, ignore_index, 0.0, x);  // row by row: in place is safe
+    double total = 0;
+    for (double l : loss) total += l;
+    return total;
+  });
 }
 
 }  // namespace detail

@@ -29,6 +29,10 @@ namespace detail {
 // The same op, reporting errors under another loss's name (sft_loss, token_logprobs).
 Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                         Reduction reduction, double label_smoothing);
+// The summed loss of logits [N, C] (contiguous, float32 or float64) against targets [N], and
+// its gradient softmax - onehot written over the logits; no graph. linear_cross_entropy's
+// blocks: one [N, C] buffer a block instead of the logits and a second one for their gradient.
+double cross_entropy_sum_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op);
 }  // namespace detail
 
 }  // namespace xg::losses

@@ -43,19 +43,10 @@ Tensor linear_cross_entropy(const Tensor& h, const Tensor& weight, const Tensor&
     const int64_t n = std::min(block, N - r0);
     NoGradGuard no_grad;
     const Tensor hb = narrow(rows, 0, r0, n), tb = narrow(t, 0, r0, n);
-    Tensor logits = linear(hb, weight);  // [n, V]
-    if (logits.dtype() != h.dtype()) logits = logits.to(h.dtype());
-    Tensor leaf = logits.detach();
-    leaf.requires_grad_(true);
-    Tensor dlogits;
-    {
-      EnableGradGuard grad_on;  // the block's CE and its gradient through the fused op
-      Tensor sum_b = cross_entropy(leaf, tb, ignore_index, Reduction::Sum);
-      total += sum_b.item();
-      if (!want_h && !want_w) continue;
-      dlogits = grad({sum_b}, {leaf})[0];
-    }
-    logits = leaf = Tensor();
+    Tensor dlogits = linear(hb, weight);  // [n, V]: the logits, then their gradient in place
+    if (dlogits.dtype() != h.dtype()) dlogits = dlogits.to(h.dtype());
+    total += detail::cross_entropy_sum_and_grad_(dlogits, tb, ignore_index, op);
+    if (!want_h && !want_w) continue;
     if (want_h) {  // [n, V] @ [V, C]
       const Tensor dhb = matmul(dlogits, weight).to(h.dtype());
       std::memcpy(static_cast<char*>(dh.raw_data()) + r0 * C * static_cast<int64_t>(itemsize(h.dtype())),
