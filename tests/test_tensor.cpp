@@ -167,7 +167,7 @@ TEST(Tensor, BufferSizeClassesAboveTwoMegabytesStayWithinAQuarter) {
 // A step whose backward asks for other sizes than its forward evicts cached buffers to stay
 // within the cache's bound. The evicted buffer's pages, already faulted in, become the new
 // buffer's (its old values show through where fresh memory would read 0): without that a LoRA
-// step of SmolLM2-135M's shape under --bf16 mapped and zero-filled 700 MB a step.
+// step of SmolLM2-135M's shape under --bf16 mapped and zero-filled 795 MB a step.
 TEST(Tensor, ABufferMappedForAnEvictionTakesOverTheEvictedPages) {
   constexpr int64_t MB = 1 << 18;  // floats per MB
   empty_cache();
