@@ -150,7 +150,8 @@ TEST(DistributedZero, ACheckpointResumesUnderAnotherRankCount) {
 }
 
 TEST(DistributedZero, FullFinetuneOnTwoRanksMatchesOneProcess) {
-  // xg-finetune --full (DPO, against a frozen reference on each rank) shares the loop and flag.
+  // xg-finetune --full (DPO, against a frozen reference on each rank) shares the loop and flag,
+  // at stages 1 and 2.
   const fs::path d = xg::test::fresh_test_dir();
   const fs::path base = xg::test::tiny_base(d);
   {
@@ -163,13 +164,16 @@ TEST(DistributedZero, FullFinetuneOnTwoRanksMatchesOneProcess) {
                             (d / "dpo.jsonl").string() + " --steps 4 --warmup 1 --lr 1e-3 --batch 2 --clip 0.01 --out ";
   CliRun one = launch(0, flags + (d / "one").string() + " --grad-accum 2");
   ASSERT_EQ(one.status, 0) << one.err;
-  CliRun two = launch(2, flags + (d / "two").string() + " --grad-accum 1 --zero 1");
-  ASSERT_EQ(two.status, 0) << two.err << two.out;
-  EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / "two" / "log.jsonl"));
-  EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / "two" / "model" / "model.safetensors"));
-  EXPECT_EQ(log_records(d / "two" / "log.jsonl", "optimizer_state").size(), 1u);
-  for (const auto& rec : log_records(d / "two" / "log.jsonl", "train"))  // clipped
-    EXPECT_GT(rec["grad_norm"].get<double>(), 0.01) << rec.dump();
+  for (const std::string stage : {"1", "2"}) {
+    const std::string two = "two" + stage;
+    CliRun r = launch(2, flags + (d / two).string() + " --grad-accum 1 --zero " + stage);
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / two / "log.jsonl")) << stage;
+    EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / two / "model" / "model.safetensors")) << stage;
+    EXPECT_EQ(log_records(d / two / "log.jsonl", "optimizer_state").size(), 1u);
+    for (const auto& rec : log_records(d / two / "log.jsonl", "train"))  // clipped
+      EXPECT_GT(rec["grad_norm"].get<double>(), 0.01) << rec.dump();
+  }
 }
 
 TEST(DistributedZero, OverlappedGradientSumsAreBitwiseThoseAfterBackward) {
