@@ -1,7 +1,8 @@
 // distributed/distributed.cpp and data parallelism in TrainLoop: in one process the collectives
 // are no-ops; under `mpirun -np 2`, xg-train and xg-finetune give the loss trajectory and
 // weights of one process with the same global batch (bitwise at equal thread counts), a
-// checkpoint resumes under another ranks x grad-accum layout, and a bad input fails the job.
+// checkpoint resumes under another ranks x grad-accum layout, a bad input fails the job, and a
+// killed rank or one rank's NaN ends every rank alike.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -225,8 +226,8 @@ TEST(DistributedMpi, AKilledRankEndsTheJobAndTheLastCheckpointResumes) {
 // goes straight to the sums the other rank has started. Every rank takes the same decision:
 // --on-nan stop ends the job with the step, the rank and the kept checkpoint, no hang and no
 // half-written file; --on-nan skip skips that step on every rank, so the weights are bitwise
-// those of one process that skips it (also for a NaN gradient under a finite loss), at ZeRO
-// stages 0 and 2.
+// those of one process that skips it (also for a NaN gradient under a finite loss on rank 0,
+// which reaches every rank through the sums), at ZeRO stages 0 and 2.
 TEST(DistributedMpi, ANaNOnOneRankWhileBucketsAreInFlightEndsEveryRankAlike) {
   const fs::path d = xg::test::fresh_test_dir();
   write_fox_text(d / "train.txt");
