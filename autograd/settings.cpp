@@ -38,6 +38,7 @@ Settings Settings::from_environment() {
                   std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_");
   s.fault_kill_in_write = env("XGRAD_FAULT_KILL_IN_WRITE");
   s.fault_kill_rank = env("XGRAD_FAULT_KILL_RANK");
+  s.fault_nan_rank = env("XGRAD_FAULT_NAN_RANK");
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
     if (std::getenv(v)) s.mpi_launched = true;
   std::string local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -59,6 +60,7 @@ std::vector<std::pair<std::string, std::string>> Settings::table() const {
           {"user malloc settings", flag(user_malloc)},
           {"XGRAD_FAULT_KILL_IN_WRITE", fault_kill_in_write},
           {"XGRAD_FAULT_KILL_RANK", fault_kill_rank},
+          {"XGRAD_FAULT_NAN_RANK", fault_nan_rank},
           {"MPI launcher", flag(mpi_launched)},
           {"MPI local ranks", std::to_string(mpi_local_ranks)}};
 }

@@ -23,6 +23,7 @@ struct Settings {
   bool user_malloc = false;       // GLIBC_TUNABLES glibc.malloc.*, MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ set
   std::string fault_kill_in_write;  // XGRAD_FAULT_KILL_IN_WRITE=<file>:<n>: crash-safety tests (io/atomic_file.cpp)
   std::string fault_kill_rank;    // XGRAD_FAULT_KILL_RANK=<rank>:<step>: a rank dying mid-step (finetune/train_loop.cpp)
+  std::string fault_nan_rank;     // XGRAD_FAULT_NAN_RANK=<rank>:<step>[:grad]: a rank's NaN loss or gradient (train_loop.cpp)
   bool mpi_launched = false;      // OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK: an MPI launcher started us
   int mpi_local_ranks = 1;        // OMPI_COMM_WORLD_LOCAL_SIZE or MPI_LOCALNRANKS: ranks on this machine
 

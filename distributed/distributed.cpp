@@ -1,6 +1,6 @@
 // Session and MPI's world: MPI_Init/Finalize, the rank and world size, and the collectives of
 // data parallelism (the gradient sums of grad_sum.cpp, plain or overlapped with backward; for
-// ZeRO stage 1 the all-gather of the updated slices and the gather of the state; metric sums,
+// ZeRO stages 1 and 2 the all-gather of the updated slices and the gather of the state; metric sums,
 // agreeing on a failure). Compiled with XGRAD_WITH_MPI when CMake found MPI; without it, the
 // world stays one process.
 #include "distributed/distributed.hpp"
@@ -68,18 +68,19 @@ class MpiWorld : public finetune::World {
   int size() const override { return size_; }
 
   void allreduce_grads(const std::vector<Tensor>& params, int64_t bucket_bytes) const override {
-    if (size_ > 1) make_grad_sum(params, nullptr, bucket_bytes, false, grad_buffers_)->finish();
+    if (size_ > 1) make_grad_sum(params, nullptr, nullptr, bucket_bytes, false, grad_buffers_)->finish();
   }
 
-  void reduce_scatter_grads(const std::vector<Tensor>& params, const optim::Partition& part,
-                            int64_t bucket_bytes) const override {
-    if (size_ > 1) make_grad_sum(params, &part, bucket_bytes, false, grad_buffers_)->finish();
+  void reduce_scatter_grads(const std::vector<Tensor>& params, const optim::Partition& part, int64_t bucket_bytes,
+                            std::vector<Tensor>* slices) const override {
+    if (size_ == 1) return World::reduce_scatter_grads(params, part, bucket_bytes, slices);
+    make_grad_sum(params, &part, slices, bucket_bytes, false, grad_buffers_)->finish();
   }
 
   std::unique_ptr<finetune::GradSum> begin_grad_sum(const std::vector<Tensor>& params, const optim::Partition* part,
-                                                    int64_t bucket_bytes) const override {
-    if (size_ == 1) return World::begin_grad_sum(params, part, bucket_bytes);
-    return make_grad_sum(params, part, bucket_bytes, true, grad_buffers_);
+                                                    int64_t bucket_bytes, std::vector<Tensor>* slices) const override {
+    if (size_ == 1) return World::begin_grad_sum(params, part, bucket_bytes, slices);
+    return make_grad_sum(params, part, slices, bucket_bytes, true, grad_buffers_);
   }
 
   void allgather_params(const std::vector<Tensor>& params, const optim::Partition& part,

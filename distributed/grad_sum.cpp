@@ -38,14 +38,17 @@ void add_into(char* dst, const char* src, int64_t n, Dtype d) {
 // accumulating the micro-batches in turn, whatever the number of ranks, bucket size or timing.
 class BucketSum : public finetune::GradSum {
  public:
-  BucketSum(const std::vector<Tensor>& params, const optim::Partition* part, int64_t bucket_bytes, bool overlap,
-            std::vector<std::vector<char>>& buffers)
-      : params_(params), part_(part), overlap_(overlap), buffers_(buffers) {
+  BucketSum(const std::vector<Tensor>& params, const optim::Partition* part, std::vector<Tensor>* slices,
+            int64_t bucket_bytes, bool overlap, std::vector<std::vector<char>>& buffers)
+      : params_(params), part_(part), slices_(slices), overlap_(overlap), buffers_(buffers) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    check(!slices_ || part_, "distributed: gradient slices (ZeRO stage 2) need a partition");
     if (part_)
       check(part_->ranks() == size_ && part_->num_params() == params_.size(), "distributed: a partition over ",
             part_->ranks(), " ranks and ", part_->num_params(), " parameters, for ", size_, " ranks and ", params_.size());
+    if (slices_) slices_->assign(params_.size(), Tensor());
+    dropped_.assign(params_.size(), false);
     // Runs of one dtype from the end of params (backward finishes the last layers first), each
     // at most bucket_bytes (a bigger tensor alone); inside a bucket the parameters keep their
     // order, so each rank's slices of a partition stay one run.
@@ -95,14 +98,16 @@ class BucketSum : public finetune::GradSum {
 
   void finish() override {
     // The parameters with a gradient on some rank: zeros where this rank has none; one with no
-    // gradient anywhere keeps none (as in one process).
+    // gradient anywhere keeps none (as in one process). A gradient ZeRO stage 2 already dropped
+    // (its bucket went out during backward) had one.
     std::vector<int> defined(params_.size());
-    for (std::size_t k = 0; k < params_.size(); ++k) defined[k] = params_[k].grad().defined() ? 1 : 0;
+    for (std::size_t k = 0; k < params_.size(); ++k) defined[k] = params_[k].grad().defined() || dropped_[k] ? 1 : 0;
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, defined.data(), int_count(static_cast<int64_t>(defined.size()), "a layout"),
                             MPI_INT, MPI_MAX, MPI_COMM_WORLD),
               "MPI_Allreduce of the gradient layout");
     for (std::size_t k = 0; k < params_.size(); ++k)
-      if (defined[k] && !params_[k].grad().defined()) Tensor(params_[k]).set_grad(zeros(params_[k].shape(), params_[k].dtype()));
+      if (defined[k] && !params_[k].grad().defined() && !dropped_[k])
+        Tensor(params_[k]).set_grad(zeros(params_[k].shape(), params_[k].dtype()));
     // The rest in order, the next ones going out while this rank waits for one (one at a time
     // without overlap: one bucket's buffers).
     const int most = overlap_ ? kMaxInFlight : 1;
@@ -166,6 +171,10 @@ class BucketSum : public finetune::GradSum {
       if (g.defined()) std::memcpy(buf.data() + off, g.raw_data(), bytes);
       else std::memset(buf.data() + off, 0, bytes);
       off += bytes;
+      if (slices_ && g.defined()) {  // ZeRO stage 2: the bucket holds it now; the sum keeps this rank's slice
+        Tensor(params_[k]).zero_grad();
+        dropped_[k] = true;
+      }
     }
     const int mine = bk.count[static_cast<std::size_t>(rank_)];
     const std::size_t mine_bytes = static_cast<std::size_t>(mine) * item;
@@ -240,17 +249,27 @@ class BucketSum : public finetune::GradSum {
   }
 
   // The sums of bucket b into fresh gradient tensors (a gradient's storage may be shared with
-  // a tensor the backward pass handed over). With ZeRO a gradient this rank owns none of stays
-  // as it is (nothing reads it); the others are this rank's values with its part summed.
+  // a tensor the backward pass handed over). With ZeRO stage 1 a gradient this rank owns none of
+  // stays as it is (nothing reads it); the others are this rank's values with its part summed.
+  // With stage 2 only this rank's slice of each is kept, in slices_.
   // `defined`: which parameters have a gradient on some rank (nullptr: all of them).
   void unpack(std::size_t b, const std::vector<int>* defined) {
     Bucket& bk = buckets_[b];
     bk.unpacked = true;
-    const std::size_t item = itemsize(params_[bk.i].dtype());
+    const Dtype d = params_[bk.i].dtype();
+    const std::size_t item = itemsize(d);
     std::size_t off = 0;
     for (std::size_t k = bk.i; k < bk.j; ++k) {
       const std::size_t bytes = static_cast<std::size_t>(params_[k].numel()) * item;
-      if ((!defined || (*defined)[k]) && (!part_ || part_->slice(rank_, k).size() > 0)) {
+      const bool some_rank_has_one = !defined || (*defined)[k];
+      if (some_rank_has_one && slices_) {
+        const optim::Shard s = part_->slice(rank_, k);
+        Tensor g = empty({s.size()}, d);
+        if (s.size() > 0)
+          std::memcpy(g.raw_data(), data(b).data() + off + static_cast<std::size_t>(s.begin) * item,
+                      static_cast<std::size_t>(s.size()) * item);
+        (*slices_)[k] = g;
+      } else if (some_rank_has_one && (!part_ || part_->slice(rank_, k).size() > 0)) {
         Tensor g = empty(params_[k].shape(), params_[k].dtype());
         std::memcpy(g.raw_data(), data(b).data() + off, bytes);
         Tensor(params_[k]).set_grad(g);
@@ -263,6 +282,8 @@ class BucketSum : public finetune::GradSum {
 
   std::vector<Tensor> params_;
   const optim::Partition* part_;
+  std::vector<Tensor>* slices_;  // ZeRO stage 2: each parameter's summed slice (nullptr: keep .grad)
+  std::vector<bool> dropped_;    // stage 2: the gradients dropped once their bucket was packed
   bool overlap_;
   std::vector<std::vector<char>>& buffers_;
   int rank_ = 0, size_ = 1;
@@ -278,9 +299,9 @@ class BucketSum : public finetune::GradSum {
 }  // namespace
 
 std::unique_ptr<finetune::GradSum> make_grad_sum(const std::vector<Tensor>& params, const optim::Partition* part,
-                                                 int64_t bucket_bytes, bool overlap,
+                                                 std::vector<Tensor>* slices, int64_t bucket_bytes, bool overlap,
                                                  std::vector<std::vector<char>>& buffers) {
-  return std::make_unique<BucketSum>(params, part, bucket_bytes, overlap, buffers);
+  return std::make_unique<BucketSum>(params, part, slices, bucket_bytes, overlap, buffers);
 }
 
 }  // namespace xg::distributed

@@ -50,7 +50,8 @@ void LoopOptions::validate() const {
   check(early_stopping_patience == 0 || !best_metric.empty(), who,
         ": early_stopping_patience needs best_metric (the evaluation metric to watch)");
   check(bucket_mb > 0 && bucket_mb <= 1 << 20, who, ": bucket_mb must be in (0, 1048576], got ", bucket_mb);
-  check(zero == 0 || zero == 1, who, ": zero must be 0 or 1 (ZeRO stage 1: sharded optimizer state), got ", zero);
+  check(zero >= 0 && zero <= 2, who,
+        ": zero must be 0, 1 or 2 (ZeRO stage 1: sharded optimizer state; 2: and gradients), got ", zero);
   check(early_stopping_threshold >= 0 && std::isfinite(early_stopping_threshold), who,
         ": early_stopping_threshold must be >= 0, got ", early_stopping_threshold);
 }
@@ -108,6 +109,21 @@ void maybe_die_mid_step(int64_t step) {
   const auto colon = s.find(':');
   if (colon == std::string::npos) return;
   if (std::atoi(s.c_str()) == world().rank() && std::atoll(s.c_str() + colon + 1) == step + 1) ::raise(SIGKILL);
+}
+
+// Fault injection for the NaN tests: XGRAD_FAULT_NAN_RANK=<rank>:<step>[:grad] makes that rank's
+// micro-batch losses NaN in that step (1-based), as an overflow in its batch would, or with
+// ":grad" leaves the loss finite and makes its gradient NaN (d sqrt(u)/du at u = 0 is Inf, times
+// 0). The other ranks' backward and gradient sums run meanwhile.
+Tensor maybe_poison(const Tensor& loss, int64_t step) {
+  const std::string& s = settings().fault_nan_rank;
+  const auto colon = s.find(':');
+  if (colon == std::string::npos || std::atoi(s.c_str()) != world().rank() ||
+      std::atoll(s.c_str() + colon + 1) != step + 1)
+    return loss;
+  if (s.find(":grad", colon + 1) == std::string::npos) return loss * std::nan("");
+  const Tensor zero = loss - loss;
+  return loss + zero * sqrt(zero);
 }
 
 std::string first_difference(const std::string& was, const std::string& now) {
@@ -180,7 +196,7 @@ TrainLoop::TrainLoop(std::string program, nn::Module& model, nn::NamedTensors tr
   opt_ = make_optimizer(trainable_);
   check(opt_ != nullptr, program_, ": TrainLoop: make_optimizer returned no optimizer");
   sched_ = std::make_unique<optim::LambdaLR>(*opt_, make_schedule(o_));
-  if (o_.zero == 1) zero_ = std::make_unique<ZeroShards>(trainable_, *opt_, program_);
+  if (o_.zero > 0) zero_ = std::make_unique<ZeroShards>(trainable_, *opt_, program_, o_.zero);
   if (o_.gradient_checkpointing) {
     int64_t models = 0;
     auto enable = [&](nn::Module& m) {
@@ -347,13 +363,15 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
   // rank starts one, even a rank whose micro-batch fails, so that every rank finishes it.
   std::unique_ptr<GradSum> overlapped;
   if (o_.overlap_grad_sum && world().size() > 1)
-    overlapped = world().begin_grad_sum(grads, zero_ ? &zero_->partition() : nullptr, bucket_bytes());
+    overlapped = zero_ ? world().begin_grad_sum(grads, &zero_->partition(), bucket_bytes(), zero_->slices())
+                       : world().begin_grad_sum(grads, nullptr, bucket_bytes());
   // Every micro-batch runs even after a bad one, so that the ranks stay in step.
   for (int64_t m = first; m < first + o_.grad_accum; ++m) {
     try {
       Generator data_rng(micro_seed(o_.seed, step, m, 0));
       manual_seed(micro_seed(o_.seed, step, m, 1));
       MicroResult r = micro_step(step, m, data_rng);
+      r.loss = maybe_poison(r.loss, step);
       tokens += r.tokens;
       if (!bad.empty()) continue;
       const double loss = r.loss.item();
@@ -413,7 +431,10 @@ std::string TrainLoop::forward_backward(int64_t step, Metrics& sum, int64_t& tok
         }
     }
   }
-  if (!bad.empty()) opt_->zero_grad();
+  if (!bad.empty()) {
+    opt_->zero_grad();
+    if (zero_) zero_->drop_grads();
+  }
   return bad;
 }
 
@@ -491,8 +512,11 @@ Metrics TrainLoop::run() {
     } else {
       for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * world().size());
       if (o_.clip > 0) sum["grad_norm"] = zero_ ? zero_->clip(params, o_.clip) : optim::clip_grad_norm_(params, o_.clip);
-      opt_->step();
-      if (zero_) zero_->share_params(params);
+      // The gradients each rank holds at the step, for the log line below (once).
+      const std::vector<double> grad_bytes =
+          zero_ && !reported_state ? zero_->grad_bytes_per_rank(params) : std::vector<double>{};
+      if (zero_) zero_->step(params);
+      else opt_->step();
       sched_->step();
       sum["lr"] = lr;
       if (world().size() > 1) sum["comm_wait_s"] = comm_wait_;
@@ -502,9 +526,13 @@ Metrics TrainLoop::run() {
         reported_state = true;
         Metrics bytes;
         const std::vector<double> per_rank = zero_->state_bytes_per_rank();
-        for (std::size_t r = 0; r < per_rank.size(); ++r) bytes[str_cat("rank", r, "_bytes")] = per_rank[r];
+        for (std::size_t r = 0; r < per_rank.size(); ++r) {
+          bytes[str_cat("rank", r, "_bytes")] = per_rank[r];
+          bytes[str_cat("rank", r, "_grad_bytes")] = grad_bytes[r];
+        }
         log_->event("optimizer_state", step + 1, bytes,
-                    str_cat("ZeRO stage 1: optimizer state per rank ", bytes_per_rank(per_rank)));
+                    str_cat("ZeRO stage ", o_.zero, ": optimizer state per rank ", bytes_per_rank(per_rank),
+                            "; gradients at the step ", bytes_per_rank(grad_bytes)));
       }
     }
     evaluated_last = false;

@@ -63,8 +63,10 @@ struct LoopOptions {
   bool bf16 = false;
   // ZeRO stage (--zero): 0 = every rank holds AdamW's whole state; 1 = each rank holds it for
   // a 1/N slice of the trained parameters (finetune/zero.hpp), sums the gradients only there,
-  // updates it and shares it with the others. The weights are bitwise those of stage 0 with
-  // one micro-batch per rank, and a checkpoint is the same file either way.
+  // updates it and shares it with the others; 2 = as 1, and each rank keeps only its slice's
+  // summed gradient (the full-size ones are dropped as their sums go out), 1/N of the gradients
+  // at the optimizer step. The weights are bitwise those of stage 0 at the same ranks x
+  // grad_accum, and a checkpoint is the same file at every stage.
   int zero = 0;
   // Under mpirun: sum each bucket of gradients while the last micro-batch's backward still runs,
   // as soon as backward has finished its parameters (PyTorch DDP's overlap), or all of them after
@@ -167,7 +169,7 @@ class TrainLoop {
   std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::LambdaLR> sched_;
   std::unique_ptr<RunLog> log_;
-  std::unique_ptr<ZeroShards> zero_;  // with zero == 1
+  std::unique_ptr<ZeroShards> zero_;  // with zero 1 or 2
   int64_t start_step_ = 0;
   int64_t tokens_seen_ = 0;
   int64_t skipped_ = 0;

@@ -13,8 +13,20 @@ std::shared_ptr<const World>& installed() {
 }  // namespace
 
 void World::allreduce_grads(const std::vector<Tensor>&, int64_t) const {}
-void World::reduce_scatter_grads(const std::vector<Tensor>&, const optim::Partition&, int64_t) const {}
-std::unique_ptr<GradSum> World::begin_grad_sum(const std::vector<Tensor>&, const optim::Partition*, int64_t) const {
+void World::reduce_scatter_grads(const std::vector<Tensor>& params, const optim::Partition&, int64_t,
+                                 std::vector<Tensor>* slices) const {
+  if (!slices) return;
+  // One process owns every element: each slice is its whole gradient, flat (no copy).
+  slices->assign(params.size(), Tensor());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const Tensor g = params[k].grad();
+    if (!g.defined()) continue;
+    (*slices)[k] = g.reshape({g.numel()});
+    Tensor(params[k]).zero_grad();
+  }
+}
+std::unique_ptr<GradSum> World::begin_grad_sum(const std::vector<Tensor>&, const optim::Partition*, int64_t,
+                                               std::vector<Tensor>*) const {
   return std::make_unique<GradSum>();
 }
 void World::allgather_params(const std::vector<Tensor>&, const optim::Partition&, int64_t) const {}

@@ -42,13 +42,19 @@ class World {
   // (part.slice(rank(), k)), adding the ranks' gradients in rank order, ((g0 + g1) + g2) ...,
   // as one process accumulates its micro-batches; elsewhere a gradient keeps this rank's own
   // values. Undefined gradients are treated as in allreduce_grads.
+  // ZeRO stage 2 (`slices` given): the same sums, but (*slices)[k] receives parameter k's owned
+  // slice of the sum as a flat tensor of its own (0 elements where this rank owns none of it;
+  // undefined where no rank has a gradient) and .grad is dropped, each as soon as its bucket
+  // has been sent: a rank ends up holding 1/N of the gradients.
   virtual void reduce_scatter_grads(const std::vector<Tensor>& params, const optim::Partition& part,
-                                    int64_t bucket_bytes = 32 << 20) const;
+                                    int64_t bucket_bytes = 32 << 20, std::vector<Tensor>* slices = nullptr) const;
   // The sums allreduce_grads (part == nullptr) or reduce_scatter_grads (*part, which must outlive
-  // it) make, bit for bit, sent bucket by bucket while the backward that follows still runs.
-  // The buckets are runs of `params` from its end, the order backward usually finishes them.
+  // it, and `slices`) make, bit for bit, sent bucket by bucket while the backward that follows
+  // still runs. The buckets are runs of `params` from its end, the order backward usually
+  // finishes them.
   virtual std::unique_ptr<GradSum> begin_grad_sum(const std::vector<Tensor>& params, const optim::Partition* part,
-                                                  int64_t bucket_bytes = 32 << 20) const;
+                                                  int64_t bucket_bytes = 32 << 20,
+                                                  std::vector<Tensor>* slices = nullptr) const;
   // ZeRO stage 1, after the step: each rank's slices of `params` (part) to every rank, in place.
   virtual void allgather_params(const std::vector<Tensor>& params, const optim::Partition& part,
                                 int64_t bucket_bytes = 32 << 20) const;

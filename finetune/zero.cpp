@@ -1,5 +1,5 @@
 // ZeroShards: the partition of the trained parameters, the sharded optimizer and the
-// collectives of a ZeRO stage 1 step (finetune/world.hpp), and the full state dict of a checkpoint.
+// collectives of a ZeRO stage 1 or 2 step (finetune/world.hpp), and the full state dict of a checkpoint.
 #include "finetune/zero.hpp"
 
 #include <cmath>
@@ -33,32 +33,35 @@ bool finite_slice(const Tensor& g, optim::Shard s) {
 
 }  // namespace
 
-ZeroShards::ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& optimizer, const std::string& program)
-    : opt_(optimizer), part_(numels(trainable), world().size()), mine_(part_.slices(world().rank())) {
+ZeroShards::ZeroShards(const nn::NamedTensors& trainable, optim::Optimizer& optimizer, const std::string& program,
+                       int stage)
+    : opt_(optimizer), stage_(stage), part_(numels(trainable), world().size()), mine_(part_.slices(world().rank())) {
+  check(stage == 1 || stage == 2, program, ": ZeRO stage ", stage, " (1 or 2 are done)");
   // The optimizer's parameters, in its own order (its groups), are the trained ones.
   std::unordered_map<const Node*, std::size_t> where;
   for (std::size_t k = 0; k < trainable.size(); ++k) where[trainable[k].second.node()] = k;
   const std::vector<Tensor> params = optimizer.parameters();
-  check(params.size() == trainable.size(), program, ": --zero 1 needs an optimizer over every trained parameter (it holds ",
-        params.size(), " of ", trainable.size(), ")");
+  check(params.size() == trainable.size(), program, ": --zero ", stage,
+        " needs an optimizer over every trained parameter (it holds ", params.size(), " of ", trainable.size(), ")");
   std::vector<optim::Shard> owned;
   for (const Tensor& p : params) {
     auto it = where.find(p.node());
-    check(it != where.end(), program, ": --zero 1: the optimizer holds a parameter that is not trained");
+    check(it != where.end(), program, ": --zero ", stage, ": the optimizer holds a parameter that is not trained");
     owned.push_back(mine_[it->second]);
+    trained_index_.push_back(it->second);
   }
   optimizer.shard(std::move(owned));
 }
 
-void ZeroShards::sum_grads(const std::vector<Tensor>& params, int64_t bucket_bytes) const {
-  world().reduce_scatter_grads(params, part_, bucket_bytes);
+void ZeroShards::sum_grads(const std::vector<Tensor>& params, int64_t bucket_bytes) {
+  world().reduce_scatter_grads(params, part_, bucket_bytes, slices());
 }
 
 std::string ZeroShards::bad_grad(const nn::NamedTensors& trainable, bool detect_anomaly) const {
   std::string bad;
   for (std::size_t k = 0; k < trainable.size() && bad.empty(); ++k) {
-    const Tensor g = trainable[k].second.grad();
-    if (g.defined() && !finite_slice(g, mine_[k]))
+    const Tensor g = stage_ == 2 ? slices_[k] : trainable[k].second.grad();
+    if (g.defined() && !finite_slice(g, stage_ == 2 ? optim::Shard{0, g.numel()} : mine_[k]))
       bad = str_cat("the gradient of '", trainable[k].first, "' holds NaN or Inf",
                     detect_anomaly ? "" : " (--detect-anomaly names the op that made it)");
   }
@@ -67,10 +70,24 @@ std::string ZeroShards::bad_grad(const nn::NamedTensors& trainable, bool detect_
 }
 
 double ZeroShards::clip(const std::vector<Tensor>& params, double max_norm) const {
-  return optim::clip_grad_norm_(params, mine_, [](std::vector<double>& x) { world().allreduce_sum(x); }, max_norm);
+  const optim::SumOverRanks sum = [](std::vector<double>& x) { world().allreduce_sum(x); };
+  if (stage_ == 2) return optim::clip_grad_norm_(params, mine_, slices_, sum, max_norm);
+  return optim::clip_grad_norm_(params, mine_, sum, max_norm);
 }
 
-void ZeroShards::share_params(const std::vector<Tensor>& params) const { world().allgather_params(params, part_); }
+void ZeroShards::step(const std::vector<Tensor>& params) {
+  if (stage_ == 2) {  // the slices in the optimizer's order
+    std::vector<Tensor> mine;
+    for (std::size_t k : trained_index_) mine.push_back(slices_[k]);
+    opt_.set_grad_slices(std::move(mine));
+  }
+  opt_.step();
+  if (stage_ == 2) {
+    opt_.set_grad_slices({});
+    slices_.clear();
+  }
+  world().allgather_params(params, part_);
+}
 
 std::map<std::string, std::pair<std::size_t, std::string>> ZeroShards::moments() const {
   std::map<std::string, std::pair<std::size_t, std::string>> out;
@@ -101,11 +118,27 @@ void ZeroShards::serve_state_dict() const {
   for (const auto& [key, where] : moments()) world().gather_to_main(opt_.state(where.first)->buffers.at(where.second));
 }
 
-std::vector<double> ZeroShards::state_bytes_per_rank() const {
+namespace {
+
+// `mine` on this rank, every rank's in rank order on every rank.
+std::vector<double> per_rank(double mine) {
   std::vector<double> bytes(static_cast<std::size_t>(world().size()), 0.0);
-  bytes[static_cast<std::size_t>(world().rank())] = static_cast<double>(opt_.state_bytes());
+  bytes[static_cast<std::size_t>(world().rank())] = mine;
   world().allreduce_sum(bytes);
   return bytes;
+}
+
+double bytes_of(const Tensor& t) { return t.defined() ? static_cast<double>(t.numel() * itemsize(t.dtype())) : 0.0; }
+
+}  // namespace
+
+std::vector<double> ZeroShards::state_bytes_per_rank() const { return per_rank(static_cast<double>(opt_.state_bytes())); }
+
+std::vector<double> ZeroShards::grad_bytes_per_rank(const std::vector<Tensor>& params) const {
+  double mine = 0;
+  for (const Tensor& p : params) mine += bytes_of(p.grad());
+  for (const Tensor& s : slices_) mine += bytes_of(s);
+  return per_rank(mine);
 }
 
 }  // namespace xg::finetune

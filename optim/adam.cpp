@@ -13,6 +13,7 @@
 #pragma GCC diagnostic pop
 
 #include <cmath>
+#include <functional>
 
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
@@ -147,9 +148,11 @@ Tensor& buffer(ParamState& st, const char* name, const Tensor& p, bool sharded, 
 // With ZeRO (`shards` not empty) only parameter i's slice shards[i] is read and written: the
 // kernel runs on [begin, end) of p and g against the flat state, in chunks that start where
 // one process's would (the slice starts at a chunk boundary), so each element is the same.
+// `grad_of(i, p)`: parameter i's gradient and where its slice starts in it (Optimizer::owned_grad).
+using GradOf = std::function<std::pair<Tensor, int64_t>(std::size_t, const Tensor&)>;
 template <class Options>
 void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>& state, const std::vector<Shard>& shards,
-               bool decoupled, const std::string& name) {
+               const GradOf& grad_of, bool decoupled, const std::string& name) {
   NoGradGuard no_grad;
   std::vector<AdamJob> jobs;
   std::vector<int64_t> sizes;
@@ -158,7 +161,7 @@ void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>
     const Options& o = group.options;
     for (const Tensor& p : group.params) {
       ParamState& st = state[index++];
-      Tensor g = p.grad();
+      const auto [g, g_begin] = grad_of(index - 1, p);
       if (!g.defined()) continue;  // as torch: a parameter without a gradient is skipped
       const bool sharded = !shards.empty();
       const Shard own = sharded ? shards[index - 1] : Shard{0, p.numel()};
@@ -172,7 +175,7 @@ void adam_step(std::vector<ParamGroup<Options>>& groups, std::vector<ParamState>
       job.dtype = p.dtype();
       const std::size_t skip = static_cast<std::size_t>(own.begin) * itemsize(p.dtype());
       job.p = static_cast<char*>(p.raw_data()) + skip;
-      job.g = static_cast<const char*>(g.raw_data()) + skip;
+      job.g = static_cast<const char*>(g.raw_data()) + static_cast<std::size_t>(g_begin) * itemsize(p.dtype());
       job.m = m.raw_data();
       job.v = v.raw_data();
       job.vmax = vmax ? vmax->raw_data() : nullptr;
@@ -248,7 +251,7 @@ AdamOptions Adam::from_values(const std::map<std::string, double>& v) const {
 }
 void Adam::step() {
   for (const auto& g : groups_) validate(g.options);
-  adam_step(groups_, state_, shards_, false, name_);
+  adam_step(groups_, state_, shards_, [this](std::size_t i, const Tensor& p) { return owned_grad(i, p); }, false, name_);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options) : OptimizerBase("AdamW", adam_buffers()) {
@@ -264,7 +267,7 @@ AdamWOptions AdamW::from_values(const std::map<std::string, double>& v) const {
 }
 void AdamW::step() {
   for (const auto& g : groups_) validate(g.options);
-  adam_step(groups_, state_, shards_, true, name_);
+  adam_step(groups_, state_, shards_, [this](std::size_t i, const Tensor& p) { return owned_grad(i, p); }, true, name_);
 }
 
 }  // namespace xg::optim

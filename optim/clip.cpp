@@ -52,26 +52,39 @@ double chunk_norm(const T* g, int64_t n, double p) {
 
 }  // namespace
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
-  return clip_grad_norm_(params, {}, nullptr, max_norm, norm_type, error_if_nonfinite);
-}
+namespace {
 
-double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shard>& owned,
-                       const SumOverRanks& sum_over_ranks, double max_norm, double norm_type, bool error_if_nonfinite) {
+// The norm of the parts of each gradient this process holds: parameter k's owned[k] (all of it
+// when owned is empty), read from .grad or, with `slices`, from slices[k], which holds that part
+// alone. Per-chunk partial sums, numbered by the chunks of whole gradients as one process's are.
+double clip_owned(const std::vector<Tensor>& params, const std::vector<Shard>& owned, const std::vector<Tensor>* slices,
+                  const SumOverRanks& sum_over_ranks, double max_norm, double norm_type, bool error_if_nonfinite) {
   check(norm_type > 0, "clip_grad_norm_: invalid norm_type = ", norm_type, " (must be > 0, or inf)");
   check(max_norm >= 0, "clip_grad_norm_: invalid max_norm = ", max_norm, " (must be >= 0)");
   check(owned.empty() || owned.size() == params.size(), "clip_grad_norm_: ", owned.size(), " shards for ",
         params.size(), " parameters");
+  check(!slices || slices->size() == params.size(), "clip_grad_norm_: ", slices ? slices->size() : 0,
+        " gradient slices for ", params.size(), " parameters");
   NoGradGuard no_grad;
-  const std::vector<Tensor> grads = defined_grads(params);
-  if (grads.empty()) return 0.0;
-  const std::vector<int64_t> sizes = sizes_of(grads);
-  // The part of each gradient this process measures and scales: its shard, or all of it.
+  // Per parameter with a gradient: the gradient, its whole size, the part this process
+  // measures and scales, and where that part starts in the gradient's data.
+  std::vector<Tensor> grads;
+  std::vector<int64_t> sizes, mine_sizes, skip;
   std::vector<Shard> mine;
-  for (std::size_t k = 0; k < params.size(); ++k)
-    if (params[k].grad().defined()) mine.push_back(owned.empty() ? Shard{0, params[k].numel()} : owned[k]);
-  std::vector<int64_t> mine_sizes;
-  for (const Shard& s : mine) mine_sizes.push_back(s.size());
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    check(params[k].defined(), "clip_grad: a parameter is an undefined tensor");
+    const Tensor g = slices ? (*slices)[k] : params[k].grad();
+    if (!g.defined()) continue;
+    const Shard s = owned.empty() ? Shard{0, params[k].numel()} : owned[k];
+    check(!slices || g.numel() == s.size(), "clip_grad_norm_: the gradient slice of parameter ", k, " holds ",
+          g.numel(), " elements, its shard ", s.size());
+    grads.push_back(g);
+    sizes.push_back(params[k].numel());
+    mine.push_back(s);
+    mine_sizes.push_back(s.size());
+    skip.push_back(slices ? 0 : s.begin);
+  }
+  if (grads.empty()) return 0.0;
   std::vector<int64_t> first_chunk(grads.size() + 1, 0);  // chunk index where each grad starts
   for (std::size_t k = 0; k < grads.size(); ++k)
     first_chunk[k + 1] = first_chunk[k] + (sizes[k] + detail::kChunk - 1) / detail::kChunk;
@@ -82,7 +95,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shar
     const int64_t at = mine[k].begin + begin;  // a chunk boundary of the whole gradient
     partial[first_chunk[k] + at / detail::kChunk] = dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
       using T = decltype(tag);
-      return chunk_norm(static_cast<const T*>(g.raw_data()) + at, end - begin, norm_type);
+      return chunk_norm(static_cast<const T*>(g.raw_data()) + skip[k] + begin, end - begin, norm_type);
     });
   });
   if (sum_over_ranks) sum_over_ranks(partial);
@@ -105,13 +118,30 @@ double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shar
     const Tensor& g = grads[k];
     dispatch_float(g.dtype(), "clip_grad_norm_", [&](auto tag) {
       using T = decltype(tag);
-      T* d = static_cast<T*>(g.raw_data()) + mine[k].begin + begin;
+      T* d = static_cast<T*>(g.raw_data()) + skip[k] + begin;
       const T c = static_cast<T>(coef);
 #pragma omp simd
       for (int64_t i = 0; i < end - begin; ++i) d[i] *= c;
     });
   });
   return total;
+}
+
+}  // namespace
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type, bool error_if_nonfinite) {
+  return clip_owned(params, {}, nullptr, nullptr, max_norm, norm_type, error_if_nonfinite);
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shard>& owned,
+                       const SumOverRanks& sum_over_ranks, double max_norm, double norm_type, bool error_if_nonfinite) {
+  return clip_owned(params, owned, nullptr, sum_over_ranks, max_norm, norm_type, error_if_nonfinite);
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shard>& owned,
+                       const std::vector<Tensor>& slices, const SumOverRanks& sum_over_ranks, double max_norm,
+                       double norm_type, bool error_if_nonfinite) {
+  return clip_owned(params, owned, &slices, sum_over_ranks, max_norm, norm_type, error_if_nonfinite);
 }
 
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {

@@ -32,6 +32,13 @@ double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shar
                        const SumOverRanks& sum_over_ranks, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false);
 
+// ZeRO stage 2: the same, when each process holds the summed gradient of parameter k as that
+// slice alone, slices[k] (owned[k].size() elements, flat; undefined: no gradient), and .grad
+// is not read. The total is bitwise clip_grad_norm_'s; the slices are scaled in place.
+double clip_grad_norm_(const std::vector<Tensor>& params, const std::vector<Shard>& owned,
+                       const std::vector<Tensor>& slices, const SumOverRanks& sum_over_ranks, double max_norm,
+                       double norm_type = 2.0, bool error_if_nonfinite = false);
+
 // Clamps every gradient element into [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 

@@ -47,6 +47,7 @@ std::string lower(std::string s) {
 }  // namespace
 
 void Optimizer::zero_grad(bool set_to_none) {
+  grad_slices_.clear();
   for (std::size_t g = 0; g < num_groups(); ++g) {
     for (const Tensor& p : group_params(g)) {
       Tensor grad = p.grad();
@@ -87,6 +88,22 @@ void Optimizer::shard(std::vector<Shard> owned) {
   for (std::size_t i = 0; i < state_.size(); ++i)
     for (auto& [key, buf] : state_[i].buffers) buf = cut_to_shard(buf, owned[i]);
   shards_ = std::move(owned);
+}
+
+void Optimizer::set_grad_slices(std::vector<Tensor> slices) {
+  const std::vector<Tensor> params = parameters();
+  check(slices.empty() || (sharded() && slices.size() == params.size()), name_, ".set_grad_slices: ", slices.size(),
+        " slices for ", params.size(), " parameters", sharded() ? "" : " (the optimizer is not sharded)");
+  for (std::size_t i = 0; i < slices.size(); ++i)
+    check(!slices[i].defined() || (slices[i].numel() == shards_[i].size() && slices[i].dtype() == params[i].dtype()),
+          name_, ".set_grad_slices: the slice of parameter ", i, " holds ", slices[i].numel(), " elements, its shard ",
+          shards_[i].size());
+  grad_slices_ = std::move(slices);
+}
+
+std::pair<Tensor, int64_t> Optimizer::owned_grad(std::size_t i, const Tensor& p) const {
+  if (!grad_slices_.empty()) return {grad_slices_[i], 0};
+  return {p.grad(), owned(i, p).begin};
 }
 
 int64_t Optimizer::state_bytes() const {

@@ -79,6 +79,10 @@ class Optimizer {
   void shard(std::vector<Shard> owned);
   bool sharded() const { return !shards_.empty(); }
   const std::vector<Shard>& shards() const { return shards_; }
+  // ZeRO stage 2: the next step() reads parameter i's gradient from slices[i], which holds its
+  // shard alone (shards()[i].size() elements, flat; undefined: no gradient), not from .grad,
+  // which the ranks have dropped. zero_grad() drops them.
+  void set_grad_slices(std::vector<Tensor> slices);
   // The bytes of the state buffers this optimizer holds (the moments), e.g. to see ZeRO's 1/N.
   int64_t state_bytes() const;
 
@@ -98,11 +102,15 @@ class Optimizer {
   virtual bool can_shard() const { return false; }
   // The part of parameter i this optimizer updates: its shard, or all of it.
   Shard owned(std::size_t i, const Tensor& p) const { return sharded() ? shards_[i] : Shard{0, p.numel()}; }
+  // Parameter i's gradient and the index in it of the first element step() updates: .grad and
+  // its shard's start, or (ZeRO stage 2) the slice set_grad_slices gave and 0.
+  std::pair<Tensor, int64_t> owned_grad(std::size_t i, const Tensor& p) const;
 
   std::string name_;
   std::vector<std::string> buffers_;
   std::vector<ParamState> state_;  // one per parameter, in parameters() order
   std::vector<Shard> shards_;      // ZeRO: the owned slice of each parameter (empty: all of every one)
+  std::vector<Tensor> grad_slices_;  // ZeRO stage 2: the gradients of those slices (empty: .grad)
   std::unordered_set<const Node*> seen_;
 };
 

@@ -1,5 +1,6 @@
-// ZeRO stage 1's split of the trained parameters over N ranks: the parameters' elements taken
-// end to end, in order, cut into N contiguous slices; each rank keeps the optimizer state of one.
+// ZeRO's split of the trained parameters over N ranks: the parameters' elements taken end to
+// end, in order, cut into N contiguous slices; each rank keeps the optimizer state of one (and
+// under stage 2 that slice's summed gradient alone).
 #pragma once
 
 #include <cstdint>

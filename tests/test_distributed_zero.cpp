@@ -1,7 +1,8 @@
-// ZeRO stage 1 (--zero 1) under mpirun: 1, 2 and 3 ranks, each holding AdamW's state for its
-// slice, end with bitwise the weights and checkpoint of one process without it (gradient
-// clipping on), with accumulation bitwise those of plain data parallelism, resume under another
-// rank count, and report each rank's share of the state. Gradient sums overlapped with backward
+// ZeRO stages 1 and 2 (--zero 1, --zero 2) under mpirun: 1, 2 and 3 ranks, each holding AdamW's
+// state for its slice (and under stage 2 only that slice's gradient), end with bitwise the
+// weights and checkpoint of one process without it (gradient clipping on), with accumulation
+// bitwise those of plain data parallelism, resume under another rank count and stage, and report
+// each rank's share of the state and of the gradients. Gradient sums overlapped with backward
 // (distributed/grad_sum.cpp) are bitwise those made after it, with and without ZeRO.
 #include <gtest/gtest.h>
 
@@ -149,7 +150,8 @@ TEST(DistributedZero, ACheckpointResumesUnderAnotherRankCount) {
 }
 
 TEST(DistributedZero, FullFinetuneOnTwoRanksMatchesOneProcess) {
-  // xg-finetune --full (DPO, against a frozen reference on each rank) shares the loop and flag.
+  // xg-finetune --full (DPO, against a frozen reference on each rank) shares the loop and flag,
+  // at stages 1 and 2.
   const fs::path d = xg::test::fresh_test_dir();
   const fs::path base = xg::test::tiny_base(d);
   {
@@ -162,13 +164,16 @@ TEST(DistributedZero, FullFinetuneOnTwoRanksMatchesOneProcess) {
                             (d / "dpo.jsonl").string() + " --steps 4 --warmup 1 --lr 1e-3 --batch 2 --clip 0.01 --out ";
   CliRun one = launch(0, flags + (d / "one").string() + " --grad-accum 2");
   ASSERT_EQ(one.status, 0) << one.err;
-  CliRun two = launch(2, flags + (d / "two").string() + " --grad-accum 1 --zero 1");
-  ASSERT_EQ(two.status, 0) << two.err << two.out;
-  EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / "two" / "log.jsonl"));
-  EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / "two" / "model" / "model.safetensors"));
-  EXPECT_EQ(log_records(d / "two" / "log.jsonl", "optimizer_state").size(), 1u);
-  for (const auto& rec : log_records(d / "two" / "log.jsonl", "train"))  // clipped
-    EXPECT_GT(rec["grad_norm"].get<double>(), 0.01) << rec.dump();
+  for (const std::string stage : {"1", "2"}) {
+    const std::string two = "two" + stage;
+    CliRun r = launch(2, flags + (d / two).string() + " --grad-accum 1 --zero " + stage);
+    ASSERT_EQ(r.status, 0) << r.err << r.out;
+    EXPECT_EQ(train_losses(d / "one" / "log.jsonl"), train_losses(d / two / "log.jsonl")) << stage;
+    EXPECT_TRUE(same_bytes(d / "one" / "model" / "model.safetensors", d / two / "model" / "model.safetensors")) << stage;
+    EXPECT_EQ(log_records(d / two / "log.jsonl", "optimizer_state").size(), 1u);
+    for (const auto& rec : log_records(d / two / "log.jsonl", "train"))  // clipped
+      EXPECT_GT(rec["grad_norm"].get<double>(), 0.01) << rec.dump();
+  }
 }
 
 TEST(DistributedZero, OverlappedGradientSumsAreBitwiseThoseAfterBackward) {
@@ -199,12 +204,92 @@ TEST(DistributedZero, OverlappedGradientSumsAreBitwiseThoseAfterBackward) {
   }
 }
 
+// Stage 2 at 1, 2 and 3 ranks, gradient sums during backward (in buckets of 48 KB, about twenty)
+// or after it: with one micro-batch per rank bitwise one process with them all, with two per
+// rank bitwise stage 1 (itself bitwise plain data parallelism) at that layout; the checkpoints alike.
+TEST(DistributedZero, StageTwoGivesOneProcesssAndStageOnesWeightsBitwise) {
+  const fs::path d = xg::test::fresh_test_dir();
+  xg::test::write_fox_text(d / "train.txt");
+  const std::string small = " --bucket-mb 0.046875";
+  for (int ranks : {1, 2, 3}) {
+    const std::string r = std::to_string(ranks);
+    CliRun one = launch(0, zero_flags(d, "one" + r) + " --grad-accum " + r);
+    ASSERT_EQ(one.status, 0) << one.err;
+    CliRun stage1 = launch(ranks, zero_flags(d, "stage1_" + r) + small + " --grad-accum 2 --zero 1");
+    ASSERT_EQ(stage1.status, 0) << stage1.err;
+    for (const std::string overlap : {"0", "1"}) {
+      for (const std::string accum : {"1", "2"}) {
+        const std::string out = "z2_" + r + "_" + overlap + accum, ref = accum == "1" ? "one" + r : "stage1_" + r;
+        CliRun z = launch(ranks, zero_flags(d, out) + small + " --zero 2 --overlap-grad-sum " + overlap +
+                                     " --grad-accum " + accum);
+        ASSERT_EQ(z.status, 0) << z.err << z.out;
+        const std::string what = r + " ranks, --overlap-grad-sum " + overlap + ", --grad-accum " + accum;
+        const auto losses = train_losses(d / out / "log.jsonl");
+        ASSERT_EQ(losses.size(), 6u) << what;
+        EXPECT_EQ(losses, train_losses(d / ref / "log.jsonl")) << what;
+        for (const auto& rec : log_records(d / out / "log.jsonl", "train"))  // every step clipped
+          EXPECT_GT(rec["grad_norm"].get<double>(), 0.05) << rec.dump();
+        EXPECT_TRUE(same_bytes(d / out / "model.safetensors", d / ref / "model.safetensors")) << what;
+        EXPECT_TRUE(same_checkpoint(d / out / "checkpoint.safetensors", d / ref / "checkpoint.safetensors")) << what;
+        EXPECT_NE(z.out.find("ZeRO stage 2: optimizer state per rank"), std::string::npos) << z.out;
+      }
+    }
+  }
+}
+
+// The bytes of gradient tensors each rank holds at the optimizer step (the log's
+// optimizer_state record): stage 1 all of them on every rank; stage 2 a 1/N share each, within
+// two of the optimizer's chunks (2 x 16384 float32 elements) of an even one, together exactly
+// one copy.
+TEST(DistributedZero, StageTwoHoldsOneNthOfTheGradientsAtTheStep) {
+  const fs::path d = xg::test::fresh_test_dir();
+  xg::test::write_fox_text(d / "train.txt");
+  for (int ranks : {2, 3}) {
+    for (int stage : {1, 2}) {
+      const std::string out = "s" + std::to_string(stage) + "_" + std::to_string(ranks);
+      CliRun z = launch(ranks, zero_flags(d, out, 2) + " --grad-accum 1 --zero " + std::to_string(stage));
+      ASSERT_EQ(z.status, 0) << z.err;
+      const auto state = log_records(d / out / "log.jsonl", "optimizer_state");
+      ASSERT_EQ(state.size(), 1u) << out;
+      const double whole = 4.0 * static_cast<double>(parameters(d / out));
+      double sum = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const double bytes = state[0].at("rank" + std::to_string(r) + "_grad_bytes").get<double>();
+        if (stage == 1) EXPECT_EQ(bytes, whole) << "rank " << r << " of " << ranks;
+        else EXPECT_LE(std::abs(bytes - whole / ranks), 2 * 16384 * 4.0) << "rank " << r << " of " << ranks;
+        sum += bytes;
+      }
+      if (stage == 2) EXPECT_EQ(sum, whole) << ranks << " ranks";
+      EXPECT_NE(z.out.find("; gradients at the step "), std::string::npos) << z.out;
+    }
+  }
+}
+
+// A stage 2 checkpoint resumes under another rank count and another stage (2 ranks -> one
+// process without ZeRO; one process -> 3 ranks at stage 1), bitwise an uninterrupted run.
+TEST(DistributedZero, AStageTwoCheckpointResumesUnderAnotherRankCountAndStage) {
+  const fs::path d = xg::test::fresh_test_dir();
+  xg::test::write_fox_text(d / "train.txt");
+  const std::string resume = " --resume --allow-change steps";
+  for (const auto& [before, after, micro, stage] : {std::tuple{2, 0, 2, 0}, std::tuple{0, 3, 3, 1}}) {
+    const std::string tag = std::to_string(before) + "to" + std::to_string(after);
+    auto layout = [&, micro = micro](int ranks) { return " --grad-accum " + std::to_string(micro / std::max(ranks, 1)); };
+    CliRun full = launch(0, zero_flags(d, "full" + tag) + layout(0));
+    ASSERT_EQ(full.status, 0) << full.err;
+    CliRun first = launch(before, zero_flags(d, "split" + tag, 3) + layout(before) + " --zero 2");
+    ASSERT_EQ(first.status, 0) << first.err;
+    CliRun rest = launch(after, zero_flags(d, "split" + tag) + layout(after) + " --zero " + std::to_string(stage) + resume);
+    ASSERT_EQ(rest.status, 0) << rest.err;
+    EXPECT_TRUE(same_bytes(d / ("split" + tag) / "model.safetensors", d / ("full" + tag) / "model.safetensors")) << tag;
+  }
+}
+
 TEST(DistributedZero, ABadZeroStageIsAUsageError) {
   const fs::path d = xg::test::fresh_test_dir();
   xg::test::write_fox_text(d / "train.txt");
-  CliRun r = launch(0, zero_flags(d, "bad") + " --zero 2");
+  CliRun r = launch(0, zero_flags(d, "bad") + " --zero 3");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--zero must be 0 or 1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--zero must be 0, 1 or 2"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(d / "bad" / "checkpoint.safetensors"));
 }
 

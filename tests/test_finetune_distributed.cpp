@@ -1,7 +1,8 @@
 // distributed/distributed.cpp and data parallelism in TrainLoop: in one process the collectives
 // are no-ops; under `mpirun -np 2`, xg-train and xg-finetune give the loss trajectory and
 // weights of one process with the same global batch (bitwise at equal thread counts), a
-// checkpoint resumes under another ranks x grad-accum layout, and a bad input fails the job.
+// checkpoint resumes under another ranks x grad-accum layout, a bad input fails the job, and a
+// killed rank or one rank's NaN ends every rank alike.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -49,6 +50,14 @@ TEST(World, OneProcessIsAWorldOfOne) {
   const xg::Tensor gathered = ft::world().gather_to_main(p.grad());
   EXPECT_NE(gathered.raw_data(), p.grad().raw_data());
   EXPECT_EQ(gathered.data<float>()[1], 2.0f);
+  // ZeRO stage 2: the one rank's slice is the whole gradient, flat, and .grad is dropped.
+  const void* storage = p.grad().raw_data();
+  std::vector<xg::Tensor> slices;
+  ft::world().reduce_scatter_grads({p}, all, 1 << 20, &slices);
+  ASSERT_EQ(slices.size(), 1u);
+  EXPECT_EQ(slices[0].shape(), (xg::Shape{3}));
+  EXPECT_EQ(slices[0].raw_data(), storage);
+  EXPECT_FALSE(p.grad().defined());
 }
 
 TEST(Distributed, MicroSeedsDifferPerStepMicroBatchAndStream) {
@@ -209,6 +218,54 @@ TEST(DistributedMpi, AKilledRankEndsTheJobAndTheLastCheckpointResumes) {
                         " --resume --overlap-grad-sum 0 --bucket-mb 1");
     ASSERT_EQ(rest.status, 0) << rest.err;
     EXPECT_TRUE(same_bytes(d / out / "model.safetensors", d / "full" / "model.safetensors")) << victim;
+  }
+}
+
+// A NaN on one rank while the other's gradient buckets are in flight (--overlap-grad-sum, small
+// buckets), through XGRAD_FAULT_NAN_RANK: rank 1's loss is NaN, so it skips its backward and
+// goes straight to the sums the other rank has started. Every rank takes the same decision:
+// --on-nan stop ends the job with the step, the rank and the kept checkpoint, no hang and no
+// half-written file; --on-nan skip skips that step on every rank, so the weights are bitwise
+// those of one process that skips it (also for a NaN gradient under a finite loss on rank 0,
+// which reaches every rank through the sums), at ZeRO stages 0 and 2.
+TEST(DistributedMpi, ANaNOnOneRankWhileBucketsAreInFlightEndsEveryRankAlike) {
+  const fs::path d = xg::test::fresh_test_dir();
+  write_fox_text(d / "train.txt");
+  const std::string layout = " --schedule constant --overlap-grad-sum 1 --bucket-mb 0.01";
+  for (const std::string zero : {"0", "2"}) {
+    const std::string out = "stop" + zero;
+    CliRun r = shell("XGRAD_FAULT_NAN_RANK=1:7 OMP_NUM_THREADS=1 timeout -k 10 300 " + mpirun(2) + train_flags(d, out) +
+                     layout + " --grad-accum 1 --zero " + zero);
+    EXPECT_NE(r.status, 0) << r.err;
+    EXPECT_NE(r.status, 124) << "the job hung until the timeout: " << r.err;
+    EXPECT_NE(r.err.find("xg-train: step 7: the loss is "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" (micro-batch 2 of 2) (on rank 1); stopped (--on-nan stop); the checkpoint of step 5 is kept"),
+              std::string::npos)
+        << r.err;
+    std::map<std::string, std::string> meta;
+    xg::io::load_safetensors((d / out / "checkpoint.safetensors").string(), &meta);
+    EXPECT_EQ(meta["step"], "5") << zero;
+    EXPECT_FALSE(fs::exists(d / out / "model.safetensors"));
+    for (const auto& entry : fs::directory_iterator(d / out))
+      EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+    EXPECT_EQ(train_losses(d / out / "log.jsonl").back().first, 6) << zero;
+
+    const std::string skip = " --on-nan skip --max-skipped 0.5";
+    for (const std::string fault : {"3", "4:grad"}) {
+      const std::string tag = zero + "_" + fault.substr(0, 1);
+      CliRun one = shell("XGRAD_FAULT_NAN_RANK=0:" + fault + " OMP_NUM_THREADS=1 " + train_flags(d, "one" + tag, 6) +
+                         layout + skip + " --grad-accum 2");
+      ASSERT_EQ(one.status, 0) << one.err;
+      CliRun two = shell("XGRAD_FAULT_NAN_RANK=" + std::string(fault == "3" ? "1:" : "0:") + fault +
+                         " OMP_NUM_THREADS=1 timeout -k 10 300 " + mpirun(2) + train_flags(d, "two" + tag, 6) + layout +
+                         skip + " --grad-accum 1 --zero " + zero);
+      ASSERT_EQ(two.status, 0) << two.err;
+      const auto skips = xg::test::log_records(d / ("two" + tag) / "log.jsonl", "skip");
+      ASSERT_EQ(skips.size(), 1u) << tag;
+      EXPECT_EQ(skips[0]["step"], std::stoi(fault)) << tag;
+      EXPECT_EQ(train_losses(d / ("one" + tag) / "log.jsonl"), train_losses(d / ("two" + tag) / "log.jsonl")) << tag;
+      EXPECT_TRUE(same_bytes(d / ("one" + tag) / "model.safetensors", d / ("two" + tag) / "model.safetensors")) << tag;
+    }
   }
 }
 

@@ -1,6 +1,7 @@
-// optim/shard.hpp and sharded optimizer state (ZeRO stage 1) in one process: the partition tiles
-// the parameters with chunk-aligned cuts, and N sharded AdamWs, each stepping its slice, and the
-// sharded gradient clipping give bitwise the weights, state and norm of one unsharded AdamW.
+// optim/shard.hpp and sharded optimizer state (ZeRO stages 1 and 2) in one process: the partition
+// tiles the parameters with chunk-aligned cuts, and N sharded AdamWs, each stepping its slice, and
+// the sharded gradient clipping give bitwise the weights, state and norm of one unsharded AdamW,
+// reading full gradients or (stage 2) each rank's gradient slices alone.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -89,12 +90,25 @@ void take_slices(const Partition& part, int r, const std::vector<Tensor>& from, 
   }
 }
 
+// Rank r's slices of the gradients `gs`, each a tensor of its own: what stage 2 keeps.
+std::vector<Tensor> grad_slices(const Partition& part, int r, const std::vector<Tensor>& gs) {
+  std::vector<Tensor> out;
+  for (std::size_t k = 0; k < gs.size(); ++k) {
+    const Shard s = part.slice(r, k);
+    Tensor g = xg::empty({s.size()});
+    std::memcpy(g.raw_data(), gs[k].data<float>() + s.begin, static_cast<std::size_t>(s.size()) * sizeof(float));
+    out.push_back(g);
+  }
+  return out;
+}
+
+// Stage 1 reads each rank's slice from full gradients, stage 2 from the slices alone (no .grad).
 TEST(ShardedAdamW, RanksSteppingTheirSlicesGiveOneAdamWsWeightsAndState) {
   xg::optim::AdamWOptions o;
   o.lr = 1e-2;
   o.weight_decay = 0.1;
   const std::vector<Tensor> start = make_params(1);
-  for (int ranks : {2, 3}) {
+  for (const auto& [stage, ranks] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
     const Partition part(kSizes, ranks);
     std::vector<Tensor> whole = clones(start);
     xg::optim::AdamW one(whole, o);
@@ -112,15 +126,17 @@ TEST(ShardedAdamW, RanksSteppingTheirSlicesGiveOneAdamWsWeightsAndState) {
       set_grads(whole, gs);
       one.step();
       for (int r = 0; r < ranks; ++r) {
-        set_grads(mine[r], gs);
+        if (stage == 1) set_grads(mine[r], gs);
+        else opts[r]->set_grad_slices(grad_slices(part, r, gs));
         opts[r]->step();
+        opts[r]->zero_grad();
       }
       for (int r = 0; r < ranks; ++r)  // the all-gather
         for (int q = 0; q < ranks; ++q) take_slices(part, q, mine[q], mine[r]);
     }
     for (int r = 0; r < ranks; ++r)
       for (std::size_t k = 0; k < kSizes.size(); ++k)
-        EXPECT_TRUE(same_bytes(mine[r][k], whole[k])) << "ranks " << ranks << " rank " << r << " param " << k;
+        EXPECT_TRUE(same_bytes(mine[r][k], whole[k])) << "stage " << stage << " ranks " << ranks << " rank " << r << " param " << k;
     // Each holds its share of the moments, together all of them.
     int64_t bytes = 0;
     for (int r = 0; r < ranks; ++r) {
@@ -170,6 +186,7 @@ TEST(ShardedAdamW, AFullStateDictLoadsIntoASlice) {
   }
 }
 
+// Stage 1 clips each rank's slices of full gradients, stage 2 the slices alone (no .grad).
 TEST(ShardedClip, SlicesAndASumOfChunkNormsGiveOneProcesssNormAndClippedGradients) {
   const std::vector<Tensor> ps = make_params(3);
   xg::manual_seed(9);
@@ -178,33 +195,63 @@ TEST(ShardedClip, SlicesAndASumOfChunkNormsGiveOneProcesssNormAndClippedGradient
   set_grads(ps, gs);
   const double norm = xg::optim::clip_grad_norm_(ps, 0.5);
   ASSERT_GT(norm, 0.5);  // it clips
-  for (int ranks : {2, 3}) {
+  for (const auto& [stage, ranks] : {std::pair{1, 2}, std::pair{1, 3}, std::pair{2, 2}, std::pair{2, 3}}) {
     const Partition part(kSizes, ranks);
+    // Rank r's clip: the norm, and its clipped slice of each gradient in `clipped`.
+    auto clip_rank = [&, stage = stage](int r, const xg::optim::SumOverRanks& sum, std::vector<Tensor>* clipped) {
+      const std::vector<Tensor> mine = clones(ps);
+      const std::vector<Tensor> slices = grad_slices(part, r, gs);
+      if (stage == 2) {
+        const double n = xg::optim::clip_grad_norm_(mine, part.slices(r), slices, sum, 0.5);
+        if (clipped) *clipped = slices;
+        return n;
+      }
+      set_grads(mine, gs);
+      const double n = xg::optim::clip_grad_norm_(mine, part.slices(r), sum, 0.5);
+      if (clipped) *clipped = grad_slices(part, r, [&] {
+        std::vector<Tensor> g;
+        for (const Tensor& p : mine) g.push_back(p.grad());
+        return g;
+      }());
+      return n;
+    };
     // First each rank's chunk norms, then their sum handed to every rank (the all-reduce).
     std::vector<double> summed;
+    for (int r = 0; r < ranks; ++r)
+      clip_rank(r,
+                [&](std::vector<double>& x) {
+                  if (summed.empty()) summed.assign(x.size(), 0.0);
+                  for (std::size_t i = 0; i < x.size(); ++i) summed[i] += x[i];
+                },
+                nullptr);
     for (int r = 0; r < ranks; ++r) {
-      std::vector<Tensor> mine = clones(ps);
-      set_grads(mine, gs);
-      xg::optim::clip_grad_norm_(mine, part.slices(r),
-                                 [&](std::vector<double>& x) {
-                                   if (summed.empty()) summed.assign(x.size(), 0.0);
-                                   for (std::size_t i = 0; i < x.size(); ++i) summed[i] += x[i];
-                                 },
-                                 0.5);
-    }
-    std::vector<Tensor> clipped = clones(ps);
-    for (int r = 0; r < ranks; ++r) {
-      std::vector<Tensor> mine = clones(ps);
-      set_grads(mine, gs);
-      const double n = xg::optim::clip_grad_norm_(mine, part.slices(r), [&](std::vector<double>& x) { x = summed; }, 0.5);
-      EXPECT_EQ(n, norm) << "ranks " << ranks << " rank " << r;
+      std::vector<Tensor> clipped;
+      EXPECT_EQ(clip_rank(r, [&](std::vector<double>& x) { x = summed; }, &clipped), norm)
+          << "stage " << stage << " ranks " << ranks << " rank " << r;
       for (std::size_t k = 0; k < kSizes.size(); ++k) {
         const Shard s = part.slice(r, k);
-        EXPECT_EQ(0, std::memcmp(mine[k].grad().data<float>() + s.begin, ps[k].grad().data<float>() + s.begin,
+        EXPECT_EQ(0, std::memcmp(clipped[k].raw_data(), ps[k].grad().data<float>() + s.begin,
                                  static_cast<std::size_t>(s.size()) * sizeof(float)))
-            << "ranks " << ranks << " rank " << r << " param " << k;
+            << "stage " << stage << " ranks " << ranks << " rank " << r << " param " << k;
       }
     }
+  }
+}
+
+TEST(ShardedAdamW, AGradientSliceOfTheWrongSizeIsRefusedByParameter) {
+  const std::vector<Tensor> start = make_params(4);
+  const Partition part(kSizes, 3);
+  xg::optim::AdamW opt(clones(start));
+  opt.shard(part.slices(0));
+  std::vector<Tensor> slices = grad_slices(part, 0, start);
+  slices[0] = xg::empty({3});
+  try {
+    opt.set_grad_slices(slices);
+    ADD_FAILURE() << "no error";
+  } catch (const xg::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AdamW.set_grad_slices: the slice of parameter 0 holds 3 elements, its shard "),
+              std::string::npos)
+        << e.what();
   }
 }
 

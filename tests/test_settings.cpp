@@ -41,6 +41,7 @@ TEST(Settings, ReadsEveryVariableIntoOneStruct) {
   env.set("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1");
   env.set("XGRAD_FAULT_KILL_IN_WRITE", "model.safetensors:2");
   env.set("XGRAD_FAULT_KILL_RANK", "1:3");
+  env.set("XGRAD_FAULT_NAN_RANK", "0:2:grad");
   env.set("OMPI_COMM_WORLD_SIZE", "4");
   env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
   const xg::Settings s = xg::Settings::from_environment();
@@ -54,10 +55,11 @@ TEST(Settings, ReadsEveryVariableIntoOneStruct) {
   EXPECT_TRUE(s.user_malloc);
   EXPECT_EQ(s.fault_kill_in_write, "model.safetensors:2");
   EXPECT_EQ(s.fault_kill_rank, "1:3");
+  EXPECT_EQ(s.fault_nan_rank, "0:2:grad");
   EXPECT_TRUE(s.mpi_launched);
   EXPECT_EQ(s.mpi_local_ranks, 2);
   const auto table = s.table();
-  ASSERT_EQ(table.size(), 13u);
+  ASSERT_EQ(table.size(), 14u);
   EXPECT_EQ(table[0], (std::pair<std::string, std::string>{"XGRAD_GEMM", "onednn"}));
   EXPECT_EQ(table[1], (std::pair<std::string, std::string>{"XGRAD_GEMM_BF16", "widened"}));
   EXPECT_EQ(table[3], (std::pair<std::string, std::string>{"XGRAD_NO_BUFFER_CACHE", "1"}));
