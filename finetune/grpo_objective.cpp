@@ -1,6 +1,7 @@
 // attach_grpo / grpo_eval / grpo_reward: Group Relative Policy Optimization with verifiable
 // rewards (finetune/rewards.hpp), sampling with the KV-cache generator, KL to the adapter-disabled reference (or a frozen copy).
 #include <algorithm>
+#include <cmath>
 
 #include "autograd/error.hpp"
 #include "autograd/elementwise.hpp"
@@ -106,20 +107,26 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
   const bool no_reference = task.beta == 0 && task.reference == nullptr && lora_adapters(model).empty();
   loop.micro_step = [&model, task, no_reference](int64_t, int64_t, Generator& rng) {
     const text::Tokenizer& tok = task.format.tok();
-    const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
-    Tensor prompt = prompt_batch(task.format, row, task.group_size);
-    nn::GenerateOptions g;
-    g.temperature = task.temperature;
-    g.seed = rng.next_u64();
-    g.eos_id = tok.eos_id();
-    const Completions c =
-        split_completions(tok, model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens, "GRPO"), g),
-                          prompt.shape()[1]);
-    // Each reward function's scores, then their weighted sums.
     const std::vector<Reward> funcs = rewards_or_exact(task.rewards);
+    Completions c;
     Metrics per_reward;
-    const std::vector<double> rewards =
-        score_completions(funcs, row, c.texts, 1.0 / static_cast<double>(c.texts.size()), per_reward);
+    std::vector<double> rewards;
+    int64_t redraws = 0;
+    for (;; ++redraws) {  // one group, or more under dynamic sampling
+      const GrpoExample& row = (*task.train)[rng.next_u64() % task.train->size()];
+      Tensor prompt = prompt_batch(task.format, row, task.group_size);
+      nn::GenerateOptions g;
+      g.temperature = task.temperature;
+      g.seed = rng.next_u64();
+      g.eos_id = tok.eos_id();
+      c = split_completions(tok, model.generate(prompt, room(model, prompt.shape()[1], task.max_new_tokens, "GRPO"), g),
+                            prompt.shape()[1]);
+      // Each reward function's scores, then their weighted sums.
+      per_reward.clear();
+      rewards = score_completions(funcs, row, c.texts, 1.0 / static_cast<double>(c.texts.size()), per_reward);
+      const bool all_equal = std::all_of(rewards.begin(), rewards.end(), [&](double r) { return r == rewards[0]; });
+      if (!all_equal || redraws == task.dynamic_sampling) break;
+    }
     const Tensor targets = losses::shift_labels(completion_labels(c));
     const Tensor ref_lp =
         no_reference ? Tensor()
@@ -156,8 +163,11 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
       mean_len += static_cast<double>(c.lengths[i]) / static_cast<double>(rewards.size());
       tokens += c.ids.shape()[1];
     }
+    double var = 0;  // TRL's reward_std: the group's standard deviation (unbiased, as torch.std)
+    for (double r : rewards) var += (r - mean_reward) * (r - mean_reward) / static_cast<double>(rewards.size() - 1);
     const double kl_mean = losses::compute_kl_penalty(lp.detach(), ref, o.completion_mask).item();
-    Metrics m = {{"reward", mean_reward}, {"completion_len", mean_len}, {"kl", kl_mean}};
+    Metrics m = {{"reward", mean_reward}, {"reward_std", std::sqrt(var)}, {"completion_len", mean_len}, {"kl", kl_mean}};
+    if (task.dynamic_sampling > 0) m["redraws"] = static_cast<double>(redraws);
     m.insert(per_reward.begin(), per_reward.end());
     return MicroResult{loss, tokens, m};
   };

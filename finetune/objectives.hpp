@@ -70,6 +70,10 @@ struct GrpoTask {
   const std::vector<GrpoExample>* train = nullptr;
   const std::vector<GrpoExample>* heldout = nullptr;  // optional
   int64_t group_size = 8, max_new_tokens = 24, eval_rows = 128;
+  // DAPO's dynamic sampling (Yu et al. 2025): a group whose rewards are all equal has zero
+  // advantages and no gradient but the KL's, so up to this many other prompts are drawn in
+  // its place (0: off, as TRL). A micro-step logs its redraws and its group's reward_std.
+  int64_t dynamic_sampling = 0;
   double temperature = 1.0, beta = 0.04, clip_eps = 0.2;
   // Summed with their weights (TRL's reward_funcs and reward_weights); empty: "exact" alone.
   std::vector<Reward> rewards;

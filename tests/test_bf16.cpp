@@ -188,8 +188,9 @@ TEST(BFloat16, NormsAndSoftmaxComputeInFloat32AndRoundOnce) {
     EXPECT_EQ(x.grad().dtype(), kBFloat16);
     // A gradient is a sum over the row: 1 ulp of its size plus float32's rounding of the terms.
     EXPECT_TRUE(tensors_close(x.grad().to(kFloat64), xr.grad(), 1e-2, 1e-2));
-    if (std::string(name).find("norm") != std::string::npos)
+    if (std::string(name).find("norm") != std::string::npos) {
       EXPECT_TRUE(tensors_close(w.grad().to(kFloat64), wr.grad(), 1e-2, 1e-2));
+    }
   }
   EXPECT_XG_ERROR(rms_norm(ones({2, 3}, kBFloat16), ones({3})), "rms_norm: dtype mismatch, x bfloat16 [2,3] and weight float32 [3]");
 }

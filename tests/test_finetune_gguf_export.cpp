@@ -80,7 +80,7 @@ TEST(FinetuneGgufExport, AdapterOnAFusedProjectionIsRefusedByName) {
   const fs::path dir = test::fresh_test_dir();
   const fs::path fx = XGRAD_FIXTURE_DIR, folder = dir / "gpt2", gguf = dir / "gpt2.gguf";
   fs::create_directories(folder);
-  for (const fs::path f : {fx / "hf" / "gpt2" / "config.json", fx / "hf" / "gpt2" / "model.safetensors",
+  for (const fs::path& f : {fx / "hf" / "gpt2" / "config.json", fx / "hf" / "gpt2" / "model.safetensors",
                            fx / "gguf" / "byte256" / "tokenizer.json", fx / "gguf" / "byte256" / "tokenizer_config.json"})
     fs::copy_file(f, folder / f.filename());
   finetune::BaseModel src = finetune::load_base(folder.string(), "test");

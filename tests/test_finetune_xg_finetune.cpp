@@ -1097,4 +1097,58 @@ TEST(XgFinetune, GrpoSumsWeightedRewardsAndLogsEach) {
   EXPECT_FALSE(fs::exists(d / "bad"));
 }
 
+// DAPO's dynamic sampling (Yu et al. 2025): a group whose rewards are all equal has no
+// advantage and teaches nothing, so --dynamic-sampling N draws another prompt for it, up to N
+// times. Six of eight rows here score 1 whatever is sampled; the other two score the parity of
+// the completion's length, which differs within a group of 8 but for 1 draw in 128.
+TEST(XgFinetune, GrpoDynamicSamplingDrawsAgainForAGroupOfEqualRewards) {
+  const fs::path d = xg::test::fresh_test_dir("grpo_dynamic");
+  const fs::path base = tiny_base(d);
+  std::vector<json> rows;
+  for (int i = 0; i < 8; ++i)
+    rows.push_back({{"prompt", std::string("Say ") + kWords[i] + "."}, {"answers", {kWords[i]}}, {"flat", i < 6}});
+  write_lines(d / "train.jsonl", rows);
+  const std::string reward = "while IFS= read -r l; do case \"$l\" in *'\"flat\":true'*) echo 1;; "
+                             "*) echo $(( ${#l} % 2 ));; esac; done";
+  const std::string common = "--objective grpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
+                             " --steps 6 --warmup 0 --group-size 8 --max-new-tokens 6 --grad-accum 1 --seed 4" +
+                             " --reward-cmd " + shell_quoted(reward);
+  const auto train_records = [](const fs::path& log) {
+    std::vector<json> out;
+    std::ifstream f(log);
+    for (std::string line; std::getline(f, line);) {
+      json j = json::parse(line);
+      if (j["kind"] == "train") out.push_back(j);
+    }
+    return out;
+  };
+  CliRun plain = run("xg-finetune", common + " --out " + (d / "plain").string());
+  ASSERT_EQ(plain.status, 0) << plain.err << plain.out;
+  const std::vector<json> p = train_records(d / "plain" / "log.jsonl");
+  ASSERT_EQ(p.size(), 6u);
+  int flat_steps = 0;
+  for (const json& j : p) flat_steps += j.at("reward_std").get<double>() == 0.0;
+  EXPECT_GT(flat_steps, 0) << "six draws without a row of the flat three-quarters";
+
+  CliRun dyn = run("xg-finetune", common + " --dynamic-sampling 64 --out " + (d / "dynamic").string());
+  ASSERT_EQ(dyn.status, 0) << dyn.err << dyn.out;
+  const std::vector<json> q = train_records(d / "dynamic" / "log.jsonl");
+  ASSERT_EQ(q.size(), 6u);
+  double redraws = 0;
+  for (const json& j : q) {
+    EXPECT_GT(j.at("reward_std").get<double>(), 0.0) << j.dump();
+    EXPECT_GT(j.at("grad_norm").get<double>(), 0.0) << j.dump();
+    redraws += j.at("redraws").get<double>();
+  }
+  EXPECT_GT(redraws, 0.0);
+  EXPECT_EQ(json::parse(slurp((d / "dynamic" / "args.json").string()))["flags"]["dynamic-sampling"], 64);
+  expect_one_line_error(run("xg-finetune", common + " --dynamic-sampling -1 --out " + (d / "bad").string()), 2,
+                        "--dynamic-sampling must be >= 0, got -1");
+  expect_one_line_error(run("xg-finetune", "--objective sft --base " + base.string() + " --data " +
+                                               (d / "train.jsonl").string() + " --dynamic-sampling 2 --out " +
+                                               (d / "bad").string()),
+                        2, "--dynamic-sampling is for --objective grpo and rloo");
+  EXPECT_FALSE(fs::exists(d / "bad"));
+}
+
 }  // namespace xg_finetune_formats_test

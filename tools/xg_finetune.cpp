@@ -307,6 +307,9 @@ int main(int argc, char** argv) {
     ("cliprange-value", po::value(&f.ppo.clip_value)->default_value(f.ppo.clip_value),
      "PPO: how far a value prediction may move from the rollout's before its loss is clipped")
     ("group-size", po::value(&f.grpo.group_size)->default_value(f.grpo.group_size), "GRPO completions per prompt")
+    ("dynamic-sampling", po::value(&f.grpo.dynamic_sampling)->default_value(f.grpo.dynamic_sampling),
+     "GRPO and RLOO: draw another prompt, up to N times, for a group whose rewards are all equal (it has no "
+     "advantage to learn from; DAPO's dynamic sampling, Yu et al. 2025); 0: off, as TRL")
     ("reward", po::value(&f.rewards)->composing()->default_value(f.rewards, "exact"),
      "GRPO, RLOO and PPO reward NAME[:WEIGHT], repeatable, the weighted rewards summed (TRL's reward_funcs and "
      "reward_weights): "
@@ -358,6 +361,10 @@ int main(int argc, char** argv) {
           f.objective = "grpo";
           f.grpo.rloo = true;
         }
+        cli::require(f.objective == "grpo" || vm["dynamic-sampling"].defaulted(),
+                     "--dynamic-sampling is for --objective grpo and rloo");
+        cli::require(f.grpo.dynamic_sampling >= 0,
+                     str_cat("--dynamic-sampling must be >= 0, got ", f.grpo.dynamic_sampling));
         try {  // a bad name, weight or pattern is a usage error, found now
           if (!f.reward_cmd.empty() && vm["reward"].defaulted()) f.rewards = {"cmd"};
           for (const std::string& spec : f.rewards) {
