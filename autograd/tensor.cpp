@@ -217,10 +217,10 @@ class BufferCache {
   // of a fresh mapping whose rest then faults in as usual.
   // NOTE: why: a step's backward asks for other sizes than its forward, so in a steady step the
   // cache evicts one class's buffers to map another's, each step again. Unmapped and mapped
-  // afresh, their pages are zero-filled again on first touch: with the head's loss (below) 795 MB
-  // a step of a LoRA step of SmolLM2-135M's shape under --bf16, whose bf16 copies add classes
-  // (7% of a one-thread profile of its steps in the kernel's page clearing; 173 MB a step with
-  // this and linear_cross_entropy's in-place blocks; two-thread tokens/s did not measurably
+  // afresh, their pages are zero-filled again on first touch. A LoRA step of SmolLM2-135M's
+  // shape under --bf16 (whose bf16 copies add classes) mapped 795 MB a step so, 7% of a
+  // one-thread profile of its steps in the kernel's page clearing; with this and
+  // linear_cross_entropy's in-place blocks, 173 MB (two-thread tokens/s did not measurably
   // change). Pages moved between mappings keep their contents: no fault, no fill. Both
   // mappings of 2 MB and more start 2 MB aligned, so a move keeps their huge pages whole.
   static void* recycle(std::vector<Slot>& evicted, std::size_t bytes) {
