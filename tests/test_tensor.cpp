@@ -215,10 +215,10 @@ TEST(Tensor, BufferCacheServesFromTheNextSizeClassUp) {
   { Tensor t = empty({1536 * KB}); }  // the 1.5 MB class
   const std::size_t live2 = allocated_bytes();
   Tensor two_below = empty({1024 * KB});
-  // Not served whole: the cached buffer is evicted and cut to the request's own class (its
-  // pages taken over: ABufferMappedForAnEvictionTakesOverTheEvictedPages).
+  // Not served whole: a buffer of its own class, fresh, or the cached one cut to it when the
+  // cache must evict for it (ABufferMappedForAnEvictionTakesOverTheEvictedPages): which one
+  // depends on what else is live in the process, so only the size is asserted.
   EXPECT_EQ(allocated_bytes(), live2 + (std::size_t{1024} << 10)) << "a buffer of its own class";
-  EXPECT_EQ(cached_bytes(), 0u);
   empty_cache();
 }
 
