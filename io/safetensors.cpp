@@ -114,9 +114,7 @@ std::string header_text(const std::vector<HeaderEntry>& entries, const std::map<
   header["__metadata__"] = meta;
   uint64_t offset = 0;
   for (const HeaderEntry& e : entries) {
-    int64_t numel = 1;
-    for (int64_t n : e.shape) numel *= n;
-    const uint64_t nbytes = stored_bytes(e.dtype, numel, stored);
+    const uint64_t nbytes = stored_bytes(e.dtype, shape_numel(e.shape), stored);
     header[e.name] = {{"dtype", stored_dtype(e.dtype, stored)}, {"shape", e.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }

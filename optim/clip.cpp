@@ -72,7 +72,7 @@ double clip_owned(const std::vector<Tensor>& params, const std::vector<Shard>& o
   std::vector<int64_t> sizes, mine_sizes, skip;
   std::vector<Shard> mine;
   for (std::size_t k = 0; k < params.size(); ++k) {
-    check(params[k].defined(), "clip_grad: a parameter is an undefined tensor");
+    check(params[k].defined(), "clip_grad_norm_: parameter ", k, " is an undefined tensor");
     const Tensor g = slices ? (*slices)[k] : params[k].grad();
     if (!g.defined()) continue;
     const Shard s = owned.empty() ? Shard{0, params[k].numel()} : owned[k];

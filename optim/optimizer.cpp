@@ -96,8 +96,8 @@ void Optimizer::set_grad_slices(std::vector<Tensor> slices) {
         " slices for ", params.size(), " parameters", sharded() ? "" : " (the optimizer is not sharded)");
   for (std::size_t i = 0; i < slices.size(); ++i)
     check(!slices[i].defined() || (slices[i].numel() == shards_[i].size() && slices[i].dtype() == params[i].dtype()),
-          name_, ".set_grad_slices: the slice of parameter ", i, " holds ", slices[i].numel(), " elements, its shard ",
-          shards_[i].size());
+          name_, ".set_grad_slices: the slice of parameter ", i, " holds ", slices[i].numel(), " ",
+          dtype_name(slices[i].dtype()), " elements, its shard ", shards_[i].size(), " ", dtype_name(params[i].dtype()));
   grad_slices_ = std::move(slices);
 }
 

@@ -249,7 +249,7 @@ TEST(ShardedAdamW, AGradientSliceOfTheWrongSizeIsRefusedByParameter) {
     opt.set_grad_slices(slices);
     ADD_FAILURE() << "no error";
   } catch (const xg::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("AdamW.set_grad_slices: the slice of parameter 0 holds 3 elements, its shard "),
+    EXPECT_NE(std::string(e.what()).find("AdamW.set_grad_slices: the slice of parameter 0 holds 3 float32 elements, its shard "),
               std::string::npos)
         << e.what();
   }
