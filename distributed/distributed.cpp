@@ -8,10 +8,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <thread>
 
 #include "autograd/error.hpp"
 #include "autograd/settings.hpp"
@@ -169,6 +171,14 @@ class MpiWorld : public finetune::World {
       MPI_Abort(MPI_COMM_WORLD, exit_code);
     }
     std::exit(exit_code);
+  }
+
+  [[noreturn]] void await_abort(int exit_code) const override {
+    // Rank 0 reports and calls MPI_Abort, and mpirun ends this process; a minute is the time it
+    // gets before this rank ends the job itself (rank 0 stuck in a write, say).
+    std::cerr.flush();
+    if (g_mpi && size_ > 1) std::this_thread::sleep_for(std::chrono::seconds(60));
+    abort(exit_code);
   }
 
  private:

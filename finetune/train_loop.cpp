@@ -498,16 +498,21 @@ Metrics TrainLoop::run() {
     const std::string bad = forward_backward(step, sum, tokens);
     tokens_seen_ += tokens;
     if (!bad.empty()) {
-      check(o_.on_nan == NanPolicy::Skip, program_, ": step ", step + 1, ": ", bad, "; stopped (--on-nan stop); ",
-            last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept") : std::string("no checkpoint was written"),
-            " (try a lower --lr, a longer --warmup or --clip, or --on-nan skip)");
+      // The ranks agreed on `bad` (forward_backward), so every rank stops here alike.
+      if (o_.on_nan != NanPolicy::Skip)
+        throw AgreedError(str_cat(program_, ": step ", step + 1, ": ", bad, "; stopped (--on-nan stop); ",
+                                  last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept")
+                                                 : std::string("no checkpoint was written"),
+                                  " (try a lower --lr, a longer --warmup or --clip, or --on-nan skip)"));
       log_->event("skip", step + 1, {{"lr", lr}}, str_cat("step ", step + 1, " skipped (--on-nan skip): ", bad));
       ++skipped_;
-      check(static_cast<double>(skipped_) <= o_.max_skipped * static_cast<double>(o_.steps), program_, ": step ", step + 1,
-            ": ", skipped_, " of the ", step + 1, " steps so far were skipped (--on-nan skip), more than --max-skipped ",
-            o_.max_skipped, " of the ", o_.steps, " steps; the run has diverged and stops, no model written (",
-            last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept") : std::string("no checkpoint"),
-            "; try a lower --lr, a longer --warmup or --clip)");
+      if (static_cast<double>(skipped_) > o_.max_skipped * static_cast<double>(o_.steps))
+        throw AgreedError(str_cat(program_, ": step ", step + 1, ": ", skipped_, " of the ", step + 1,
+                                  " steps so far were skipped (--on-nan skip), more than --max-skipped ", o_.max_skipped,
+                                  " of the ", o_.steps, " steps; the run has diverged and stops, no model written (",
+                                  last_saved > 0 ? str_cat("the checkpoint of step ", last_saved, " is kept")
+                                                 : std::string("no checkpoint"),
+                                  "; try a lower --lr, a longer --warmup or --clip)"));
       sched_->step();  // the schedule keeps time with the step count, as with a skipped AMP step
     } else {
       for (auto& [k, v] : sum) v /= static_cast<double>(o_.grad_accum * world().size());

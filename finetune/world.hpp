@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/error.hpp"
 #include "autograd/tensor.hpp"
 #include "optim/shard.hpp"
 
@@ -25,6 +26,14 @@ class GradSum {
   virtual ~GradSum() = default;
   virtual void ready(const Tensor& param) { (void)param; }
   virtual void finish() {}
+};
+
+// An error every rank raises at the same point with the same text: a decision the ranks took
+// together (a NaN loss on one rank under --on-nan stop reaches every rank through
+// World::first_rank_with). The job reports it once, from the main rank: see World::await_abort.
+class AgreedError : public Error {
+ public:
+  explicit AgreedError(const std::string& what) : Error(what) {}
 };
 
 class World {
@@ -70,6 +79,11 @@ class World {
   // Ends the program with `exit_code`, every rank of it: one rank returning alone after an
   // error would leave the others waiting in a collective. One process: std::exit.
   [[noreturn]] virtual void abort(int exit_code) const;
+  // A rank other than the main one after an AgreedError: leaves ending the job to the main rank,
+  // which raised the same error, reports it and aborts every rank. Were each rank to report and
+  // abort, the first abort could kill the others before their report is out. Aborts by itself
+  // if the main rank has not ended the job within a minute. One process: std::exit.
+  [[noreturn]] virtual void await_abort(int exit_code) const;
 };
 
 // The run's world: the one installed last, or a world of this one process.

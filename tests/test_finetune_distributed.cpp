@@ -90,6 +90,12 @@ std::string train_flags(const fs::path& d, const std::string& out, int steps = 1
          std::to_string(steps);
 }
 
+int count_of(const std::string& text, const std::string& piece) {
+  int n = 0;
+  for (std::size_t at = text.find(piece); at != std::string::npos; at = text.find(piece, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST(DistributedMpi, TwoRanksTrainBitwiseLikeOneProcessWithTheSameGlobalBatch) {
@@ -238,7 +244,10 @@ TEST(DistributedMpi, ANaNOnOneRankWhileBucketsAreInFlightEndsEveryRankAlike) {
                      layout + " --grad-accum 1 --zero " + zero);
     EXPECT_NE(r.status, 0) << r.err;
     EXPECT_NE(r.status, 124) << "the job hung until the timeout: " << r.err;
+    // Every rank stops on the decision they agreed on; the job says so once, from rank 0 (the
+    // same line from each rank used to race: the first rank to abort could cut the other's off).
     EXPECT_NE(r.err.find("xg-train: step 7: the loss is "), std::string::npos) << r.err;
+    EXPECT_EQ(count_of(r.err, "step 7: the loss is "), 1) << r.err;
     EXPECT_NE(r.err.find(" (micro-batch 2 of 2) (on rank 1); stopped (--on-nan stop); the checkpoint of step 5 is kept"),
               std::string::npos)
         << r.err;

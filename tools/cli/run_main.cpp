@@ -35,6 +35,9 @@ int run_main(const char* program, const std::function<int()>& parse_flags, const
   }
   try {
     return body();
+  } catch (const finetune::AgreedError& e) {
+    if (parallel && !world.is_main()) world.await_abort(1);
+    return fail(e, "", 1);
   } catch (const UsageError& e) {
     return fail(e, " (see --help)", 2);
   } catch (const std::exception& e) {
