@@ -17,15 +17,15 @@ namespace {
 
 // Summed response log-probs of each row of a collate_dpo batch: [2B] (chosen rows, then rejected).
 Tensor response_logps(const nn::DecoderLM& model, const SftBatch& b) {
-  return losses::sequence_logprobs(model(b.input_ids), losses::shift_labels(b.labels));
+  const Tensor targets = losses::shift_labels(b.labels);
+  return sum(model_token_logprobs(model, b.input_ids, Tensor(), targets), {-1});
 }
 
 
 // Summed response log-probs of each sequence of a packed batch: [2P] (pair i's chosen at 2i,
 // rejected at 2i + 1).
 Tensor packed_logps(const nn::DecoderLM& model, const PackedBatch& b) {
-  const Tensor logits = model.forward_packed(b.input_ids, b.position_ids);
-  return span_logprob_sums(losses::token_logprobs(logits, losses::shift_labels(b.labels)), b);
+  return span_logprob_sums(model_token_logprobs(model, b.input_ids, b.position_ids, losses::shift_labels(b.labels)), b);
 }
 
 

@@ -131,8 +131,8 @@ void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task) {
     const Tensor ref_lp =
         no_reference ? Tensor()
                      : reference_pass(model, task.reference,
-                                      [&](const nn::DecoderLM& m) { return losses::token_logprobs(m(c.ids), targets); });
-    const Tensor lp = losses::token_logprobs(model(c.ids), targets);
+                                      [&](const nn::DecoderLM& m) { return model_token_logprobs(m, c.ids, Tensor(), targets); });
+    const Tensor lp = model_token_logprobs(model, c.ids, Tensor(), targets);
     const Tensor ref = no_reference ? lp.detach() : ref_lp;
     losses::GrpoOptions o;
     o.completion_mask = ne(targets, full({}, -100.0, kInt64));

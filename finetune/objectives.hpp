@@ -92,6 +92,12 @@ struct GrpoTask {
 // is a plain matrix, so the [B, T, vocab] logits are never whole; else sft_loss on the logits.
 Tensor sft_model_loss(const nn::DecoderLM& model, const Tensor& tokens, const Tensor& position_ids, const Tensor& labels,
                       const Tensor& prompt_lengths, const Tensor& padding_mask = Tensor());
+// log softmax of `model`'s logits at `targets` per token (losses::token_logprobs; tokens and
+// targets [B, T], packed rows with position_ids): through the head a block of rows at a time
+// (losses::linear_token_logprobs) when the head is a plain matrix, so DPO's, GRPO's and RLOO's
+// [B, T, vocab] logits are never whole; else token_logprobs on the logits.
+Tensor model_token_logprobs(const nn::DecoderLM& model, const Tensor& tokens, const Tensor& position_ids,
+                            const Tensor& targets);
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);
 // TRL's loss_type names: "grpo" (each completion's mean over its tokens, then the mean over
 // the group), "bnpo" (the mean over the group's completion tokens), "dr_grpo" (their sum over

@@ -60,6 +60,13 @@ Tensor sft_model_loss(const nn::DecoderLM& model, const Tensor& tokens, const Te
   return losses::sft_loss(logits, labels, prompt_lengths, padding_mask);
 }
 
+Tensor model_token_logprobs(const nn::DecoderLM& model, const Tensor& tokens, const Tensor& position_ids,
+                            const Tensor& targets) {
+  const Tensor head = model.plain_head_weight();
+  if (head.defined()) return losses::linear_token_logprobs(model.hidden(tokens, position_ids), head, targets);
+  return losses::token_logprobs(position_ids.defined() ? model.forward_packed(tokens, position_ids) : model(tokens), targets);
+}
+
 void attach_sft(TrainLoop& loop, nn::DecoderLM& model, const SftTask& task) {
   check(task.train && !task.train->empty(), "SFT: no training rows");
   check(task.batch > 0 && task.max_len >= 2, "SFT: batch must be positive and max_len >= 2");

@@ -175,26 +175,36 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
                 });
 }
 
-double cross_entropy_sum_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op) {
+void cross_entropy_rows_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op,
+                                  double* loss, bool grad, const Tensor& row_scale) {
   check(logits.dim() == 2 && targets.dim() == 1 && targets.shape()[0] == logits.shape()[0] &&
             targets.dtype() == kInt64 && is_floating(logits.dtype()),
         op, ": logits must be [N, C] float and targets [N] int64, got ", shape_str(logits.shape()), " and ",
         shape_str(targets.shape()));
   const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  check(!row_scale.defined() || (row_scale.dtype() == logits.dtype() && row_scale.numel() == N),
+        op, ": row_scale must be [", N, "] in the logits' dtype");
   checked_valid_targets(op, targets, C, ignore_index);
   const int64_t* t = targets.data<int64_t>();
-  return dispatch_float(logits.dtype(), op, [&](auto tag) {
+  dispatch_float(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    std::vector<double> loss(static_cast<std::size_t>(N));
     std::vector<T> stats(static_cast<std::size_t>(2 * N));
     T* x = logits.data<T>();
-    forward_rows(x, t, N, C, ignore_index, 0.0, stats.data(), loss.data());
+    forward_rows(x, t, N, C, ignore_index, 0.0, stats.data(), loss);
+    if (!grad) return;
     const T one(1);
-    backward_rows(x, t, stats.data(), &one, false, 1.0, N, C, ignore_index, 0.0, x);  // row by row: in place is safe
-    double total = 0;
-    for (double l : loss) total += l;
-    return total;
+    const bool per_row = row_scale.defined();
+    // row by row: in place is safe
+    backward_rows(x, t, stats.data(), per_row ? row_scale.data<T>() : &one, per_row, 1.0, N, C, ignore_index, 0.0, x);
   });
+}
+
+double cross_entropy_sum_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op) {
+  std::vector<double> loss(static_cast<std::size_t>(logits.dim() == 2 ? logits.shape()[0] : 0));
+  cross_entropy_rows_and_grad_(logits, targets, ignore_index, op, loss.data(), true, Tensor());
+  double total = 0;
+  for (double l : loss) total += l;
+  return total;
 }
 
 }  // namespace detail

@@ -33,6 +33,11 @@ Tensor cross_entropy_as(const char* op, const Tensor& logits, const Tensor& targ
 // its gradient softmax - onehot written over the logits; no graph. linear_cross_entropy's
 // blocks: one [N, C] buffer a block instead of the logits and a second one for their gradient.
 double cross_entropy_sum_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op);
+// Row by row, for linear_token_logprobs's blocks: loss[i] (N doubles, 0 where ignored) the
+// cross-entropy of row i; with `grad`, row_scale[i] (softmax - onehot) written over the logits
+// (row_scale [N] in the logits' dtype; undefined: 1), 0 on ignored rows.
+void cross_entropy_rows_and_grad_(Tensor& logits, const Tensor& targets, int64_t ignore_index, const char* op,
+                                  double* loss, bool grad, const Tensor& row_scale);
 }  // namespace detail
 
 }  // namespace xg::losses

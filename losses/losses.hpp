@@ -3,6 +3,7 @@
 
 #include "losses/cross_entropy.hpp"
 #include "losses/linear_cross_entropy.hpp"
+#include "losses/linear_token_logprobs.hpp"
 #include "losses/dpo.hpp"
 #include "losses/grpo.hpp"
 #include "losses/kl.hpp"
