@@ -95,7 +95,8 @@ Tensor sft_model_loss(const nn::DecoderLM& model, const Tensor& tokens, const Te
 // log softmax of `model`'s logits at `targets` per token (losses::token_logprobs; tokens and
 // targets [B, T], packed rows with position_ids): through the head a block of rows at a time
 // (losses::linear_token_logprobs) when the head is a plain matrix, so DPO's, GRPO's and RLOO's
-// [B, T, vocab] logits are never whole; else token_logprobs on the logits.
+// [B, T, vocab] logits are never whole; else token_logprobs on the logits. (PPO's objective
+// does the same with its temperature.)
 Tensor model_token_logprobs(const nn::DecoderLM& model, const Tensor& tokens, const Tensor& position_ids,
                             const Tensor& targets);
 void attach_grpo(TrainLoop& loop, nn::DecoderLM& model, const GrpoTask& task);

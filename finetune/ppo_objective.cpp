@@ -73,8 +73,13 @@ Tensor spread(const std::vector<PpoSample>& samples, const std::vector<int64_t>&
   return from_vector(out, {b, T}, dtype);
 }
 
-// log softmax(logits / temperature) at the targets: [b, T, V] -> [b, T].
-Tensor tempered_logprobs(const Tensor& logits, const Tensor& targets, double temperature) {
+// log softmax(logits / temperature) at the targets, [b, T], from the trunk's hidden states
+// h [b, T, C]: through the head a block of rows at a time when it is a plain matrix W
+// (logits / temperature = (h / temperature) W^T), else on the [b, T, V] logits.
+Tensor tempered_logprobs(const nn::DecoderLM& model, const Tensor& h, const Tensor& targets, double temperature) {
+  const Tensor head = model.plain_head_weight();
+  if (head.defined()) return losses::linear_token_logprobs(temperature == 1.0 ? h : h * (1.0 / temperature), head, targets);
+  const Tensor logits = model.logits_from_hidden(h);
   return losses::token_logprobs(temperature == 1.0 ? logits : logits * (1.0 / temperature), targets);
 }
 
@@ -134,9 +139,9 @@ void sample_rollout(nn::DecoderLM& model, const ValueHead& value_head, const Ppo
       for (int64_t i = first; i < std::min(N, first + task.batch); ++i) idx.push_back(i);
       const PpoBatch b = collate(out.samples, idx, tok.eos_id());
       const Tensor h = model.hidden(b.ids);
-      const Tensor lp_b = tempered_logprobs(model.logits_from_hidden(h), b.targets, task.temperature);
+      const Tensor lp_b = tempered_logprobs(model, h, b.targets, task.temperature);
       const Tensor ref_b = no_reference ? lp_b : reference_pass(model, task.reference, [&](const nn::DecoderLM& m) {
-        return tempered_logprobs(m(b.ids), b.targets, task.temperature);
+        return tempered_logprobs(m, m.hidden(b.ids), b.targets, task.temperature);
       });
       const auto lp_s = gather(out.samples, idx, lp_b), ref_s = gather(out.samples, idx, ref_b),
                  v_s = gather(out.samples, idx, value_head.forward(h));
@@ -229,7 +234,7 @@ void attach_ppo(TrainLoop& loop, nn::DecoderLM& model, ValueHead& value_head, co
 
     const PpoBatch b = collate(samples, idx, task.format.tok().eos_id());
     const Tensor h = model.hidden(b.ids);
-    const Tensor lp = tempered_logprobs(model.logits_from_hidden(h), b.targets, task.temperature);
+    const Tensor lp = tempered_logprobs(model, h, b.targets, task.temperature);
     const Tensor values = value_head.forward(h);
     const Dtype dt = lp.dtype();
     const Tensor mask = b.mask.to(dt);

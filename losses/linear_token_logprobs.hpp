@@ -1,5 +1,5 @@
 // Per-token log-probabilities under a language-model head, h W^T, a block of rows at a time:
-// what DPO, GRPO and RLOO read, without the [N, vocab] logits ever existing whole (the
+// what DPO, GRPO, RLOO and PPO read, without the [N, vocab] logits ever existing whole (the
 // per-token form of linear_cross_entropy; Wijmans et al. 2024, "Cut Your Losses in
 // Large-Vocabulary Language Models").
 #pragma once

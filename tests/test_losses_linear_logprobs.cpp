@@ -45,6 +45,20 @@ TEST(LossesLinearTokenLogprobs, EqualsTheHeadThenTokenLogprobsInBlocksOfAnySize)
     }
 }
 
+// PPO's tempered log-probs, log softmax(h W^T / T), go through the head as (h / T) W^T.
+TEST(LossesLinearTokenLogprobs, ScaledRowsAreATemperature) {
+  const Tensor targets = tensor_from_ints({2, 0, 5, -100}, {4}, kInt64);
+  Tensor h1 = test::randn64({4, 3}, 25).requires_grad_(), h2 = h1.detach().clone().requires_grad_();
+  const Tensor w = test::randn64({6, 3}, 26);
+  const Tensor a = linear_token_logprobs(h1 * (1.0 / 0.7), w, targets);
+  const Tensor b = token_logprobs(linear(h2, w) * (1.0 / 0.7), targets);
+  expect_near(a, b, 1e-12);
+  const Tensor g = upstream({4});
+  a.backward(g);
+  b.backward(g);
+  expect_near(h1.grad(), h2.grad(), 1e-12);
+}
+
 TEST(LossesLinearTokenLogprobs, GradientChecksWithAFrozenAndATrainedHead) {
   const Tensor targets = tensor_from_ints({1, 0, -100, 4, 2}, {5}, kInt64);
   Tensor h = test::randn64({5, 3}, 23).requires_grad_(), w = test::randn64({6, 3}, 24).requires_grad_();
