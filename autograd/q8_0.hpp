@@ -19,7 +19,8 @@ namespace xg {
 // Quantizes n values (n a multiple of 32) into n / 32 blocks at `out`, as ggml's
 // quantize_row_q8_0_ref: d = max|x| / 127 rounded to half, q = round(x / d) with 1/d taken
 // from the unrounded d, halves away from zero. Returns -1, or the first element of the first
-// block it cannot hold (a NaN or Inf, or a scale beyond half's 65504), where it stops.
+// block it cannot hold (a NaN or Inf, or a scale beyond half's 65504); `out` is then not a
+// tensor to keep. The blocks run on the threads (AVX-512 within a block).
 int64_t quantize_q8_0(const float* x, int64_t n, void* out);
 // Widens n values (n / 32 blocks) to float or double: exactly d * q.
 void dequantize_q8_0(const void* blocks, int64_t n, float* out);

@@ -60,6 +60,50 @@ TEST(Q8_0, QuantizesAsGgmlsReferenceAndStoresItsBlocks) {
   EXPECT_EQ(q.to_vector(), back64.to_vector());  // printing and to_vector widen
 }
 
+// Many blocks (enough for the threads to split them), among them exact ties: a block whose max
+// is 127 has d = 1, so x = k + 0.5 quantizes to roundf's k + 1 away from zero (round-to-even
+// would give k or k + 1 by parity), and the float just below 0.5 to 0.
+TEST(Q8_0, EveryBlockOfALargeTensorQuantizesAsGgmlsReference) {
+  Tensor w = random_weight({512, 1024}, 5, 3.0);
+  float* x = w.data<float>();
+  x[0] = 127.0f;
+  for (int j = 1; j < 32; ++j) x[j] = static_cast<float>(j - 16) + (j % 2 ? 0.5f : -0.5f);
+  x[32] = -127.0f;
+  x[33] = std::nextafter(0.5f, 0.0f);
+  x[34] = -std::nextafter(0.5f, 0.0f);
+  x[35] = 126.5f;
+  x[36] = -126.5f;
+  x[37] = 1.5f;
+  x[38] = 2.5f;
+  for (int j = 64; j < 96; ++j) x[j] = 0.0f;
+  for (int j = 96; j < 128; ++j) x[j] = -1e-3f * static_cast<float>(j);
+  const Tensor q = w.to(kQ8_0);
+  const auto* bytes = static_cast<const uint8_t*>(q.raw_data());
+  int bad = 0;
+  for (int64_t b = 0; b < w.numel() / 32 && bad < 5; ++b) {
+    uint16_t d;
+    int8_t qs[32];
+    reference_block(x + 32 * b, &d, qs);
+    uint16_t stored;
+    std::memcpy(&stored, bytes + 34 * b, 2);
+    const bool same = stored == d && std::memcmp(bytes + 34 * b + 2, qs, 32) == 0;
+    EXPECT_TRUE(same) << "block " << b;
+    bad += !same;
+  }
+  EXPECT_EQ(static_cast<int8_t>(bytes[2 + 1]), -15) << "-14.5 rounds away from zero";
+  EXPECT_EQ(static_cast<int8_t>(bytes[34 + 2 + 1]), 0) << "just below 0.5 rounds to 0";
+  EXPECT_EQ(static_cast<int8_t>(bytes[34 + 2 + 6]), 3) << "2.5 rounds to 3, not to even";
+  // The first block that cannot be stored is the one named, however the blocks are split.
+  x[32 * 9000 + 7] = std::numeric_limits<float>::infinity();
+  x[32 * 12000 + 1] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    w.to(kQ8_0);
+    FAIL() << "an Inf quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("element 288007 "), std::string::npos) << e.what();
+  }
+}
+
 TEST(Q8_0, RefusesWhatBlocksCannotHoldByName) {
   Tensor w = random_weight({2, 32}, 2);
   w.data<float>()[37] = std::numeric_limits<float>::quiet_NaN();
