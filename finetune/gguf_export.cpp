@@ -20,23 +20,26 @@ io::GgufMetadata base_tokenizer_metadata(const io::ModelSource& base, int64_t n_
   return m;
 }
 
+std::string gguf_export_architecture(const nn::DecoderLM& model, const io::ModelSource& base) {
+  // A Phi-3 base (a Hugging Face Phi3ForCausalLM folder, or a phi3 GGUF) with a sliding window is
+  // written as llama.cpp's phi3 (its model alone looks like a windowed Llama, which llama.cpp's
+  // llama cannot run). Without a window it stays `llama`, model and adapters alike.
+  const bool phi3_base = base.architecture == "Phi3ForCausalLM" || base.architecture == "phi3";
+  return phi3_base && !nn::HFConfig::from_lm(model.config()).lm.layer_windows.empty() ? "phi3" : "";
+}
+
 void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, const std::string& path,
                      const nn::GgufExportOptions& options) {
   nn::GgufExportOptions o = options;
-  // A Phi-3 base (a Hugging Face Phi3ForCausalLM folder, or a phi3 GGUF) with a sliding window is
-  // written as llama.cpp's phi3 (its model alone looks like a windowed Llama, which llama.cpp's
-  // llama cannot run). Without a window it stays `llama`, as its LoRA adapters are written
-  // (save_gguf_adapter sees only the model), so that model and adapter files agree.
-  const bool phi3_base = base.architecture == "Phi3ForCausalLM" || base.architecture == "phi3";
-  if (o.architecture.empty() && phi3_base && !nn::HFConfig::from_lm(model.config()).lm.layer_windows.empty())
-    o.architecture = "phi3";
+  if (o.architecture.empty()) o.architecture = gguf_export_architecture(model, base);
   io::GgufMetadata meta = nn::gguf_model_metadata(model, o);
   for (auto& kv : base_tokenizer_metadata(base, model.config().vocab_size)) meta.push_back(std::move(kv));
   io::save_gguf(path, meta, nn::gguf_model_tensors(model, o), "GGUF export");
 }
 
-void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype, const std::string& name) {
-  const std::string arch = nn::gguf_architecture(model.config());
+void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype, const std::string& name,
+                       const std::string& architecture) {
+  const std::string arch = nn::gguf_architecture(model.config(), architecture);
   const nn::NamingScheme scheme = nn::gguf_naming(arch);
   const auto adapters = lora_adapters(model);
   check(!adapters.empty(), "GGUF adapter export: the model has no LoRA adapters");

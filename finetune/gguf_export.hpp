@@ -29,10 +29,16 @@ void save_gguf_model(const nn::DecoderLM& model, const io::ModelSource& base, co
 // (A, [r, in], ne {in, r}) and ".lora_b" (B, [out, r], ne {r, out}). B's rows of a q/k
 // projection are permuted as W's are for the architecture's RoPE layout (convert_lora_to_gguf.py
 // runs the base converter's modify_tensors on B). An adapter on a module llama.cpp has no
-// tensor for is an error naming it: the parts of gpt2's and phi3's fused attn_qkv / ffn_up, and
-// any adapter of a windowed Phi-3 (written as phi3, which gguf_architecture cannot tell from
-// the model alone: it refuses the window under `llama`).
+// tensor for is an error naming it: the parts of gpt2's and phi3's fused attn_qkv / ffn_up.
+// `architecture` is llama.cpp's architecture of the model file the adapter goes with
+// (gguf_export_architecture); empty: gguf_architecture's choice from the model alone, which
+// cannot tell a windowed Phi-3 (llama.cpp's phi3) from a windowed Llama (which it refuses).
 void save_gguf_adapter(const nn::DecoderLM& model, const std::string& path, io::GgmlType dtype = io::GgmlType::F32,
-                       const std::string& name = "xgrad LoRA adapter");
+                       const std::string& name = "xgrad LoRA adapter", const std::string& architecture = "");
+
+// The architecture save_gguf_model writes `model` as when it came from `base`: "phi3" for a
+// Phi-3 base with a sliding window (its model alone looks like a windowed Llama), else empty
+// (gguf_architecture's choice).
+std::string gguf_export_architecture(const nn::DecoderLM& model, const io::ModelSource& base);
 
 }  // namespace xg::finetune

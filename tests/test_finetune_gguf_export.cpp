@@ -14,6 +14,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// LoRA r 2 on `targets` of the base's model.
+void inject_r2(finetune::BaseModel& base, const char* targets) {
+  finetune::LoRAConfig lora;
+  lora.r = 2;
+  lora.targets = targets;
+  Generator gen(7);
+  finetune::inject_lora(*base.model, lora, gen, base.naming);
+}
+
 TEST(FinetuneGgufExport, AdapterIsTheFileLlamaCppAppliedAndMatchesItsLogprobs) {
   const fs::path dir = test::fresh_test_dir();
   const nlohmann::json& c = test::gguf_case("adapter");
@@ -88,11 +97,7 @@ TEST(FinetuneGgufExport, AdapterOnAFusedProjectionIsRefusedByName) {
   for (const char* targets : {"q,v", "o,down"}) {
     SCOPED_TRACE(targets);
     finetune::BaseModel base = finetune::load_base(gguf.string(), "test");
-    finetune::LoRAConfig lora;
-    lora.r = 2;
-    lora.targets = targets;
-    Generator gen(7);
-    finetune::inject_lora(*base.model, lora, gen, base.naming);
+    inject_r2(base, targets);
     const std::string out = (dir / "lora.gguf").string();
     if (std::string(targets) == "q,v") {
       EXPECT_XG_ERROR(finetune::save_gguf_adapter(*base.model, out, io::GgmlType::F32, "a"),
@@ -102,6 +107,39 @@ TEST(FinetuneGgufExport, AdapterOnAFusedProjectionIsRefusedByName) {
     } else {
       finetune::save_gguf_adapter(*base.model, out, io::GgmlType::F32, "a");
       io::GgufReader f(out);
+      EXPECT_TRUE(f.has_tensor("blk.1.attn_output.weight.lora_a") && f.has_tensor("blk.1.ffn_down.weight.lora_b"));
+    }
+  }
+}
+
+// A Phi-3 folder with a sliding window is written as llama.cpp's phi3 (its model alone looks like
+// a windowed Llama), and so is its adapter: one on a part of phi3's fused attn_qkv is refused by
+// name as gpt2's is, and adapters on o_proj and down_proj are written under phi3's tensor names.
+// (The adapter export used to see the model alone and refused every adapter of such a base with
+// an error about Llama and sliding windows.)
+TEST(FinetuneGgufExport, AWindowedPhi3AdapterIsWrittenForLlamaCppsPhi3) {
+  const fs::path dir = test::fresh_test_dir();
+  const fs::path fx = XGRAD_FIXTURE_DIR, folder = dir / "phi3";
+  fs::create_directories(folder);
+  for (const fs::path& f : {fx / "hf" / "phi3" / "config.json", fx / "hf" / "phi3" / "model.safetensors",
+                           fx / "gguf" / "byte256" / "tokenizer.json", fx / "gguf" / "byte256" / "tokenizer_config.json"})
+    fs::copy_file(f, folder / f.filename());
+  for (const char* targets : {"q,v", "o,down"}) {
+    SCOPED_TRACE(targets);
+    finetune::BaseModel base = finetune::load_base(folder.string(), "test");
+    ASSERT_EQ(finetune::gguf_export_architecture(*base.model, base.source), "phi3");
+    inject_r2(base, targets);
+    const std::string out = (dir / "lora.gguf").string();
+    const std::string arch = finetune::gguf_export_architecture(*base.model, base.source);
+    if (std::string(targets) == "q,v") {
+      EXPECT_XG_ERROR(finetune::save_gguf_adapter(*base.model, out, io::GgmlType::F32, "a", arch),
+                      "GGUF adapter export: 'layers.0.attention.w_q' is a part of llama.cpp's fused "
+                      "blk.0.attn_qkv.weight in phi3; adapters on fused projections are not written");
+      EXPECT_FALSE(fs::exists(out));
+    } else {
+      finetune::save_gguf_adapter(*base.model, out, io::GgmlType::F32, "a", arch);
+      io::GgufReader f(out);
+      EXPECT_EQ(f.get_string("general.architecture"), "phi3");
       EXPECT_TRUE(f.has_tensor("blk.1.attn_output.weight.lora_a") && f.has_tensor("blk.1.ffn_down.weight.lora_b"));
     }
   }

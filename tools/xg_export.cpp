@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
         o.name = name;
         if (!adapter.empty()) ft::load_adapter(*model, adapter, loaded.naming);
         if (to == "gguf" && !adapter.empty() && !merge) {
-          ft::save_gguf_adapter(*model, out, type, name + " LoRA adapter");
+          ft::save_gguf_adapter(*model, out, type, name + " LoRA adapter", ft::gguf_export_architecture(*model, source));
           std::printf("%s: wrote the LoRA adapter of %s as the GGUF adapter %s\n", kProg, adapter.c_str(), out.c_str());
           return 0;
         }
