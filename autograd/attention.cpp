@@ -38,15 +38,19 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/autocast.hpp"
+#include "autograd/bfloat16.hpp"
 #include "autograd/broadcast.hpp"
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/gemv.hpp"
 #include "autograd/detail/dispatch.hpp"
+#include "autograd/gemm_backend.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/detail/op_util.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/detail/row_kernels.hpp"
 #include "autograd/detail/tiled_gemm.hpp"
+#include "autograd/detail/tiled_gemm_bf16.hpp"
 
 namespace xg {
 
@@ -103,6 +107,7 @@ struct AttentionPlan {
   std::array<int64_t, 4> ms{};  // mask strides read as [B, H, Tq, Tk] (0 on broadcast axes)
   bool dropout = false;
   bool tiled = false;  // the products on tiled_gemm.hpp's kernels, not BLAS
+  bool bf16 = false;   // ... in bf16 with float32 sums (UnitProductsBf16): float32 under autocast
 
   int64_t units() const { return B * Hkv; }
   // Keys query i may see (all of them unless causal).
@@ -215,6 +220,26 @@ int64_t seg_at(const RowLayout& l, const AttentionPlan& p, const UnitOffsets& uo
 // the product.
 constexpr int64_t kScoresByRowsOfK = 4;
 
+// Which unit's k_g and v_g a thread's products read: point_at(uo) moves them to unit uo and
+// says whether it changed (a thread's segments are contiguous: mostly one change per unit).
+template <class T>
+struct UnitOperands {
+  const AttentionPlan& p;
+  const T* k;
+  const T* v;
+  int64_t unit = -1;
+  const T* k_g = nullptr;
+  const T* v_g = nullptr;
+  bool point_at(const UnitOffsets& uo) {
+    const int64_t u = uo.b * p.Hkv + uo.g;
+    if (u == unit) return false;
+    unit = u;
+    k_g = k + p.lk.at(uo.b, uo.g, 0);
+    v_g = v + p.lv.at(uo.b, uo.g, 0);
+    return true;
+  }
+};
+
 // The products of one unit (b, g), on BLAS or on the register-tiled kernels (plan.tiled).
 // BLAS reads k_g and v_g transposed through its flag; the tiled kernels multiply by k_g^T and
 // v_g^T, copied once per unit into per-thread scratch [hs, Tk] / [hv, Tk]. Score-shaped
@@ -223,17 +248,15 @@ template <class T>
 class UnitProducts {
  public:
   UnitProducts(const AttentionPlan& p, const T* k, const T* v, bool need_kT, bool need_vT)
-      : p_(p), k_(k), v_(v), by_rows_of_k_(p.tiled && p.Tq * p.rep <= kScoresByRowsOfK),
+      : p_(p), at_{p, k, v}, by_rows_of_k_(p.tiled && p.Tq * p.rep <= kScoresByRowsOfK),
         kT_(p.tiled && need_kT && !by_rows_of_k_ ? static_cast<std::size_t>(p.hs * p.Tk) : 0),
         vT_(p.tiled && need_vT ? static_cast<std::size_t>(p.hv * p.Tk) : 0) {}
 
   // Points the products at unit uo's k_g and v_g (transposing them on the tiled path).
   void set_unit(const UnitOffsets& uo) {
-    const int64_t unit = uo.b * p_.Hkv + uo.g;
-    if (unit == unit_) return;
-    unit_ = unit;
-    k_g_ = k_ + p_.lk.at(uo.b, uo.g, 0);
-    v_g_ = v_ + p_.lv.at(uo.b, uo.g, 0);
+    if (!at_.point_at(uo)) return;
+    k_g_ = at_.k_g;
+    v_g_ = at_.v_g;
     if (!kT_.empty()) tiled::transpose(k_g_, p_.Tk, p_.hs, p_.lk.st, kT_.data(), p_.Tk);
     if (!vT_.empty()) tiled::transpose(v_g_, p_.Tk, p_.hv, p_.lv.st, vT_.data(), p_.Tk);
   }
@@ -280,19 +303,113 @@ class UnitProducts {
 
  private:
   const AttentionPlan& p_;
-  const T* k_;
-  const T* v_;
+  UnitOperands<T> at_;
   const bool by_rows_of_k_;  // scores as dot products with k's rows, no k^T (few query rows)
   std::vector<T> kT_, vT_;
-  int64_t unit_ = -1;
   const T* k_g_ = nullptr;
   const T* v_g_ = nullptr;
 };
 
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// UnitProducts's products in bf16 with float32 sums (tiled_gemm_bf16.hpp), for float32
+// attention under autocast on a CPU with AVX512-BF16, as PyTorch's autocast runs q k^T and P v
+// as bf16 matmuls. The unit's k and v are packed once per unit when a product first reads
+// them: k^T and v^T in pairs along the head (scores, dW = g v^T), and k's and v's rows in pairs
+// along the keys (out = P v, dQ = dS k). A product's other operand (a segment of q, g, the
+// weights or dS) is rounded per call, as an autocast matmul rounds its float32 operands.
+class UnitProductsBf16 {
+ public:
+  UnitProductsBf16(const AttentionPlan& p, const float* k, const float* v, bool, bool)
+      : p_(p), at_{p, k, v}, hs2_((p.hs + 1) / 2), hv2_((p.hv + 1) / 2), tk2_((p.Tk + 1) / 2) {}
+
+  void set_unit(const UnitOffsets& uo) {
+    if (!at_.point_at(uo)) return;
+    k_g_ = at_.k_g;
+    v_g_ = at_.v_g;
+    kT_.ready = vT_.ready = kR_.ready = vR_.ready = false;
+  }
+  const float* k_g() const { return k_g_; }
+  const float* v_g() const { return v_g_; }
+
+  // S[n, kmax] = alpha x k_g^T for x [n, hs] (row stride ldx)
+  void by_kT(int64_t n, int64_t kmax, float alpha, const float* x, int64_t ldx, float* S) const {
+    by_transposed(n, kmax, alpha, x, ldx, p_.hs, hs2_, transposed(kT_, k_g_, p_.hs, p_.lk.st), S);
+  }
+  // dW[n, kmax] = g v_g^T for g [n, hv] (row stride ldg)
+  void by_vT(int64_t n, int64_t kmax, const float* g, int64_t ldg, float* dW) const {
+    by_transposed(n, kmax, 1.0f, g, ldg, p_.hv, hv2_, transposed(vT_, v_g_, p_.hv, p_.lv.st), dW);
+  }
+  // C[n, cols] = alpha W[n, 0:kmax] X[0:kmax, cols], X = v_g (out = W v) or k_g (dQ = scale dS k)
+  void weights_by(int64_t n, int64_t cols, int64_t kmax, float alpha, const float* W, const float* X, int64_t ldx,
+                  float* C, int64_t ldc) const {
+    const uint16_t* Xp = X == v_g_ ? paired_rows(vR_, v_g_, p_.hv, ldx) : paired_rows(kR_, k_g_, p_.hs, ldx);
+    const int64_t k2 = (kmax + 1) / 2;
+    a_.resize(static_cast<std::size_t>(n * 2 * k2));
+    tiled_bf16::rows_to_bf16(W, n, kmax, p_.Tk, a_.data(), 2 * k2);
+    tiled_bf16::gemm(n, cols, k2, alpha, a_.data(), 2 * k2, Xp, cols, C, ldc, false);
+  }
+  // C[0:kmax, cols] += alpha W[n, 0:kmax]^T X[n, cols] (dV += W^T g, dK += scale dS^T q)
+  void weights_t_by(int64_t n, int64_t cols, int64_t kmax, float alpha, const float* W, const float* X, int64_t ldx,
+                    float* C, int64_t ldc) const {
+    const int64_t n2 = (n + 1) / 2;
+    // A = W^T [kmax, n]: each of W's columns a row, in pairs along n (one pair-row of W at a time).
+    a_.assign(static_cast<std::size_t>(kmax * 2 * n2), 0);
+    for (int64_t r = 0; r < n; ++r) {
+      const float* wr = W + r * p_.Tk;
+      for (int64_t j = 0; j < kmax; ++j) a_[static_cast<std::size_t>(j * 2 * n2 + r)] = bf16::from_float(wr[j]);
+    }
+    b_.resize(static_cast<std::size_t>(n2 * cols * 2));
+    tiled_bf16::pack_rows_in_pairs(X, n, cols, ldx, b_.data(), cols);
+    tiled_bf16::gemm(kmax, cols, n2, alpha, a_.data(), 2 * n2, b_.data(), cols, C, ldc, true);
+  }
+
+ private:
+  struct Packed {
+    std::vector<uint16_t> data;
+    bool ready = false;
+  };
+  // x [n, width] rounded, times Bp (width in pairs) into S [n, kmax] (leading dim Tk).
+  void by_transposed(int64_t n, int64_t kmax, float alpha, const float* x, int64_t ldx, int64_t width, int64_t w2,
+                     const uint16_t* Bp, float* S) const {
+    a_.resize(static_cast<std::size_t>(n * 2 * w2));
+    tiled_bf16::rows_to_bf16(x, n, width, ldx, a_.data(), 2 * w2);
+    tiled_bf16::gemm(n, kmax, w2, alpha, a_.data(), 2 * w2, Bp, p_.Tk, S, p_.Tk, false);
+  }
+  // src^T ([width, Tk] for src [Tk, width]) in pairs along width, packed once per unit.
+  const uint16_t* transposed(Packed& c, const float* src, int64_t width, int64_t lds) const {
+    if (!c.ready) {
+      const int64_t w2 = (width + 1) / 2;
+      c.data.resize(static_cast<std::size_t>(w2 * p_.Tk * 2));
+      row_.resize(static_cast<std::size_t>(2 * w2));
+      tiled_bf16::pack_transposed_in_pairs(src, p_.Tk, width, lds, c.data.data(), p_.Tk, row_.data());
+      c.ready = true;
+    }
+    return c.data.data();
+  }
+  // src's rows [Tk, width] in pairs along the keys, packed once per unit.
+  const uint16_t* paired_rows(Packed& c, const float* src, int64_t width, int64_t lds) const {
+    if (!c.ready) {
+      c.data.resize(static_cast<std::size_t>(tk2_ * width * 2));
+      tiled_bf16::pack_rows_in_pairs(src, p_.Tk, width, lds, c.data.data(), width);
+      c.ready = true;
+    }
+    return c.data.data();
+  }
+
+  const AttentionPlan& p_;
+  UnitOperands<float> at_;
+  const int64_t hs2_, hv2_, tk2_;
+  const float* k_g_ = nullptr;
+  const float* v_g_ = nullptr;
+  mutable Packed kT_, vT_, kR_, vR_;
+  mutable std::vector<uint16_t> a_, b_, row_;  // a product's rounded operands
+};
+#endif
+
 // The masked scores of one segment into S (leading dim Tk): S = scale q k^T, then a bool
 // mask's dropped entries set to -1e9 or an additive mask added, on each row's visible keys.
-template <class T>
-void segment_scores(const AttentionPlan& p, const UnitOffsets& uo, const Segment& s, const T* q, const UnitProducts<T>& mm,
+template <class T, class MM>
+void segment_scores(const AttentionPlan& p, const UnitOffsets& uo, const Segment& s, const T* q, const MM& mm,
                     const void* mask, T* S) {
   mm.by_kT(s.n, s.kmax, static_cast<T>(p.scale), q + seg_at(p.lq, p, uo, s), p.lq.st, S);
   if (p.mask == MaskKind::None) return;
@@ -326,7 +443,7 @@ void apply_dropout(const T* P, const T* drop, T* dst, int64_t n, int64_t kmax, i
 // Forward over all segments of all units, in parallel; each thread's weights live in a
 // rows x Tk scratch, or in `weights` [B, H, Tq, Tk] when backward keeps them. stats (when not
 // null): [B, H, Tq, 2], each row's max and 1/sum.
-template <class T>
+template <class T, class MM = UnitProducts<T>>
 void forward_kernel(const AttentionPlan& p, const T* q, const T* k, const T* v, const void* mask, const T* drop, T* stats,
                     T* weights, T* out, bool parallel) {
   const int64_t rows = p.tiled ? kTiledRows : kRows;
@@ -336,7 +453,7 @@ void forward_kernel(const AttentionPlan& p, const T* q, const T* k, const T* v, 
   {
     std::vector<T> scratch(weights ? 0 : static_cast<std::size_t>(rows * p.Tk));
     std::vector<T> dropped(p.dropout ? static_cast<std::size_t>(rows * p.Tk) : 0);
-    UnitProducts<T> mm(p, k, v, true, false);
+    MM mm(p, k, v, true, false);
     T unused[2];
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < total; ++t) {
@@ -366,7 +483,7 @@ void forward_kernel(const AttentionPlan& p, const T* q, const T* k, const T* v, 
 // dS (unscaled) is the gradient of an additive mask: written to dS_full [B, H, Tq, Tk] when
 // asked, else kept in a scratch. A bool mask's masked scores were replaced by a constant
 // (masked_fill): their dS is 0, which matters in a fully masked row, where P is uniform.
-template <class T>
+template <class T, class MM = UnitProducts<T>>
 void backward_kernel(const AttentionPlan& p, const T* g, const T* q, const T* k, const T* v, const void* mask, const T* stats,
                      const T* weights, const T* drop, T* dS_full, T* dq, T* dk, T* dv, bool parallel) {
   const std::vector<Segment> segs = make_segments(p, p.tiled ? kTiledRows : kBackwardRows);
@@ -378,7 +495,7 @@ void backward_kernel(const AttentionPlan& p, const T* g, const T* q, const T* k,
     std::vector<T> scratch(weights ? 0 : static_cast<std::size_t>(rows * p.Tk));
     std::vector<T> dS_buf(need_dS && !dS_full ? static_cast<std::size_t>(rows * p.Tk) : 0);
     std::vector<T> dropped(p.dropout && dv ? static_cast<std::size_t>(rows * p.Tk) : 0);
-    UnitProducts<T> mm(p, k, v, !weights, need_dS);
+    MM mm(p, k, v, !weights, need_dS);
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < U; ++u) {
       const UnitOffsets uo = unit_offsets(p, u);
@@ -492,6 +609,10 @@ void plan_settings(AttentionPlan& p, const AttnMask& am, Dtype dt, double dropou
   check(dropout_p >= 0 && dropout_p < 1, op, ": dropout_p must be in [0, 1), got ", dropout_p);
   p.dropout = training && dropout_p > 0;
   p.tiled = use_tiled(p.hs, p.hv, p.Tk);
+  // Autocast's bf16 products where the CPU has bf16 dot products (bf16_gemm()), on the tiled
+  // path (short heads), except a decoded token's few rows (dot products with k's rows).
+  p.bf16 = tiled_bf16::kHaveBf16Tiles && p.tiled && dt == kFloat32 && autocast_enabled() &&
+           bf16_gemm() == Bf16Gemm::OneDNN && p.Tq * p.rep > kScoresByRowsOfK;
 }
 
 // keys: how many of k's and v's positions to read (-1: all of them); their row strides stay
@@ -598,8 +719,16 @@ Tensor attend(std::shared_ptr<const AttentionPlan> p, std::vector<Tensor> inputs
     using T = decltype(tag);
     const void* m = p->mask == MaskKind::None ? nullptr : mask.mask.raw_data();
     auto ptr = [](Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-    forward_kernel<T>(*p, inputs[operand[0]].data<T>(), inputs[operand[1]].data<T>(), inputs[operand[2]].data<T>(), m,
-                      ptr(drop), ptr(stats), ptr(weights), out.data<T>(), parallel);
+    const T* q = inputs[operand[0]].data<T>();
+    const T* k = inputs[operand[1]].data<T>();
+    const T* v = inputs[operand[2]].data<T>();
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>)
+      if (p->bf16)
+        return forward_kernel<float, UnitProductsBf16>(*p, q, k, v, m, ptr(drop), ptr(stats), ptr(weights), out.data<T>(),
+                                                       parallel);
+#endif
+    forward_kernel<T>(*p, q, k, v, m, ptr(drop), ptr(stats), ptr(weights), out.data<T>(), parallel);
   });
   if (!save) return out;
   // Saved for backward: the row statistics, the dropout draws and a mask that is not an
@@ -622,11 +751,17 @@ Tensor attend(std::shared_ptr<const AttentionPlan> p, std::vector<Tensor> inputs
                     using T = decltype(tag);
                     auto ptr = [&](std::size_t i) { return grads[i].defined() ? grads[i].data<T>() : nullptr; };
                     auto saved = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-                    backward_kernel<T>(*p, g.data<T>(), in[operand[0]].data<T>(), in[operand[1]].data<T>(),
-                                       in[operand[2]].data<T>(), m.defined() ? m.raw_data() : nullptr, saved(stats),
-                                       saved(weights), saved(drop),
-                                       mask_grad ? grads[n_operands].data<T>() : nullptr, ptr(operand[0]),
-                                       ptr(operand[1]), ptr(operand[2]), parallel);
+                    auto run = [&](auto kernel) {
+                      kernel(*p, g.data<T>(), in[operand[0]].data<T>(), in[operand[1]].data<T>(),
+                             in[operand[2]].data<T>(), m.defined() ? m.raw_data() : nullptr, saved(stats),
+                             saved(weights), saved(drop), mask_grad ? grads[n_operands].data<T>() : nullptr,
+                             ptr(operand[0]), ptr(operand[1]), ptr(operand[2]), parallel);
+                    };
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+                    if constexpr (std::is_same_v<T, float>)
+                      if (p->bf16) return run(backward_kernel<float, UnitProductsBf16>);
+#endif
+                    run(backward_kernel<T>);
                   });
                   return grads;
                 });

@@ -9,6 +9,8 @@
 #include "tests/cli_run.hpp"
 #include "tools/cli/flags.hpp"
 
+namespace cli_help_tests {
+
 namespace {
 
 std::vector<std::pair<std::string, std::string>> executables() {
@@ -80,3 +82,5 @@ TEST(CliHelp, HelpTextWrapsAtSpaces) {
   for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 60u) << line;
   EXPECT_NE(help.find("more:\n"), std::string::npos) << help;
 }
+
+}  // namespace cli_help_tests

@@ -23,6 +23,8 @@
 #include "tests/torch_fixture.hpp"
 #include "tools/cli/flags.hpp"
 
+namespace cli_threads_tests {
+
 namespace {
 
 // Restores the thread count a test changes.
@@ -250,3 +252,5 @@ TEST(Threads, SetNumThreadsReachesTheUsersOtherThreads) {
   EXPECT_EQ(late_api, want);
   EXPECT_EQ(late_seen, want);
 }
+
+}  // namespace cli_threads_tests
