@@ -346,21 +346,19 @@ class UnitProductsBf16 {
     const int64_t k2 = (kmax + 1) / 2;
     a_.resize(static_cast<std::size_t>(n * 2 * k2));
     tiled_bf16::rows_to_bf16(W, n, kmax, p_.Tk, a_.data(), 2 * k2);
-    tiled_bf16::gemm(n, cols, k2, alpha, a_.data(), 2 * k2, Xp, cols, C, ldc, false);
+    tiled_bf16::gemm(n, cols, k2, alpha, a_.data(), k2, 1, Xp, cols, C, ldc, false);
   }
   // C[0:kmax, cols] += alpha W[n, 0:kmax]^T X[n, cols] (dV += W^T g, dK += scale dS^T q)
   void weights_t_by(int64_t n, int64_t cols, int64_t kmax, float alpha, const float* W, const float* X, int64_t ldx,
                     float* C, int64_t ldc) const {
     const int64_t n2 = (n + 1) / 2;
-    // A = W^T [kmax, n]: each of W's columns a row, in pairs along n (one pair-row of W at a time).
-    a_.assign(static_cast<std::size_t>(kmax * 2 * n2), 0);
-    for (int64_t r = 0; r < n; ++r) {
-      const float* wr = W + r * p_.Tk;
-      for (int64_t j = 0; j < kmax; ++j) a_[static_cast<std::size_t>(j * 2 * n2 + r)] = bf16::from_float(wr[j]);
-    }
+    // A = W^T [kmax, n]: W's rows in pairs along n, Wp[r / 2][j] = (W[r][j], W[r + 1][j]), read
+    // with A(j, r / 2) = Wp[r / 2][j] (ai = 1, ak = kmax).
+    a_.resize(static_cast<std::size_t>(n2 * kmax * 2));
+    tiled_bf16::pack_rows_in_pairs(W, n, kmax, p_.Tk, a_.data(), kmax);
     b_.resize(static_cast<std::size_t>(n2 * cols * 2));
     tiled_bf16::pack_rows_in_pairs(X, n, cols, ldx, b_.data(), cols);
-    tiled_bf16::gemm(kmax, cols, n2, alpha, a_.data(), 2 * n2, b_.data(), cols, C, ldc, true);
+    tiled_bf16::gemm(kmax, cols, n2, alpha, a_.data(), 1, kmax, b_.data(), cols, C, ldc, true);
   }
 
  private:
@@ -373,7 +371,7 @@ class UnitProductsBf16 {
                      const uint16_t* Bp, float* S) const {
     a_.resize(static_cast<std::size_t>(n * 2 * w2));
     tiled_bf16::rows_to_bf16(x, n, width, ldx, a_.data(), 2 * w2);
-    tiled_bf16::gemm(n, kmax, w2, alpha, a_.data(), 2 * w2, Bp, p_.Tk, S, p_.Tk, false);
+    tiled_bf16::gemm(n, kmax, w2, alpha, a_.data(), w2, 1, Bp, p_.Tk, S, p_.Tk, false);
   }
   // src^T ([width, Tk] for src [Tk, width]) in pairs along width, packed once per unit.
   const uint16_t* transposed(Packed& c, const float* src, int64_t width, int64_t lds) const {
