@@ -1,7 +1,9 @@
 // Scaled dot-product attention: the one fused kernel every attention module shares
 // (MHA, GQA/MQA, MLA), with boolean or additive masks, end-aligned causal masking for
 // KV-cache decoding, grouped key/value heads indexed in place, dropout on the weights, and
-// one fused backward (softmax backward included).
+// one fused backward (softmax backward included). Float32 under xg::autocast on a CPU with bf16
+// dot products: the products (q k^T, P v and those of backward) run in bf16 with float32 sums,
+// as torch.autocast runs them; the softmax stays float32 (autocast.hpp).
 #pragma once
 
 #include "autograd/random.hpp"

@@ -12,9 +12,11 @@
 //
 // Inside the scope, matmul, bmm, linear and linear_cat round their float32 operands to bf16
 // and sum the products in float32 (oneDNN's bf16 kernels where the CPU has them,
-// gemm_backend.hpp). Everything else runs in float32 as before: softmax, norms, losses,
-// attention's fused kernel, the residual stream. That is PyTorch's split too (its CPU lists:
-// products "lower_precision_fp", softmax, norms and losses "fp32"). Gradients come back in
+// gemm_backend.hpp). So do the products inside attention's fused kernel (q k^T, P v and
+// their gradients) on its tiled path where the CPU has bf16 dot products; its softmax stays
+// float32, and without bf16 dot products the kernel runs in float32. Everything else runs in
+// float32 as before: softmax, norms, losses, the residual stream. That is PyTorch's split too
+// (its CPU lists: products "lower_precision_fp", softmax, norms and losses "fp32"). Gradients come back in
 // the dtype of each operand, so parameters, their gradients and AdamW's state stay float32.
 // A leaf's bf16 copy (a weight) is made once and kept until the outermost scope ends, as
 // PyTorch's autocast weight cache is; the backward products reuse it.
