@@ -342,6 +342,8 @@ class UnitProductsBf16 {
   // C[n, cols] = alpha W[n, 0:kmax] X[0:kmax, cols], X = v_g (out = W v) or k_g (dQ = scale dS k)
   void weights_by(int64_t n, int64_t cols, int64_t kmax, float alpha, const float* W, const float* X, int64_t ldx,
                   float* C, int64_t ldc) const {
+    // X is always the unit's v_g or k_g (forward_kernel and backward_kernel pass nothing else),
+    // whose packed rows are kept for the unit.
     const uint16_t* Xp = X == v_g_ ? paired_rows(vR_, v_g_, p_.hv, ldx) : paired_rows(kR_, k_g_, p_.hs, ldx);
     const int64_t k2 = (kmax + 1) / 2;
     a_.resize(static_cast<std::size_t>(n * 2 * k2));

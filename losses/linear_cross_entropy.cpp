@@ -3,13 +3,13 @@
 #include "losses/linear_cross_entropy.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "autograd/elementwise.hpp"
 #include "autograd/graph.hpp"
 #include "autograd/matmul.hpp"
 #include "autograd/shape.hpp"
 #include "losses/cross_entropy.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 
@@ -18,11 +18,7 @@ namespace xg::losses {
 Tensor linear_cross_entropy(const Tensor& h, const Tensor& weight, const Tensor& targets, int64_t ignore_index,
                             Reduction reduction, int64_t chunk_rows) {
   const char* op = "linear_cross_entropy";
-  check(h.defined() && (h.dtype() == kFloat32 || h.dtype() == kFloat64) && h.dim() >= 1, op,
-        ": h must be a float32 or float64 tensor [..., C]");
-  check(weight.defined() && weight.dim() == 2 && weight.shape()[1] == h.shape().back(), op, ": weight ",
-        weight.defined() ? shape_str(weight.shape()).str() : "(undefined)", " must be [V, C] with C = ",
-        h.shape().back(), " (h is ", shape_str(h.shape()), ")");
+  detail::check_head_operands(h, weight, op);
   check(reduction != Reduction::None, op, ": reduction must be mean or sum (per-row losses need the whole logits)");
   check(chunk_rows >= 0, op, ": chunk_rows must be >= 0, got ", chunk_rows);
   const int64_t C = h.shape().back(), V = weight.shape()[0];
@@ -48,9 +44,7 @@ Tensor linear_cross_entropy(const Tensor& h, const Tensor& weight, const Tensor&
     total += detail::cross_entropy_sum_and_grad_(dlogits, tb, ignore_index, op);
     if (!want_h && !want_w) continue;
     if (want_h) {  // [n, V] @ [V, C]
-      const Tensor dhb = matmul(dlogits, weight).to(h.dtype());
-      std::memcpy(static_cast<char*>(dh.raw_data()) + r0 * C * static_cast<int64_t>(itemsize(h.dtype())),
-                  dhb.raw_data(), static_cast<std::size_t>(n * C) * itemsize(h.dtype()));
+      detail::put_rows(dh, r0, matmul(dlogits, weight).to(h.dtype()));
     }
     if (want_w) {  // [V, n] @ [n, C], summed over the blocks in order
       const Tensor dwb = matmul(dlogits.t(), hb);

@@ -2,7 +2,6 @@
 #include "losses/linear_token_logprobs.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "autograd/detail/op_util.hpp"
@@ -11,6 +10,7 @@
 #include "autograd/matmul.hpp"
 #include "autograd/shape.hpp"
 #include "losses/cross_entropy.hpp"
+#include "losses/detail/util.hpp"
 
 namespace xg::losses {
 
@@ -26,13 +26,6 @@ Tensor block_logits(const Tensor& hb, const Tensor& weight, const Tensor& tb, in
   return logits;
 }
 
-// Copies the [n, C] rows of `src` into `dst` [N, C] from row r0.
-void put_rows(Tensor& dst, int64_t r0, const Tensor& src) {
-  const std::size_t row_bytes = static_cast<std::size_t>(dst.shape()[1]) * itemsize(dst.dtype());
-  std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<std::size_t>(r0) * row_bytes, src.raw_data(),
-              static_cast<std::size_t>(src.shape()[0]) * row_bytes);
-}
-
 }  // namespace
 
 // out_i = log softmax(h_i W^T)[t_i]
@@ -40,11 +33,7 @@ void put_rows(Tensor& dst, int64_t r0, const Tensor& src) {
 Tensor linear_token_logprobs(const Tensor& h, const Tensor& weight, const Tensor& targets, int64_t ignore_index,
                              int64_t chunk_rows) {
   const char* op = "linear_token_logprobs";
-  check(h.defined() && (h.dtype() == kFloat32 || h.dtype() == kFloat64) && h.dim() >= 1, op,
-        ": h must be a float32 or float64 tensor [..., C]");
-  check(weight.defined() && weight.dim() == 2 && weight.shape()[1] == h.shape().back(), op, ": weight ",
-        weight.defined() ? shape_str(weight.shape()).str() : "(undefined)", " must be [V, C] with C = ",
-        h.shape().back(), " (h is ", shape_str(h.shape()), ")");
+  detail::check_head_operands(h, weight, op);
   check(chunk_rows >= 0, op, ": chunk_rows must be >= 0, got ", chunk_rows);
   const Shape lead(h.shape().begin(), h.shape().end() - 1);
   check(targets.defined() && targets.dtype() == kInt64 && targets.shape() == lead, op, ": targets must be int64 ",
@@ -66,14 +55,10 @@ Tensor linear_token_logprobs(const Tensor& h, const Tensor& weight, const Tensor
     const Tensor hb = narrow(rows, 0, r0, n), tb = narrow(t, 0, r0, n);
     // (softmax - onehot) over the logits; the minus sign goes into backward's scale
     const Tensor dlogits = block_logits(hb, weight, tb, ignore_index, nll.data() + r0, keep_direction, Tensor(), op);
-    if (keep_direction) put_rows(direction, r0, matmul(dlogits, weight).to(h.dtype()));  // [n, V] @ [V, C]
+    if (keep_direction) detail::put_rows(direction, r0, matmul(dlogits, weight).to(h.dtype()));  // [n, V] @ [V, C]
   }
-  Tensor out = empty({N}, h.dtype());
-  for (int64_t i = 0; i < N; ++i) {
-    if (h.dtype() == kFloat32) out.data<float>()[i] = static_cast<float>(-nll[static_cast<std::size_t>(i)]);
-    else out.data<double>()[i] = -nll[static_cast<std::size_t>(i)];
-  }
-  out = out.reshape(lead);
+  for (double& x : nll) x = -x;  // log-probs
+  const Tensor out = from_vector(nll, lead, h.dtype());
   if (keep_direction) {
     return record(out, {h, weight}, op, saves_nothing(), [direction, N](const Tensor& g, const Tensor&, const std::vector<Tensor>& in) {
       // dh_i = -g_i (softmax - onehot)_i W
@@ -95,7 +80,7 @@ Tensor linear_token_logprobs(const Tensor& h, const Tensor& weight, const Tensor
                     const Tensor hb = narrow(hr, 0, r0, n);
                     const Tensor dlogits = block_logits(hb, weight, narrow(t, 0, r0, n), ignore_index, nll.data(), true,
                                                         narrow(scale, 0, r0, n).contiguous(), op);
-                    if (gh) put_rows(dh, r0, matmul(dlogits, weight).to(in[0].dtype()));  // [n, V] @ [V, C]
+                    if (gh) detail::put_rows(dh, r0, matmul(dlogits, weight).to(in[0].dtype()));  // [n, V] @ [V, C]
                     if (gw) {  // [V, n] @ [n, C], summed over the blocks in order
                       const Tensor dwb = matmul(dlogits.t(), hb);
                       if (dw.defined()) dw.add_(dwb); else dw = dwb;

@@ -2,6 +2,7 @@
 // name the loss, the argument and its shape.
 #pragma once
 
+#include <cstring>
 #include <string>
 
 #include "autograd/elementwise.hpp"
@@ -23,6 +24,24 @@ inline void check_like(const Tensor& a, const char* an, const Tensor& b, const c
         " must have the same shape");
   check(a.dtype() == b.dtype(), op, ": ", an, " is ", dtype_name(a.dtype()), " but ", bn, " is ", dtype_name(b.dtype()),
         " (convert one with .to())");
+}
+
+// An LM head's operands: h [..., C] float32/float64 and weight [V, C] (linear_cross_entropy,
+// linear_token_logprobs).
+inline void check_head_operands(const Tensor& h, const Tensor& weight, const char* op) {
+  check(h.defined() && (h.dtype() == kFloat32 || h.dtype() == kFloat64) && h.dim() >= 1, op,
+        ": h must be a float32 or float64 tensor [..., C]");
+  check(weight.defined() && weight.dim() == 2 && weight.shape()[1] == h.shape().back(), op, ": weight ",
+        weight.defined() ? shape_str(weight.shape()).str() : "(undefined)", " must be [V, C] with C = ",
+        h.shape().back(), " (h is ", shape_str(h.shape()), ")");
+}
+
+// Copies the rows of `src` [n, C] into `dst` [N, C] (same dtype) from row r0: one block's
+// results written into the whole (the head's losses, a block of rows at a time).
+inline void put_rows(Tensor& dst, int64_t r0, const Tensor& src) {
+  const std::size_t row_bytes = static_cast<std::size_t>(dst.shape()[1]) * itemsize(dst.dtype());
+  std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<std::size_t>(r0) * row_bytes, src.raw_data(),
+              static_cast<std::size_t>(src.shape()[0]) * row_bytes);
 }
 
 // A mask (bool, int64 or float; nonzero = keep) of `like`'s shape, as a 0/1 tensor of
