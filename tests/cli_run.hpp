@@ -12,9 +12,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace xg::test {
 
@@ -89,6 +91,17 @@ inline bool kill_when_file_appears(const std::string& command, const std::string
   int status = 0;
   waitpid(pid, &status, 0);
   return appeared && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+// The records of one kind of a log.jsonl, parsed.
+inline std::vector<nlohmann::json> log_records(const std::filesystem::path& log, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(log);
+  for (std::string line; std::getline(f, line);) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == kind) out.push_back(j);
+  }
+  return out;
 }
 
 }  // namespace xg::test

@@ -40,17 +40,6 @@ inline CliRun shell(const std::string& command) {
   return r;
 }
 
-// The records of one kind of a log.jsonl, parsed.
-inline std::vector<nlohmann::json> log_records(const std::filesystem::path& log, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream f(log);
-  for (std::string line; std::getline(f, line);) {
-    nlohmann::json j = nlohmann::json::parse(line);
-    if (j["kind"] == kind) out.push_back(j);
-  }
-  return out;
-}
-
 // The "train" records of a log.jsonl: (step, loss).
 inline std::vector<std::pair<int64_t, double>> train_losses(const std::filesystem::path& log) {
   std::vector<std::pair<int64_t, double>> out;

@@ -255,11 +255,16 @@ TEST(DistributedZero, StageTwoHoldsOneNthOfTheGradientsAtTheStep) {
       double sum = 0;
       for (int r = 0; r < ranks; ++r) {
         const double bytes = state[0].at("rank" + std::to_string(r) + "_grad_bytes").get<double>();
-        if (stage == 1) EXPECT_EQ(bytes, whole) << "rank " << r << " of " << ranks;
-        else EXPECT_LE(std::abs(bytes - whole / ranks), 2 * 16384 * 4.0) << "rank " << r << " of " << ranks;
+        if (stage == 1) {
+          EXPECT_EQ(bytes, whole) << "rank " << r << " of " << ranks;
+        } else {
+          EXPECT_LE(std::abs(bytes - whole / ranks), 2 * 16384 * 4.0) << "rank " << r << " of " << ranks;
+        }
         sum += bytes;
       }
-      if (stage == 2) EXPECT_EQ(sum, whole) << ranks << " ranks";
+      if (stage == 2) {
+        EXPECT_EQ(sum, whole) << ranks << " ranks";
+      }
       EXPECT_NE(z.out.find("; gradients at the step "), std::string::npos) << z.out;
     }
   }

@@ -1116,18 +1116,9 @@ TEST(XgFinetune, GrpoDynamicSamplingDrawsAgainForAGroupOfEqualRewards) {
   const std::string common = "--objective grpo --base " + base.string() + " --data " + (d / "train.jsonl").string() +
                              " --steps 6 --warmup 0 --group-size 8 --max-new-tokens 6 --grad-accum 1 --seed 4" +
                              " --reward-cmd " + shell_quoted(reward);
-  const auto train_records = [](const fs::path& log) {
-    std::vector<json> out;
-    std::ifstream f(log);
-    for (std::string line; std::getline(f, line);) {
-      json j = json::parse(line);
-      if (j["kind"] == "train") out.push_back(j);
-    }
-    return out;
-  };
   CliRun plain = run("xg-finetune", common + " --out " + (d / "plain").string());
   ASSERT_EQ(plain.status, 0) << plain.err << plain.out;
-  const std::vector<json> p = train_records(d / "plain" / "log.jsonl");
+  const std::vector<json> p = xg::test::log_records(d / "plain" / "log.jsonl", "train");
   ASSERT_EQ(p.size(), 6u);
   int flat_steps = 0;
   for (const json& j : p) flat_steps += j.at("reward_std").get<double>() == 0.0;
@@ -1135,7 +1126,7 @@ TEST(XgFinetune, GrpoDynamicSamplingDrawsAgainForAGroupOfEqualRewards) {
 
   CliRun dyn = run("xg-finetune", common + " --dynamic-sampling 200 --out " + (d / "dynamic").string());
   ASSERT_EQ(dyn.status, 0) << dyn.err << dyn.out;
-  const std::vector<json> q = train_records(d / "dynamic" / "log.jsonl");
+  const std::vector<json> q = xg::test::log_records(d / "dynamic" / "log.jsonl", "train");
   ASSERT_EQ(q.size(), 6u);
   double redraws = 0;
   for (const json& j : q) {

@@ -7,6 +7,7 @@
 #include "losses/linear_cross_entropy.hpp"
 #include "losses/sft.hpp"
 #include "nn/decoder.hpp"
+#include "tests/head_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace linear_ce_tests {
@@ -61,32 +62,20 @@ TEST(LossesLinearCrossEntropy, ShapesAreCheckedByName) {
 // for an untied head and a tied one; a soft-capped head has no plain matrix.
 TEST(LossesLinearCrossEntropy, SftFromTheHiddenStatesEqualsSftOnTheLogits) {
   for (bool tied : {false, true}) {
-    nn::LMConfig c;
-    c.vocab_size = 37;
-    c.n_layers = 2;
-    c.block = nn::BlockConfig::llama(16, 4, 2);
-    c.block.max_seq_len = 32;
-    c.tie_embeddings = tied;
     manual_seed(7);
-    nn::DecoderLM model(c);
+    nn::DecoderLM model(test::small_head_lm(tied));
     const Tensor ids = randint(0, 37, {3, 9});
     const Tensor prompt = tensor_from_ints({2, 0, 4}, {3}, kInt64);
     const Tensor w = model.plain_head_weight();
     ASSERT_TRUE(w.defined());
     Tensor a = losses::sft_loss(model(ids), ids, prompt);
     a.backward();
-    std::vector<std::vector<double>> ga;
-    for (const Tensor& p : model.parameters()) ga.push_back(p.grad().to_vector());
+    const std::vector<std::vector<double>> ga = test::parameter_grads(model);
     model.zero_grad();
     Tensor b = losses::sft_loss_from_hidden(model.hidden(ids), w, ids, prompt);
     b.backward();
     EXPECT_NEAR(a.item(), b.item(), 1e-6 * std::abs(a.item())) << tied;
-    std::size_t k = 0;
-    for (const Tensor& p : model.parameters()) {
-      const std::vector<double> gb = p.grad().to_vector();
-      for (std::size_t i = 0; i < gb.size(); ++i) EXPECT_NEAR(gb[i], ga[k][i], 1e-6 + 1e-4 * std::abs(ga[k][i])) << k;
-      ++k;
-    }
+    test::expect_parameter_grads_near(model, ga);
   }
   nn::LMConfig capped;
   capped.vocab_size = 11;

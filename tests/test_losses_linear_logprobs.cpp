@@ -8,6 +8,7 @@
 #include "finetune/objectives.hpp"
 #include "losses/logprobs.hpp"
 #include "nn/decoder.hpp"
+#include "tests/head_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace linear_logprobs_tests {
@@ -113,14 +114,8 @@ TEST(LossesLinearTokenLogprobs, AModelsLogprobsFromItsHiddenStatesEqualThoseOfIt
   for (bool tied : {false, true})
     for (bool packed : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "tied " << tied << ", packed " << packed);
-      nn::LMConfig c;
-      c.vocab_size = 37;
-      c.n_layers = 2;
-      c.block = nn::BlockConfig::llama(16, 4, 2);
-      c.block.max_seq_len = 32;
-      c.tie_embeddings = tied;
       manual_seed(9);
-      nn::DecoderLM model(c);
+      nn::DecoderLM model(test::small_head_lm(tied));
       const Tensor ids = randint(0, 37, {3, 9});
       const Tensor pos = packed ? tensor_from_ints({0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2, 0, 1, 2,
                                                     3, 4, 5},
@@ -132,18 +127,12 @@ TEST(LossesLinearTokenLogprobs, AModelsLogprobsFromItsHiddenStatesEqualThoseOfIt
       ASSERT_TRUE(model.plain_head_weight().defined());
       const Tensor a = losses::token_logprobs(packed ? model.forward_packed(ids, pos) : model(ids), targets);
       a.backward(g);
-      std::vector<std::vector<double>> ga;
-      for (const Tensor& p : model.parameters()) ga.push_back(p.grad().to_vector());
+      const std::vector<std::vector<double>> ga = test::parameter_grads(model);
       model.zero_grad();
       const Tensor b = finetune::model_token_logprobs(model, ids, pos, targets);
       b.backward(g);
       expect_near(b, a, 1e-5);
-      std::size_t k = 0;
-      for (const Tensor& p : model.parameters()) {
-        const std::vector<double> gb = p.grad().to_vector();
-        for (std::size_t i = 0; i < gb.size(); ++i) EXPECT_NEAR(gb[i], ga[k][i], 1e-6 + 1e-4 * std::abs(ga[k][i])) << k;
-        ++k;
-      }
+      test::expect_parameter_grads_near(model, ga);
     }
 }
 
