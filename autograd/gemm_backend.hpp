@@ -88,16 +88,32 @@ std::string gemm_backend_description();
 
 // --- bfloat16 products ------------------------------------------------------------------
 // A product with a bfloat16 operand (matmul.hpp says which) multiplies bf16 values and sums
-// them in float32. Where the CPU has bf16 dot-product instructions (AVX512-BF16 on AMD Zen 4/5
-// and Intel Cooper Lake on, AMX-BF16 on Sapphire Rapids: oneDNN's avx512_core_bf16 and
-// avx512_core_amx levels) oneDNN's matmul primitive runs it; elsewhere each operand is widened
-// to float32 and the float32 product of gemm_backend() runs: the same products of the same
-// bf16 values, summed in float32 in another order, so results agree to float32 rounding
-// (oneDNN would only emulate bf16 there, slower than its sgemm).
+// them in float32. Where the CPU's bf16 dot-product instructions beat its float32 FMAs,
+// oneDNN's matmul primitive runs it: AVX512-BF16 on AMD Zen 4/5 (oneDNN's avx512_core_bf16
+// level; a vdpbf16ps does twice an FMA's multiply-adds at the same rate) and AMX-BF16 on
+// Sapphire Rapids on (avx512_core_amx). Elsewhere each operand is widened to float32 and the
+// float32 product of gemm_backend() runs: the same products of the same bf16 values, summed in
+// float32 in another order, so results agree to float32 rounding. That is every CPU without
+// bf16 instructions (oneDNN would only emulate them, slower than its sgemm), and Intel Xeons
+// whose AMX is absent or hidden by a hypervisor: their vdpbf16ps does half the multiply-adds of
+// their two FMA units, so oneDNN's bf16 matmul runs at half its sgemm's rate.
 enum class Bf16Gemm { OneDNN, Widened };
-// Chosen at the first bf16 product by the CPU's features (XGRAD_GEMM_BF16=onednn|widened
-// in the environment overrides), then kept for the process.
+// Chosen at the first bf16 product (XGRAD_GEMM_BF16=onednn|widened in the environment
+// overrides), then kept for the process: Widened without bf16 dot products, OneDNN with AMX,
+// and otherwise by bf16_dot_speedup() against kBf16DotSpeedupMin (choose_bf16_gemm).
 Bf16Gemm bf16_gemm();
+// Whether oneDNN finds bf16 dot products on this CPU (AVX512-BF16 or AMX): what the tests of the
+// bf16 kernels need, whichever bf16_gemm() chose.
+bool cpu_has_bf16_dot();
+// One core's multiply-adds a second in vdpbf16ps over those in float32 FMAs (vfmadd231ps), both
+// on 512-bit registers, measured once in under 1 ms: 0.47-0.50 on an Intel Emerald Rapids Xeon
+// (AMX hidden by its hypervisor); about 2 expected on AMD Zen 4, whose bf16 matmul ran at 1.9x
+// its sgemm. 0 where the CPU or the build has no AVX512-BF16.
+double bf16_dot_speedup();
+// oneDNN's bf16 matmul converts and packs its operands, so bf16 dot products must do more than
+// break even: 1.2x the FMAs' multiply-adds.
+constexpr double kBf16DotSpeedupMin = 1.2;
+Bf16Gemm choose_bf16_gemm(bool has_bf16_dot, bool has_amx, double dot_speedup);
 void set_bf16_gemm(Bf16Gemm how);  // tests and benchmarks compare the two
 // "onednn" or "widened", the names XGRAD_GEMM_BF16 takes.
 const char* bf16_gemm_name(Bf16Gemm how);

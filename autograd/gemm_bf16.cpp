@@ -2,7 +2,9 @@
 // (gemm_backend.hpp), and the one call into oneDNN's matmul primitive, cached by shape.
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -16,18 +18,81 @@
 #include "autograd/gemm_backend.hpp"
 #include "autograd/settings.hpp"
 
+
 namespace xg {
 
 namespace {
 
 // oneDNN's own CPU level: bf16 dot products (vdpbf16ps) from avx512_core_bf16 up, AMX tiles
 // at avx512_core_amx.
-bool cpu_has_bf16_dot() {
+bool onednn_has_bf16_dot() {
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   return isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
 }
+bool onednn_has_amx() { return dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx; }
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// Seconds for `rounds` rounds of 12 independent 512-bit vfmadd231ps (dpbf16 false) or
+// vdpbf16ps (true). Twelve chains are more than either instruction's latency times its rate on
+// the CPUs seen (4-6 cycles at 1-2 a cycle), so the loop runs at the instruction's throughput.
+// The instructions are written out (asm) so that the compiler can neither fold nor hoist them.
+using V16 = float __attribute__((vector_size(64)));
+double chain_seconds(int64_t rounds, bool dpbf16) {
+  // Twelve variables, not an array: an array's elements are stored back every round.
+  V16 x, y, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11;
+  for (int j = 0; j < 16; ++j) {
+    x[j] = 1.0001f, y[j] = 0.9999f;
+    a0[j] = a1[j] = a2[j] = a3[j] = a4[j] = a5[j] = a6[j] = a7[j] = a8[j] = a9[j] = a10[j] = a11[j] = 0.001f;
+  }
+#define XG_CHAINS(INSN)                                                                                         \
+  __asm__ volatile(INSN " %[y], %[x], %[a0]\n\t" INSN " %[y], %[x], %[a1]\n\t" INSN " %[y], %[x], %[a2]\n\t"        \
+                   INSN " %[y], %[x], %[a3]\n\t" INSN " %[y], %[x], %[a4]\n\t" INSN " %[y], %[x], %[a5]\n\t"        \
+                   INSN " %[y], %[x], %[a6]\n\t" INSN " %[y], %[x], %[a7]\n\t" INSN " %[y], %[x], %[a8]\n\t"        \
+                   INSN " %[y], %[x], %[a9]\n\t" INSN " %[y], %[x], %[a10]\n\t" INSN " %[y], %[x], %[a11]"           \
+                   : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), [a5] "+v"(a5),    \
+                     [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11)  \
+                   : [x] "v"(x), [y] "v"(y))
+  const auto t0 = std::chrono::steady_clock::now();
+  if (dpbf16)
+    for (int64_t r = 0; r < rounds; ++r) XG_CHAINS("vdpbf16ps");
+  else
+    for (int64_t r = 0; r < rounds; ++r) XG_CHAINS("vfmadd231ps");
+#undef XG_CHAINS
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  volatile float sink = a0[0] + a1[0] + a2[0] + a3[0] + a4[0] + a5[0] + a6[0] + a7[0] + a8[0] + a9[0] + a10[0] + a11[0];
+  (void)sink;
+  return s;
+}
+#endif
+
+// Multiply-adds a second of one core's bf16 dot products over its float32 FMAs (a vdpbf16ps does
+// 32, a vfmadd231ps 16), each the fastest of 7 alternated runs of about 0.1 ms, so that a run
+// the scheduler cut into counts for neither. AMD Zen 4 runs both at one 512-bit instruction a
+// cycle (2x: bf16 pays); an Intel Emerald Rapids Xeon measured one vdpbf16ps every two cycles
+// against two FMAs a cycle (0.5x: that chip's bf16 speed is AMX's, which a hypervisor may
+// hide). 0 without AVX512-BF16 in the build.
+double measure_bf16_dot_speedup() {
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+  constexpr int64_t kRounds = 8192;
+  double fma = 1e30, dot = 1e30;
+  for (int rep = 0; rep < 7; ++rep) {
+    fma = std::min(fma, chain_seconds(kRounds, false));
+    dot = std::min(dot, chain_seconds(kRounds, true));
+  }
+  return (32.0 / dot) / (16.0 / fma);
+#else
+  return 0.0;
+#endif
+}
 
 std::atomic<int> g_bf16{-1};  // -1 until the first bf16 product chooses
+std::once_flag g_speedup_once;
+double g_speedup = 0.0;
+
+double speedup() {
+  std::call_once(g_speedup_once, [] { g_speedup = onednn_has_bf16_dot() ? measure_bf16_dot_speedup() : 0.0; });
+  return g_speedup;
+}
 
 Bf16Gemm choose_bf16() {
   std::string v = settings().gemm_bf16;
@@ -35,7 +100,8 @@ Bf16Gemm choose_bf16() {
   if (v == "onednn") return Bf16Gemm::OneDNN;
   if (v == "widened") return Bf16Gemm::Widened;
   check(v.empty(), "XGRAD_GEMM_BF16=", settings().gemm_bf16, ": expected onednn or widened");
-  return cpu_has_bf16_dot() ? Bf16Gemm::OneDNN : Bf16Gemm::Widened;
+  if (!onednn_has_bf16_dot()) return Bf16Gemm::Widened;
+  return choose_bf16_gemm(true, onednn_has_amx(), onednn_has_amx() ? 0.0 : speedup());
 }
 
 // A primitive per product layout (each thread's part of a split product is one): creating one
@@ -92,6 +158,16 @@ Bf16Product make_product(const Bf16Key& key, const dnnl::engine& engine) {
 
 }  // namespace
 
+bool cpu_has_bf16_dot() { return onednn_has_bf16_dot(); }
+
+double bf16_dot_speedup() { return speedup(); }
+
+Bf16Gemm choose_bf16_gemm(bool has_bf16_dot, bool has_amx, double dot_speedup) {
+  if (!has_bf16_dot) return Bf16Gemm::Widened;
+  if (has_amx) return Bf16Gemm::OneDNN;
+  return dot_speedup >= kBf16DotSpeedupMin ? Bf16Gemm::OneDNN : Bf16Gemm::Widened;
+}
+
 Bf16Gemm bf16_gemm() {
   const int v = g_bf16.load(std::memory_order_relaxed);
   if (v >= 0) return static_cast<Bf16Gemm>(v);
@@ -106,9 +182,22 @@ const char* bf16_gemm_name(Bf16Gemm how) { return how == Bf16Gemm::OneDNN ? "one
 
 std::string bf16_gemm_description() {
   const Bf16Gemm how = bf16_gemm();
-  const std::string why = !settings().gemm_bf16.empty() ? "XGRAD_GEMM_BF16=" + settings().gemm_bf16
-                          : cpu_has_bf16_dot()          ? "the CPU has AVX512-BF16"
-                                                        : "the CPU has no AVX512-BF16 or AMX";
+  std::string why;
+  if (!settings().gemm_bf16.empty()) {
+    why = "XGRAD_GEMM_BF16=" + settings().gemm_bf16;
+  } else if (!onednn_has_bf16_dot()) {
+    why = "the CPU has no AVX512-BF16 or AMX";
+  } else if (onednn_has_amx()) {
+    why = "the CPU has AMX-BF16";
+  } else {
+    std::ostringstream r;
+    r.precision(2);
+    r << std::fixed << speedup();
+    why = how == Bf16Gemm::OneDNN
+              ? "the CPU's AVX512-BF16 dot products do " + r.str() + "x its float32 FMAs' multiply-adds"
+              : "the CPU has AVX512-BF16, but its dot products do only " + r.str() +
+                    "x its float32 FMAs' multiply-adds";
+  }
   std::ostringstream s;
   if (how == Bf16Gemm::OneDNN) {
     const dnnl_version_t* v = dnnl_version();

@@ -10,7 +10,9 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "autograd/autocast.hpp"
 #include "autograd/detail/blas.hpp"
@@ -92,14 +94,98 @@ void library_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A,
     blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc, whole_madds);
 }
 
-// A bf16 array of rows x cols (row stride ld) widened to a contiguous float32 one.
-Tensor widened(const bfloat16* p, int64_t rows, int64_t cols, int64_t ld) {
-  Tensor w = empty({rows, cols}, kFloat32);
-  float* q = w.data<float>();
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) q[r * cols + c] = p[r * ld + c];
-  return w;
+// A bf16 array of rows x cols (row stride ld) widened into a contiguous float32 one.
+void widen_rows(const bfloat16* p, int64_t rows, int64_t cols, int64_t ld, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* in = reinterpret_cast<const uint16_t*>(p + r * ld);
+    float* o = out + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) o[c] = bf16::to_float(in[c]);
+  }
+}
+
+// A thread's buffer for one piece of a widened operand, kept between products.
+float* widen_buffer(std::size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// c [N] = a [K] B^T (+ beta c) for one row a and B [N, K] (row stride ldb), both bf16, summed in
+// float32 with B's rows widened in registers: a decoded token's product on the widened path,
+// which would otherwise widen all of B for one row. Split over threads by rows of B.
+void widened_row_by_transposed(int64_t N, int64_t K, const bfloat16* a, const bfloat16* B, int64_t ldb, float beta,
+                               float* c) {
+  const int64_t blocks = (N + 15) / 16;
+  follow_load();
+  const int threads = omp_in_parallel() || static_cast<double>(N) * K < kGemmSplitMin
+                          ? 1
+                          : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(a);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t n = 0; n < N; ++n) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(B + n * ldb);
+    float acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t k = 0; k < K; ++k) acc += bf16::to_float(x[k]) * bf16::to_float(w[k]);
+    c[n] = beta == 0.0f ? acc : acc + beta * c[n];
+  }
+}
+
+// C = op(A) op(B) + beta C for bf16 A and B on the float32 gemm, when bf16_gemm() is Widened (a
+// CPU whose bf16 dot products do not beat its float32 FMAs, or that has none). The sum runs in
+// chunks of kWidenedDepth along K. For each chunk, the operand along C's shorter side is widened
+// whole, and the other a piece of at most kBf16Piece rows (columns) of C at a time into the
+// thread's buffer: the widened copies take at most min(M, N) + kBf16Piece (a thread) times kWidenedDepth
+// floats, never a float32 copy of a frozen bf16 weight (a head's 49,152 x 576 would be 113 MB).
+// Chunks and pieces depend on the shape alone, as the bf16 kernels' pieces do (gemm below).
+constexpr int64_t kWidenedDepth = 2048;
+void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloat16* A, int64_t lda,
+                  const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 1 && !ta && tb) return widened_row_by_transposed(N, K, A, B, ldb, beta, C);
+  const bool by_rows = M >= N;
+  // Pieces of an eighth of C's longer side, rounded up to 16, at most kBf16Piece: a product of
+  // a few hundred rows splits over the threads too.
+  const int64_t len = by_rows ? M : N, piece = std::min(kBf16Piece, std::max<int64_t>(16, (len / 8 + 15) / 16 * 16));
+  const int64_t pieces = (len + piece - 1) / piece;
+  const double whole_madds = static_cast<double>(M) * N * K;  // the library is chosen by the whole product's size
+  follow_load();
+  const int most = omp_get_max_threads();
+  const int threads =
+      omp_in_parallel() || whole_madds < kGemmSplitMin ? 1 : static_cast<int>(std::min<int64_t>(most, pieces));
+  // On one thread outside a parallel region OpenBLAS would split a piece over its own threads,
+  // and its sums would then depend on the thread count.
+  struct OneThread {
+    int saved;
+    explicit OneThread(int n) : saved(n) { omp_set_num_threads(1); }
+    ~OneThread() { omp_set_num_threads(saved); }
+  };
+  std::optional<OneThread> one;
+  if (threads == 1 && most > 1 && !omp_in_parallel()) one.emplace(most);
+  const int64_t depth = std::min(K, kWidenedDepth), other = by_rows ? N : M;
+  Tensor whole = empty({other * depth}, kFloat32);
+  float* W = whole.data<float>();
+  for (int64_t k0 = 0; k0 < K; k0 += depth) {
+    const int64_t kn = std::min(depth, K - k0);
+    const float b = k0 == 0 ? beta : 1.0f;
+    // op(B)[k0.., :] or op(A)[:, k0..] as stored: [N, kn] (B [N, K]) or [kn, N] (B [K, N]), etc.
+    if (by_rows)
+      tb ? widen_rows(B + k0, N, kn, ldb, W) : widen_rows(B + k0 * ldb, kn, N, ldb, W);
+    else
+      ta ? widen_rows(A + k0 * lda, kn, M, lda, W) : widen_rows(A + k0, M, kn, lda, W);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t lo = p * piece, n = std::min(len, lo + piece) - lo;
+      float* buf = widen_buffer(static_cast<std::size_t>(n * kn));
+      if (by_rows) {  // rows lo.. of op(A)[:, k0..]: A's rows (A [M, K]) or columns (A [K, M])
+        ta ? widen_rows(A + k0 * lda + lo, kn, n, lda, buf) : widen_rows(A + lo * lda + k0, n, kn, lda, buf);
+        blas::gemm(ta, tb, n, N, kn, 1.0f, buf, ta ? n : kn, W, tb ? kn : N, b, C + lo * ldc, ldc, whole_madds);
+      } else {  // columns lo.. of op(B)[k0.., :]: B's rows (B [N, K]) or columns (B [K, N])
+        tb ? widen_rows(B + lo * ldb + k0, n, kn, ldb, buf) : widen_rows(B + k0 * ldb + lo, kn, n, ldb, buf);
+        blas::gemm(ta, tb, M, n, kn, 1.0f, W, ta ? M : kn, buf, tb ? kn : n, b, C + lo, ldc, whole_madds);
+      }
+    }
+  }
 }
 
 // C = op(A) op(B) + beta C, row-major. Handles empty sizes, which BLAS rejects (it wants
@@ -112,9 +198,8 @@ Tensor widened(const bfloat16* p, int64_t rows, int64_t cols, int64_t ld) {
 // each other with sched_yield, a system call, costly on a VM, and oneDNN's bf16 matmul opens a
 // parallel region of its own for every product, small ones too. K is never split: each thread
 // computes whole sums for its part of C. bf16 products split into fixed pieces instead (below).
-// bf16 products run on oneDNN's bf16 kernels, or, when bf16_gemm() is Widened (a CPU without
-// bf16 instructions), as the float32 product of both operands widened (op(A) and op(B) as
-// stored: rows of their row strides).
+// bf16 products run on oneDNN's bf16 kernels, or, when bf16_gemm() is Widened, on the float32
+// gemm of operands widened a piece at a time (widened_gemm).
 //
 // lda, ldb, ldc: the row strides of A, B and C as stored, for operands that are column slices
 // of wider matrices (linear_cat); the overload below takes them from the shapes.
@@ -129,11 +214,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t
     return;
   }
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (bf16_gemm() == Bf16Gemm::Widened) {
-      const Tensor wa = ta ? widened(A, K, M, lda) : widened(A, M, K, lda);
-      const Tensor wb = tb ? widened(B, N, K, ldb) : widened(B, K, N, ldb);
-      return gemm(ta, tb, M, N, K, wa.data<float>(), ta ? M : K, wb.data<float>(), tb ? K : N, beta, C, ldc);
-    }
+    if (bf16_gemm() == Bf16Gemm::Widened) return widened_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
   }
   check(M < INT_MAX && N < INT_MAX && K < INT_MAX && M * N < INT_MAX && M * K < INT_MAX && K * N < INT_MAX,
         "matmul: sizes M=", M, " N=", N, " K=", K, " exceed BLAS's 32-bit int indexing");

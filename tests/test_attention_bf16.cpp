@@ -72,7 +72,8 @@ const Case kCases[] = {
 };
 
 TEST(AttentionBf16, UnderAutocastProductsAreBf16WithFloat32Sums) {
-  if (bf16_gemm() != Bf16Gemm::OneDNN) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  test::Bf16GemmScope on_bf16(Bf16Gemm::OneDNN);  // whether or not they beat this CPU's FMAs
   for (const Case& c : kCases) {
     SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " Tq=", c.Tq, " Tk=", c.Tk, " hs=", c.hs, " hv=", c.hv,
                          " dropout=", c.dropout, " keep_weights=", c.keep_weights));
@@ -94,18 +95,17 @@ TEST(AttentionBf16, UnderAutocastProductsAreBf16WithFloat32Sums) {
 // Without bf16 kernels (bf16_gemm() Widened) or outside autocast, attention's products stay
 // float32: the same bits as a float32 run.
 TEST(AttentionBf16, WithoutBf16KernelsAutocastLeavesAttentionInFloat32) {
-  const Bf16Gemm saved = bf16_gemm();
-  set_bf16_gemm(Bf16Gemm::Widened);
+  test::Bf16GemmScope widened(Bf16Gemm::Widened);
   for (const Case& c : kCases) {
     const Result f32 = run(c, false, false), bf = run(c, true, false);
     for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(f32.t[i].to_vector(), bf.t[i].to_vector()) << i;
   }
-  set_bf16_gemm(saved);
 }
 
 // A product's sums do not depend on how the units are split over threads.
 TEST(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
-  if (bf16_gemm() != Bf16Gemm::OneDNN) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  test::Bf16GemmScope on_bf16(Bf16Gemm::OneDNN);  // whether or not they beat this CPU's FMAs
   const Case c = {2, 4, 2, 37, 37, 17, 5, true, true, 0, false};
   Result one, two;
   {

@@ -35,12 +35,7 @@ double bf16_ulp(double v) {
   return ::testing::AssertionSuccess();
 }
 
-// Runs the test body on both bf16 product kernels and puts the process's choice back.
-struct Bf16GemmScope {
-  Bf16Gemm saved = bf16_gemm();
-  explicit Bf16GemmScope(Bf16Gemm how) { set_bf16_gemm(how); }
-  ~Bf16GemmScope() { set_bf16_gemm(saved); }
-};
+using test::Bf16GemmScope;
 const Bf16Gemm kBothBf16Gemms[] = {Bf16Gemm::OneDNN, Bf16Gemm::Widened};
 
 TEST(BFloat16, RoundsToNearestEvenAsTorchDoes) {
@@ -238,6 +233,28 @@ TEST(BFloat16, ProductsMatchFloat64OfTheRoundedInputsOnBothKernels) {
   }
 }
 
+TEST(BFloat16, ProductsRunOnBf16KernelsOnlyWhereTheyBeatFloat32) {
+  // No bf16 dot products: widened. AMX: oneDNN. AVX512-BF16 alone: oneDNN only where a vdpbf16ps
+  // does at least 1.2x the multiply-adds of the float32 FMAs (AMD Zen 4 2x; Intel Emerald
+  // Rapids 0.5x, where oneDNN's bf16 matmul ran at half its sgemm's rate).
+  EXPECT_EQ(choose_bf16_gemm(false, false, 2.0), Bf16Gemm::Widened);
+  EXPECT_EQ(choose_bf16_gemm(true, true, 0.0), Bf16Gemm::OneDNN);
+  EXPECT_EQ(choose_bf16_gemm(true, false, 2.0), Bf16Gemm::OneDNN);
+  EXPECT_EQ(choose_bf16_gemm(true, false, kBf16DotSpeedupMin), Bf16Gemm::OneDNN);
+  EXPECT_EQ(choose_bf16_gemm(true, false, 1.0), Bf16Gemm::Widened);
+  EXPECT_EQ(choose_bf16_gemm(true, false, 0.5), Bf16Gemm::Widened);
+  // The measurement: 0 without bf16 dot products; with them, a rate that is a rate (the CPUs
+  // seen read 0.5 and 2.0), the same on a second call (measured once).
+  const double s = bf16_dot_speedup();
+  if (!cpu_has_bf16_dot()) {
+    EXPECT_EQ(s, 0.0);
+  } else {
+    EXPECT_GT(s, 0.2);
+    EXPECT_LT(s, 8.0);
+  }
+  EXPECT_EQ(bf16_dot_speedup(), s);
+}
+
 TEST(BFloat16, ProductsSplitOverThreadsAreRepeatable) {
   // A product split over two threads runs the same oneDNN primitive on both halves at once:
   // each call needs a scratchpad of its own, or the halves overwrite each other's packed
@@ -291,6 +308,43 @@ TEST(BFloat16, ProductsDoNotDependOnTheThreadCount) {
   }
   EXPECT_EQ(grads[0][0], grads[1][0]) << "dx";
   EXPECT_EQ(grads[0][1], grads[1][1]) << "dw";
+}
+
+TEST(BFloat16, WidenedProductsInPiecesMatchFloat64AndTheThreadCountDoesNotMatter) {
+  // The widened kernel widens the operand along C's longer side a piece of 256 rows (columns)
+  // at a time, in chunks of 2048 along the sum: linear's three products under autocast, with
+  // several pieces by rows and by columns, transposed operands, sums over more than one chunk
+  // in each layout, and one row (a decoded token's product, widened in registers).
+  Bf16GemmScope scope(Bf16Gemm::Widened);
+  struct Case {
+    int64_t rows, in, out;
+  };
+  for (const Case& c : {Case{600, 96, 40}, Case{20, 64, 700}, Case{1, 300, 500}, Case{3, 48, 520}, Case{300, 2100, 30},
+                      Case{2100, 16, 24}, Case{4, 8, 2100}}) {
+    SCOPED_TRACE(str_cat("x [", c.rows, ", ", c.in, "], w [", c.out, ", ", c.in, "]"));
+    const Tensor x = xg::test::randn64({c.rows, c.in}, 51).detach().to(kFloat32);
+    const Tensor w = xg::test::randn64({c.out, c.in}, 52).detach().to(kFloat32);
+    const Tensor up = xg::test::randn64({c.rows, c.out}, 53).detach().to(kFloat32);
+    std::vector<Tensor> got[2];
+    for (int t : {1, 2}) {
+      xg::test::OmpThreadsScope threads(t);
+      Tensor xi = x.clone().requires_grad_(), wi = w.clone().requires_grad_();
+      Tensor y;
+      {
+        xg::autocast bf16;
+        y = linear(xi, wi);
+        y.backward(up);
+      }
+      got[t - 1] = {y, xi.grad(), wi.grad()};
+    }
+    // float64 products of the operands autocast rounds (x, w and the upstream gradient)
+    const Tensor rx = x.to(kBFloat16).to(kFloat64), rw = w.to(kBFloat16).to(kFloat64);
+    const Tensor rg = up.to(kBFloat16).to(kFloat64);
+    EXPECT_TRUE(tensors_close(got[0][0], matmul(rx, rw.t()).to(kFloat32), 1e-5, 1e-5)) << "y";
+    EXPECT_TRUE(tensors_close(got[0][1], matmul(rg, rw).to(kFloat32), 1e-5, 1e-5)) << "dx";
+    EXPECT_TRUE(tensors_close(got[0][2], matmul(rg.t(), rx).to(kFloat32), 1e-5, 1e-5)) << "dw";
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(got[0][i].to_vector(), got[1][i].to_vector()) << i;
+  }
 }
 
 TEST(BFloat16, ProductGradientsAreBf16ProductsInEachOperandsDtype) {

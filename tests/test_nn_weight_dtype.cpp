@@ -113,13 +113,9 @@ TEST(WeightDtype, HfFolderLoadsIntoBf16AndQ8_0Matrices) {
     const auto wide = widened_copy(*low);
     Tensor expected;
     if (d == kBFloat16) {
-      const Bf16Gemm saved = bf16_gemm();
-      set_bf16_gemm(Bf16Gemm::Widened);
-      {
-        autocast bf16;
-        expected = eval_logits(*wide, some_tokens());
-      }
-      set_bf16_gemm(saved);
+      test::Bf16GemmScope widened(Bf16Gemm::Widened);
+      autocast bf16;
+      expected = eval_logits(*wide, some_tokens());
     } else {
       expected = eval_logits(*wide, some_tokens());
     }

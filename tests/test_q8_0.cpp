@@ -191,7 +191,8 @@ TEST(Q8_0, UnderAutocastAProductRunsOnBf16Tiles) {
   // widened to bf16 (d * q rounded) and x rounded, so the result is the float64 product of those
   // rounded values up to the float32 sums' rounding; a decoding step (fewer than 4 rows) keeps
   // the exact dot instead.
-  if (bf16_gemm() != Bf16Gemm::OneDNN) GTEST_SKIP() << "no bf16 kernels on this CPU";
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "no bf16 kernels on this CPU";
+  test::Bf16GemmScope on_bf16(Bf16Gemm::OneDNN);  // whether or not they beat this CPU's FMAs
   const Tensor wq = random_weight({300, 96}, 15, 0.05).to(kQ8_0);
   const Tensor x = random_weight({40, 96}, 16), g = random_weight({40, 300}, 17);
   const Tensor w_bf = wq.to(kFloat32).to(kBFloat16).to(kFloat64), x_bf = x.to(kBFloat16).to(kFloat64);

@@ -62,6 +62,16 @@ struct GemmBackendGuard {
   ~GemmBackendGuard() { set_gemm_choice(saved); }
 };
 
+// Runs a scope on one bf16 product kernel (gemm_backend.hpp) and puts the process's choice back,
+// also when an assertion returns early.
+struct Bf16GemmScope {
+  explicit Bf16GemmScope(Bf16Gemm how) { set_bf16_gemm(how); }
+  ~Bf16GemmScope() { set_bf16_gemm(saved); }
+  Bf16GemmScope(const Bf16GemmScope&) = delete;
+  Bf16GemmScope& operator=(const Bf16GemmScope&) = delete;
+  Bf16Gemm saved = bf16_gemm();
+};
+
 // Sets the calling thread's OpenMP thread count for a scope and restores it, also when an
 // assertion returns early or an op throws (omp_set_num_threads, not set_num_threads: the
 // count stays this thread's and does not mark the count as chosen).
