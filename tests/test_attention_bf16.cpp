@@ -3,7 +3,8 @@
 // PyTorch's autocast runs q k^T and P v. Values and gradients against a float64 reference of the
 // same bf16-rounded q, k and v, on shapes with tails (odd head sizes and key counts), grouped
 // heads, masks, causal segments, kept and recomputed weights and dropout; the float32 path
-// outside autocast and without bf16 kernels.
+// outside autocast and without bf16 kernels; and against PyTorch 1.13's autocast attention
+// (tests/fixtures/gen_bf16.py) on both bf16 product kernels.
 #include <cmath>
 
 #include "autograd/attention.hpp"
@@ -117,6 +118,43 @@ TEST(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
     two = run(c, true, false);
   }
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(one.t[i].to_vector(), two.t[i].to_vector()) << i;
+}
+
+
+// PyTorch 1.13 under autocast, attention as transformers' Llama runs it (bf16 q k^T and P v,
+// softmax in float32), from the same bf16 q, k and v, causal, 4 heads on 2 KV heads. torch
+// rounds the scores, the weights, the output and each gradient to bf16; xgrad keeps the scores
+// and its results in float32 and rounds only the products' operands. So the two differ by bf16
+// roundings, and xgrad's error against float64 of the same inputs is no larger than torch's.
+// On the widened kernels attention's products stay float32 (a closer result still).
+TEST(AttentionBf16, MatchesTorchAutocastAttention) {
+  const TensorMap& fx = test::fixture("bf16");
+  std::vector<Bf16Gemm> kernels{Bf16Gemm::Widened};
+  if (cpu_has_bf16_dot()) kernels.push_back(Bf16Gemm::OneDNN);
+  for (Bf16Gemm how : kernels) {
+    SCOPED_TRACE(bf16_gemm_name(how));
+    test::Bf16GemmScope scope(how);
+    Tensor q = fx.at("attn.q").clone().requires_grad_(), k = fx.at("attn.k").clone().requires_grad_();
+    Tensor v = fx.at("attn.v").clone().requires_grad_();
+    Tensor out;
+    {
+      autocast bf16;
+      out = scaled_dot_product_attention(q, k, v, AttnMask(Tensor(), true));
+    }
+    backward({out}, {fx.at("attn.upstream")});
+    const char* names[] = {"out", "gq", "gk", "gv"};
+    const Tensor ours[] = {out, q.grad(), k.grad(), v.grad()};
+    for (int i = 0; i < 4; ++i) {
+      SCOPED_TRACE(names[i]);
+      const Tensor torch = fx.at(str_cat("attn.", names[i])).to(kFloat64);
+      const Tensor exact = fx.at(str_cat("attn.f64.", names[i]));
+      const double scale = max_abs(exact);
+      const double ours_err = max_abs(ours[i].to(kFloat64) - exact), torch_err = max_abs(torch - exact);
+      EXPECT_LT(max_abs(ours[i].to(kFloat64) - torch), 2e-2 * scale);
+      EXPECT_LE(ours_err, torch_err) << "xgrad " << ours_err / scale << " of the largest value, torch "
+                                     << torch_err / scale;
+    }
+  }
 }
 
 }  // namespace attention_bf16_tests
