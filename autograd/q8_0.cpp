@@ -19,6 +19,7 @@
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
+#include "autograd/detail/tiled_gemm.hpp"
 #include "autograd/float16.hpp"
 #include "autograd/gemm_backend.hpp"
 #include "autograd/graph.hpp"
@@ -83,6 +84,26 @@ void widen_tile(const uint8_t* w, int64_t cols, int64_t r0, int64_t r1, int64_t 
     for (int64_t b = 0; b < width / kQ8Block; ++b) widen_block(row + b * kQ8BlockBytes, o + b * kQ8Block);
   }
 }
+
+// Rows r0..r1 of a q8_0 matrix whose rows hold `cols` values, widened and transposed into
+// out [cols, r1 - r0]: out[k (r1 - r0) + (r - r0)] = w[r][k], the B of a register-tiled x w^T.
+void widen_tile_transposed(const uint8_t* w, int64_t cols, int64_t r0, int64_t r1, float* out) {
+  const int64_t row_bytes = cols / kQ8Block * kQ8BlockBytes, n = r1 - r0;
+  float block[kQ8Block];
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t b = 0; b < cols / kQ8Block; ++b) {
+      widen_block(w + r * row_bytes + b * kQ8BlockBytes, block);
+      for (int64_t j = 0; j < kQ8Block; ++j) out[(b * kQ8Block + j) * n + (r - r0)] = block[j];
+    }
+}
+
+// A float32 product of fewer multiply-adds than this (all of a small model's) runs on xgrad's
+// register tiles (detail/tiled_gemm.hpp) rather than BLAS: no library kernel is compiled at the
+// process's first product (oneDNN's sgemm JIT-compiles its kernels then, 29-33 ms, more than
+// the whole prompt of a model of a few million parameters), and for these shapes the tiles
+// keep up with oneDNN's kernels after that (bench/README, "Q8_0 files on an Intel Xeon").
+// Larger products (a 135M model's from 28 M up) run faster on BLAS.
+constexpr double kQ8TiledMadds = 67108864.0;  // 2^26
 
 // A thread's tile buffer, kept between products (a tile is up to kQ8Rows x in values).
 template <class T>
@@ -161,6 +182,13 @@ void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, b
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t n0 = p * rows, n1 = std::min(N, n0 + rows);
     T* tile = tile_buffer<T>(static_cast<std::size_t>((n1 - n0) * K));
+    if constexpr (std::is_same_v<T, float>) {
+      if (static_cast<double>(M) * N * K < kQ8TiledMadds) {
+        widen_tile_transposed(w, K, n0, n1, tile);  // [K, n1 - n0]
+        tiled::gemm<float>(M, n1 - n0, K, 1.0f, x, K, 1, tile, n1 - n0, y + n0, ldy, accumulate);
+        continue;
+      }
+    }
     widen_tile(w, K, n0, n1, 0, K, tile);
     // [M, K] @ [n1 - n0, K]^T into columns n0..n1 of y
     tile_gemm(false, true, M, n1 - n0, K, x, K, tile, K, accumulate ? A(1) : A(0), y + n0, ldy);

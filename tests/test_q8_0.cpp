@@ -134,7 +134,9 @@ TEST(Q8_0, RefusesWhatBlocksCannotHoldByName) {
 // linear with a q8_0 weight against the float64 product of the widened weight, on every path:
 // a dot per row (one or two rows), and tiles of 256 weight rows and columns (pieces, some partial).
 TEST(Q8_0, LinearEqualsTheProductOfTheWidenedWeight) {
-  for (const Shape& mnk : {Shape{1, 96, 64}, Shape{3, 300, 96}, Shape{70, 600, 544}, Shape{5, 40, 32}}) {
+  // float32 products below 2^26 multiply-adds run on register tiles, larger ones on BLAS
+  for (const Shape& mnk :
+       {Shape{1, 96, 64}, Shape{3, 300, 96}, Shape{70, 600, 544}, Shape{5, 40, 32}, Shape{300, 512, 448}}) {
     const int64_t M = mnk[0], N = mnk[1], K = mnk[2];
     const Tensor wq = random_weight({N, K}, 10 + M, 0.05).to(kQ8_0);
     const Tensor w64 = wq.to(kFloat64);
@@ -173,17 +175,19 @@ TEST(Q8_0, GradientsFlowToTheInputAndBiasNeverToTheWeight) {
 }
 
 TEST(Q8_0, ProductsDoNotDependOnTheThreadCount) {
-  const Tensor wq = random_weight({700, 320}, 11, 0.05).to(kQ8_0);
-  const Tensor x = random_weight({90, 320}, 12);
-  const Tensor g = random_weight({90, 700}, 13);
-  std::vector<double> y[2], dx[2];
-  for (int t : {1, 2}) {
-    xg::test::OmpThreadsScope threads(t);
-    y[t - 1] = linear(x, wq).to_vector();
-    dx[t - 1] = matmul(g, wq).to_vector();
+  for (int64_t rows : {90, 240}) {  // x w^T on register tiles, then (2^26 multiply-adds and up) on BLAS
+    const Tensor wq = random_weight({900, 320}, 11, 0.05).to(kQ8_0);
+    const Tensor x = random_weight({rows, 320}, 12);
+    const Tensor g = random_weight({rows, 900}, 13);
+    std::vector<double> y[2], dx[2];
+    for (int t : {1, 2}) {
+      xg::test::OmpThreadsScope threads(t);
+      y[t - 1] = linear(x, wq).to_vector();
+      dx[t - 1] = matmul(g, wq).to_vector();
+    }
+    EXPECT_EQ(y[0], y[1]) << rows;
+    EXPECT_EQ(dx[0], dx[1]) << rows;
   }
-  EXPECT_EQ(y[0], y[1]);
-  EXPECT_EQ(dx[0], dx[1]);
 }
 
 TEST(Q8_0, UnderAutocastAProductRunsOnBf16Tiles) {
