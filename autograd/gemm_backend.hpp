@@ -108,7 +108,7 @@ bool cpu_has_bf16_dot();
 // One core's multiply-adds a second in vdpbf16ps over those in float32 FMAs (vfmadd231ps), both
 // on 512-bit registers, measured once in under 1 ms: 0.47-0.50 on an Intel Emerald Rapids Xeon
 // (AMX hidden by its hypervisor); about 2 expected on AMD Zen 4, whose bf16 matmul ran at 1.9x
-// its sgemm. 0 where the CPU or the build has no AVX512-BF16.
+// its sgemm. 0 where the CPU has no bf16 dot products.
 double bf16_dot_speedup();
 // oneDNN's bf16 matmul converts and packs its operands, so bf16 dot products must do more than
 // break even: 1.2x the FMAs' multiply-adds.

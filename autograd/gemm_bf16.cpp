@@ -18,7 +18,6 @@
 #include "autograd/gemm_backend.hpp"
 #include "autograd/settings.hpp"
 
-
 namespace xg {
 
 namespace {
@@ -31,13 +30,14 @@ bool onednn_has_bf16_dot() {
 }
 bool onednn_has_amx() { return dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx; }
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
 // Seconds for `rounds` rounds of 12 independent 512-bit vfmadd231ps (dpbf16 false) or
 // vdpbf16ps (true). Twelve chains are more than either instruction's latency times its rate on
 // the CPUs seen (4-6 cycles at 1-2 a cycle), so the loop runs at the instruction's throughput.
-// The instructions are written out (asm) so that the compiler can neither fold nor hoist them.
+// The instructions are written out (asm) so that the compiler can neither fold nor hoist them,
+// and so that the probe is built whatever -march says: it runs only where oneDNN found the
+// instructions (the 512-bit registers need AVX-512 enabled for this function alone).
 using V16 = float __attribute__((vector_size(64)));
-double chain_seconds(int64_t rounds, bool dpbf16) {
+__attribute__((target("avx512f"))) double chain_seconds(int64_t rounds, bool dpbf16) {
   // Twelve variables, not an array: an array's elements are stored back every round.
   V16 x, y, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11;
   for (int j = 0; j < 16; ++j) {
@@ -63,16 +63,14 @@ double chain_seconds(int64_t rounds, bool dpbf16) {
   (void)sink;
   return s;
 }
-#endif
 
 // Multiply-adds a second of one core's bf16 dot products over its float32 FMAs (a vdpbf16ps does
-// 32, a vfmadd231ps 16), each the fastest of 7 alternated runs of about 0.1 ms, so that a run
-// the scheduler cut into counts for neither. AMD Zen 4 runs both at one 512-bit instruction a
+// 32, a vfmadd231ps 16), each the fastest of 7 alternated runs of 20-80 us, so that a run the
+// scheduler cut into counts for neither. AMD Zen 4 runs both at one 512-bit instruction a
 // cycle (2x: bf16 pays); an Intel Emerald Rapids Xeon measured one vdpbf16ps every two cycles
 // against two FMAs a cycle (0.5x: that chip's bf16 speed is AMX's, which a hypervisor may
-// hide). 0 without AVX512-BF16 in the build.
+// hide). Called only where oneDNN found bf16 dot products.
 double measure_bf16_dot_speedup() {
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
   constexpr int64_t kRounds = 8192;
   double fma = 1e30, dot = 1e30;
   for (int rep = 0; rep < 7; ++rep) {
@@ -80,9 +78,6 @@ double measure_bf16_dot_speedup() {
     dot = std::min(dot, chain_seconds(kRounds, true));
   }
   return (32.0 / dot) / (16.0 / fma);
-#else
-  return 0.0;
-#endif
 }
 
 std::atomic<int> g_bf16{-1};  // -1 until the first bf16 product chooses
