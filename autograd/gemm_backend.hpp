@@ -110,6 +110,9 @@ bool cpu_has_bf16_dot();
 // (AMX hidden by its hypervisor); about 2 expected on AMD Zen 4, whose bf16 matmul ran at 1.9x
 // its sgemm. 0 where the CPU has no bf16 dot products.
 double bf16_dot_speedup();
+// The same measured afresh (bf16_dot_speedup() keeps its first reading): the tests check that
+// readings agree, since a choice that flipped between runs would change a run's numbers.
+double measure_bf16_dot_speedup();
 // oneDNN's bf16 matmul converts and packs its operands, so bf16 dot products must do more than
 // break even: 1.2x the FMAs' multiply-adds.
 constexpr double kBf16DotSpeedupMin = 1.2;

@@ -33,44 +33,46 @@ bool onednn_has_amx() { return dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx5
 // Seconds for `rounds` rounds of 12 independent 512-bit vfmadd231ps (dpbf16 false) or
 // vdpbf16ps (true). Twelve chains are more than either instruction's latency times its rate on
 // the CPUs seen (4-6 cycles at 1-2 a cycle), so the loop runs at the instruction's throughput.
-// The instructions are written out (asm) so that the compiler can neither fold nor hoist them,
-// and so that the probe is built whatever -march says: it runs only where oneDNN found the
-// instructions (the 512-bit registers need AVX-512 enabled for this function alone).
-using V16 = float __attribute__((vector_size(64)));
-__attribute__((target("avx512f"))) double chain_seconds(int64_t rounds, bool dpbf16) {
-  // Twelve variables, not an array: an array's elements are stored back every round.
-  V16 x, y, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11;
-  for (int j = 0; j < 16; ++j) {
-    x[j] = 1.0001f, y[j] = 0.9999f;
-    a0[j] = a1[j] = a2[j] = a3[j] = a4[j] = a5[j] = a6[j] = a7[j] = a8[j] = a9[j] = a10[j] = a11[j] = 0.001f;
-  }
-#define XG_CHAINS(INSN)                                                                                         \
-  __asm__ volatile(INSN " %[y], %[x], %[a0]\n\t" INSN " %[y], %[x], %[a1]\n\t" INSN " %[y], %[x], %[a2]\n\t"        \
-                   INSN " %[y], %[x], %[a3]\n\t" INSN " %[y], %[x], %[a4]\n\t" INSN " %[y], %[x], %[a5]\n\t"        \
-                   INSN " %[y], %[x], %[a6]\n\t" INSN " %[y], %[x], %[a7]\n\t" INSN " %[y], %[x], %[a8]\n\t"        \
-                   INSN " %[y], %[x], %[a9]\n\t" INSN " %[y], %[x], %[a10]\n\t" INSN " %[y], %[x], %[a11]"           \
-                   : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), [a5] "+v"(a5),    \
-                     [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11)  \
-                   : [x] "v"(x), [y] "v"(y))
+// The whole loop is one asm block on zeroed registers (no denormals), so that neither the
+// compiler nor its optimisation level changes what is timed: at -O0 (the sanitizer build) a
+// loop of asm statements on C variables loads and stores all 12 accumulators every round, the
+// FMA loop then waits on stores, and the ratio read 1.2-2 instead of 0.5, changing the choice
+// from run to run. Built whatever -march says: it runs only where oneDNN found the instructions.
+#define XG_CHAIN_LOOP(INSN)                                                                                 \
+  __asm__ volatile(                                                                                        \
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"             \
+      "vmovaps %%zmm0, %%zmm3\n\tvmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\t"                     \
+      "vmovaps %%zmm0, %%zmm6\n\tvmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\t"                     \
+      "vmovaps %%zmm0, %%zmm9\n\tvmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\t"                   \
+      "vmovaps %%zmm0, %%zmm12\n\tvmovaps %%zmm0, %%zmm13\n\t"                                              \
+      "1:\n\t" INSN " %%zmm13, %%zmm12, %%zmm0\n\t" INSN " %%zmm13, %%zmm12, %%zmm1\n\t" INSN             \
+      " %%zmm13, %%zmm12, %%zmm2\n\t" INSN " %%zmm13, %%zmm12, %%zmm3\n\t" INSN " %%zmm13, %%zmm12, %%zmm4\n\t" \
+      INSN " %%zmm13, %%zmm12, %%zmm5\n\t" INSN " %%zmm13, %%zmm12, %%zmm6\n\t" INSN                         \
+      " %%zmm13, %%zmm12, %%zmm7\n\t" INSN " %%zmm13, %%zmm12, %%zmm8\n\t" INSN " %%zmm13, %%zmm12, %%zmm9\n\t" \
+      INSN " %%zmm13, %%zmm12, %%zmm10\n\t" INSN " %%zmm13, %%zmm12, %%zmm11\n\t"                            \
+      "dec %[n]\n\tjnz 1b\n\tvzeroupper"                                                                      \
+      : [n] "+r"(n)                                                                                        \
+      :                                                                                                    \
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",  \
+        "xmm12", "xmm13", "cc")
+double chain_seconds(int64_t rounds, bool dpbf16) {
+  int64_t n = rounds;  // > 0
   const auto t0 = std::chrono::steady_clock::now();
   if (dpbf16)
-    for (int64_t r = 0; r < rounds; ++r) XG_CHAINS("vdpbf16ps");
+    XG_CHAIN_LOOP("vdpbf16ps");
   else
-    for (int64_t r = 0; r < rounds; ++r) XG_CHAINS("vfmadd231ps");
-#undef XG_CHAINS
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  volatile float sink = a0[0] + a1[0] + a2[0] + a3[0] + a4[0] + a5[0] + a6[0] + a7[0] + a8[0] + a9[0] + a10[0] + a11[0];
-  (void)sink;
-  return s;
+    XG_CHAIN_LOOP("vfmadd231ps");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+#undef XG_CHAIN_LOOP
 
 // Multiply-adds a second of one core's bf16 dot products over its float32 FMAs (a vdpbf16ps does
 // 32, a vfmadd231ps 16), each the fastest of 7 alternated runs of 20-80 us, so that a run the
 // scheduler cut into counts for neither. AMD Zen 4 runs both at one 512-bit instruction a
 // cycle (2x: bf16 pays); an Intel Emerald Rapids Xeon measured one vdpbf16ps every two cycles
 // against two FMAs a cycle (0.5x: that chip's bf16 speed is AMX's, which a hypervisor may
-// hide). Called only where oneDNN found bf16 dot products.
-double measure_bf16_dot_speedup() {
+// hide).
+double measure_speedup() {
   constexpr int64_t kRounds = 8192;
   double fma = 1e30, dot = 1e30;
   for (int rep = 0; rep < 7; ++rep) {
@@ -85,7 +87,7 @@ std::once_flag g_speedup_once;
 double g_speedup = 0.0;
 
 double speedup() {
-  std::call_once(g_speedup_once, [] { g_speedup = onednn_has_bf16_dot() ? measure_bf16_dot_speedup() : 0.0; });
+  std::call_once(g_speedup_once, [] { g_speedup = measure_bf16_dot_speedup(); });
   return g_speedup;
 }
 
@@ -156,6 +158,8 @@ Bf16Product make_product(const Bf16Key& key, const dnnl::engine& engine) {
 bool cpu_has_bf16_dot() { return onednn_has_bf16_dot(); }
 
 double bf16_dot_speedup() { return speedup(); }
+
+double measure_bf16_dot_speedup() { return onednn_has_bf16_dot() ? measure_speedup() : 0.0; }
 
 Bf16Gemm choose_bf16_gemm(bool has_bf16_dot, bool has_amx, double dot_speedup) {
   if (!has_bf16_dot) return Bf16Gemm::Widened;

@@ -3,6 +3,7 @@
 // rounded inputs and against PyTorch 1.13 (tests/fixtures/gen_bf16.py), and xg::autocast.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <cstring>
@@ -253,6 +254,21 @@ TEST(BFloat16, ProductsRunOnBf16KernelsOnlyWhereTheyBeatFloat32) {
     EXPECT_LT(s, 8.0);
   }
   EXPECT_EQ(bf16_dot_speedup(), s);
+}
+
+TEST(BFloat16, TheBf16ProbeReadsTheSameClearAnswerEveryTime) {
+  // A resumed run must choose the kernels the killed one chose, or its numbers change. When the
+  // probe's loop was asm statements on C variables, a sanitizer build at -O0 stored and loaded
+  // the accumulators every round and read 1.06-1.34 on a CPU whose truth is 0.5: near the 1.2
+  // threshold, so the choice flipped between runs. The CPUs known read 0.5 (one vdpbf16ps per
+  // two cycles, two FMAs a cycle) or 2 (both at one a cycle): five fresh readings must agree
+  // within 20% and stay clear of the threshold.
+  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  std::vector<double> r;
+  for (int i = 0; i < 5; ++i) r.push_back(measure_bf16_dot_speedup());
+  const auto [lo, hi] = std::minmax_element(r.begin(), r.end());
+  EXPECT_LT(*hi, 1.2 * *lo) << "readings " << *lo << " to " << *hi;
+  for (double x : r) EXPECT_TRUE(x < 0.8 || x > 1.5) << "a reading of " << x << " is too near the threshold";
 }
 
 TEST(BFloat16, ProductsSplitOverThreadsAreRepeatable) {
