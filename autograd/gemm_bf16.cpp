@@ -36,8 +36,8 @@ bool onednn_has_amx() { return dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx5
 // The whole loop is one asm block on zeroed registers (no denormals), so that neither the
 // compiler nor its optimisation level changes what is timed: at -O0 (the sanitizer build) a
 // loop of asm statements on C variables loads and stores all 12 accumulators every round, the
-// FMA loop then waits on stores, and the ratio read 1.2-2 instead of 0.5, changing the choice
-// from run to run. Built whatever -march says: it runs only where oneDNN found the instructions.
+// FMA loop then waits on stores, and the ratio read 1.06-1.34 instead of 0.5, near the
+// threshold, so that the choice changed from run to run. Built whatever -march says: it runs only where oneDNN found the instructions.
 #define XG_CHAIN_LOOP(INSN)                                                                                 \
   __asm__ volatile(                                                                                        \
       "vpxord %%zmm0, %%zmm0, %%zmm0\n\tvmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\t"             \
