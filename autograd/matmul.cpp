@@ -104,13 +104,6 @@ void widen_rows(const bfloat16* p, int64_t rows, int64_t cols, int64_t ld, float
   }
 }
 
-// A thread's buffer for one piece of a widened operand, kept between products.
-float* widen_buffer(std::size_t n) {
-  thread_local std::vector<float> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
-}
-
 // c [N] = a [K] B^T (+ beta c) for one row a and B [N, K] (row stride ldb), both bf16, summed in
 // float32 with B's rows widened in registers: a decoded token's product on the widened path,
 // which would otherwise widen all of B for one row. Split over threads by rows of B.
@@ -144,9 +137,8 @@ void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloa
                   const bfloat16* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 1 && !ta && tb) return widened_row_by_transposed(N, K, A, B, ldb, beta, C);
   const bool by_rows = M >= N;
-  // Pieces of an eighth of C's longer side, rounded up to 16, at most kBf16Piece: a product of
-  // a few hundred rows splits over the threads too.
-  const int64_t len = by_rows ? M : N, piece = std::min(kBf16Piece, std::max<int64_t>(16, (len / 8 + 15) / 16 * 16));
+  // Pieces of an eighth of C's longer side, rounded up to 16, at most kBf16Piece.
+  const int64_t len = by_rows ? M : N, piece = piece_len(len, 16, kBf16Piece);
   const int64_t pieces = (len + piece - 1) / piece;
   const double whole_madds = static_cast<double>(M) * N * K;  // the library is chosen by the whole product's size
   follow_load();
@@ -176,7 +168,7 @@ void widened_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const bfloa
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t p = 0; p < pieces; ++p) {
       const int64_t lo = p * piece, n = std::min(len, lo + piece) - lo;
-      float* buf = widen_buffer(static_cast<std::size_t>(n * kn));
+      float* buf = thread_buffer<float>(static_cast<std::size_t>(n * kn));
       if (by_rows) {  // rows lo.. of op(A)[:, k0..]: A's rows (A [M, K]) or columns (A [K, M])
         ta ? widen_rows(A + k0 * lda + lo, kn, n, lda, buf) : widen_rows(A + lo * lda + k0, n, kn, lda, buf);
         blas::gemm(ta, tb, n, N, kn, 1.0f, buf, ta ? n : kn, W, tb ? kn : N, b, C + lo * ldc, ldc, whole_madds);

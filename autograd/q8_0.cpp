@@ -38,12 +38,6 @@ namespace {
 constexpr int64_t kQ8Rows = 256;
 constexpr int64_t kQ8Cols = 256;
 
-// The length of a piece along a side of `len`: an eighth of it (so that a small model's
-// products split over threads too), rounded up to `align`, between `align` and `most`.
-int64_t piece_len(int64_t len, int64_t align, int64_t most) {
-  const int64_t eighth = (len / 8 + align - 1) / align * align;
-  return std::min(most, std::max(align, eighth));
-}
 // Below this many rows of x a product is a dot per weight row (decoding one token), not a gemm.
 constexpr int64_t kQ8DotRows = 4;
 
@@ -105,13 +99,6 @@ void widen_tile_transposed(const uint8_t* w, int64_t cols, int64_t r0, int64_t r
 // Larger products (a 135M model's from 28 M up) run faster on BLAS.
 constexpr double kQ8TiledMadds = 67108864.0;  // 2^26
 
-// A thread's tile buffer, kept between products (a tile is up to kQ8Rows x in values).
-template <class T>
-T* tile_buffer(std::size_t n) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
-}
 
 // sum over `blocks` blocks b of d_b * dot(q_b, x[32 b .. 32 b + 31]): one weight row (q8_0) with
 // one row of x, summed in acc_t<T>. A decoding step's product is these alone.
@@ -181,7 +168,7 @@ void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, b
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t n0 = p * rows, n1 = std::min(N, n0 + rows);
-    T* tile = tile_buffer<T>(static_cast<std::size_t>((n1 - n0) * K));
+    T* tile = thread_buffer<T>(static_cast<std::size_t>((n1 - n0) * K));
     if constexpr (std::is_same_v<T, float>) {
       if (static_cast<double>(M) * N * K < kQ8TiledMadds) {
         widen_tile_transposed(w, K, n0, n1, tile);  // [K, n1 - n0]
@@ -210,7 +197,7 @@ void product_nn(int64_t M, int64_t N, int64_t K, const T* g, const uint8_t* w, a
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t k0 = p * cols, k1 = std::min(K, k0 + cols), width = k1 - k0;
-    T* tile = tile_buffer<T>(static_cast<std::size_t>(kQ8Rows * width));
+    T* tile = thread_buffer<T>(static_cast<std::size_t>(kQ8Rows * width));
     for (int64_t n0 = 0; n0 < N; n0 += kQ8Rows) {
       const int64_t n1 = std::min(N, n0 + kQ8Rows);
       widen_tile(w, K, n0, n1, k0, k1, tile);

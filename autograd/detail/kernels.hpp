@@ -2,7 +2,9 @@
 // loops the compiler vectorises, split over threads with OpenMP when large enough.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <vector>
 
 #include "autograd/broadcast.hpp"
 #include "autograd/tensor.hpp"
@@ -11,6 +13,24 @@ namespace xg {
 
 // Below this many elements a loop runs on one thread: spawning costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
+
+// The length of a piece along a side of `len` when a product is cut into pieces whose shapes
+// depend on its own shape only (its sums then do not depend on the thread count): an eighth of
+// it (so that a small product splits over threads too), rounded up to `align`, between `align`
+// and `most`. q8_0.cpp's tiles and matmul.cpp's widened bf16 products.
+inline int64_t piece_len(int64_t len, int64_t align, int64_t most) {
+  const int64_t eighth = (len / 8 + align - 1) / align * align;
+  return std::min(most, std::max(align, eighth));
+}
+
+// A thread's buffer for a piece of a widened operand, kept between products (q8_0 tiles and
+// widened bf16 pieces; never two at once on one thread).
+template <class T>
+T* thread_buffer(std::size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
 
 // out[i] = f(x[i]) for contiguous arrays of n elements.
 template <class Tin, class Tout, class F>
