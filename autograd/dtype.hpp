@@ -1,7 +1,8 @@
 // Runtime element types of a Tensor. float32 is the default, float64 is for gradient
 // checks, bfloat16 stores weights and activations in half the bytes (low precision, see
-// bfloat16.hpp), int64 holds indices and targets, bool holds masks. q8_0 holds frozen weights
-// in 8 bits (q8_0.hpp): blocks of 32 values along the last dim, ggml's block_q8_0 layout.
+// bfloat16.hpp), int64 holds indices and targets, bool holds masks. q8_0 and q4_0 hold frozen
+// weights in 8 and 4 bits (q8_0.hpp, q4_0.hpp): blocks of 32 values along the last dim, in
+// ggml's block_q8_0 and block_q4_0 layouts.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +13,7 @@
 
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0 };
+enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
@@ -20,16 +21,24 @@ constexpr Dtype kInt64 = Dtype::Int64;
 constexpr Dtype kBool = Dtype::Bool;
 constexpr Dtype kBFloat16 = Dtype::BFloat16;
 constexpr Dtype kQ8_0 = Dtype::Q8_0;
+constexpr Dtype kQ4_0 = Dtype::Q4_0;
 // q8_0's block: 32 values, an IEEE half scale and 32 int8 (ggml's block_q8_0).
 constexpr int64_t kQ8Block = 32;
 constexpr int64_t kQ8BlockBytes = 34;
+// q4_0's block: 32 values, an IEEE half scale and 16 bytes of 4-bit codes (ggml's block_q4_0).
+constexpr int64_t kQ4Block = 32;
+constexpr int64_t kQ4BlockBytes = 18;
 
-// Bytes of one element; q8_0 has none (its elements come in blocks): an xg::Error.
+// Bytes of one element; q8_0 and q4_0 have none (their elements come in blocks): an xg::Error.
 std::size_t itemsize(Dtype d);
-// Bytes of `numel` elements (q8_0: numel / 32 blocks of 34 bytes; numel a multiple of 32).
+// Bytes of `numel` elements (q8_0: numel / 32 blocks of 34 bytes, q4_0: of 18; numel a
+// multiple of 32).
 std::size_t storage_bytes(Dtype d, int64_t numel);
-const char* dtype_name(Dtype d);  // "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0"
-inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0; }
+// "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0"
+const char* dtype_name(Dtype d);
+inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0 || d == Dtype::Q4_0; }
+// A blocked dtype's bytes per block of 32 values (34 or 18); 0 for any other dtype.
+inline int64_t block_bytes(Dtype d) { return d == Dtype::Q8_0 ? kQ8BlockBytes : d == Dtype::Q4_0 ? kQ4BlockBytes : 0; }
 inline bool is_floating(Dtype d) { return d == Dtype::Float32 || d == Dtype::Float64 || d == Dtype::BFloat16; }
 
 // The Dtype of a C++ element type: dtype_of<float>() == kFloat32.

@@ -14,7 +14,7 @@
 #include "autograd/broadcast.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/q8_0.hpp"
+#include "autograd/blocks.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/detail/op_util.hpp"
 
@@ -361,7 +361,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   const int64_t V = weight.size(0), C = weight.size(1), N = ids.numel();
   check(padding_idx < V, "embedding: padding_idx ", padding_idx, " out of range for ", V, " rows");
   check_indices(ids.data<int64_t>(), N, V, ids.shape(), "embedding", str_cat(V, " rows"), "ids");
-  if (weight.dtype() == kQ8_0) return detail::embedding_q8_0(weight, ids);  // rows widened, a frozen table
+  if (is_blocked(weight.dtype())) return detail::embedding_blocked(weight, ids);  // rows widened, a frozen table
 
   Shape out_shape = ids.shape();
   out_shape.push_back(C);

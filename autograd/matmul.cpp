@@ -20,7 +20,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/gemm_backend.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/q8_0.hpp"
+#include "autograd/blocks.hpp"
 #include "autograd/detail/op_util.hpp"
 #include "autograd/threads.hpp"
 #include "autograd/detail/kernels.hpp"
@@ -40,8 +40,9 @@ bool bf16_pair(Dtype a, Dtype b) {
 
 void check_operands(const Tensor& a, const Tensor& b, const char* op) {
   check(a.defined() && b.defined(), op, ": undefined tensor argument");
-  const bool q8_weight = b.dtype() == kQ8_0 && (a.dtype() == kFloat32 || a.dtype() == kFloat64);
-  check(a.dtype() == b.dtype() || bf16_pair(a.dtype(), b.dtype()) || q8_weight, op, ": dtype mismatch, ", dtype_name(a.dtype()),
+  const bool blocked_weight = is_blocked(b.dtype()) && (a.dtype() == kFloat32 || a.dtype() == kFloat64);
+  check(a.dtype() == b.dtype() || bf16_pair(a.dtype(), b.dtype()) || blocked_weight, op, ": dtype mismatch, ",
+        dtype_name(a.dtype()),
         " ", shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()),
         " (xgrad does not promote types; convert one with .to())");
 }
@@ -561,9 +562,9 @@ Tensor linear_cat_bf16(const Tensor& x, const std::vector<Tensor>& ws, const std
 // out = a @ b (torch.matmul)   =>   da = g @ b^T,   db = a^T @ g
 //   (summed over the batch dims an operand was broadcast along; a 1-D operand is a row on
 //   the left or a column on the right)
-// (b q8_0: a frozen weight widened tile by tile, q8_0.hpp)
+// (b q8_0 or q4_0: a frozen weight widened tile by tile, blocks.hpp)
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (b.defined() && b.dtype() == kQ8_0) return detail::matmul_q8_0(a, b, "matmul");
+  if (b.defined() && is_blocked(b.dtype())) return detail::matmul_blocked(a, b, "matmul");
   return batched_product(a, b, make_plan(a, b, "matmul"), "matmul");
 }
 
@@ -580,10 +581,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // x: [..., in], w: [out, in], b: [out] -> [..., out]
 // out = x @ w^T + b   =>   dx = g @ w,   dw = g^T @ x,   db = sum of g over all rows
 // (the leading dims of x are folded into one M = B*T, so each product is one gemm)
-// (w q8_0: a frozen weight widened tile by tile, q8_0.hpp)
+// (w q8_0 or q4_0: a frozen weight widened tile by tile, blocks.hpp)
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const int64_t OC = check_linear(x, w, b, "linear");
-  if (w.dtype() == kQ8_0) return detail::linear_q8_0(x, w, b, "linear");
+  if (is_blocked(w.dtype())) return detail::linear_blocked(x, w, b, "linear");
   if (bf16_product(x, w) || (b.defined() && b.dtype() == kBFloat16))
     return linear_cat_bf16(x, {w}, b.defined() ? std::vector<Tensor>{b} : std::vector<Tensor>{}, {0, OC}, "linear");
   const int64_t C = x.shape().back();

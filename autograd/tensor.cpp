@@ -15,7 +15,7 @@
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/graph.hpp"
-#include "autograd/q8_0.hpp"
+#include "autograd/blocks.hpp"
 #include "autograd/settings.hpp"
 #include "autograd/threads.hpp"
 
@@ -31,13 +31,14 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Int64: return 8;
     case Dtype::Bool: return 1;
     case Dtype::BFloat16: return 2;
-    case Dtype::Q8_0: break;
+    case Dtype::Q8_0:
+    case Dtype::Q4_0: break;
   }
   throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of 32 (storage_bytes)"));
 }
 
 std::size_t storage_bytes(Dtype d, int64_t numel) {
-  if (d == Dtype::Q8_0) return static_cast<std::size_t>(numel / kQ8Block) * kQ8BlockBytes;
+  if (is_blocked(d)) return static_cast<std::size_t>(numel / kQ8Block * block_bytes(d));
   return static_cast<std::size_t>(numel) * itemsize(d);
 }
 
@@ -49,6 +50,7 @@ const char* dtype_name(Dtype d) {
     case Dtype::Bool: return "bool";
     case Dtype::BFloat16: return "bfloat16";
     case Dtype::Q8_0: return "q8_0";
+    case Dtype::Q4_0: return "q4_0";
   }
   return "?";
 }
@@ -399,8 +401,8 @@ template <> const bfloat16* Tensor::data<bfloat16>() const { return typed<bfloat
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> out(static_cast<std::size_t>(numel()));
-  if (dtype() == kQ8_0) {
-    dequantize_q8_0(raw_data(), numel(), out.data());
+  if (is_blocked(dtype())) {
+    dequantize_blocks(dtype(), raw_data(), numel(), out.data());
     return out;
   }
   dispatch_all(dtype(), [&](auto tag) {
@@ -561,35 +563,39 @@ void Tensor::set_data(const Tensor& src) const {
   if (n.grad.defined() && (n.grad.shape() != n.shape || n.grad.dtype() != n.dtype)) n.grad = Tensor();
 }
 
-// q8_0 <-> any float dtype, through float32 (float64 widened exactly).
-static Tensor convert_q8_0(const Tensor& x, Dtype to) {
-  if (x.dtype() == kQ8_0) {
+// q8_0 or q4_0 <-> any float dtype, through float32 (float64 widened exactly).
+static Tensor convert_blocks(const Tensor& x, Dtype to) {
+  if (is_blocked(x.dtype())) {
+    check(!is_blocked(to), "to(", dtype_name(to), "): a ", dtype_name(x.dtype()),
+          " tensor is widened first (.to(kFloat32)), then quantized again");
     if (to == kFloat64) {
       Tensor out = empty(x.shape(), kFloat64);
-      dequantize_q8_0(x.raw_data(), x.numel(), out.data<double>());
+      dequantize_blocks(x.dtype(), x.raw_data(), x.numel(), out.data<double>());
       return out;
     }
     Tensor out = empty(x.shape(), kFloat32);
-    dequantize_q8_0(x.raw_data(), x.numel(), out.data<float>());
+    dequantize_blocks(x.dtype(), x.raw_data(), x.numel(), out.data<float>());
     return to == kFloat32 ? out : out.to(to);
   }
-  check(is_floating(x.dtype()), "to(q8_0): only a float tensor quantizes, got ", dtype_name(x.dtype()));
+  const char* name = dtype_name(to);
+  check(is_floating(x.dtype()), "to(", name, "): only a float tensor quantizes, got ", dtype_name(x.dtype()));
   const Tensor f = x.dtype() == kFloat32 ? x : x.detach().to(kFloat32);
-  Tensor out = empty(x.shape(), kQ8_0);  // checks the last dim
-  const int64_t bad = quantize_q8_0(f.data<float>(), f.numel(), out.raw_data());
+  Tensor out = empty(x.shape(), to);  // checks the last dim
+  const int64_t bad = quantize_blocks(to, f.data<float>(), f.numel(), out.raw_data());
   if (bad >= 0) {
     const float* v = f.data<float>();
     for (int64_t i = bad; i < bad + kQ8Block; ++i)
-      check(std::isfinite(v[i]), "to(q8_0): element ", i, " of ", shape_str(x.shape()), " is ", v[i],
-            ", which 8-bit blocks cannot hold");
-    throw Error(str_cat("to(q8_0): elements ", bad, "..", bad + kQ8Block - 1, " of ", shape_str(x.shape()),
-                        " are too large for a block's half scale (max / 127 beyond 65504)"));
+      check(std::isfinite(v[i]), "to(", name, "): element ", i, " of ", shape_str(x.shape()), " is ", v[i],
+            ", which ", to == kQ8_0 ? "8" : "4", "-bit blocks cannot hold");
+    throw Error(str_cat("to(", name, "): elements ", bad, "..", bad + kQ8Block - 1, " of ", shape_str(x.shape()),
+                        " are too large for a block's half scale (max / ", to == kQ8_0 ? "127" : "8",
+                        " beyond 65504)"));
   }
   return out;
 }
 
 static Tensor convert(const Tensor& x, Dtype to) {
-  if (x.dtype() == kQ8_0 || to == kQ8_0) return convert_q8_0(x, to);
+  if (is_blocked(x.dtype()) || is_blocked(to)) return convert_blocks(x, to);
   Tensor out = empty(x.shape(), to);
   dispatch_all(x.dtype(), [&](auto from_tag) {
     using S = decltype(from_tag);

@@ -27,7 +27,7 @@ struct BaseModel {
 // than the model's vocabulary is an xg::Error starting with `who` and naming the path. The
 // string form opens the path first (io::ModelSource).
 // `options.weights` says how the matrices are stored (nn/weight_dtype.hpp: f32 unless asked; a
-// frozen base in bf16 or q8_0 for LoRA).
+// frozen base in bf16, q8_0 or q4_0 for LoRA).
 BaseModel load_base(const io::ModelSource& source, const std::string& who, const nn::LoadOptions& options = {});
 BaseModel load_base(const std::string& path, const std::string& who, const nn::LoadOptions& options = {});
 

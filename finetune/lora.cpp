@@ -72,7 +72,7 @@ std::shared_ptr<LoRAAdapter> LoRAAdapter::attach(nn::Linear& base, const LoRACon
   check_numbers(config, "LoRA");
   check(base.adapter() == nullptr, "LoRA: this Linear(in_features=", base.in_features(),
         ", out_features=", base.out_features(), ") already has an adapter");
-  // Adapters train in float32 on a base stored in bf16 or q8_0 (QLoRA's recipe); float64 stays
+  // Adapters train in float32 on a base stored in bf16, q8_0 or q4_0 (QLoRA's recipe); float64 stays
   // float64 (gradient checks).
   const Dtype dt = base.weight().dtype() == kFloat64 ? kFloat64 : kFloat32;
   std::shared_ptr<LoRAAdapter> a(new LoRAAdapter());
@@ -192,7 +192,8 @@ void LoRAAdapter::add_delta(double s) {
 
 void LoRAAdapter::merge() {
   check(!merged_, "LoRA: merge: the adapter is already merged");
-  check(base_weight_.dtype() != kQ8_0, "LoRA: merge: the base weight is q8_0, which cannot take the delta exactly; ",
+  check(!is_blocked(base_weight_.dtype()), "LoRA: merge: the base weight is ", dtype_name(base_weight_.dtype()),
+        ", which cannot take the delta exactly; ",
         "widen the base first (nn::store_weights_in(model, kFloat32))");
   add_delta(scaling());
   merged_scaling_ = scaling();

@@ -1,8 +1,8 @@
 // libFuzzer target: GgufReader on arbitrary bytes (header, metadata, tensor table), then every
 // tensor read and the file's model and tokenizer interpreted; a file that reads must write
 // and read again to the same metadata and tensors. Then its low-precision data attacked (see
-// fuzz/low_precision.hpp): one F32 / F16 / BF16 value or Q8_0 block scale set to NaN, Inf or a
-// huge value, each tensor read into a float32, bfloat16 or q8_0 destination and the model
+// fuzz/low_precision.hpp): one F32 / F16 / BF16 value or Q8_0 / Q4_0 block scale set to NaN, Inf
+// or a huge value, each tensor read into a float32, bfloat16, q8_0 or q4_0 destination and the model
 // loaded with its matrices so stored; a NaN or Inf must be refused naming the tensor, and a
 // file cut inside a tensor's data must be refused when opened.
 #include "fuzz/fuzz_util.hpp"
@@ -19,6 +19,7 @@ xg::fuzz::Stored stored(xg::io::GgmlType t) {
     case xg::io::GgmlType::F16: return xg::fuzz::Stored::F16;
     case xg::io::GgmlType::BF16: return xg::fuzz::Stored::BF16;
     case xg::io::GgmlType::Q8_0: return xg::fuzz::Stored::Q8_0;
+    case xg::io::GgmlType::Q4_0: return xg::fuzz::Stored::Q4_0;
   }
   return xg::fuzz::Stored::Other;
 }

@@ -1,7 +1,7 @@
 // libFuzzer target: load_safetensors on arbitrary bytes; a file that loads must save and
 // load again to the same tensors. Then its float data attacked (see fuzz/low_precision.hpp):
 // one F32 / F16 / BF16 value set to NaN, Inf or a huge value, and every float tensor read
-// into a float32, bfloat16 or q8_0 destination; a NaN or Inf must be refused naming the tensor.
+// into a float32, bfloat16, q8_0 or q4_0 destination; a NaN or Inf must be refused naming the tensor.
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/low_precision.hpp"
 #include "io/safetensors.hpp"

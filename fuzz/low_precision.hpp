@@ -1,8 +1,8 @@
 // What the model-file fuzzers (GGUF, safetensors, HF folders) share for low-precision tensor
 // data: choices drawn from a hash of the input (so a corpus file stays a plain file, and each
 // input replays the same way), a poke that puts a NaN, an Inf or a huge value into one F16 /
-// BF16 / F32 element or one Q8_0 block's scale, and the rule that a NaN or Inf read into any
-// destination (float32, bfloat16, q8_0) is an xg::Error naming the tensor.
+// BF16 / F32 element or one Q8_0 or Q4_0 block's scale, and the rule that a NaN or Inf read into
+// any destination (float32, bfloat16, q8_0, q4_0) is an xg::Error naming the tensor.
 #pragma once
 
 #include <cstdint>
@@ -24,23 +24,23 @@ inline uint64_t input_hash(const uint8_t* data, std::size_t size) {
 // A choice among n from the bits of h from `at` up (each choice starts at other bits).
 inline uint64_t pick(uint64_t h, int at, uint64_t n) { return n == 0 ? 0 : (h >> at) % n; }
 
-// The dtype a tensor is read into: float32, bfloat16 or q8_0.
+// The dtype a tensor is read into: float32, bfloat16, q8_0 or q4_0.
 inline Dtype destination_dtype(uint64_t h) {
-  const Dtype all[] = {kFloat32, kBFloat16, kQ8_0};
-  return all[pick(h, 0, 3)];
+  const Dtype all[] = {kFloat32, kBFloat16, kQ8_0, kQ4_0};
+  return all[pick(h, 0, 4)];
 }
 
 // How a model's matrices are stored on load.
 inline nn::LoadOptions load_options(uint64_t h) {
   const nn::WeightDtype all[] = {nn::WeightDtype::Auto, nn::WeightDtype::F32, nn::WeightDtype::BF16,
-                                 nn::WeightDtype::Q8_0};
-  return nn::LoadOptions{all[pick(h, 8, 4)]};
+                                 nn::WeightDtype::Q8_0, nn::WeightDtype::Q4_0};
+  return nn::LoadOptions{all[pick(h, 8, 5)]};
 }
 
 // The element kinds a poke understands, by their size in the file.
-enum class Stored { F32, F16, BF16, Q8_0, Other };
+enum class Stored { F32, F16, BF16, Q8_0, Q4_0, Other };
 
-// Writes a special value over one element (or, for Q8_0, one block's scale), chosen by h, of a
+// Writes a special value over one element (or, for Q8_0 and Q4_0, one block's scale), chosen by h, of a
 // tensor whose `size` bytes of data start at `offset` in `bytes`: NaN, +Inf, -Inf, or a huge
 // finite value (F16's 65504, BF16's and F32's largest). Returns true when the value written is
 // NaN or Inf, which every reader must refuse; false when nothing was written or it is finite.
@@ -55,6 +55,7 @@ inline bool poke(std::string& bytes, uint64_t offset, uint64_t size, Stored kind
     case Stored::F16: value = &f16[which], width = stride = 2; break;
     case Stored::BF16: value = &bf16[which], width = stride = 2; break;
     case Stored::Q8_0: value = &f16[which], width = 2, stride = static_cast<uint64_t>(kQ8BlockBytes); break;
+    case Stored::Q4_0: value = &f16[which], width = 2, stride = static_cast<uint64_t>(kQ4BlockBytes); break;
     case Stored::Other: return false;
   }
   const uint64_t units = size / stride;
@@ -92,8 +93,8 @@ inline bool names(const std::string& message, const std::string& tensor) {
 namespace xg::fuzz {
 
 // Reads tensor `name` of `reader` (a GgufReader or SafetensorsReader) into a new tensor of
-// `shape` and dtype `dst` (skipped when that dtype cannot hold the shape: q8_0 rows of whole
-// blocks). When the tensor holds a poked NaN or Inf (`nonfinite`), the read must throw an
+// `shape` and dtype `dst` (skipped when that dtype cannot hold the shape: q8_0 and q4_0 rows of
+// whole blocks). When the tensor holds a poked NaN or Inf (`nonfinite`), the read must throw an
 // xg::Error naming it; anything else is a crash.
 template <class Reader>
 void read_refusing_nonfinite(Reader& reader, const std::string& name, const Shape& shape, Dtype dst, bool nonfinite) {

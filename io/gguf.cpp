@@ -13,7 +13,7 @@
 
 #include "autograd/error.hpp"
 #include "autograd/float16.hpp"
-#include "autograd/q8_0.hpp"
+#include "autograd/blocks.hpp"
 #include "io/atomic_file.hpp"
 #include "io/detail/store_floats.hpp"
 #include "io/safetensors.hpp"
@@ -41,7 +41,7 @@ uint64_t scalar_bytes(GgufType t) {
 bool is_float_type(GgufType t) { return t == GgufType::Float32 || t == GgufType::Float64; }
 
 bool known_ggml_type(uint32_t t) {
-  return t == 0 || t == 1 || t == 8 || t == 30;
+  return t == 0 || t == 1 || t == 2 || t == 8 || t == 30;
 }
 
 // ggml.h's type numbers past BF16 that a file may hold but xgrad does not read.
@@ -153,14 +153,14 @@ void put_scalar(std::string& out, GgufType t, const GgufValue& v, std::size_t i)
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-// Q8_0 blocks of x appended to out (xg::quantize_q8_0: ggml's quantize_row_q8_0_ref). x finite.
-// Returns -1, or the first element of a block whose scale F16 cannot hold (max|x| / 127 beyond
-// 65504), where it stops.
-int64_t quantize_q8_0(const float* x, int64_t n, std::string& out) {
+// Q8_0 or Q4_0 blocks of x appended to out (xg::quantize_blocks: ggml's quantize_row_q8_0_ref
+// and quantize_row_q4_0_ref). x finite. Returns -1, or the first element of a block whose scale
+// F16 cannot hold (max|x| / 127, or / 8, beyond 65504), where it stops.
+int64_t append_blocks(Dtype d, const float* x, int64_t n, std::string& out) {
   const std::size_t at = out.size();
-  out.resize(at + static_cast<std::size_t>(n / kQ8Block * kQ8BlockBytes));
-  const int64_t bad = xg::quantize_q8_0(x, n, &out[at]);
-  if (bad >= 0) out.resize(at + static_cast<std::size_t>(bad / kQ8Block * kQ8BlockBytes));
+  out.resize(at + static_cast<std::size_t>(n / kQ8Block * block_bytes(d)));
+  const int64_t bad = quantize_blocks(d, x, n, &out[at]);
+  if (bad >= 0) out.resize(at + static_cast<std::size_t>(bad / kQ8Block * block_bytes(d)));
   return bad;
 }
 
@@ -214,9 +214,17 @@ uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
   switch (type) {
     case GgmlType::F32: return 4 * n;
     case GgmlType::F16: case GgmlType::BF16: return 2 * n;
-    case GgmlType::Q8_0: return n / kQ8Block * (2 + kQ8Block);
+    case GgmlType::Q8_0: return n / kQ8Block * kQ8BlockBytes;
+    case GgmlType::Q4_0: return n / kQ4Block * kQ4BlockBytes;
   }
   return 0;
+}
+
+bool is_block_type(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+
+Dtype block_dtype(GgmlType t) {
+  check(is_block_type(t), "block_dtype: ", ggml_type_name(t), " is not a block type");
+  return t == GgmlType::Q8_0 ? kQ8_0 : kQ4_0;
 }
 
 std::size_t GgufValue::size() const {
@@ -334,10 +342,11 @@ GgufReader::GgufReader(const std::string& path) : path_(path), f_(path, std::ios
     const uint32_t type = c.scalar<uint32_t>("the type of '" + t.name + "'");
     if (!known_ggml_type(type))
       throw Error(str_cat(path_, ": tensor '", t.name, "' has type ", other_ggml_type_name(type), " (", type,
-                          "); xgrad reads F32, F16, BF16 and Q8_0"));
+                          "); xgrad reads F32, F16, BF16, Q8_0 and Q4_0"));
     t.type = static_cast<GgmlType>(type);
-    if (t.type == GgmlType::Q8_0 && (n_dims == 0 || ne[0] % kQ8Block != 0))
-      c.fail(str_cat("Q8_0 tensor '", t.name, "' has rows of ", n_dims ? ne[0] : 1, " values, not a multiple of 32"));
+    if (is_block_type(t.type) && (n_dims == 0 || ne[0] % kQ8Block != 0))
+      c.fail(str_cat(ggml_type_name(t.type), " tensor '", t.name, "' has rows of ", n_dims ? ne[0] : 1,
+                     " values, not a multiple of 32"));
     t.offset = c.scalar<uint64_t>("the offset of '" + t.name + "'");
     if (t.offset % alignment != 0) c.fail(str_cat("tensor '", t.name, "' has offset ", t.offset, ", not a multiple of ", alignment));
     t.bytes = ggml_tensor_bytes(t.type, numel);
@@ -411,16 +420,18 @@ const GgufTensorInfo& GgufReader::tensor(const std::string& name) const {
 void GgufReader::read_into(const std::string& name, const Tensor& dst) {
   const GgufTensorInfo& t = tensor(name);
   const Dtype d = dst.dtype();
-  check((d == kFloat32 || d == kBFloat16 || d == kQ8_0) && dst.shape() == t.shape, path_, ": tensor '", name, "' is ",
+  check((d == kFloat32 || d == kBFloat16 || is_blocked(d)) && dst.shape() == t.shape, path_, ": tensor '", name,
+        "' is ",
         ggml_type_name(t.type), " ", shape_str(t.shape), ", read into a ", dtype_name(d), " ", shape_str(dst.shape()),
         " tensor");
   const int64_t n = dst.numel();
   f_.clear();
   f_.seekg(static_cast<std::streamoff>(data_start_ + t.offset));
-  // Q8_0 into q8_0 and BF16 into bfloat16 are the bytes as stored (the scales, the values checked
-  // for NaN and Inf); anything else goes through float32 (detail::store_floats). A block of a few
-  // MB at a time: no second copy of a large tensor.
-  const bool as_stored = (t.type == GgmlType::Q8_0 && d == kQ8_0) || (t.type == GgmlType::BF16 && d == kBFloat16);
+  // Q8_0 into q8_0, Q4_0 into q4_0 and BF16 into bfloat16 are the bytes as stored (the scales,
+  // the values checked for NaN and Inf); anything else goes through float32
+  // (detail::store_floats). A block of a few MB at a time: no second copy of a large tensor.
+  const bool as_stored = (is_block_type(t.type) && d == block_dtype(t.type)) ||
+                         (t.type == GgmlType::BF16 && d == kBFloat16);
   const int64_t per_block = 1 << 20;  // values (a multiple of 32)
   std::vector<char> buf;
   std::vector<float> values;
@@ -436,13 +447,13 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
     }
     f_.read(p, static_cast<std::streamsize>(bytes));
     check(f_.good(), path_, ": reading tensor '", name, "' failed");
-    if (as_stored && t.type == GgmlType::Q8_0) {
-      if (const int64_t b = first_nonfinite_q8_0_scale(p, m / kQ8Block); b >= 0) {
+    if (as_stored && is_block_type(t.type)) {
+      if (const int64_t b = first_nonfinite_block_scale(d, p, m / kQ8Block); b >= 0) {
         uint16_t h;
-        std::memcpy(&h, p + b * kQ8BlockBytes, 2);
+        std::memcpy(&h, p + b * block_bytes(d), 2);
         throw Error(str_cat(path_, ": tensor '", name, "' elements ", done + b * kQ8Block, "..",
-                            done + (b + 1) * kQ8Block - 1, " (a Q8_0 block) have the scale ", half_to_float(h),
-                            "; a weight must be a finite number (the file is damaged)"));
+                            done + (b + 1) * kQ8Block - 1, " (a ", ggml_type_name(t.type), " block) have the scale ",
+                            half_to_float(h), "; a weight must be a finite number (the file is damaged)"));
       }
       continue;
     }
@@ -458,7 +469,8 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
           o[i] = t.type == GgmlType::F16 ? half_to_float(h) : bfloat16_to_float(h);
         }
         break;
-      case GgmlType::Q8_0: dequantize_q8_0(p, m, o); break;
+      case GgmlType::Q8_0:
+      case GgmlType::Q4_0: dequantize_blocks(block_dtype(t.type), p, m, o); break;
     }
     if (as_stored)
       detail::check_finite(o, done, m, path_, name);
@@ -507,8 +519,8 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
     check(t.data.dim() <= static_cast<int64_t>(kMaxDims), who, ": tensor '", t.name, "' has ", t.data.dim(), " dims (GGUF holds at most 4)");
     check(is_floating(t.data.dtype()), who, ": tensor '", t.name, "' is ", dtype_name(t.data.dtype()), ", not a float tensor");
     const int64_t row = t.data.dim() ? t.data.size(-1) : 1;
-    check(t.type != GgmlType::Q8_0 || row % kQ8Block == 0, who, ": tensor '", t.name, "' has rows of ", row,
-          " values; Q8_0 needs a multiple of 32");
+    check(!is_block_type(t.type) || row % kQ8Block == 0, who, ": tensor '", t.name, "' has rows of ", row, " values; ",
+          ggml_type_name(t.type), " needs a multiple of 32");
     put_string(header, t.name);
     put<uint32_t>(header, static_cast<uint32_t>(t.data.dim()));
     for (int64_t d = t.data.dim() - 1; d >= 0; --d) put<uint64_t>(header, static_cast<uint64_t>(t.data.size(d)));
@@ -550,12 +562,14 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
               }
               break;
             case GgmlType::Q8_0:
-              if (const int64_t b = quantize_q8_0(x, n, block); b >= 0) {
+            case GgmlType::Q4_0:
+              if (const int64_t b = append_blocks(block_dtype(t.type), x, n, block); b >= 0) {
+                const float div = t.type == GgmlType::Q8_0 ? 127.0f : 8.0f;
                 float amax = 0;
                 for (int64_t j = b; j < b + kQ8Block; ++j) amax = std::max(amax, std::fabs(x[j]));
-                throw Error(str_cat(who, ": tensor '", t.name, "' elements ", b, "..", b + kQ8Block - 1,
-                                    " (a Q8_0 block) reach ", amax, ": the block's F16 scale (max / 127 = ",
-                                    amax / 127.0f, ") would overflow"));
+                throw Error(str_cat(who, ": tensor '", t.name, "' elements ", b, "..", b + kQ8Block - 1, " (a ",
+                                    ggml_type_name(t.type), " block) reach ", amax, ": the block's F16 scale (max / ",
+                                    div, " = ", amax / div, ") would overflow"));
               }
               break;
           }

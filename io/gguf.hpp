@@ -23,10 +23,14 @@ enum class GgufType : uint32_t {
 const char* gguf_type_name(GgufType t);  // "uint32", "string", ...
 
 // The tensor types xgrad reads and writes (ggml.h's enum ggml_type).
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30 };
-const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q8_0", "BF16"
+enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
+const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q4_0", "Q8_0", "BF16"
 // Q8_0 (ggml-common.h's block_q8_0): blocks of 32 values (xg::kQ8Block), a half scale d and
 // 32 int8 q; x = d q. xgrad's kQ8_0 tensors hold the same blocks (autograd/q8_0.hpp).
+// Q4_0 (block_q4_0): blocks of 32 values, a half scale d and 16 bytes of 4-bit codes c;
+// x = d (c - 8). xgrad's kQ4_0 tensors hold the same blocks (autograd/q4_0.hpp).
+bool is_block_type(GgmlType t);  // Q8_0 or Q4_0: rows of whole blocks of 32
+Dtype block_dtype(GgmlType t);   // kQ8_0 for Q8_0, kQ4_0 for Q4_0 (anything else: an xg::Error)
 
 // One metadata value: a scalar or an array of scalars (arrays of arrays are refused on read).
 // Integers and bools are kept as int64 (uint64 values must be below 2^63), floats as double.
@@ -65,7 +69,7 @@ struct GgufTensorInfo {
   uint64_t bytes = 0;
 };
 
-uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel);  // numel a multiple of 32 for Q8_0
+uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel);  // numel a multiple of 32 for Q8_0 and Q4_0
 
 // A GGUF file opened to be read tensor by tensor: the constructor reads and validates the
 // header (magic, version 3, every length against the bytes left, value and tensor types,
@@ -90,9 +94,10 @@ class GgufReader {
 
   bool has_tensor(const std::string& name) const { return tensor_index_.count(name) > 0; }
   const GgufTensorInfo& tensor(const std::string& name) const;
-  // Reads a tensor into dst's storage (the tensor's shape; float32, bfloat16 or q8_0): Q8_0 into
-  // q8_0 and BF16 into bfloat16 as stored, anything else widened to float32 and then rounded or
-  // quantized to dst's dtype. A NaN or Inf value (or Q8_0 scale) is an xg::Error naming the file,
+  // Reads a tensor into dst's storage (the tensor's shape; float32, bfloat16, q8_0 or q4_0): Q8_0
+  // into q8_0, Q4_0 into q4_0 and BF16 into bfloat16 as stored, anything else widened to float32
+  // and then rounded or quantized to dst's dtype. A NaN or Inf value (or block scale) is an
+  // xg::Error naming the file,
   // the tensor and the element, found before the tensor is used.
   void read_into(const std::string& name, const Tensor& dst);
   Tensor read(const std::string& name);  // a new float32 tensor

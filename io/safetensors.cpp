@@ -300,7 +300,7 @@ void SafetensorsReader::read_into(const std::string& name, const Tensor& dst) {
   const SafetensorsEntry& e = entry(name);
   if (e.dtype != "F32" && e.dtype != "F64" && e.dtype != "F16" && e.dtype != "BF16")
     fail(path_, str_cat("tensor '", name, "' is ", e.dtype, ", not a float dtype (F32, F64, F16, BF16)"));
-  const bool into = dst.defined() && (is_floating(dst.dtype()) || dst.dtype() == kQ8_0);
+  const bool into = dst.defined() && (is_floating(dst.dtype()) || is_blocked(dst.dtype()));
   if (!into || dst.shape() != e.shape)
     fail(path_, str_cat("tensor '", name, "' is ", e.dtype, " ", shape_str(e.shape), " but the destination is ",
                         dst.defined() ? str_cat(dtype_name(dst.dtype()), " ", shape_str(dst.shape()))
@@ -331,7 +331,7 @@ void SafetensorsReader::read_into(const std::string& name, const Tensor& dst) {
     return;
   }
   // Otherwise a chunk at a time through float32 (float64 for a float64 destination), never a
-  // second copy of the whole tensor. A chunk is a whole number of q8_0 blocks.
+  // second copy of the whole tensor. A chunk is a whole number of q8_0 or q4_0 blocks.
   uint32_t crc = 0;
   constexpr int64_t kBlock = 1 << 16;  // elements converted per read
   std::vector<unsigned char> buf(static_cast<std::size_t>(std::min<int64_t>(n, kBlock)) * isz);

@@ -7,7 +7,7 @@
 
 #include "autograd/error.hpp"
 #include "autograd/float16.hpp"
-#include "autograd/q8_0.hpp"
+#include "autograd/blocks.hpp"
 
 namespace xg::io::detail {
 
@@ -45,16 +45,19 @@ void store_floats(const float* v, int64_t at, int64_t len, const Tensor& dst, co
       for (int64_t i = 0; i < len; ++i) d[i] = bfloat16(v[i]);
       return;
     }
-    case kQ8_0: {
-      check(at % kQ8Block == 0 && len % kQ8Block == 0, "store_floats: internal error: q8_0 chunk not block aligned");
-      auto* d = static_cast<uint8_t*>(dst.raw_data()) + at / kQ8Block * kQ8BlockBytes;
-      const int64_t bad = xg::quantize_q8_0(v, len, d);
+    case kQ8_0:
+    case kQ4_0: {
+      const Dtype q = out.dtype();
+      check(at % kQ8Block == 0 && len % kQ8Block == 0, "store_floats: internal error: ", dtype_name(q),
+            " chunk not block aligned");
+      auto* d = static_cast<uint8_t*>(dst.raw_data()) + at / kQ8Block * block_bytes(q);
+      const int64_t bad = quantize_blocks(q, v, len, d);
       if (bad >= 0) {
         float amax = 0;
         for (int64_t j = bad; j < bad + kQ8Block; ++j) amax = std::max(amax, std::fabs(v[j]));
         throw Error(str_cat(file, ": tensor '", name, "' elements ", at + bad, "..", at + bad + kQ8Block - 1,
-                            " reach ", amax, ", beyond what a q8_0 block holds (its half scale max / 127 overflows); ",
-                            "load this base as bf16 or f32"));
+                            " reach ", amax, ", beyond what a ", dtype_name(q), " block holds (its half scale max / ",
+                            q == kQ8_0 ? "127" : "8", " overflows); load this base as bf16 or f32"));
       }
       return;
     }

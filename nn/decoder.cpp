@@ -426,7 +426,8 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
 // DecoderLM
 
 StoredWeightsGuard::StoredWeightsGuard(Dtype stored, Dtype built) : prev_(g_stored_fraction) {
-  const double bytes = stored == kQ8_0 ? static_cast<double>(kQ8BlockBytes) / kQ8Block : static_cast<double>(itemsize(stored));
+  const double bytes =
+      is_blocked(stored) ? static_cast<double>(block_bytes(stored)) / kQ8Block : static_cast<double>(itemsize(stored));
   g_stored_fraction = bytes / static_cast<double>(itemsize(built));
 }
 StoredWeightsGuard::~StoredWeightsGuard() { g_stored_fraction = prev_; }

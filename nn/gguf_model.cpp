@@ -26,6 +26,7 @@ uint32_t file_type(io::GgmlType t) {
   switch (t) {
     case io::GgmlType::F32: return 0;   // LLAMA_FTYPE_ALL_F32
     case io::GgmlType::F16: return 1;   // LLAMA_FTYPE_MOSTLY_F16
+    case io::GgmlType::Q4_0: return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
     case io::GgmlType::Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case io::GgmlType::BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
   }
@@ -232,7 +233,7 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
   m.emplace_back("general.type", io::GgufValue::string("model"));
   m.emplace_back("general.name", io::GgufValue::string(options.name));
   m.emplace_back("general.file_type", u32(file_type(options.dtype)));
-  if (options.dtype == io::GgmlType::Q8_0) m.emplace_back("general.quantization_version", u32(2));  // GGML_QNT_VERSION
+  if (io::is_block_type(options.dtype)) m.emplace_back("general.quantization_version", u32(2));  // GGML_QNT_VERSION
   m.emplace_back(a + "vocab_size", u32(hf.lm.vocab_size));
   m.emplace_back(a + "context_length", u32(b.max_seq_len));
   m.emplace_back(a + "embedding_length", u32(d.d_model));
@@ -285,7 +286,7 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
 std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options) {
   const std::string arch = gguf_architecture(model.config(), options.architecture);
   check(options.dtype == io::GgmlType::F32 || options.dtype == io::GgmlType::F16 || options.dtype == io::GgmlType::BF16 ||
-            options.dtype == io::GgmlType::Q8_0,
+            io::is_block_type(options.dtype),
         "GGUF export: tensor type ", io::ggml_type_name(options.dtype), " is not written");
   const TensorMap dict = model.state_dict(gguf_naming(arch));
   std::vector<io::GgufTensorData> out;
@@ -297,7 +298,7 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
       t = t.detach().to(kFloat32) + 1.0;
     }
     io::GgmlType type = t.dim() >= 2 ? options.dtype : io::GgmlType::F32;
-    if (type == io::GgmlType::Q8_0 && t.size(-1) % kQ8Block != 0) type = io::GgmlType::F32;
+    if (io::is_block_type(type) && t.size(-1) % kQ8Block != 0) type = io::GgmlType::F32;
     out.push_back({name, t, type});
   };
   add("token_embd.weight");
@@ -624,7 +625,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
     check(f.has_tensor(q), path, ": tensor 'blk.0.attn_q.weight' is missing (", arch, ")");
     const io::GgmlType q_type = f.tensor(q).type;
     const Dtype planned = options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights)
-                          : q_type == io::GgmlType::Q8_0      ? kQ8_0
+                          : io::is_block_type(q_type)         ? io::block_dtype(q_type)
                           : q_type == io::GgmlType::BF16      ? kBFloat16
                                                               : kFloat32;
     StoredWeightsGuard stored(planned, lm.dtype);
@@ -633,7 +634,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
   const NamingScheme scheme = gguf_naming(arch);
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   // The matrices in the dtype asked for; auto keeps each as the file stores it (Q8_0 as q8_0,
-  // BF16 as bfloat16; F16 and F32 as float32), allocated before it is read.
+  // Q4_0 as q4_0, BF16 as bfloat16; F16 and F32 as float32), allocated before it is read.
   if (options.weights != WeightDtype::F32) {
     const TensorMap params = model->state_dict();
     std::map<std::string, std::string> file_name;  // xgrad name -> the file's
@@ -646,10 +647,10 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
         d = weight_dtype_tensor(options.weights);
       } else if (auto it = file_name.find(name); it != file_name.end() && f.has_tensor(it->second)) {
         const io::GgmlType type = f.tensor(it->second).type;
-        d = type == io::GgmlType::Q8_0 ? kQ8_0 : type == io::GgmlType::BF16 ? kBFloat16 : kFloat32;
+        d = io::is_block_type(type) ? io::block_dtype(type) : type == io::GgmlType::BF16 ? kBFloat16 : kFloat32;
       }
       Tensor w = params.at(name);
-      if (d == kQ8_0 && w.size(-1) % kQ8Block != 0) d = kFloat32;
+      if (is_blocked(d) && w.size(-1) % kQ8Block != 0) d = kFloat32;
       w.requires_grad_(false);
       if (d != kFloat32) w.set_data(empty(w.shape(), d));
       any = any || d != kFloat32;

@@ -15,8 +15,8 @@
 namespace xg::nn {
 
 struct GgufExportOptions {
-  // The type of the 2-D weights (F32, F16, BF16 or Q8_0; a Q8_0 weight whose rows are not a
-  // multiple of 32 stays F32). Norm weights and biases are F32, as llama.cpp's converter keeps
+  // The type of the 2-D weights (F32, F16, BF16, Q8_0 or Q4_0; a Q8_0 or Q4_0 weight whose rows
+  // are not a multiple of 32 stays F32). Norm weights and biases are F32, as llama.cpp's converter keeps
   // every 1-D tensor.
   io::GgmlType dtype = io::GgmlType::F32;
   std::string name = "xgrad model";  // general.name
@@ -53,8 +53,8 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
 std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options = {});
 
 // Builds the model a GGUF file describes and reads its tensors into it: the matrices stored as
-// options.weights says (float32 unless asked; auto: each as the file stores it, Q8_0 as q8_0 and
-// BF16 as bfloat16), everything else float32. Architectures llama, qwen2, qwen3 (built in the
+// options.weights says (float32 unless asked; auto: each as the file stores it, Q8_0 as q8_0,
+// Q4_0 as q4_0 and BF16 as bfloat16), everything else float32. Architectures llama, qwen2, qwen3 (built in the
 // file's RoPE layout, so no rows are permuted) and phi3, gpt2, gemma, gemma2, gemma3 (their keys read as
 // the transformers config.json they come from: the model load_hf builds). An unsupported architecture, key value or tensor type, a tensor the
 // model does not have or one it lacks is an xg::Error naming the file and the key or tensor.

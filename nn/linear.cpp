@@ -39,7 +39,8 @@ bool stackable(const std::vector<const Linear*>& layers) {
   const Linear& first = *layers.front();
   for (const Linear* l : layers)
     if (!l->plain() || l->in_features() != first.in_features() || l->bias().defined() != first.bias().defined() ||
-        l->weight().dtype() != first.weight().dtype() || l->weight().dtype() == kQ8_0)  // q8_0: one product each
+        l->weight().dtype() != first.weight().dtype() ||
+        is_blocked(l->weight().dtype()))  // q8_0, q4_0: one product each
       return false;
   return true;
 }

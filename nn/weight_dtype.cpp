@@ -16,14 +16,15 @@ const char* weight_dtype_name(WeightDtype d) {
     case WeightDtype::F32: return "f32";
     case WeightDtype::BF16: return "bf16";
     case WeightDtype::Q8_0: return "q8_0";
+    case WeightDtype::Q4_0: return "q4_0";
   }
   return "?";
 }
 
 WeightDtype parse_weight_dtype(const std::string& value, const std::string& who) {
-  for (WeightDtype d : {WeightDtype::Auto, WeightDtype::F32, WeightDtype::BF16, WeightDtype::Q8_0})
+  for (WeightDtype d : {WeightDtype::Auto, WeightDtype::F32, WeightDtype::BF16, WeightDtype::Q8_0, WeightDtype::Q4_0})
     if (value == weight_dtype_name(d)) return d;
-  throw Error(str_cat(who, ": '", value, "' is not a weight dtype (auto, f32, bf16 or q8_0)"));
+  throw Error(str_cat(who, ": '", value, "' is not a weight dtype (auto, f32, bf16, q8_0 or q4_0)"));
 }
 
 Dtype weight_dtype_tensor(WeightDtype d) {
@@ -31,6 +32,7 @@ Dtype weight_dtype_tensor(WeightDtype d) {
     case WeightDtype::F32: return kFloat32;
     case WeightDtype::BF16: return kBFloat16;
     case WeightDtype::Q8_0: return kQ8_0;
+    case WeightDtype::Q4_0: return kQ4_0;
     case WeightDtype::Auto: break;
   }
   throw Error("weight_dtype_tensor: 'auto' is decided by the file (resolve it first)");
@@ -43,15 +45,15 @@ std::vector<std::string> weight_matrix_names(const DecoderLM& model, Dtype dtype
     if (const auto* l = dynamic_cast<const Linear*>(m.get())) w = l->weight();
     else if (const auto* e = dynamic_cast<const Embedding*>(m.get())) w = e->weight();
     else continue;
-    if (dtype == kQ8_0 && w.size(-1) % kQ8Block != 0) continue;
+    if (is_blocked(dtype) && w.size(-1) % kQ8Block != 0) continue;
     names.push_back(path.empty() ? "weight" : path + ".weight");
   }
   return names;
 }
 
 double store_weights_in(DecoderLM& model, Dtype dtype, bool values) {
-  check(dtype == kFloat32 || dtype == kBFloat16 || dtype == kQ8_0, "store_weights_in: weights are stored as float32, ",
-        "bfloat16 or q8_0, not ", dtype_name(dtype));
+  check(dtype == kFloat32 || dtype == kBFloat16 || is_blocked(dtype), "store_weights_in: weights are stored as ",
+        "float32, bfloat16, q8_0 or q4_0, not ", dtype_name(dtype));
   const TensorMap params = model.state_dict();
   for (const std::string& name : weight_matrix_names(model, dtype)) {
     Tensor w = params.at(name);

@@ -36,7 +36,8 @@ TEST(Gguf, MetadataAndTensorsRoundTrip) {
                              {"a.empty", io::GgufValue::strings_array({})}};
   const Tensor w = gguf_ramp({3, 64}), v = gguf_ramp({5});
   io::save_gguf(path, meta,
-            {{"f32", w, io::GgmlType::F32}, {"f16", w, io::GgmlType::F16}, {"bf16", w, io::GgmlType::BF16}, {"q8", w, io::GgmlType::Q8_0}, {"v", v, io::GgmlType::F32}});
+            {{"f32", w, io::GgmlType::F32}, {"f16", w, io::GgmlType::F16}, {"bf16", w, io::GgmlType::BF16},
+             {"q8", w, io::GgmlType::Q8_0}, {"q4", w, io::GgmlType::Q4_0}, {"v", v, io::GgmlType::F32}});
   io::GgufReader r(path);
   ASSERT_EQ(r.metadata().size(), meta.size());
   EXPECT_EQ(r.get_string("general.architecture"), "llama");
@@ -52,13 +53,17 @@ TEST(Gguf, MetadataAndTensorsRoundTrip) {
   EXPECT_EQ(r.tensor("q8").shape, (Shape{3, 64}));
   EXPECT_TRUE(test::tensors_close(r.read("f32"), w, 0, 0));
   EXPECT_TRUE(test::tensors_close(r.read("v"), v, 0, 0));
-  const Tensor h = r.read("f16"), b = r.read("bf16"), q = r.read("q8");
+  const Tensor h = r.read("f16"), b = r.read("bf16"), q = r.read("q8"), q4 = r.read("q4");
+  // Q4_0's blocks are what xgrad's q4_0 stores (autograd/q4_0.hpp), widened to float32
+  EXPECT_TRUE(test::tensors_close(q4, w.to(kQ4_0).to(kFloat32), 0, 0));
   for (int64_t i = 0; i < w.numel(); ++i) {
     const float x = w.data<float>()[i];
     ASSERT_EQ(h.data<float>()[i], half_to_float(float_to_half(x))) << i;
     ASSERT_EQ(b.data<float>()[i], bfloat16_to_float(float_to_bfloat16(x))) << i;
     // half a step d / 2 = max|x| / 254 (|x| <= 7), plus d's rounding to half precision times |q| <= 127
     ASSERT_NEAR(q.data<float>()[i], x, 7.0 / 254 + 7.0 / 2048) << i;
+    // Q4_0: codes -8..7 of d = max / -8, so up to |d| off (a value near -max clamps to 7 steps)
+    ASSERT_NEAR(q4.data<float>()[i], x, 7.0 / 8 + 7.0 / 256) << i;
   }
   // Alignment: every tensor's data starts at a multiple of 32 bytes after the header.
   for (const io::GgufTensorInfo& t : r.tensors()) EXPECT_EQ(t.offset % 32, 0u) << t.name;
@@ -128,7 +133,7 @@ TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
   // Header: magic 4, version 4, counts 16, key (8 + 1), type 4, string (8 + 1) = 46; then the
   // tensor "t": name 9, dims 4, ne 16, type at 75, offset at 79.
   p = with("type.gguf", patch32(bytes, 75, 12));
-  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": tensor 't' has type Q4_K (12); xgrad reads F32, F16, BF16 and Q8_0");
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": tensor 't' has type Q4_K (12); xgrad reads F32, F16, BF16, Q8_0 and Q4_0");
   p = with("offset.gguf", patch64(bytes, 79, 4096));
   EXPECT_XG_ERROR(io::GgufReader r(p), "tensor 't' (256 bytes at offset 4096) does not fit in the 256 bytes of data");
   p = with("misaligned.gguf", patch64(bytes, 79, 4));
@@ -155,7 +160,8 @@ TEST(Gguf, ValuesTheTypeCannotHoldAreRefusedNamingTheElement) {
     return t;
   };
   const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
-  for (io::GgmlType type : {io::GgmlType::F32, io::GgmlType::F16, io::GgmlType::BF16, io::GgmlType::Q8_0}) {
+  for (io::GgmlType type :
+       {io::GgmlType::F32, io::GgmlType::F16, io::GgmlType::BF16, io::GgmlType::Q8_0, io::GgmlType::Q4_0}) {
     const std::string name = io::ggml_type_name(type);
     EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"blk.0.w", with(37, nan), type}}),
                     "save_gguf: tensor 'blk.0.w' element 37 is nan, and an exported weight must be finite");
@@ -170,6 +176,9 @@ TEST(Gguf, ValuesTheTypeCannotHoldAreRefusedNamingTheElement) {
   // |x| / 127 is Q8_0's F16 scale: 1e7 / 127 = 78740 > 65504.
   EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"w", with(40, 1e7), io::GgmlType::Q8_0}}),
                   "save_gguf: tensor 'w' elements 32..63 (a Q8_0 block) reach 1e+07: the block's F16 scale (max / 127 = 78740.2) would overflow");
+  // |x| / 8 is Q4_0's: 6e5 / 8 = 75000.
+  EXPECT_XG_ERROR(io::save_gguf(path, {}, {{"w", with(40, 6e5), io::GgmlType::Q4_0}}),
+                  "save_gguf: tensor 'w' elements 32..63 (a Q4_0 block) reach 600000: the block's F16 scale (max / 8 = 75000) would overflow");
   EXPECT_FALSE(fs::exists(path));
   // What fits is written: 65504 in F16, 8e6 in a Q8_0 block (scale 62992), 3e38 in BF16.
   io::save_gguf(path, {}, {{"a", with(3, 65504), io::GgmlType::F16}, {"b", with(40, 8e6), io::GgmlType::Q8_0},

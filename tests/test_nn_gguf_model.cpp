@@ -60,25 +60,25 @@ TEST(NnGgufModel, ExportsAreTheFilesLlamaCppEvaluatedAndMatchItsLogprobs) {
   }
 }
 
-// A GGUF llama.cpp itself wrote (llama_model_quantize: an F32 copy, and Q8_0) read by xgrad.
+// A GGUF llama.cpp itself wrote (llama_model_quantize: an F32 copy, Q8_0 and Q4_0) read by xgrad.
 TEST(NnGgufModel, FilesLlamaCppWroteReadBackToItsLogprobs) {
-  for (const char* name : {"trained_llamacpp_f32", "trained_llamacpp_q8_0"}) {
+  for (const char* name : {"trained_llamacpp_f32", "trained_llamacpp_q8_0", "trained_llamacpp_q4_0"}) {
     SCOPED_TRACE(name);
     const nlohmann::json& c = test::gguf_case(name);
     const fs::path file = test::gguf_fixture(std::string(name) + ".gguf");
     EXPECT_EQ(test::gguf_fnv1a64(file), c.at("model_fnv1a64").get<std::string>());
     finetune::BaseModel m = finetune::load_base(file.string(), "test");
-    // NOTE: llama.cpp's CPU kernels quantize the activations to Q8 as well before a Q8_0 product
-    // (ggml's vec_dot_q8_0_q8_0); xgrad multiplies the dequantized weights in float32. So Q8_0
-    // agrees to the activations' rounding only, F32 to float32 rounding.
-    const bool q8 = std::string(name).find("q8_0") != std::string::npos;
+    // NOTE: llama.cpp's CPU kernels quantize the activations to Q8 as well before a Q8_0 or Q4_0
+    // product (ggml's vec_dot_q8_0_q8_0, vec_dot_q4_0_q8_0); xgrad multiplies the dequantized
+    // weights in float32. So these agree to the activations' rounding only, F32 to float32's.
+    const bool q8 = std::string(name).find("_q") != std::string::npos;
     expect_logprobs(*m.model, c, q8 ? 0.05 : 1e-4);
-    if (q8) {  // the dequantized weights are what brings xgrad to llama.cpp's Q8_0 values
+    if (q8) {  // the dequantized weights are what brings xgrad to llama.cpp's values
       finetune::BaseModel f32 = finetune::load_base(test::gguf_fixture("trained_llamacpp_f32.gguf").string(), "test");
       const std::vector<double> want = c.at("logprobs").get<std::vector<double>>();
       const double from_q8 = test::gguf_worst(test::gguf_logprobs(*m.model, gguf_ids_of(c.at("ids")), c.at("window"), 256), want).diff;
       const double from_f32 = test::gguf_worst(test::gguf_logprobs(*f32.model, gguf_ids_of(c.at("ids")), c.at("window"), 256), want).diff;
-      std::printf("  llama.cpp's Q8_0 log-probs: %.2e from xgrad's Q8_0 read, %.2e from the F32 weights\n", from_q8, from_f32);
+      std::printf("  %s's log-probs: %.2e from xgrad's read of it, %.2e from the F32 weights\n", name, from_q8, from_f32);
       EXPECT_LT(from_q8, from_f32);
     }
     if (!q8) {
@@ -103,11 +103,12 @@ TEST(NnGgufModel, FilesLlamaCppWroteReadBackToItsLogprobs) {
 // xgrad's F16 and Q8_0 exports: llama.cpp read the same files, and xgrad reading them back
 // gives llama.cpp's log-probs to the precision llama.cpp computes them in (it rounds the
 // activations to F16 / 8 bits before those products).
-TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
+TEST(NnGgufModel, HalfAndBlockExportsReadByBothRuntimesAlike) {
   const fs::path dir = test::fresh_test_dir();
   finetune::BaseModel src = finetune::load_base(test::gguf_fixture("trained").string(), "test");
   for (const auto& [name, type, tol] : {std::tuple<const char*, io::GgmlType, double>{"trained_f16", io::GgmlType::F16, 2e-3},
-                                        {"trained_q8_0", io::GgmlType::Q8_0, 0.05}}) {
+                                        {"trained_q8_0", io::GgmlType::Q8_0, 0.05},
+                                        {"trained_q4_0", io::GgmlType::Q4_0, 0.05}}) {
     SCOPED_TRACE(name);
     const nlohmann::json& c = test::gguf_case(name);
     nn::GgufExportOptions o;
@@ -128,6 +129,27 @@ TEST(NnGgufModel, HalfAndQ8ExportsReadByBothRuntimesAlike) {
     EXPECT_EQ(mine.tensor(t.name).type, t.type);
     EXPECT_TRUE(test::tensors_close(mine.read(t.name), theirs.read(t.name), 0, 0));
   }
+  // And its Q4_0 blocks: llama.cpp's Q4_0 rewrite stores the head (output.weight, rows of 32 values:
+  // not whole 256-value K blocks) as Q8_0, as llama_model_quantize does; every tensor it stored as
+  // Q4_0 is byte for byte the block xgrad's quantizer writes from the same float32 values.
+  io::GgufReader mine4((dir / "trained_q4_0.gguf").string());
+  io::GgufReader theirs4(test::gguf_fixture("trained_llamacpp_q4_0.gguf").string());
+  io::GgufReader f32(test::gguf_fixture("trained_llamacpp_f32.gguf").string());
+  int q4_tensors = 0;
+  for (const io::GgufTensorInfo& t : theirs4.tensors()) {
+    SCOPED_TRACE(t.name);
+    if (t.type != io::GgmlType::Q4_0) continue;
+    ++q4_tensors;
+    EXPECT_EQ(mine4.tensor(t.name).type, io::GgmlType::Q4_0);
+    Tensor a = empty(t.shape, kQ4_0), b = empty(t.shape, kQ4_0);
+    mine4.read_into(t.name, a);
+    theirs4.read_into(t.name, b);
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), storage_bytes(kQ4_0, a.numel())), 0);
+    const Tensor c = f32.read(t.name).to(kQ4_0);  // xgrad's quantizer on llama.cpp's F32 copy
+    EXPECT_EQ(std::memcmp(c.raw_data(), b.raw_data(), storage_bytes(kQ4_0, c.numel())), 0);
+  }
+  EXPECT_EQ(q4_tensors, 15);
+  EXPECT_EQ(theirs4.tensor("output.weight").type, io::GgmlType::Q8_0);
 }
 
 // Llama 3.1's RoPE scaling from a file llama.cpp's converter wrote (rope_freqs.weight, no keys):

@@ -85,9 +85,9 @@ std::string bf16_bytes(const Tensor& t) {
   return ::testing::AssertionFailure() << "no error";
 }
 
-TEST(WeightDtype, HfFolderLoadsIntoBf16AndQ8_0Matrices) {
+TEST(WeightDtype, HfFolderLoadsIntoBf16Q8_0AndQ4_0Matrices) {
   const auto f32 = nn::load_hf(hf_folder("llama3"));
-  for (const nn::WeightDtype wd : {nn::WeightDtype::BF16, nn::WeightDtype::Q8_0}) {
+  for (const nn::WeightDtype wd : {nn::WeightDtype::BF16, nn::WeightDtype::Q8_0, nn::WeightDtype::Q4_0}) {
     SCOPED_TRACE(nn::weight_dtype_name(wd));
     const Dtype d = nn::weight_dtype_tensor(wd);
     nn::LoadOptions opts;
@@ -107,7 +107,7 @@ TEST(WeightDtype, HfFolderLoadsIntoBf16AndQ8_0Matrices) {
     }
     EXPECT_TRUE(low->widen_embeddings());
     // The low-precision model computes what a float32 model of its (widened) values computes:
-    // q8_0 exactly up to the sums' order; bf16 rounds the products' other operand too, as autocast
+    // q8_0 and q4_0 exactly up to the sums' order; bf16 rounds the products' other operand too, as autocast
     // does. (Autocast on bf16 kernels also runs attention's products in bf16; the bf16 weights
     // alone leave attention in float32, as autocast on the widened kernels does.)
     const auto wide = widened_copy(*low);
@@ -138,7 +138,7 @@ TEST(WeightDtype, AutoKeepsABf16FoldersMatricesInBf16) {
 }
 
 TEST(WeightDtype, LoraGradientsOnALowPrecisionBaseEqualThoseOnItsWidenedValues) {
-  for (const Dtype d : {kBFloat16, kQ8_0}) {
+  for (const Dtype d : {kBFloat16, kQ8_0, kQ4_0}) {
     SCOPED_TRACE(dtype_name(d));
     auto low = nn::load_hf(hf_folder("llama3"));
     nn::store_weights_in(*low, d);
@@ -188,7 +188,7 @@ TEST(WeightDtype, ANanInALowPrecisionSafetensorsIsRefusedAtLoad) {
   const fs::path file = dir / "weights.safetensors";
   write_raw_safetensors(file, {{"layer.w", {"BF16", {2, 64}, bf}}, {"layer.h", {"F16", {2, 32}, f16}}});
   io::SafetensorsReader reader(file.string());
-  for (const Dtype d : {kFloat32, kBFloat16, kQ8_0}) {
+  for (const Dtype d : {kFloat32, kBFloat16, kQ8_0, kQ4_0}) {
     SCOPED_TRACE(dtype_name(d));
     EXPECT_TRUE(throws_naming([&] { reader.read_into("layer.w", empty({2, 64}, d)); },
                               {file.string(), "'layer.w'", "element 37", "nan"}));
@@ -209,7 +209,8 @@ TEST(WeightDtype, ANanInAnHfFoldersBf16WeightIsRefusedByLoadHf) {
   const uint16_t nan_bits = 0xffc0;
   std::memcpy(&raw.at(bad).bytes[2 * 70], &nan_bits, 2);
   write_raw_safetensors(dir / "model.safetensors", raw);
-  for (const nn::WeightDtype wd : {nn::WeightDtype::Auto, nn::WeightDtype::F32, nn::WeightDtype::Q8_0}) {
+  for (const nn::WeightDtype wd : {nn::WeightDtype::Auto, nn::WeightDtype::F32, nn::WeightDtype::Q8_0,
+                                   nn::WeightDtype::Q4_0}) {
     nn::LoadOptions opts;
     opts.weights = wd;
     EXPECT_TRUE(throws_naming([&] { nn::load_hf(dir.string(), nullptr, opts); }, {"'" + bad + "'", "element 70", "nan"}))
@@ -217,45 +218,50 @@ TEST(WeightDtype, ANanInAnHfFoldersBf16WeightIsRefusedByLoadHf) {
   }
 }
 
-// A model exported as a Q8_0 GGUF (no tokenizer: load_gguf_model reads the model's metadata only).
-fs::path write_q8_0_gguf(const nn::DecoderLM& model, const fs::path& dir) {
+// A model exported as a Q8_0 or Q4_0 GGUF (no tokenizer: load_gguf_model reads the model's
+// metadata only).
+fs::path write_blocked_gguf(const nn::DecoderLM& model, io::GgmlType type, const fs::path& dir) {
   nn::GgufExportOptions o;
-  o.dtype = io::GgmlType::Q8_0;
+  o.dtype = type;
   const fs::path path = dir / "model.gguf";
   io::save_gguf(path.string(), nn::gguf_model_metadata(model, o), nn::gguf_model_tensors(model, o));
   return path;
 }
 
-TEST(WeightDtype, AQ8_0GgufLoadsAsItsBlocksAndANanScaleIsRefused) {
+TEST(WeightDtype, ABlockedGgufLoadsAsItsBlocksAndANanScaleIsRefused) {
   const auto model = nn::load_hf(hf_folder("qwen3"));  // qwen3: no RoPE permutation on export
-  const fs::path path = write_q8_0_gguf(*model, test::fresh_test_dir());
-  io::GgufReader file(path.string());
-  nn::LoadOptions opts;
-  opts.weights = nn::WeightDtype::Auto;
-  const auto low = nn::load_gguf_model(file, opts);
-  const std::string q = "layers.0.attention.w_q.weight";
-  const Tensor wq = low->state_dict().at(q);
-  ASSERT_EQ(wq.dtype(), kQ8_0);
-  // the file's blocks as they are: the float32 weight quantized as the export quantized it
-  EXPECT_EQ(std::memcmp(wq.raw_data(), model->state_dict().at(q).to(kQ8_0).raw_data(), storage_bytes(kQ8_0, wq.numel())), 0);
-  const auto f32 = nn::load_gguf_model(file);  // widened: exactly the blocks' values
-  EXPECT_TRUE(test::tensors_close(f32->state_dict().at(q), wq.to(kFloat32), 0, 0));
-  EXPECT_TRUE(test::tensors_close(eval_logits(*low, some_tokens()), eval_logits(*f32, some_tokens()), 1e-4, 1e-4));
+  for (const io::GgmlType type : {io::GgmlType::Q8_0, io::GgmlType::Q4_0}) {
+    SCOPED_TRACE(io::ggml_type_name(type));
+    const Dtype d = io::block_dtype(type);
+    const fs::path path = write_blocked_gguf(*model, type, test::fresh_test_dir());
+    io::GgufReader file(path.string());
+    nn::LoadOptions opts;
+    opts.weights = nn::WeightDtype::Auto;
+    const auto low = nn::load_gguf_model(file, opts);
+    const std::string q = "layers.0.attention.w_q.weight";
+    const Tensor wq = low->state_dict().at(q);
+    ASSERT_EQ(wq.dtype(), d);
+    // the file's blocks as they are: the float32 weight quantized as the export quantized it
+    EXPECT_EQ(std::memcmp(wq.raw_data(), model->state_dict().at(q).to(d).raw_data(), storage_bytes(d, wq.numel())), 0);
+    const auto f32 = nn::load_gguf_model(file);  // widened: exactly the blocks' values
+    EXPECT_TRUE(test::tensors_close(f32->state_dict().at(q), wq.to(kFloat32), 0, 0));
+    EXPECT_TRUE(test::tensors_close(eval_logits(*low, some_tokens()), eval_logits(*f32, some_tokens()), 1e-4, 1e-4));
 
-  // One block's half scale set to NaN, then to +Inf: refused naming the tensor and the block.
-  const uint64_t at = file.file_offset("blk.1.ffn_up.weight") + 3 * 34;  // the 4th block
-  for (const uint16_t scale : {uint16_t{0x7e00}, uint16_t{0x7c00}}) {
-    fs::copy_file(path, path.string() + ".bad", fs::copy_options::overwrite_existing);
-    {
-      std::fstream f(path.string() + ".bad", std::ios::binary | std::ios::in | std::ios::out);
-      f.seekp(static_cast<std::streamoff>(at));
-      f.write(reinterpret_cast<const char*>(&scale), 2);
-    }
-    io::GgufReader bad(path.string() + ".bad");
-    for (const nn::WeightDtype wd : {nn::WeightDtype::Auto, nn::WeightDtype::F32, nn::WeightDtype::BF16}) {
-      opts.weights = wd;
-      EXPECT_TRUE(throws_naming([&] { nn::load_gguf_model(bad, opts); }, {"'blk.1.ffn_up.weight'", "96"}))
-          << nn::weight_dtype_name(wd) << " scale " << scale;
+    // One block's half scale set to NaN, then to +Inf: refused naming the tensor and the block.
+    const uint64_t at = file.file_offset("blk.1.ffn_up.weight") + 3 * static_cast<uint64_t>(block_bytes(d));  // the 4th
+    for (const uint16_t scale : {uint16_t{0x7e00}, uint16_t{0x7c00}}) {
+      fs::copy_file(path, path.string() + ".bad", fs::copy_options::overwrite_existing);
+      {
+        std::fstream f(path.string() + ".bad", std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(static_cast<std::streamoff>(at));
+        f.write(reinterpret_cast<const char*>(&scale), 2);
+      }
+      io::GgufReader bad(path.string() + ".bad");
+      for (const nn::WeightDtype wd : {nn::WeightDtype::Auto, nn::WeightDtype::F32, nn::WeightDtype::BF16}) {
+        opts.weights = wd;
+        EXPECT_TRUE(throws_naming([&] { nn::load_gguf_model(bad, opts); }, {"'blk.1.ffn_up.weight'", "96"}))
+            << nn::weight_dtype_name(wd) << " scale " << scale;
+      }
     }
   }
 }

@@ -1,6 +1,5 @@
-// q8_0 tensors (autograd/q8_0.hpp): ggml's block_q8_0 quantization, storage and widening, and
-// the ops that read a frozen q8_0 weight (linear, matmul, embedding) against float64 references
-// computed from the same blocks widened, with a float64 gradient check of what flows to x.
+// q8_0 tensors (autograd/q8_0.hpp): ggml's block_q8_0 quantization, storage and widening. The
+// ops that read a frozen q8_0 weight are tested with q4_0's in test_blocks.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -129,106 +128,6 @@ TEST(Q8_0, RefusesWhatBlocksCannotHoldByName) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
   }
-}
-
-// linear with a q8_0 weight against the float64 product of the widened weight, on every path:
-// a dot per row (one or two rows), and tiles of 256 weight rows and columns (pieces, some partial).
-TEST(Q8_0, LinearEqualsTheProductOfTheWidenedWeight) {
-  // float32 products below 2^26 multiply-adds run on register tiles, larger ones on BLAS
-  for (const Shape& mnk :
-       {Shape{1, 96, 64}, Shape{3, 300, 96}, Shape{70, 600, 544}, Shape{5, 40, 32}, Shape{300, 512, 448}}) {
-    const int64_t M = mnk[0], N = mnk[1], K = mnk[2];
-    const Tensor wq = random_weight({N, K}, 10 + M, 0.05).to(kQ8_0);
-    const Tensor w64 = wq.to(kFloat64);
-    const Tensor b64 = xg::test::randn64({N}, 20 + M).detach();
-    const Tensor x64 = xg::test::randn64({M, K}, 30 + M).detach();
-    const Tensor expected = linear(x64, w64, b64);
-    // float64 input: the widened weight is exact, so only the sums' order differs
-    EXPECT_TRUE(xg::test::tensors_close(linear(x64, wq, b64), expected, 1e-12, 1e-12)) << shape_str(mnk);
-    EXPECT_TRUE(xg::test::tensors_close(linear(x64.to(kFloat32), wq, b64.to(kFloat32)).to(kFloat64), expected, 1e-4, 1e-4))
-        << shape_str(mnk);
-    // a @ w for w [N, K] q8_0 (the gradient's product through w, and matmul's case)
-    const Tensor g64 = xg::test::randn64({M, N}, 40 + M).detach();
-    EXPECT_TRUE(xg::test::tensors_close(matmul(g64, wq), matmul(g64, w64), 1e-12, 1e-12)) << shape_str(mnk);
-  }
-}
-
-TEST(Q8_0, GradientsFlowToTheInputAndBiasNeverToTheWeight) {
-  const Tensor wq = random_weight({40, 64}, 5, 0.1).to(kQ8_0);
-  const Tensor w64 = wq.to(kFloat64);
-  Tensor x = xg::test::randn64({2, 3, 64}, 6).detach().requires_grad_();
-  Tensor b = xg::test::randn64({40}, 7).detach().requires_grad_();
-  auto r = gradcheck([&](const std::vector<Tensor>& in) { return linear(in[0], wq, in[1]); }, {x, b});
-  EXPECT_TRUE(r.ok) << r.message;
-  Tensor a = xg::test::randn64({5, 40}, 8).detach().requires_grad_();
-  r = gradcheck([&](const std::vector<Tensor>& in) { return matmul(in[0], wq); }, {a});
-  EXPECT_TRUE(r.ok) << r.message;
-  // and the gradients equal those through the widened float64 weight
-  Tensor g = xg::test::randn64({2, 3, 40}, 9).detach();
-  linear(x, wq, b).backward(g);
-  Tensor x2 = x.detach().clone().requires_grad_(), b2 = b.detach().clone().requires_grad_();
-  linear(x2, w64, b2).backward(g);
-  EXPECT_TRUE(xg::test::tensors_close(x.grad(), x2.grad(), 1e-12, 1e-12));
-  EXPECT_TRUE(xg::test::tensors_close(b.grad(), b2.grad(), 1e-12, 1e-12));
-  Tensor trainable = random_weight({40, 64}, 5).to(kQ8_0);
-  EXPECT_THROW(trainable.requires_grad_(), Error);  // only float tensors require grad
-}
-
-TEST(Q8_0, ProductsDoNotDependOnTheThreadCount) {
-  for (int64_t rows : {90, 240}) {  // x w^T on register tiles, then (2^26 multiply-adds and up) on BLAS
-    const Tensor wq = random_weight({900, 320}, 11, 0.05).to(kQ8_0);
-    const Tensor x = random_weight({rows, 320}, 12);
-    const Tensor g = random_weight({rows, 900}, 13);
-    std::vector<double> y[2], dx[2];
-    for (int t : {1, 2}) {
-      xg::test::OmpThreadsScope threads(t);
-      y[t - 1] = linear(x, wq).to_vector();
-      dx[t - 1] = matmul(g, wq).to_vector();
-    }
-    EXPECT_EQ(y[0], y[1]) << rows;
-    EXPECT_EQ(dx[0], dx[1]) << rows;
-  }
-}
-
-TEST(Q8_0, UnderAutocastAProductRunsOnBf16Tiles) {
-  // torch.autocast's rule for a product (both operands in bf16, float32 sums): the q8_0 tiles are
-  // widened to bf16 (d * q rounded) and x rounded, so the result is the float64 product of those
-  // rounded values up to the float32 sums' rounding; a decoding step (fewer than 4 rows) keeps
-  // the exact dot instead.
-  if (!cpu_has_bf16_dot()) GTEST_SKIP() << "no bf16 kernels on this CPU";
-  test::Bf16GemmScope on_bf16(Bf16Gemm::OneDNN);  // whether or not they beat this CPU's FMAs
-  const Tensor wq = random_weight({300, 96}, 15, 0.05).to(kQ8_0);
-  const Tensor x = random_weight({40, 96}, 16), g = random_weight({40, 300}, 17);
-  const Tensor w_bf = wq.to(kFloat32).to(kBFloat16).to(kFloat64), x_bf = x.to(kBFloat16).to(kFloat64);
-  const Tensor g_bf = g.to(kBFloat16).to(kFloat64);
-  Tensor xr = x.clone().detach().requires_grad_();
-  Tensor y;
-  {
-    autocast bf16;
-    y = linear(xr, wq);
-    y.backward(g);
-  }
-  EXPECT_TRUE(xg::test::tensors_close(y.to(kFloat64), linear(x_bf, w_bf), 1e-5, 1e-6));
-  EXPECT_TRUE(xg::test::tensors_close(xr.grad().to(kFloat64), matmul(g_bf, w_bf), 1e-5, 1e-6));
-  // and the exact float32 product differs from it by more than the sums' rounding: the path is taken
-  EXPECT_FALSE(xg::test::tensors_close(linear(x, wq).to(kFloat64), linear(x_bf, w_bf), 1e-5, 1e-6));
-  const Tensor row = random_weight({1, 96}, 18);
-  Tensor one;
-  {
-    autocast bf16;
-    one = linear(row, wq);
-  }
-  EXPECT_TRUE(xg::test::tensors_close(one.to(kFloat64), linear(row.to(kFloat64), wq.to(kFloat64)), 1e-5, 1e-6));
-}
-
-TEST(Q8_0, EmbeddingWidensTheRowsItLooksUp) {
-  const Tensor wq = random_weight({10, 64}, 14).to(kQ8_0);
-  const Tensor ids = from_vector(std::vector<int64_t>{3, 0, 9, 3}, {2, 2});
-  const Tensor out = embedding(wq, ids);
-  EXPECT_EQ(out.dtype(), kFloat32);
-  EXPECT_EQ(out.shape(), (Shape{2, 2, 64}));
-  EXPECT_TRUE(xg::test::tensors_close(out, embedding(wq.to(kFloat32), ids), 0, 0));
-  EXPECT_THROW(embedding(wq, from_vector(std::vector<int64_t>{10}, {1})), Error);
 }
 
 }  // namespace test_q8_0

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     ("merge", po::bool_switch(&merge), "with --adapter and --to gguf: write the model with the adapter merged in")
     ("to", po::value(&to)->required(), "gguf | hf")
     ("out", po::value(&out)->required(), "the GGUF file, or the Hugging Face folder, to write")
-    ("dtype", po::value(&dtype)->default_value(dtype), "--to gguf: the 2-D weights as f32 | f16 | bf16 | q8_0")
+    ("dtype", po::value(&dtype)->default_value(dtype), "--to gguf: the 2-D weights as f32 | f16 | bf16 | q8_0 | q4_0")
     ("name", po::value(&name), "--to gguf: general.name (default: the base's file or folder name)");
   // clang-format on
   int threads = 0;
@@ -59,12 +59,13 @@ int main(int argc, char** argv) {
       kProg,
       [&] {
         if (cli::parse(argc, argv, opts, vm,
-                       "usage: xg-export --base MODEL [--adapter DIR [--merge]] --to gguf|hf --out PATH [--dtype f32|f16|bf16|q8_0]"))
+                       "usage: xg-export --base MODEL [--adapter DIR [--merge]] --to gguf|hf --out PATH [--dtype f32|f16|bf16|q8_0|q4_0]"))
           return 0;
         cli::apply_threads(threads);
         cli::choice<int>("to", to, {{"gguf", 0}, {"hf", 1}});
         type = cli::choice<xg::io::GgmlType>("dtype", dtype, {{"f32", xg::io::GgmlType::F32}, {"f16", xg::io::GgmlType::F16},
-                                                           {"bf16", xg::io::GgmlType::BF16}, {"q8_0", xg::io::GgmlType::Q8_0}});
+                                                           {"bf16", xg::io::GgmlType::BF16}, {"q8_0", xg::io::GgmlType::Q8_0},
+                                                           {"q4_0", xg::io::GgmlType::Q4_0}});
         cli::require(!merge || !adapter.empty(), "--merge needs --adapter");
         cli::require(to == "gguf" || (vm["dtype"].defaulted() && name.empty()), "--dtype and --name are for --to gguf");
         return -1;

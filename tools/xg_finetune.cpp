@@ -120,7 +120,7 @@ void write_like_base(const nn::DecoderLM& plain, const std::string& dir, const i
 // The base with the adapters folded into its weights, written to `dir` (write_like_base).
 void write_merged(nn::DecoderLM& model, const std::string& dir, const io::ModelSource& base,
                   const std::string& objective) {
-  // A base stored in bf16 or q8_0 (--base-dtype) is widened first: the merged weights are
+  // A base stored in bf16, q8_0 or q4_0 (--base-dtype) is widened first: the merged weights are
   // float32, base plus delta, not rounded again. The run's training is over by now.
   if (model.widen_embeddings()) nn::store_weights_in(model, kFloat32);
   ft::merge(model);
@@ -337,11 +337,11 @@ int main(int argc, char** argv) {
      "parameter, plus a frozen copy of the base as the reference of dpo, of grpo with --beta and of ppo with "
      "--kl-coef above 0); writes "
      "<out>/model, a folder of the base's kind (an HF folder with float32 weights and the base's tokenizer "
-     "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0")
+     "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0|q4_0")
     ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
-     "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a Q8_0 GGUF "
-     "q8_0) | f32 | bf16 (products on the bf16 kernels) | q8_0 (8-bit blocks, widened a tile at a time in each "
-     "product); norms, biases, activations and the adapters stay float32");
+     "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a Q8_0 or Q4_0 "
+     "GGUF q8_0 or q4_0) | f32 | bf16 (products on the bf16 kernels) | q8_0 | q4_0 (llama.cpp's 8-bit or 4-bit "
+     "blocks, widened a tile at a time in each product); norms, biases, activations and the adapters stay float32");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
   opts.add(cli::run_dir_flags(f.run_dir));
@@ -407,7 +407,7 @@ int main(int argc, char** argv) {
         }
         template_vars = cli::parse_assignments("template-var", f.template_vars);
         cli::require(template_vars.empty() || f.chat_template != "none", "--template-var needs a chat template (not --chat-template none)");
-        cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
+        cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}, {"q4_0", 4}});
         cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
                      "--batch and --eval-rows must be positive and --max-len at least 2");
@@ -470,7 +470,8 @@ int main(int argc, char** argv) {
         if (f.full) {
           cli::require(f.base_dtype == "auto" || f.base_dtype == "f32",
                        "--full trains every weight in float32: --base-dtype " + f.base_dtype +
-                           (f.base_dtype == "q8_0" ? " stores frozen 8-bit blocks, which cannot train"
+                           (f.base_dtype == "q8_0"   ? " stores frozen 8-bit blocks, which cannot train"
+                            : f.base_dtype == "q4_0" ? " stores frozen 4-bit blocks, which cannot train"
                                                    : " would store them in bf16 (--bf16 runs the products in bf16 on "
                                                      "float32 weights)"));
           cli::require(!f.merge, "--merge is for LoRA adapters: --full writes the whole model into <out>/model");

@@ -69,9 +69,10 @@ int main(int argc, char** argv) {
      "enable_thinking=false, tools=[...]; a name the template does not read is an error")
     ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
     ("dtype", po::value(&dtype)->default_value(dtype),
-     "how the model's matrices are stored: auto (as the file stores them: a Q8_0 GGUF's q8_0, a bf16 folder's bf16, "
-     "F16 and F32 as float32) | f32 | bf16 | q8_0; products with bf16 matrices round the other operand to bf16, "
-     "q8_0 ones widen a tile of the weight at a time (exact); norms, KV cache and sampling stay float32")
+     "how the model's matrices are stored: auto (as the file stores them: a Q8_0 or Q4_0 GGUF's q8_0 or q4_0, a bf16 "
+     "folder's bf16, F16 and F32 as float32) | f32 | bf16 | q8_0 | q4_0; products with bf16 matrices round the other "
+     "operand to bf16, q8_0 and q4_0 ones widen a tile of the weight at a time (exact); norms, KV cache and sampling "
+     "stay float32")
     ("max-new-tokens", po::value(&max_new)->default_value(max_new), "tokens to generate at most (stops at EOS)")
     ("adapter", po::value(&adapter), "LoRA adapter folder (adapter_config.json + adapter_model.safetensors)")
     ("adapter-scale", po::value(&adapter_scale)->default_value(adapter_scale), "multiplier of the adapters' output")
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
         template_vars = cli::parse_assignments("template-var", template_var_items);
         cli::require(template_vars.empty() || (format == "instruct" && chat_template != "none"),
                      "--template-var needs the instruct format with a chat template");
-        cli::choice<int>("dtype", dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}});
+        cli::choice<int>("dtype", dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}, {"q4_0", 4}});
         cli::require(system.empty() || (format == "instruct" && chat_template != "none"),
                      "--system needs the instruct format with a chat template (--chat-template auto)");
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");

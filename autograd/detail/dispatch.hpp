@@ -44,8 +44,10 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::BFloat16: return f(bfloat16{});
     case Dtype::Bool: break;
     case Dtype::Q8_0:
-      throw Error("a q8_0 tensor holds blocks of 8-bit values that only linear, matmul, embedding and to() read; "
-                  "widen it with .to(kFloat32) first");
+    case Dtype::Q4_0:
+      throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ", d == Dtype::Q8_0 ? 8 : 4,
+                          "-bit values that only linear, matmul, embedding and to() read; ",
+                          "widen it with .to(kFloat32) first"));
   }
   return f(bool{});
 }

@@ -1,7 +1,7 @@
 // Internal to io/: where a weight file's values cross into a tensor. Both readers (safetensors,
 // GGUF) widen a chunk of a tensor to float32 and hand it here, which checks every value and
 // stores it in the destination's dtype: float32 as it is, bfloat16 rounded (torch's .to), q8_0
-// quantized (ggml's rule). A NaN or Inf in a weight file is refused here, at load and before any
+// and q4_0 quantized (ggml's rules). A NaN or Inf in a weight file is refused here, at load and before any
 // work, naming the file, the tensor and the element (a low-precision file's NaN used to pass
 // silently into the model and show up only as a NaN logit or loss).
 #pragma once
@@ -13,8 +13,8 @@
 
 namespace xg::io::detail {
 
-// v: elements at..at + len of tensor `name` of `file`, as float32. dst: float32, bfloat16 or
-// q8_0 (at and len multiples of 32). Throws xg::Error "<file>: tensor '<name>' element <i> is nan ...".
+// v: elements at..at + len of tensor `name` of `file`, as float32. dst: float32, bfloat16, q8_0
+// or q4_0 (at and len multiples of 32). Throws xg::Error "<file>: tensor '<name>' element <i> is nan ...".
 void store_floats(const float* v, int64_t at, int64_t len, const Tensor& dst, const std::string& file,
                   const std::string& name);
 // Throws like store_floats when one of v[0..len) (elements at..) is NaN or Inf.

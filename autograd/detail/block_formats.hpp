@@ -1,0 +1,168 @@
+// Internal to xgrad's .cpp files: how one block of a quantized weight widens, and how a row of
+// blocks dots with a row of floats, for each blocked dtype (dtype.hpp). The products and lookups
+// (block_products.cpp) are written once over these two operations.
+//
+//   q8_0 (ggml's block_q8_0, 34 bytes):  half d, int8 q[32]          x_j = d q_j
+//   q4_0 (ggml's block_q4_0, 18 bytes):  half d, uint8 qs[16]        x_j = d (lo(qs_j) - 8),
+//                                                                    x_{j+16} = d (hi(qs_j) - 8)
+// (q4_0's first 16 values are the low nibbles, the next 16 the high ones: ggml's
+// dequantize_row_q4_0.)
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "autograd/bfloat16.hpp"
+#include "autograd/detail/kernels.hpp"
+#include "autograd/dtype.hpp"
+#include "autograd/float16.hpp"
+
+namespace xg::blocks {
+
+inline float block_scale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return half_to_float(h);
+}
+
+// The first of `count` blocks (`bytes` each, the half scale first) whose scale is NaN or Inf,
+// or -1: such a block makes every value of its 32 NaN or Inf, which a file's reader must refuse.
+inline int64_t first_nonfinite_scale(const uint8_t* blocks, int64_t count, int64_t bytes) {
+  for (int64_t b = 0; b < count; ++b) {
+    uint16_t h;
+    std::memcpy(&h, blocks + b * bytes, 2);
+    if ((h & 0x7c00u) == 0x7c00u) return b;  // exponent all ones: Inf or NaN
+  }
+  return -1;
+}
+
+// Quantizes n values (n / 32 blocks of `bytes`) with one(x, out), which returns false for a block
+// it cannot store. Blocks are independent: split over the threads, the first bad one reported
+// whatever the split. Returns -1, or the first element of that block.
+template <class One>
+int64_t quantize_each(const float* x, int64_t n, void* out, int64_t bytes, One one) {
+  auto* o = static_cast<uint8_t*>(out);
+  const int64_t count = n / kQ8Block;
+  int64_t first_bad = count;
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (n >= kParallelMin)
+  for (int64_t b = 0; b < count; ++b)
+    if (!one(x + b * kQ8Block, o + b * bytes)) first_bad = std::min(first_bad, b);
+  return first_bad < count ? first_bad * kQ8Block : -1;
+}
+
+// Widens n values (n / 32 blocks of format Fmt) into out.
+template <class Fmt, class T>
+void widen_each(const void* data, int64_t n, T* out) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (int64_t b = 0; b < n / kQ8Block; ++b) Fmt::widen(p + b * Fmt::kBytes, out + b * kQ8Block);
+}
+
+struct Q8 {
+  static constexpr int64_t kBytes = kQ8BlockBytes;
+  static constexpr Dtype kDtype = Dtype::Q8_0;
+
+  // T float or double: exactly d * q; bfloat16: d * q rounded (a product under autocast).
+  template <class T>
+  static void widen(const uint8_t* block, T* out) {
+    using A = acc_t<T>;
+    const A d = static_cast<A>(block_scale(block));
+    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+    for (int64_t j = 0; j < kQ8Block; ++j) out[j] = static_cast<T>(d * static_cast<A>(q[j]));
+  }
+
+  // sum over `count` blocks b of d_b * dot(q_b, x[32 b .. 32 b + 31]), in acc_t<T>.
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) {
+    using A = acc_t<T>;
+    A acc = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      const int8_t* q = reinterpret_cast<const int8_t*>(row + b * kBytes + 2);
+      A part = 0;
+#pragma omp simd reduction(+ : part)
+      for (int64_t j = 0; j < kQ8Block; ++j) part += static_cast<A>(q[j]) * static_cast<A>(x[b * kQ8Block + j]);
+      acc += static_cast<A>(block_scale(row + b * kBytes)) * part;
+    }
+    return acc;
+  }
+};
+
+struct Q4 {
+  static constexpr int64_t kBytes = kQ4BlockBytes;
+  static constexpr Dtype kDtype = Dtype::Q4_0;
+
+  template <class T>
+  static void widen(const uint8_t* block, T* out) {
+    using A = acc_t<T>;
+    const A d = static_cast<A>(block_scale(block));
+    const uint8_t* qs = block + 2;
+    for (int64_t j = 0; j < kQ4Block / 2; ++j) {
+      out[j] = static_cast<T>(d * static_cast<A>((qs[j] & 0x0F) - 8));
+      out[j + kQ4Block / 2] = static_cast<T>(d * static_cast<A>((qs[j] >> 4) - 8));
+    }
+  }
+
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) {
+    using A = acc_t<T>;
+    A acc = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      const uint8_t* qs = row + b * kBytes + 2;
+      const T* xb = x + b * kQ4Block;
+      A part = 0;
+#pragma omp simd reduction(+ : part)
+      for (int64_t j = 0; j < kQ4Block / 2; ++j)
+        part += static_cast<A>((qs[j] & 0x0F) - 8) * static_cast<A>(xb[j]) +
+                static_cast<A>((qs[j] >> 4) - 8) * static_cast<A>(xb[j + kQ4Block / 2]);
+      acc += static_cast<A>(block_scale(row + b * kBytes)) * part;
+    }
+    return acc;
+  }
+};
+
+#if defined(__AVX512F__) && defined(__F16C__)
+// float x on AVX-512: a block's 32 codes widened in two registers of 16, its dot with x kept as
+// a vector and scaled by d into a vector sum, one horizontal sum at the end. (A scalar loop
+// calls the half conversion per block and sums each block horizontally: 4x slower than a
+// float32 row in decoding.)
+template <>
+inline float Q8::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < count; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    const __m512 q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2))));
+    const __m512 q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18))));
+    __m512 part = _mm512_mul_ps(q0, _mm512_loadu_ps(x + b * kQ8Block));
+    part = _mm512_fmadd_ps(q1, _mm512_loadu_ps(x + b * kQ8Block + 16), part);
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(h)), part, acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+
+// q4_0's 16 bytes hold both halves: the low nibbles are values 0..15, the high ones 16..31.
+template <>
+inline float Q4::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i eight = _mm512_set1_epi32(8), nibble = _mm512_set1_epi32(0x0F);
+  for (int64_t b = 0; b < count; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    const __m512i qs = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(qs, nibble), eight));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(qs, 4), eight));
+    __m512 part = _mm512_mul_ps(lo, _mm512_loadu_ps(x + b * kQ4Block));
+    part = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * kQ4Block + 16), part);
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(h)), part, acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
+#endif
+
+}  // namespace xg::blocks
