@@ -66,6 +66,21 @@ TEST(FinetuneGgufExport, XgExportWritesWhatTheLibraryWrites) {
   EXPECT_EQ(q.tensor("blk.0.attn_q.weight").type, io::GgmlType::Q8_0);
   EXPECT_EQ(q.tensor("blk.0.attn_norm.weight").type, io::GgmlType::F32);
   EXPECT_EQ(q.get_int("general.file_type"), 7);
+  // Q4_0: the file llama.cpp evaluated (gen_gguf.sh), LLAMA_FTYPE_MOSTLY_Q4_0; xg-generate reads its
+  // blocks as stored (--dtype auto) and continues a prompt as it does from their float32 values.
+  const std::string q4 = (dir / "q4.gguf").string();
+  r = test::run_cli(exe, "--base " + trained.string() + " --to gguf --dtype q4_0 --out " + q4);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(test::gguf_fnv1a64(q4), test::gguf_case("trained_q4_0").at("model_fnv1a64").get<std::string>());
+  EXPECT_EQ(io::GgufReader(q4).get_int("general.file_type"), 2);
+  const std::string gen = std::string(XGRAD_TOOL_DIR) + "/xg-generate";
+  const std::string flags = " --format raw --prompt 'the ' --temperature 0 --max-new-tokens 24 --ids --threads 1";
+  const test::CliRun as_blocks = test::run_cli(gen, "--base " + q4 + flags + " --dtype auto");
+  const test::CliRun as_f32 = test::run_cli(gen, "--base " + q4 + flags + " --dtype f32");
+  ASSERT_EQ(as_blocks.status, 0) << as_blocks.err;
+  ASSERT_EQ(as_f32.status, 0) << as_f32.err;
+  EXPECT_FALSE(as_blocks.out.empty());
+  EXPECT_EQ(as_blocks.out, as_f32.out);
   // The GGUF as a base again, and to an HF folder.
   r = test::run_cli(exe, "--base " + (dir / "t.gguf").string() + " --name trained --to gguf --out " + (dir / "t2.gguf").string());
   ASSERT_EQ(r.status, 0) << r.err;

@@ -404,20 +404,19 @@ TEST(XgFinetune, KilledRunResumesToBitwiseTheSameAdapter) {
 
 TEST(XgFinetune, AKilledBf16RunOnALowPrecisionBaseResumesBitwise) {
   // --bf16 products are cut into pieces whose shapes depend on the product's alone, and q8_0
-  // products widen fixed tiles, so a resumed run computes what the straight one did.
+  // and q4_0 products widen fixed tiles, so a resumed run computes what the straight one did.
   const fs::path d = xg::test::fresh_test_dir("resume_bf16");
   const fs::path base = tiny_base(d);
   write_yes_rows(d / "train.jsonl");
-  for (const char* dtype : {"q8_0", "bf16"}) {
+  for (const std::string dtype : {"q8_0", "q4_0", "bf16"}) {
     SCOPED_TRACE(dtype);
     const std::string flags = "--base " + base.string() + " --data " + (d / "train.jsonl").string() +
                               " --steps 60 --warmup 2 --batch 4 --checkpoint-every 4 --seed 9 --bf16 --base-dtype " + dtype;
-    const fs::path full_out = d / (std::string("full_") + dtype), out = d / (std::string("killed_") + dtype);
+    const fs::path full_out = d / ("full_" + dtype), out = d / ("killed_" + dtype);
     CliRun full = run("xg-finetune", flags + " --out " + full_out.string());
     ASSERT_EQ(full.status, 0) << full.err;
-    EXPECT_NE(full.out.find(std::string("--base-dtype ") + dtype + ": parameters"), std::string::npos) << full.out;
-    EXPECT_NE(full.out.find(std::string(dtype == std::string("q8_0") ? "q8_0 x " : "bfloat16 x ")), std::string::npos)
-        << full.out;
+    EXPECT_NE(full.out.find("--base-dtype " + dtype + ": parameters"), std::string::npos) << full.out;
+    EXPECT_NE(full.out.find((dtype == "bf16" ? std::string("bfloat16") : dtype) + " x "), std::string::npos) << full.out;
     expect_killed_run_resumes_to(flags, out, full_out);
   }
 }
@@ -437,7 +436,7 @@ TEST(XgFinetune, ANanInABf16BaseIsRefusedAtLoadAndWritesNothing) {
   o.source = std::string(XGRAD_FIXTURE_DIR) + "/gguf/byte256";
   xg::nn::save_hf(*model, (d / "hf").string(), o);
   write_yes_rows(d / "train.jsonl");
-  for (const char* dtype : {"auto", "f32", "q8_0"}) {
+  for (const char* dtype : {"auto", "f32", "q8_0", "q4_0"}) {
     const fs::path out = d / (std::string("out_") + dtype);
     CliRun r = run("xg-finetune", "--base " + (d / "hf").string() + " --data " + (d / "train.jsonl").string() +
                                       " --steps 2 --out " + out.string() + " --base-dtype " + dtype);
