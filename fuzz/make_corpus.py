@@ -139,7 +139,7 @@ def gguf(kvs, tensors, alignment=32):
 
 
 # A one-layer llama of width 4 (2 heads, 1 KV head) with a 3-token byte-level vocabulary, and
-# a Q8_0 / F16 tensor file without a model.
+# a Q8_0 / Q4_0 / F16 tensor file without a model.
 llama_kv = [("general.architecture", 8, "llama"), ("general.type", 8, "model"), ("llama.context_length", 4, 64),
             ("llama.embedding_length", 4, 4), ("llama.block_count", 4, 1), ("llama.feed_forward_length", 4, 4),
             ("llama.attention.head_count", 4, 2), ("llama.attention.head_count_kv", 4, 1),
@@ -152,9 +152,10 @@ llama_t = [("token_embd.weight", [3, 4]), ("output_norm.weight", [4]), ("blk.0.a
            ("blk.0.attn_v.weight", [2, 4]), ("blk.0.attn_output.weight", [4, 4]), ("blk.0.ffn_gate.weight", [4, 4]),
            ("blk.0.ffn_up.weight", [4, 4]), ("blk.0.ffn_down.weight", [4, 4])]
 put("gguf", "llama_f32", gguf(llama_kv, [(n, sh, 0, f32(*[0.25] * numel(sh))) for n, sh in llama_t]))
-put("gguf", "q8_0_f16_bf16", gguf([("general.alignment", 4, 32)],
-                                  [("q", [1, 32], 8, struct.pack("<e", 0.5) + bytes(range(32))),
-                                   ("h", [2], 1, struct.pack("<2e", 1.5, -2.0)), ("b", [1], 30, b"\x80\x3f")]))
+put("gguf", "q8_0_q4_0_f16_bf16", gguf([("general.alignment", 4, 32)],
+                                       [("q", [1, 32], 8, struct.pack("<e", 0.5) + bytes(range(32))),
+                                        ("q4", [1, 32], 2, struct.pack("<e", -0.25) + bytes(range(0, 256, 16))),
+                                        ("h", [2], 1, struct.pack("<2e", 1.5, -2.0)), ("b", [1], 30, b"\x80\x3f")]))
 
 # Command-line values (fuzz_flags.cpp): an argv, NUL-separated.
 argv = lambda *a: "\0".join(a)  # noqa: E731
