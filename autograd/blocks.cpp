@@ -16,6 +16,7 @@
 #include "autograd/detail/block_formats.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
+#include "autograd/detail/op_util.hpp"
 #include "autograd/detail/tiled_gemm.hpp"
 #include "autograd/gemm_backend.hpp"
 #include "autograd/graph.hpp"
