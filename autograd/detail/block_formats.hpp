@@ -1,6 +1,6 @@
 // Internal to xgrad's .cpp files: how one block of a quantized weight widens, and how a row of
 // blocks dots with a row of floats, for each blocked dtype (dtype.hpp). The products and lookups
-// (block_products.cpp) are written once over these two operations.
+// (blocks.cpp) are written once over these two operations.
 //
 //   q8_0 (ggml's block_q8_0, 34 bytes):  half d, int8 q[32]          x_j = d q_j
 //   q4_0 (ggml's block_q4_0, 18 bytes):  half d, uint8 qs[16]        x_j = d (lo(qs_j) - 8),
