@@ -17,7 +17,7 @@ constexpr int64_t kParallelMin = 1 << 15;
 // The length of a piece along a side of `len` when a product is cut into pieces whose shapes
 // depend on its own shape only (its sums then do not depend on the thread count): an eighth of
 // it (so that a small product splits over threads too), rounded up to `align`, between `align`
-// and `most`. q8_0.cpp's tiles and matmul.cpp's widened bf16 products.
+// and `most`. blocks.cpp's tiles (q8_0, q4_0) and matmul.cpp's widened bf16 products.
 inline int64_t piece_len(int64_t len, int64_t align, int64_t most) {
   const int64_t eighth = (len / 8 + align - 1) / align * align;
   return std::min(most, std::max(align, eighth));
