@@ -20,6 +20,7 @@ xg::fuzz::Stored stored(xg::io::GgmlType t) {
     case xg::io::GgmlType::BF16: return xg::fuzz::Stored::BF16;
     case xg::io::GgmlType::Q8_0: return xg::fuzz::Stored::Q8_0;
     case xg::io::GgmlType::Q4_0: return xg::fuzz::Stored::Q4_0;
+    default: break;
   }
   return xg::fuzz::Stored::Other;
 }

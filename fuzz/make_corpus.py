@@ -156,6 +156,19 @@ put("gguf", "q8_0_q4_0_f16_bf16", gguf([("general.alignment", 4, 32)],
                                        [("q", [1, 32], 8, struct.pack("<e", 0.5) + bytes(range(32))),
                                         ("q4", [1, 32], 2, struct.pack("<e", -0.25) + bytes(range(0, 256, 16))),
                                         ("h", [2], 1, struct.pack("<2e", 1.5, -2.0)), ("b", [1], 30, b"\x80\x3f")]))
+# llama.cpp's read-only block types, one block each (ggml-common.h's layouts): Q4_1, Q5_0, Q5_1 of
+# 32 values, and the k-quants Q2_K ... Q6_K of 256, their half scales at the layouts' places.
+half = lambda *v: struct.pack(f"<{len(v)}e", *v)  # noqa: E731
+ramp = lambda n, step=37: bytes((i * step + 11) % 256 for i in range(n))  # noqa: E731
+put("gguf", "k_quants_q4_1_q5", gguf([], [
+    ("q4_1", [1, 32], 3, half(0.5, -1.0) + ramp(16)),
+    ("q5_0", [1, 32], 6, half(0.25) + ramp(4) + ramp(16, 29)),
+    ("q5_1", [1, 32], 7, half(0.125, 0.5) + ramp(4) + ramp(16, 29)),
+    ("q2_k", [1, 256], 10, ramp(16) + ramp(64, 29) + half(0.5, 0.25)),
+    ("q3_k", [1, 256], 11, ramp(32) + ramp(64, 29) + ramp(12, 53) + half(0.75)),
+    ("q4_k", [1, 256], 12, half(0.5, 0.25) + ramp(12, 53) + ramp(128, 29)),
+    ("q5_k", [1, 256], 13, half(0.5, 0.25) + ramp(12, 53) + ramp(32) + ramp(128, 29)),
+    ("q6_k", [1, 256], 14, ramp(128, 29) + ramp(64) + ramp(16, 53) + half(0.0625))]))
 
 # Command-line values (fuzz_flags.cpp): an argv, NUL-separated.
 argv = lambda *a: "\0".join(a)  # noqa: E731

@@ -15,6 +15,7 @@
 #include "autograd/float16.hpp"
 #include "autograd/blocks.hpp"
 #include "io/atomic_file.hpp"
+#include "io/detail/ggml_dequantize.hpp"
 #include "io/detail/store_floats.hpp"
 #include "io/safetensors.hpp"
 
@@ -41,7 +42,7 @@ uint64_t scalar_bytes(GgufType t) {
 bool is_float_type(GgufType t) { return t == GgufType::Float32 || t == GgufType::Float64; }
 
 bool known_ggml_type(uint32_t t) {
-  return t == 0 || t == 1 || t == 2 || t == 8 || t == 30;
+  return t == 0 || t == 1 || t == 2 || t == 3 || t == 6 || t == 7 || t == 8 || (t >= 10 && t <= 14) || t == 30;
 }
 
 // ggml.h's type numbers past BF16 that a file may hold but xgrad does not read.
@@ -209,18 +210,48 @@ const char* gguf_type_name(GgufType t) {
 
 const char* ggml_type_name(GgmlType t) { return other_ggml_type_name(static_cast<uint32_t>(t)); }
 
-uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
-  const uint64_t n = static_cast<uint64_t>(numel);
-  switch (type) {
-    case GgmlType::F32: return 4 * n;
-    case GgmlType::F16: case GgmlType::BF16: return 2 * n;
-    case GgmlType::Q8_0: return n / kQ8Block * kQ8BlockBytes;
-    case GgmlType::Q4_0: return n / kQ4Block * kQ4BlockBytes;
+int64_t ggml_block_values(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return 1;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: return 32;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return 256;
   }
-  return 0;
+  return 1;
+}
+
+uint64_t ggml_block_bytes(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return 4;
+    case GgmlType::F16: case GgmlType::BF16: return 2;
+    case GgmlType::Q4_0: return kQ4BlockBytes;  // 18
+    case GgmlType::Q4_1: return 20;
+    case GgmlType::Q5_0: return 22;
+    case GgmlType::Q5_1: return 24;
+    case GgmlType::Q8_0: return kQ8BlockBytes;  // 34
+    case GgmlType::Q2_K: return 84;
+    case GgmlType::Q3_K: return 110;
+    case GgmlType::Q4_K: return 144;
+    case GgmlType::Q5_K: return 176;
+    case GgmlType::Q6_K: return 210;
+  }
+  return 4;
+}
+
+uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
+  return static_cast<uint64_t>(numel / ggml_block_values(type)) * ggml_block_bytes(type);
 }
 
 bool is_block_type(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+
+bool is_writable_type(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || is_block_type(t);
+}
+
+Dtype auto_dtype(GgmlType t) {
+  if (is_block_type(t)) return block_dtype(t);
+  if (t == GgmlType::BF16) return kBFloat16;
+  return ggml_block_values(t) > 1 ? kQ8_0 : kFloat32;
+}
 
 Dtype block_dtype(GgmlType t) {
   check(is_block_type(t), "block_dtype: ", ggml_type_name(t), " is not a block type");
@@ -342,11 +373,11 @@ GgufReader::GgufReader(const std::string& path) : path_(path), f_(path, std::ios
     const uint32_t type = c.scalar<uint32_t>("the type of '" + t.name + "'");
     if (!known_ggml_type(type))
       throw Error(str_cat(path_, ": tensor '", t.name, "' has type ", other_ggml_type_name(type), " (", type,
-                          "); xgrad reads F32, F16, BF16, Q8_0 and Q4_0"));
+                          "); xgrad reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K to Q6_K"));
     t.type = static_cast<GgmlType>(type);
-    if (is_block_type(t.type) && (n_dims == 0 || ne[0] % kQ8Block != 0))
+    if (const int64_t per = ggml_block_values(t.type); per > 1 && (n_dims == 0 || ne[0] % per != 0))
       c.fail(str_cat(ggml_type_name(t.type), " tensor '", t.name, "' has rows of ", n_dims ? ne[0] : 1,
-                     " values, not a multiple of 32"));
+                     " values, not a multiple of ", per));
     t.offset = c.scalar<uint64_t>("the offset of '" + t.name + "'");
     if (t.offset % alignment != 0) c.fail(str_cat("tensor '", t.name, "' has offset ", t.offset, ", not a multiple of ", alignment));
     t.bytes = ggml_tensor_bytes(t.type, numel);
@@ -432,7 +463,7 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
   // (detail::store_floats). A block of a few MB at a time: no second copy of a large tensor.
   const bool as_stored = (is_block_type(t.type) && d == block_dtype(t.type)) ||
                          (t.type == GgmlType::BF16 && d == kBFloat16);
-  const int64_t per_block = 1 << 20;  // values (a multiple of 32)
+  const int64_t per_block = 1 << 20;  // values (whole blocks of every type: a multiple of 256)
   std::vector<char> buf;
   std::vector<float> values;
   for (int64_t done = 0; done < n; done += per_block) {
@@ -471,6 +502,7 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
         break;
       case GgmlType::Q8_0:
       case GgmlType::Q4_0: dequantize_blocks(block_dtype(t.type), p, m, o); break;
+      default: detail::dequantize_ggml(t.type, p, m, o); break;
     }
     if (as_stored)
       detail::check_finite(o, done, m, path_, name);
@@ -518,6 +550,8 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
     check(names.insert(t.name).second, who, ": tensor '", t.name, "' given twice");
     check(t.data.dim() <= static_cast<int64_t>(kMaxDims), who, ": tensor '", t.name, "' has ", t.data.dim(), " dims (GGUF holds at most 4)");
     check(is_floating(t.data.dtype()), who, ": tensor '", t.name, "' is ", dtype_name(t.data.dtype()), ", not a float tensor");
+    check(is_writable_type(t.type), who, ": tensor '", t.name, "': xgrad writes F32, F16, BF16, Q8_0 and Q4_0, not ",
+          ggml_type_name(t.type));
     const int64_t row = t.data.dim() ? t.data.size(-1) : 1;
     check(!is_block_type(t.type) || row % kQ8Block == 0, who, ": tensor '", t.name, "' has rows of ", row, " values; ",
           ggml_type_name(t.type), " needs a multiple of 32");
@@ -572,6 +606,7 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
                                     div, " = ", amax / div, ") would overflow"));
               }
               break;
+            default: throw Error(str_cat(who, ": internal error: ", ggml_type_name(t.type), " is not written"));
           }
           block.resize(align_up(block.size(), alignment), '\0');
           out.write(block.data(), static_cast<std::streamsize>(block.size()));

@@ -22,15 +22,28 @@ enum class GgufType : uint32_t {
 };
 const char* gguf_type_name(GgufType t);  // "uint32", "string", ...
 
-// The tensor types xgrad reads and writes (ggml.h's enum ggml_type).
-enum class GgmlType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
-const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q4_0", "Q8_0", "BF16"
+// The tensor types xgrad reads (ggml.h's enum ggml_type). It writes F32, F16, BF16, Q8_0 and
+// Q4_0 (is_writable_type) and computes with Q8_0 and Q4_0 as stored; the others are widened as
+// they are read (io/detail/ggml_dequantize.hpp says how).
+enum class GgmlType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30
+};
+const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q4_0", "Q4_K", ...
 // Q8_0 (ggml-common.h's block_q8_0): blocks of 32 values (xg::kQ8Block), a half scale d and
 // 32 int8 q; x = d q. xgrad's kQ8_0 tensors hold the same blocks (autograd/q8_0.hpp).
 // Q4_0 (block_q4_0): blocks of 32 values, a half scale d and 16 bytes of 4-bit codes c;
 // x = d (c - 8). xgrad's kQ4_0 tensors hold the same blocks (autograd/q4_0.hpp).
-bool is_block_type(GgmlType t);  // Q8_0 or Q4_0: rows of whole blocks of 32
+bool is_block_type(GgmlType t);  // Q8_0 or Q4_0: rows of whole blocks of 32, kept as stored
 Dtype block_dtype(GgmlType t);   // kQ8_0 for Q8_0, kQ4_0 for Q4_0 (anything else: an xg::Error)
+bool is_writable_type(GgmlType t);    // F32, F16, BF16, Q8_0, Q4_0
+int64_t ggml_block_values(GgmlType t);  // values a block holds: 1 (floats), 32, or 256 (the k-quants)
+uint64_t ggml_block_bytes(GgmlType t);  // bytes a block takes
+// The dtype a model's matrix of this type is kept in when the user asks for none (--base-dtype
+// auto): Q8_0 and Q4_0 as stored, BF16 as bfloat16, F16 and F32 as float32, and the types xgrad
+// only reads (4 to 6.6 bits a value) as q8_0: 8.5 bits, the nearest type of xgrad's that is at
+// least as fine, each block quantized from the exact widened values.
+Dtype auto_dtype(GgmlType t);
 
 // One metadata value: a scalar or an array of scalars (arrays of arrays are refused on read).
 // Integers and bools are kept as int64 (uint64 values must be below 2^63), floats as double.
@@ -69,7 +82,7 @@ struct GgufTensorInfo {
   uint64_t bytes = 0;
 };
 
-uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel);  // numel a multiple of 32 for Q8_0 and Q4_0
+uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel);  // numel a multiple of ggml_block_values(type)
 
 // A GGUF file opened to be read tensor by tensor: the constructor reads and validates the
 // header (magic, version 3, every length against the bytes left, value and tensor types,
@@ -96,9 +109,9 @@ class GgufReader {
   const GgufTensorInfo& tensor(const std::string& name) const;
   // Reads a tensor into dst's storage (the tensor's shape; float32, bfloat16, q8_0 or q4_0): Q8_0
   // into q8_0, Q4_0 into q4_0 and BF16 into bfloat16 as stored, anything else widened to float32
-  // and then rounded or quantized to dst's dtype. A NaN or Inf value (or block scale) is an
-  // xg::Error naming the file,
-  // the tensor and the element, found before the tensor is used.
+  // (the other block types as ggml widens them) and then rounded or quantized to dst's dtype. A
+  // NaN or Inf value (or block scale) is an xg::Error naming the file, the tensor and the
+  // element, found before the tensor is used.
   void read_into(const std::string& name, const Tensor& dst);
   Tensor read(const std::string& name);  // a new float32 tensor
 
@@ -121,8 +134,8 @@ struct GgufTensorData {
 
 // Writes a GGUF v3 file (alignment: general.alignment when the metadata has it, else 32),
 // tensors in the given order, through a temporary file renamed into place (atomic_file.hpp).
-// Duplicate keys or names, a Q8_0 tensor whose rows are not a multiple of 32, or more than
-// 4 dims are errors naming `who`.
+// Duplicate keys or names, a type xgrad does not write, a Q8_0 or Q4_0 tensor whose rows are not
+// a multiple of 32, or more than 4 dims are errors naming `who`.
 void save_gguf(const std::string& path, const GgufMetadata& metadata, const std::vector<GgufTensorData>& tensors,
                const std::string& who = "save_gguf");
 

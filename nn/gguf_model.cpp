@@ -29,6 +29,7 @@ uint32_t file_type(io::GgmlType t) {
     case io::GgmlType::Q4_0: return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
     case io::GgmlType::Q8_0: return 7;  // LLAMA_FTYPE_MOSTLY_Q8_0
     case io::GgmlType::BF16: return 32; // LLAMA_FTYPE_MOSTLY_BF16
+    default: break;  // not written (save_gguf refuses it)
   }
   return 0;
 }
@@ -624,17 +625,16 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
     const std::string q = f.has_tensor("blk.0.attn_qkv.weight") ? "blk.0.attn_qkv.weight" : "blk.0.attn_q.weight";
     check(f.has_tensor(q), path, ": tensor 'blk.0.attn_q.weight' is missing (", arch, ")");
     const io::GgmlType q_type = f.tensor(q).type;
-    const Dtype planned = options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights)
-                          : io::is_block_type(q_type)         ? io::block_dtype(q_type)
-                          : q_type == io::GgmlType::BF16      ? kBFloat16
-                                                              : kFloat32;
+    const Dtype planned =
+        options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights) : io::auto_dtype(q_type);
     StoredWeightsGuard stored(planned, lm.dtype);
     model = std::make_shared<DecoderLM>(lm);
   }
   const NamingScheme scheme = gguf_naming(arch);
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   // The matrices in the dtype asked for; auto keeps each as the file stores it (Q8_0 as q8_0,
-  // Q4_0 as q4_0, BF16 as bfloat16; F16 and F32 as float32), allocated before it is read.
+  // Q4_0 as q4_0, BF16 as bfloat16; F16 and F32 as float32; the k-quants and the other block
+  // types as q8_0: io::auto_dtype), allocated before it is read.
   if (options.weights != WeightDtype::F32) {
     const TensorMap params = model->state_dict();
     std::map<std::string, std::string> file_name;  // xgrad name -> the file's
@@ -646,8 +646,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
       if (options.weights != WeightDtype::Auto) {
         d = weight_dtype_tensor(options.weights);
       } else if (auto it = file_name.find(name); it != file_name.end() && f.has_tensor(it->second)) {
-        const io::GgmlType type = f.tensor(it->second).type;
-        d = io::is_block_type(type) ? io::block_dtype(type) : type == io::GgmlType::BF16 ? kBFloat16 : kFloat32;
+        d = io::auto_dtype(f.tensor(it->second).type);
       }
       Tensor w = params.at(name);
       if (is_blocked(d) && w.size(-1) % kQ8Block != 0) d = kFloat32;

@@ -54,7 +54,8 @@ std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const
 
 // Builds the model a GGUF file describes and reads its tensors into it: the matrices stored as
 // options.weights says (float32 unless asked; auto: each as the file stores it, Q8_0 as q8_0,
-// Q4_0 as q4_0 and BF16 as bfloat16), everything else float32. Architectures llama, qwen2, qwen3 (built in the
+// Q4_0 as q4_0 and BF16 as bfloat16, the other block types as q8_0: io::auto_dtype), everything
+// else float32. Architectures llama, qwen2, qwen3 (built in the
 // file's RoPE layout, so no rows are permuted) and phi3, gpt2, gemma, gemma2, gemma3 (their keys read as
 // the transformers config.json they come from: the model load_hf builds). An unsupported architecture, key value or tensor type, a tensor the
 // model does not have or one it lacks is an xg::Error naming the file and the key or tensor.

@@ -132,8 +132,11 @@ TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
   EXPECT_XG_ERROR(io::GgufReader r(p), "claims 1099511627776 tensors, more than the file can hold");
   // Header: magic 4, version 4, counts 16, key (8 + 1), type 4, string (8 + 1) = 46; then the
   // tensor "t": name 9, dims 4, ne 16, type at 75, offset at 79.
-  p = with("type.gguf", patch32(bytes, 75, 12));
-  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": tensor 't' has type Q4_K (12); xgrad reads F32, F16, BF16, Q8_0 and Q4_0");
+  p = with("type.gguf", patch32(bytes, 75, 16));
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": tensor 't' has type IQ2_XXS (16); xgrad reads F32, F16, BF16, Q8_0, Q4_0, "
+                                           "Q4_1, Q5_0, Q5_1 and Q2_K to Q6_K");
+  p = with("k_rows.gguf", patch32(bytes, 75, 12));  // rows of 32: not whole 256-value super-blocks
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": not a valid GGUF file: Q4_K tensor 't' has rows of 32 values, not a multiple of 256");
   p = with("offset.gguf", patch64(bytes, 79, 4096));
   EXPECT_XG_ERROR(io::GgufReader r(p), "tensor 't' (256 bytes at offset 4096) does not fit in the 256 bytes of data");
   p = with("misaligned.gguf", patch64(bytes, 79, 4));

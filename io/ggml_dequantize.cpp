@@ -1,0 +1,197 @@
+// Widening llama.cpp's read-only block types to float32 (io/detail/ggml_dequantize.hpp).
+// Each function takes one block and writes its values in order; the arithmetic is ggml's, in
+// its order, so that the values equal dequantize_row_* bit for bit. The products are exact in
+// float32 (a half scale's 11 bits times a scale of at most 6 and a code of at most 6 bits), so a
+// compiler's fused multiply-add cannot change them; the one rounding is the min's subtraction.
+// Load-time only: plain loops.
+#include "io/detail/ggml_dequantize.hpp"
+
+#include <cstring>
+
+#include "autograd/error.hpp"
+#include "autograd/float16.hpp"
+
+namespace xg::io::detail {
+
+namespace {
+
+constexpr int kSuper = 256;  // QK_K: values in a k-quant super-block
+
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return half_to_float(h);
+}
+
+// Q4_1 (block_q4_1, 20 bytes): half d, half m, 16 bytes of 4-bit codes; x = c d + m.
+void q4_1(const uint8_t* b, float* y) {
+  const float d = half_at(b), m = half_at(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+  }
+}
+
+// The 32 five-bit codes of a Q5_0 or Q5_1 block: 4 bytes of fifth bits (bit j for value j), then
+// 16 bytes of low nibbles (values j and j + 16 in byte j).
+void five_bit_codes(const uint8_t* fifth, int* c) {
+  uint32_t qh;
+  std::memcpy(&qh, fifth, 4);
+  const uint8_t* qs = fifth + 4;
+  for (int j = 0; j < 16; ++j) {
+    c[j] = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10);
+    c[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+  }
+}
+
+// Q5_0 (block_q5_0, 22 bytes): half d, then the codes; x = (c - 16) d.
+void q5_0(const uint8_t* b, float* y) {
+  const float d = half_at(b);
+  int c[32];
+  five_bit_codes(b + 2, c);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(c[j] - 16) * d;
+}
+
+// Q5_1 (block_q5_1, 24 bytes): half d, half m, then the codes; x = c d + m.
+void q5_1(const uint8_t* b, float* y) {
+  const float d = half_at(b), m = half_at(b + 2);
+  int c[32];
+  five_bit_codes(b + 4, c);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(c[j]) * d + m;
+}
+
+// Q2_K (block_q2_K, 84 bytes): 16 bytes of scales (a 4-bit scale and a 4-bit min for each 16
+// values), 64 bytes of 2-bit codes, half d, half dmin; x = d sc c - dmin m. The codes of values
+// 128h + 32s + l (h half, s shift) sit in bits 2s of byte 32h + l, l < 32.
+void q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = half_at(b + 80), dmin = half_at(b + 82);
+  int is = 0;
+  for (int h = 0; h < 2; ++h, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int part = 0; part < 2; ++part) {  // the first 16 of the 32 bytes, then the next 16
+        const uint8_t sc = scales[is++];
+        const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[16 * part + l] >> shift) & 3) - ml;
+      }
+    }
+  }
+}
+
+// Q3_K (block_q3_K, 110 bytes): 32 bytes of high bits, 64 bytes of 2-bit low codes, 12 bytes of
+// 6-bit signed scales (one per 16 values, stored minus 32), half d; x = d (sc - 32) (c - 4), where
+// c's third bit is the high bit (set: c = low, unset: low - 4 below it).
+void q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* packed = b + 96;
+  const float d = half_at(b + 108);
+  // The 16 scales: the low 4 bits of scale j are byte j's low nibble (j < 8) or byte j - 8's high
+  // nibble; its top 2 bits are bits 2 (j / 4) of byte 8 + j % 4.
+  int8_t scales[16];
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? packed[j] & 0xF : packed[j - 8] >> 4;
+    const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+    scales[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+  int is = 0;
+  uint8_t m = 1;
+  for (int h = 0; h < 2; ++h, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+      for (int part = 0; part < 2; ++part) {
+        const float dl = d * static_cast<float>(scales[is++]);
+        for (int l = 16 * part; l < 16 * part + 16; ++l) {
+          const int c = ((q[l] >> shift) & 3) - ((hmask[l] & m) ? 0 : 4);
+          *y++ = dl * static_cast<float>(c);
+        }
+      }
+    }
+  }
+}
+
+// The 6-bit scale and min of sub-block j (of 8) in Q4_K's and Q5_K's 12 bytes (ggml's
+// get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; else the low and high
+// nibbles of byte j + 4, with the top 2 bits in the high bits of bytes j - 4 and j.
+void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Q4_K's and Q5_K's values: x = d sc c - dmin m for each 32, the scales and mins packed in 12
+// bytes. Each 32 bytes of codes q hold 64 values, low nibbles first, then high. Q5_K adds a fifth
+// bit per value from 32 bytes qh: bit j of byte l for sub-block j (null for Q4_K).
+void k_quant_with_mins(float d, float dmin, const uint8_t* scales, const uint8_t* q, const uint8_t* qh, float* y) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    scale_min_k4(j, scales, &sc, &m);
+    const float ds = d * static_cast<float>(sc), ms = dmin * static_cast<float>(m);
+    const uint8_t* codes = q + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) {
+      const int c = ((codes[l] >> shift) & 0xF) + (qh && (qh[l] >> j) & 1 ? 16 : 0);
+      *y++ = ds * static_cast<float>(c) - ms;
+    }
+  }
+}
+
+// Q4_K (block_q4_K, 144 bytes): half d, half dmin, 12 bytes of scales and mins, 128 bytes of codes.
+void q4_k(const uint8_t* b, float* y) { k_quant_with_mins(half_at(b), half_at(b + 2), b + 4, b + 16, nullptr, y); }
+
+// Q5_K (block_q5_K, 176 bytes): half d, half dmin, 12 bytes of scales and mins, 32 bytes of fifth
+// bits, 128 bytes of low codes.
+void q5_k(const uint8_t* b, float* y) { k_quant_with_mins(half_at(b), half_at(b + 2), b + 4, b + 48, b + 16, y); }
+
+// Q6_K (block_q6_K, 210 bytes): 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16
+// int8 scales (one per 16 values), half d; x = d sc (c - 32). Per 128 values: low nibbles of
+// ql[l] and ql[l + 32] for values l and l + 32, their high nibbles for l + 64 and l + 96; the
+// four 2-bit high parts in qh[l].
+void q6_k(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = half_at(b + 208);
+  for (int n = 0; n < kSuper; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int c1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int c2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int c3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int c4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(c1);
+      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(c2);
+      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(c3);
+      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(c4);
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_ggml(GgmlType type, const char* p, int64_t n, float* out) {
+  void (*one)(const uint8_t*, float*) = nullptr;
+  switch (type) {
+    case GgmlType::Q4_1: one = q4_1; break;
+    case GgmlType::Q5_0: one = q5_0; break;
+    case GgmlType::Q5_1: one = q5_1; break;
+    case GgmlType::Q2_K: one = q2_k; break;
+    case GgmlType::Q3_K: one = q3_k; break;
+    case GgmlType::Q4_K: one = q4_k; break;
+    case GgmlType::Q5_K: one = q5_k; break;
+    case GgmlType::Q6_K: one = q6_k; break;
+    default: throw Error(str_cat("dequantize_ggml: ", ggml_type_name(type), " is not a read-only block type"));
+  }
+  const int64_t values = ggml_block_values(type);
+  const uint64_t bytes = ggml_block_bytes(type);
+  check(n % values == 0, "dequantize_ggml: ", n, " values are not whole ", ggml_type_name(type), " blocks of ", values);
+  const auto* b = reinterpret_cast<const uint8_t*>(p);
+  for (int64_t i = 0; i < n / values; ++i) one(b + i * bytes, out + i * values);
+}
+
+}  // namespace xg::io::detail
