@@ -20,9 +20,22 @@ xg::fuzz::Stored stored(xg::io::GgmlType t) {
     case xg::io::GgmlType::BF16: return xg::fuzz::Stored::BF16;
     case xg::io::GgmlType::Q8_0: return xg::fuzz::Stored::Q8_0;
     case xg::io::GgmlType::Q4_0: return xg::fuzz::Stored::Q4_0;
-    default: break;
+    default: return xg::fuzz::Stored::Block;
   }
-  return xg::fuzz::Stored::Other;
+}
+
+// Where the read-only block types keep a half scale (ggml-common.h): d, or for the types with a
+// min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K) d or the min's scale, chosen by h.
+xg::fuzz::BlockScale block_scale(xg::io::GgmlType t, uint64_t h) {
+  const uint64_t second = 2 * xg::fuzz::pick(h, 60, 2);
+  switch (t) {
+    case xg::io::GgmlType::Q2_K: return {84, 80 + second};
+    case xg::io::GgmlType::Q3_K: return {110, 108};
+    case xg::io::GgmlType::Q6_K: return {210, 208};
+    case xg::io::GgmlType::Q4_1: case xg::io::GgmlType::Q5_1: case xg::io::GgmlType::Q4_K: case xg::io::GgmlType::Q5_K:
+      return {xg::io::ggml_block_bytes(t), second};
+    default: return {xg::io::ggml_block_bytes(t), 0};
+  }
 }
 
 // The attack on the low-precision data of `r` (a file that opened as `bytes`).
@@ -39,7 +52,7 @@ void attack_tensor_data(const xg::io::GgufReader& r, std::string bytes, uint64_t
     }
     __builtin_trap();  // a truncated tensor opened
   }
-  const bool nonfinite = xg::fuzz::poke(bytes, offset, t.bytes, stored(t.type), h);
+  const bool nonfinite = xg::fuzz::poke(bytes, offset, t.bytes, stored(t.type), h, block_scale(t.type, h));
   xg::io::GgufReader p(xg::fuzz::scratch_file("poked.gguf", bytes));
   const xg::Dtype dst = xg::fuzz::destination_dtype(h);
   for (const xg::io::GgufTensorInfo& u : p.tensors())

@@ -37,14 +37,19 @@ inline nn::LoadOptions load_options(uint64_t h) {
   return nn::LoadOptions{all[pick(h, 8, 5)]};
 }
 
-// The element kinds a poke understands, by their size in the file.
-enum class Stored { F32, F16, BF16, Q8_0, Q4_0, Other };
+// The element kinds a poke understands, by their size in the file. Block: one of GGUF's other
+// block types, whose half scale sits somewhere in each block (BlockScale says where).
+enum class Stored { F32, F16, BF16, Q8_0, Q4_0, Block, Other };
+struct BlockScale {
+  uint64_t bytes = 0;  // a block's size
+  uint64_t at = 0;     // where a half scale (d, or a k-quant's dmin) starts in it
+};
 
-// Writes a special value over one element (or, for Q8_0 and Q4_0, one block's scale), chosen by h, of a
-// tensor whose `size` bytes of data start at `offset` in `bytes`: NaN, +Inf, -Inf, or a huge
+// Writes a special value over one element (or, for a block type, one block's scale), chosen by h,
+// of a tensor whose `size` bytes of data start at `offset` in `bytes`: NaN, +Inf, -Inf, or a huge
 // finite value (F16's 65504, BF16's and F32's largest). Returns true when the value written is
 // NaN or Inf, which every reader must refuse; false when nothing was written or it is finite.
-inline bool poke(std::string& bytes, uint64_t offset, uint64_t size, Stored kind, uint64_t h) {
+inline bool poke(std::string& bytes, uint64_t offset, uint64_t size, Stored kind, uint64_t h, BlockScale block = {}) {
   const int which = static_cast<int>(pick(h, 16, 4));  // 0 NaN, 1 +Inf, 2 -Inf, 3 huge
   const uint32_t f32[] = {0x7fc00000u, 0x7f800000u, 0xff800000u, 0x7f7fffffu};
   const uint16_t f16[] = {0x7e00, 0x7c00, 0xfc00, 0x7bff}, bf16[] = {0x7fc0, 0x7f80, 0xff80, 0x7f7f};
@@ -56,6 +61,7 @@ inline bool poke(std::string& bytes, uint64_t offset, uint64_t size, Stored kind
     case Stored::BF16: value = &bf16[which], width = stride = 2; break;
     case Stored::Q8_0: value = &f16[which], width = 2, stride = static_cast<uint64_t>(kQ8BlockBytes); break;
     case Stored::Q4_0: value = &f16[which], width = 2, stride = static_cast<uint64_t>(kQ4BlockBytes); break;
+    case Stored::Block: value = &f16[which], width = 2, stride = block.bytes, offset += block.at; break;
     case Stored::Other: return false;
   }
   const uint64_t units = size / stride;
