@@ -1,7 +1,8 @@
-// The products and lookups that read a blocked weight (q8_0 or q4_0, blocks.hpp), written once
-// over a block format (detail/block_formats.hpp). A product widens a tile of the weight at a time
-// into a thread's buffer and runs the float gemm on it, so a frozen base costs its blocks
-// (1.0625 bytes a weight for q8_0, 0.5625 for q4_0) plus one tile per thread.
+// The products and lookups that read a blocked weight (q8_0, q4_0 or a k-quant, blocks.hpp),
+// written once over a block format (detail/block_formats.hpp, detail/k_formats.hpp). A product
+// widens a tile of the weight at a time into a thread's buffer and runs the float gemm on it, so a
+// frozen base costs its blocks (1.0625 bytes a weight for q8_0, 0.5625 for q4_0, 0.5625-0.82 for
+// the k-quants) plus one tile per thread.
 #include "autograd/blocks.hpp"
 
 #include <omp.h>
@@ -14,6 +15,7 @@
 #include "autograd/autocast.hpp"
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/block_formats.hpp"
+#include "autograd/detail/k_formats.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/detail/op_util.hpp"
@@ -29,8 +31,6 @@ namespace xg {
 namespace {
 
 using Grads = std::vector<Tensor>;
-constexpr int64_t kBlock = 32;  // values a block holds, for both formats
-static_assert(kQ8Block == kBlock && kQ4Block == kBlock, "both formats hold 32 values a block");
 
 // A tile of the weight is up to kTileRows rows (or, for w's own product g w, kTileCols columns)
 // wide, a size that depends on the product's shape alone, never on the thread count: each
@@ -53,9 +53,15 @@ constexpr double kTiledMadds = 67108864.0;  // 2^26
 // f(Fmt{}) for w's block format.
 template <class F>
 decltype(auto) dispatch_blocks(Dtype d, const char* op, F&& f) {
-  if (d == kQ8_0) return f(blocks::Q8{});
-  check(d == kQ4_0, op, ": expected a q8_0 or q4_0 tensor, got ", dtype_name(d));
-  return f(blocks::Q4{});
+  switch (d) {
+    case Dtype::Q8_0: return f(blocks::Q8{});
+    case Dtype::Q4_0: return f(blocks::Q4{});
+    case Dtype::Q4_K: return f(blocks::Q4K{});
+    case Dtype::Q5_K: return f(blocks::Q5K{});
+    case Dtype::Q6_K: return f(blocks::Q6K{});
+    default: break;
+  }
+  throw Error(str_cat(op, ": expected a blocked tensor (q8_0, q4_0, q4_k, q5_k, q6_k), got ", dtype_name(d)));
 }
 
 // One thread's C = op(A) op(B) + beta C on a widened tile: BLAS for float and double, oneDNN's
@@ -69,15 +75,16 @@ void tile_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, in
     blas::gemm(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
 }
 
-// out [r1 - r0, c1 - c0] = rows r0..r1, columns c0..c1 (multiples of 32) of a blocked matrix
+// out [r1 - r0, c1 - c0] = rows r0..r1, columns c0..c1 (multiples of a block) of a blocked matrix
 // whose rows hold `cols` values.
 template <class Fmt, class T>
 void widen_tile(const uint8_t* w, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1, T* out) {
-  const int64_t row_bytes = cols / kBlock * Fmt::kBytes, width = c1 - c0;
+  constexpr int64_t kV = Fmt::kValues;
+  const int64_t row_bytes = cols / kV * Fmt::kBytes, width = c1 - c0;
   for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w + r * row_bytes + c0 / kBlock * Fmt::kBytes;
+    const uint8_t* row = w + r * row_bytes + c0 / kV * Fmt::kBytes;
     T* o = out + (r - r0) * width;
-    for (int64_t b = 0; b < width / kBlock; ++b) Fmt::widen(row + b * Fmt::kBytes, o + b * kBlock);
+    for (int64_t b = 0; b < width / kV; ++b) Fmt::widen(row + b * Fmt::kBytes, o + b * kV);
   }
 }
 
@@ -85,12 +92,13 @@ void widen_tile(const uint8_t* w, int64_t cols, int64_t r0, int64_t r1, int64_t 
 // out [cols, r1 - r0]: out[k (r1 - r0) + (r - r0)] = w[r][k], the B of a register-tiled x w^T.
 template <class Fmt>
 void widen_tile_transposed(const uint8_t* w, int64_t cols, int64_t r0, int64_t r1, float* out) {
-  const int64_t row_bytes = cols / kBlock * Fmt::kBytes, n = r1 - r0;
-  float block[kBlock];
+  constexpr int64_t kV = Fmt::kValues;
+  const int64_t row_bytes = cols / kV * Fmt::kBytes, n = r1 - r0;
+  float block[kV];
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t b = 0; b < cols / kBlock; ++b) {
+    for (int64_t b = 0; b < cols / kV; ++b) {
       Fmt::widen(w + r * row_bytes + b * Fmt::kBytes, block);
-      for (int64_t j = 0; j < kBlock; ++j) out[(b * kBlock + j) * n + (r - r0)] = block[j];
+      for (int64_t j = 0; j < kV; ++j) out[(b * kV + j) * n + (r - r0)] = block[j];
     }
 }
 
@@ -108,13 +116,13 @@ void product_nt(int64_t M, int64_t N, int64_t K, const T* x, const uint8_t* w, b
                 int64_t ldy) {
   using A = acc_t<T>;
   if (M == 0 || N == 0) return;
-  const int64_t row_bytes = K / kBlock * Fmt::kBytes;
+  const int64_t row_bytes = K / Fmt::kValues * Fmt::kBytes;
   if (M < kDotRows) {  // a dot per weight row, its blocks widened in registers
     const int threads = piece_threads((N + 15) / 16, static_cast<double>(M) * N * K);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t n = 0; n < N; ++n)
       for (int64_t m = 0; m < M; ++m) {
-        const A acc = Fmt::dot(w + n * row_bytes, x + m * K, K / kBlock);
+        const A acc = Fmt::dot(w + n * row_bytes, x + m * K, K / Fmt::kValues);
         y[m * ldy + n] = accumulate ? y[m * ldy + n] + acc : acc;
       }
     return;
@@ -148,7 +156,7 @@ void product_nn(int64_t M, int64_t N, int64_t K, const T* g, const uint8_t* w, a
     std::fill(y, y + M * K, A(0));
     return;
   }
-  const int64_t cols = piece_len(K, kBlock, kTileCols), pieces = (K + cols - 1) / cols;
+  const int64_t cols = piece_len(K, Fmt::kValues, kTileCols), pieces = (K + cols - 1) / cols;
   const int threads = piece_threads(pieces, static_cast<double>(M) * N * K);
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t p = 0; p < pieces; ++p) {
@@ -195,25 +203,27 @@ void check_input(const Tensor& x, const Tensor& w, const char* op, const char* w
 
 int64_t quantize_blocks(Dtype d, const float* x, int64_t n, void* out) {
   if (d == kQ8_0) return quantize_q8_0(x, n, out);
-  check(d == kQ4_0, "quantize_blocks: expected q8_0 or q4_0, got ", dtype_name(d));
+  check(d == kQ4_0, "quantize_blocks: expected q8_0 or q4_0, got ", dtype_name(d),
+        is_k_quant(d) ? " (xgrad reads k-quants from GGUF files but does not make them)" : "");
   return quantize_q4_0(x, n, out);
 }
 
 void dequantize_blocks(Dtype d, const void* data, int64_t n, float* out) {
   if (d == kQ8_0) return dequantize_q8_0(data, n, out);
-  check(d == kQ4_0, "dequantize_blocks: expected q8_0 or q4_0, got ", dtype_name(d));
-  dequantize_q4_0(data, n, out);
+  if (d == kQ4_0) return dequantize_q4_0(data, n, out);
+  dispatch_blocks(d, "dequantize_blocks", [&](auto fmt) { blocks::widen_each<decltype(fmt)>(data, n, out); });
 }
 
 void dequantize_blocks(Dtype d, const void* data, int64_t n, double* out) {
   if (d == kQ8_0) return dequantize_q8_0(data, n, out);
-  check(d == kQ4_0, "dequantize_blocks: expected q8_0 or q4_0, got ", dtype_name(d));
-  dequantize_q4_0(data, n, out);
+  if (d == kQ4_0) return dequantize_q4_0(data, n, out);
+  dispatch_blocks(d, "dequantize_blocks", [&](auto fmt) { blocks::widen_each<decltype(fmt)>(data, n, out); });
 }
 
 int64_t first_nonfinite_block_scale(Dtype d, const void* data, int64_t count) {
-  check(is_blocked(d), "first_nonfinite_block_scale: expected q8_0 or q4_0, got ", dtype_name(d));
-  return blocks::first_nonfinite_scale(static_cast<const uint8_t*>(data), count, block_bytes(d));
+  check(is_blocked(d), "first_nonfinite_block_scale: expected a blocked dtype, got ", dtype_name(d));
+  const auto* p = static_cast<const uint8_t*>(data);
+  return dispatch_blocks(d, "first_nonfinite_block_scale", [&](auto fmt) { return decltype(fmt)::first_nonfinite(p, count); });
 }
 
 namespace detail {

@@ -1,6 +1,7 @@
-// Quantized blocks by dtype: q8_0 (q8_0.hpp) and q4_0 (q4_0.hpp), ggml's block layouts for
+// Quantized blocks by dtype: q8_0 (q8_0.hpp), q4_0 (q4_0.hpp) and the k-quants q4_k, q5_k, q6_k
+// (detail/k_formats.hpp; read from GGUF files, never made here), ggml's block layouts for
 // frozen weights. What the tensor core, the file readers and writers call without caring which
-// of the two a tensor is, and the products and lookups that read such a weight (each widens a
+// of them a tensor is, and the products and lookups that read such a weight (each widens a
 // tile of the weight at a time, never the whole of it; a weight never gets a gradient: it is a
 // frozen base's). Every other op refuses a blocked tensor.
 #pragma once
@@ -11,14 +12,15 @@
 
 namespace xg {
 
-// d is kQ8_0 or kQ4_0 (anything else is an xg::Error); n a multiple of 32.
+// quantize_blocks: d is kQ8_0 or kQ4_0 (anything else is an xg::Error), n a multiple of 32; the
+// others take any blocked d, n a multiple of its block (32, or 256 for the k-quants).
 // quantize_blocks: -1, or the first element of the first block d cannot hold (a NaN or Inf, or
 // a scale beyond half's range); dequantize_blocks: exactly the values the blocks stand for.
 int64_t quantize_blocks(Dtype d, const float* x, int64_t n, void* out);
 void dequantize_blocks(Dtype d, const void* data, int64_t n, float* out);
 void dequantize_blocks(Dtype d, const void* data, int64_t n, double* out);
-// The first of `count` blocks whose half scale is NaN or Inf, or -1: such a block makes its 32
-// values NaN or Inf, which a file's reader must refuse.
+// The first of `count` blocks whose half scale (or a k-quant's min scale) is NaN or Inf, or -1:
+// such a block makes its values NaN or Inf, which a file's reader must refuse.
 int64_t first_nonfinite_block_scale(Dtype d, const void* data, int64_t count);
 
 namespace detail {

@@ -2,7 +2,9 @@
 // checks, bfloat16 stores weights and activations in half the bytes (low precision, see
 // bfloat16.hpp), int64 holds indices and targets, bool holds masks. q8_0 and q4_0 hold frozen
 // weights in 8 and 4 bits (q8_0.hpp, q4_0.hpp): blocks of 32 values along the last dim, in
-// ggml's block_q8_0 and block_q4_0 layouts.
+// ggml's block_q8_0 and block_q4_0 layouts. q4_k, q5_k and q6_k hold a GGUF file's k-quant
+// weights as the file stores them (ggml's block_q4_K, block_q5_K, block_q6_K: super-blocks of
+// 256 values, about 4.5, 5.5 and 6.6 bits a value); xgrad reads them but does not make them.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +15,7 @@
 
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0 };
+enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
@@ -22,23 +24,40 @@ constexpr Dtype kBool = Dtype::Bool;
 constexpr Dtype kBFloat16 = Dtype::BFloat16;
 constexpr Dtype kQ8_0 = Dtype::Q8_0;
 constexpr Dtype kQ4_0 = Dtype::Q4_0;
+constexpr Dtype kQ4_K = Dtype::Q4_K;
+constexpr Dtype kQ5_K = Dtype::Q5_K;
+constexpr Dtype kQ6_K = Dtype::Q6_K;
 // q8_0's block: 32 values, an IEEE half scale and 32 int8 (ggml's block_q8_0).
 constexpr int64_t kQ8Block = 32;
 constexpr int64_t kQ8BlockBytes = 34;
 // q4_0's block: 32 values, an IEEE half scale and 16 bytes of 4-bit codes (ggml's block_q4_0).
 constexpr int64_t kQ4Block = 32;
 constexpr int64_t kQ4BlockBytes = 18;
+// The k-quants' super-block: 256 values (ggml's QK_K) in 144 (q4_k), 176 (q5_k) or 210 (q6_k) bytes.
+constexpr int64_t kKBlock = 256;
 
-// Bytes of one element; q8_0 and q4_0 have none (their elements come in blocks): an xg::Error.
+// Bytes of one element; the blocked dtypes have none (their elements come in blocks): an xg::Error.
 std::size_t itemsize(Dtype d);
-// Bytes of `numel` elements (q8_0: numel / 32 blocks of 34 bytes, q4_0: of 18; numel a
-// multiple of 32).
+// Bytes of `numel` elements (q8_0: numel / 32 blocks of 34 bytes, q4_0: of 18, q4_k: numel / 256
+// super-blocks of 144; numel a multiple of the block).
 std::size_t storage_bytes(Dtype d, int64_t numel);
-// "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0"
+// "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"
 const char* dtype_name(Dtype d);
-inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0 || d == Dtype::Q4_0; }
-// A blocked dtype's bytes per block of 32 values (34 or 18); 0 for any other dtype.
-inline int64_t block_bytes(Dtype d) { return d == Dtype::Q8_0 ? kQ8BlockBytes : d == Dtype::Q4_0 ? kQ4BlockBytes : 0; }
+inline bool is_k_quant(Dtype d) { return d == Dtype::Q4_K || d == Dtype::Q5_K || d == Dtype::Q6_K; }
+inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0 || d == Dtype::Q4_0 || is_k_quant(d); }
+// A blocked dtype's values per block (32, or 256 for the k-quants) and bytes per block; 0 for
+// any other dtype.
+inline int64_t block_values(Dtype d) { return is_k_quant(d) ? kKBlock : is_blocked(d) ? kQ8Block : 0; }
+inline int64_t block_bytes(Dtype d) {
+  switch (d) {
+    case Dtype::Q8_0: return kQ8BlockBytes;
+    case Dtype::Q4_0: return kQ4BlockBytes;
+    case Dtype::Q4_K: return 144;
+    case Dtype::Q5_K: return 176;
+    case Dtype::Q6_K: return 210;
+    default: return 0;
+  }
+}
 inline bool is_floating(Dtype d) { return d == Dtype::Float32 || d == Dtype::Float64 || d == Dtype::BFloat16; }
 
 // The Dtype of a C++ element type: dtype_of<float>() == kFloat32.

@@ -32,13 +32,16 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Bool: return 1;
     case Dtype::BFloat16: return 2;
     case Dtype::Q8_0:
-    case Dtype::Q4_0: break;
+    case Dtype::Q4_0:
+    case Dtype::Q4_K:
+    case Dtype::Q5_K:
+    case Dtype::Q6_K: break;
   }
-  throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of 32 (storage_bytes)"));
+  throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of ", block_values(d), " (storage_bytes)"));
 }
 
 std::size_t storage_bytes(Dtype d, int64_t numel) {
-  if (is_blocked(d)) return static_cast<std::size_t>(numel / kQ8Block * block_bytes(d));
+  if (is_blocked(d)) return static_cast<std::size_t>(numel / block_values(d) * block_bytes(d));
   return static_cast<std::size_t>(numel) * itemsize(d);
 }
 
@@ -51,6 +54,9 @@ const char* dtype_name(Dtype d) {
     case Dtype::BFloat16: return "bfloat16";
     case Dtype::Q8_0: return "q8_0";
     case Dtype::Q4_0: return "q4_0";
+    case Dtype::Q4_K: return "q4_k";
+    case Dtype::Q5_K: return "q5_k";
+    case Dtype::Q6_K: return "q6_k";
   }
   return "?";
 }
@@ -427,8 +433,9 @@ Tensor empty(const Shape& shape, Dtype dtype) {
   node->dtype = dtype;
   node->shape = shape;
   node->numel = shape_numel(shape);
-  check(!is_blocked(dtype) || (!shape.empty() && shape.back() % kQ8Block == 0), "a ", dtype_name(dtype),
-        " tensor stores blocks of ", kQ8Block, " along its last dim, which shape ", shape_str(shape), " does not hold");
+  check(!is_blocked(dtype) || (!shape.empty() && shape.back() % block_values(dtype) == 0), "a ", dtype_name(dtype),
+        " tensor stores blocks of ", block_values(dtype), " along its last dim, which shape ", shape_str(shape),
+        " does not hold");
   node->storage = std::make_shared<Storage>(storage_bytes(dtype, node->numel));
   return Tensor(std::move(node));
 }
@@ -563,7 +570,9 @@ void Tensor::set_data(const Tensor& src) const {
   if (n.grad.defined() && (n.grad.shape() != n.shape || n.grad.dtype() != n.dtype)) n.grad = Tensor();
 }
 
-// q8_0 or q4_0 <-> any float dtype, through float32 (float64 widened exactly).
+// A blocked dtype <-> any float dtype, through float32 (float64 widened exactly). The k-quants
+// only widen: they come from GGUF files as stored (xgrad has not llama.cpp's search for their
+// scales).
 static Tensor convert_blocks(const Tensor& x, Dtype to) {
   if (is_blocked(x.dtype())) {
     check(!is_blocked(to), "to(", dtype_name(to), "): a ", dtype_name(x.dtype()),
@@ -579,6 +588,8 @@ static Tensor convert_blocks(const Tensor& x, Dtype to) {
   }
   const char* name = dtype_name(to);
   check(is_floating(x.dtype()), "to(", name, "): only a float tensor quantizes, got ", dtype_name(x.dtype()));
+  check(!is_k_quant(to), "to(", name, "): xgrad reads k-quant weights from GGUF files but does not make them; ",
+        "quantize to q8_0 or q4_0");
   const Tensor f = x.dtype() == kFloat32 ? x : x.detach().to(kFloat32);
   Tensor out = empty(x.shape(), to);  // checks the last dim
   const int64_t bad = quantize_blocks(to, f.data<float>(), f.numel(), out.raw_data());

@@ -6,7 +6,8 @@
 #   bash bench/gguf_generate_compare.sh            (needs build/bin and Node; installs the tools)
 # Env: P (prompt tokens, 256), N (new tokens, 128), REPEATS (best of, 3), THREADS ("1 2"),
 # BASE (an existing model folder or .gguf to use instead of training one), DTYPE (the export's
-# type: f32, f16, bf16 or q8_0, default f32; xg-generate computes on it as stored, --dtype auto).
+# type: f32, f16, bf16, q8_0 or q4_0, default f32; xg-generate computes on it as stored, --dtype
+# auto), GGUF (a GGUF file both read as it is, no export: e.g. one llama.cpp quantized to Q4_K_M).
 # Both sides time the same two phases inside the process, model loading excluded: xg-generate's
 # --timings (the prefill forward of the P-token prompt; then N - 1 one-token forwards against
 # the KV cache, sampling excluded as llama.cpp's eval time excludes it), and node-llama-cpp's
@@ -19,13 +20,17 @@ BIN=build/bin
 bash scripts/reference_tools.sh >&2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [[ -z "${BASE:-}" ]]; then
+if [[ -n "${GGUF:-}" ]]; then
+  BASE=$GGUF DTYPE=$(basename "$GGUF" .gguf)
+elif [[ -z "${BASE:-}" ]]; then
   head -c 300000 tests/fixtures/tokenizers/texts/persuasion.txt > "$tmp/train.txt"
   "$BIN/xg-train" --data "$tmp/train.txt" --out "$tmp/model" ${BENCH_TRAIN_FLAGS:---d-model 256 --layers 4 --heads 8 --kv-heads 4 --ffn swiglu --norm rmsnorm --pos rope --max-seq-len 1024 --seq-len 128 --steps 20 --warmup 2} > /dev/null
   BASE="$tmp/model"
 fi
-GGUF="$tmp/model.gguf"
-"$BIN/xg-export" --base "$BASE" --to gguf --dtype "$DTYPE" --out "$GGUF" >&2
+if [[ -z "${GGUF:-}" ]]; then
+  GGUF="$tmp/model.gguf"
+  "$BIN/xg-export" --base "$BASE" --to gguf --dtype "$DTYPE" --out "$GGUF" >&2
+fi
 prompt=$(head -c "$P" tests/fixtures/tokenizers/texts/glosses.txt | tr -d "'\n")
 # One xg-generate run with --timings -> "prompt_tokens prefill_tokens/s decode_tokens/s" from its stderr line.
 rates() {

@@ -15,8 +15,6 @@ namespace xg::io::detail {
 
 namespace {
 
-constexpr int kSuper = 256;  // QK_K: values in a k-quant super-block
-
 float half_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -111,67 +109,6 @@ void q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// The 6-bit scale and min of sub-block j (of 8) in Q4_K's and Q5_K's 12 bytes (ggml's
-// get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; else the low and high
-// nibbles of byte j + 4, with the top 2 bits in the high bits of bytes j - 4 and j.
-void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
-// Q4_K's and Q5_K's values: x = d sc c - dmin m for each 32, the scales and mins packed in 12
-// bytes. Each 32 bytes of codes q hold 64 values, low nibbles first, then high. Q5_K adds a fifth
-// bit per value from 32 bytes qh: bit j of byte l for sub-block j (null for Q4_K).
-void k_quant_with_mins(float d, float dmin, const uint8_t* scales, const uint8_t* q, const uint8_t* qh, float* y) {
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    scale_min_k4(j, scales, &sc, &m);
-    const float ds = d * static_cast<float>(sc), ms = dmin * static_cast<float>(m);
-    const uint8_t* codes = q + 32 * (j / 2);
-    const int shift = 4 * (j % 2);
-    for (int l = 0; l < 32; ++l) {
-      const int c = ((codes[l] >> shift) & 0xF) + (qh && (qh[l] >> j) & 1 ? 16 : 0);
-      *y++ = ds * static_cast<float>(c) - ms;
-    }
-  }
-}
-
-// Q4_K (block_q4_K, 144 bytes): half d, half dmin, 12 bytes of scales and mins, 128 bytes of codes.
-void q4_k(const uint8_t* b, float* y) { k_quant_with_mins(half_at(b), half_at(b + 2), b + 4, b + 16, nullptr, y); }
-
-// Q5_K (block_q5_K, 176 bytes): half d, half dmin, 12 bytes of scales and mins, 32 bytes of fifth
-// bits, 128 bytes of low codes.
-void q5_k(const uint8_t* b, float* y) { k_quant_with_mins(half_at(b), half_at(b + 2), b + 4, b + 48, b + 16, y); }
-
-// Q6_K (block_q6_K, 210 bytes): 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16
-// int8 scales (one per 16 values), half d; x = d sc (c - 32). Per 128 values: low nibbles of
-// ql[l] and ql[l + 32] for values l and l + 32, their high nibbles for l + 64 and l + 96; the
-// four 2-bit high parts in qh[l].
-void q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = half_at(b + 208);
-  for (int n = 0; n < kSuper; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int c1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-      const int c2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int c3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int c4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(c1);
-      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(c2);
-      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(c3);
-      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(c4);
-    }
-  }
-}
-
 }  // namespace
 
 void dequantize_ggml(GgmlType type, const char* p, int64_t n, float* out) {
@@ -182,9 +119,6 @@ void dequantize_ggml(GgmlType type, const char* p, int64_t n, float* out) {
     case GgmlType::Q5_1: one = q5_1; break;
     case GgmlType::Q2_K: one = q2_k; break;
     case GgmlType::Q3_K: one = q3_k; break;
-    case GgmlType::Q4_K: one = q4_k; break;
-    case GgmlType::Q5_K: one = q5_k; break;
-    case GgmlType::Q6_K: one = q6_k; break;
     default: throw Error(str_cat("dequantize_ggml: ", ggml_type_name(type), " is not a read-only block type"));
   }
   const int64_t values = ggml_block_values(type);

@@ -241,21 +241,30 @@ uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
   return static_cast<uint64_t>(numel / ggml_block_values(type)) * ggml_block_bytes(type);
 }
 
-bool is_block_type(GgmlType t) { return t == GgmlType::Q8_0 || t == GgmlType::Q4_0; }
+bool is_block_type(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
 
 bool is_writable_type(GgmlType t) {
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || is_block_type(t);
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 || t == GgmlType::Q8_0 || t == GgmlType::Q4_0;
 }
 
 Dtype auto_dtype(GgmlType t) {
-  if (is_block_type(t)) return block_dtype(t);
+  if (is_block_type(t)) return block_dtype(t);  // Q8_0, Q4_0, Q4_K, Q5_K, Q6_K as stored
   if (t == GgmlType::BF16) return kBFloat16;
   return ggml_block_values(t) > 1 ? kQ8_0 : kFloat32;
 }
 
 Dtype block_dtype(GgmlType t) {
-  check(is_block_type(t), "block_dtype: ", ggml_type_name(t), " is not a block type");
-  return t == GgmlType::Q8_0 ? kQ8_0 : kQ4_0;
+  switch (t) {
+    case GgmlType::Q8_0: return kQ8_0;
+    case GgmlType::Q4_0: return kQ4_0;
+    case GgmlType::Q4_K: return kQ4_K;
+    case GgmlType::Q5_K: return kQ5_K;
+    case GgmlType::Q6_K: return kQ6_K;
+    default: break;
+  }
+  throw Error(str_cat("block_dtype: ", ggml_type_name(t), " is not a type xgrad computes with as stored"));
 }
 
 std::size_t GgufValue::size() const {
@@ -479,13 +488,11 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
     f_.read(p, static_cast<std::streamsize>(bytes));
     check(f_.good(), path_, ": reading tensor '", name, "' failed");
     if (as_stored && is_block_type(t.type)) {
-      if (const int64_t b = first_nonfinite_block_scale(d, p, m / kQ8Block); b >= 0) {
-        uint16_t h;
-        std::memcpy(&h, p + b * block_bytes(d), 2);
-        throw Error(str_cat(path_, ": tensor '", name, "' elements ", done + b * kQ8Block, "..",
-                            done + (b + 1) * kQ8Block - 1, " (a ", ggml_type_name(t.type), " block) have the scale ",
-                            half_to_float(h), "; a weight must be a finite number (the file is damaged)"));
-      }
+      const int64_t per = block_values(d);
+      if (const int64_t b = first_nonfinite_block_scale(d, p, m / per); b >= 0)
+        throw Error(str_cat(path_, ": tensor '", name, "' elements ", done + b * per, "..", done + (b + 1) * per - 1,
+                            " (a ", ggml_type_name(t.type), " block) have a scale that is NaN or Inf",
+                            "; a weight must be a finite number (the file is damaged)"));
       continue;
     }
     values.resize(static_cast<std::size_t>(m));
@@ -500,9 +507,12 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
           o[i] = t.type == GgmlType::F16 ? half_to_float(h) : bfloat16_to_float(h);
         }
         break;
-      case GgmlType::Q8_0:
-      case GgmlType::Q4_0: dequantize_blocks(block_dtype(t.type), p, m, o); break;
-      default: detail::dequantize_ggml(t.type, p, m, o); break;
+      default:
+        if (is_block_type(t.type))
+          dequantize_blocks(block_dtype(t.type), p, m, o);
+        else
+          detail::dequantize_ggml(t.type, p, m, o);
+        break;
     }
     if (as_stored)
       detail::check_finite(o, done, m, path_, name);
@@ -553,8 +563,8 @@ void save_gguf(const std::string& path, const GgufMetadata& metadata, const std:
     check(is_writable_type(t.type), who, ": tensor '", t.name, "': xgrad writes F32, F16, BF16, Q8_0 and Q4_0, not ",
           ggml_type_name(t.type));
     const int64_t row = t.data.dim() ? t.data.size(-1) : 1;
-    check(!is_block_type(t.type) || row % kQ8Block == 0, who, ": tensor '", t.name, "' has rows of ", row, " values; ",
-          ggml_type_name(t.type), " needs a multiple of 32");
+    check(!is_writable_type(t.type) || ggml_block_values(t.type) == 1 || row % kQ8Block == 0, who, ": tensor '", t.name,
+          "' has rows of ", row, " values; ", ggml_type_name(t.type), " needs a multiple of 32");
     put_string(header, t.name);
     put<uint32_t>(header, static_cast<uint32_t>(t.data.dim()));
     for (int64_t d = t.data.dim() - 1; d >= 0; --d) put<uint64_t>(header, static_cast<uint64_t>(t.data.size(d)));

@@ -427,7 +427,7 @@ LMConfig LMConfig::from_json(const std::string& text, const std::string& source)
 
 StoredWeightsGuard::StoredWeightsGuard(Dtype stored, Dtype built) : prev_(g_stored_fraction) {
   const double bytes =
-      is_blocked(stored) ? static_cast<double>(block_bytes(stored)) / kQ8Block : static_cast<double>(itemsize(stored));
+      is_blocked(stored) ? static_cast<double>(block_bytes(stored)) / static_cast<double>(block_values(stored)) : static_cast<double>(itemsize(stored));
   g_stored_fraction = bytes / static_cast<double>(itemsize(built));
 }
 StoredWeightsGuard::~StoredWeightsGuard() { g_stored_fraction = prev_; }

@@ -649,7 +649,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
         d = io::auto_dtype(f.tensor(it->second).type);
       }
       Tensor w = params.at(name);
-      if (is_blocked(d) && w.size(-1) % kQ8Block != 0) d = kFloat32;
+      if (is_blocked(d) && w.size(-1) % block_values(d) != 0) d = kFloat32;
       w.requires_grad_(false);
       if (d != kFloat32) w.set_data(empty(w.shape(), d));
       any = any || d != kFloat32;

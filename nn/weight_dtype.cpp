@@ -45,7 +45,7 @@ std::vector<std::string> weight_matrix_names(const DecoderLM& model, Dtype dtype
     if (const auto* l = dynamic_cast<const Linear*>(m.get())) w = l->weight();
     else if (const auto* e = dynamic_cast<const Embedding*>(m.get())) w = e->weight();
     else continue;
-    if (is_blocked(dtype) && w.size(-1) % kQ8Block != 0) continue;
+    if (is_blocked(dtype) && w.size(-1) % block_values(dtype) != 0) continue;
     names.push_back(path.empty() ? "weight" : path + ".weight");
   }
   return names;

@@ -4,6 +4,7 @@
 // register tiles, BLAS tiles, bf16 tiles under autocast) and on 1 and 2 threads.
 #include <gtest/gtest.h>
 
+#include "tests/blocked_test_util.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace test_blocks {
@@ -21,21 +22,9 @@ class BlockedWeight : public ::testing::TestWithParam<Dtype> {};
 TEST_P(BlockedWeight, LinearEqualsTheProductOfTheWidenedWeight) {
   // float32 products below 2^26 multiply-adds run on register tiles, larger ones on BLAS
   for (const Shape& mnk :
-       {Shape{1, 96, 64}, Shape{3, 300, 96}, Shape{70, 600, 544}, Shape{5, 40, 32}, Shape{300, 512, 448}}) {
-    const int64_t M = mnk[0], N = mnk[1], K = mnk[2];
-    const Tensor wq = random_weight({N, K}, 10 + M, 0.05).to(GetParam());
-    const Tensor w64 = wq.to(kFloat64);
-    const Tensor b64 = xg::test::randn64({N}, 20 + M).detach();
-    const Tensor x64 = xg::test::randn64({M, K}, 30 + M).detach();
-    const Tensor expected = linear(x64, w64, b64);
-    // float64 input: the widened weight is exact, so only the sums' order differs
-    EXPECT_TRUE(xg::test::tensors_close(linear(x64, wq, b64), expected, 1e-12, 1e-12)) << shape_str(mnk);
-    EXPECT_TRUE(xg::test::tensors_close(linear(x64.to(kFloat32), wq, b64.to(kFloat32)).to(kFloat64), expected, 1e-4, 1e-4))
-        << shape_str(mnk);
-    // a @ w for w [N, K] blocked (the gradient's product through w, and matmul's case)
-    const Tensor g64 = xg::test::randn64({M, N}, 40 + M).detach();
-    EXPECT_TRUE(xg::test::tensors_close(matmul(g64, wq), matmul(g64, w64), 1e-12, 1e-12)) << shape_str(mnk);
-  }
+       {Shape{1, 96, 64}, Shape{3, 300, 96}, Shape{70, 600, 544}, Shape{5, 40, 32}, Shape{300, 512, 448}})
+    xg::test::expect_blocked_products_match_widened(random_weight({mnk[1], mnk[2]}, 10 + mnk[0], 0.05).to(GetParam()),
+                                                    mnk[0], 20 + mnk[0]);
 }
 
 TEST_P(BlockedWeight, GradientsFlowToTheInputAndBiasNeverToTheWeight) {
@@ -60,19 +49,8 @@ TEST_P(BlockedWeight, GradientsFlowToTheInputAndBiasNeverToTheWeight) {
 }
 
 TEST_P(BlockedWeight, ProductsDoNotDependOnTheThreadCount) {
-  for (int64_t rows : {90, 240}) {  // x w^T on register tiles, then (2^26 multiply-adds and up) on BLAS
-    const Tensor wq = random_weight({900, 320}, 11, 0.05).to(GetParam());
-    const Tensor x = random_weight({rows, 320}, 12);
-    const Tensor g = random_weight({rows, 900}, 13);
-    std::vector<double> y[2], dx[2];
-    for (int t : {1, 2}) {
-      xg::test::OmpThreadsScope threads(t);
-      y[t - 1] = linear(x, wq).to_vector();
-      dx[t - 1] = matmul(g, wq).to_vector();
-    }
-    EXPECT_EQ(y[0], y[1]) << rows;
-    EXPECT_EQ(dx[0], dx[1]) << rows;
-  }
+  // x w^T on register tiles, then (2^26 multiply-adds and up) on BLAS
+  xg::test::expect_blocked_products_thread_independent(random_weight({900, 320}, 11, 0.05).to(GetParam()), {90, 240}, 12);
 }
 
 TEST_P(BlockedWeight, UnderAutocastAProductRunsOnBf16Tiles) {

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "autograd/blocks.hpp"
 #include "finetune/base_model.hpp"
 #include "io/gguf.hpp"
 #include "nn/weight_dtype.hpp"
@@ -77,7 +78,7 @@ TEST(GgufDequantize, Q4KSubBlockScalesAndMinsAreUnpackedAsGgmlPacksThem) {
   for (int j = 0; j < 12; ++j) b[4 + j] = static_cast<uint8_t>(37 * j + 200);
   for (int j = 0; j < 128; ++j) b[16 + j] = static_cast<uint8_t>(j * 29 + 7);
   float got[256];
-  io::detail::dequantize_ggml(io::GgmlType::Q4_K, reinterpret_cast<const char*>(b), 256, got);
+  dequantize_blocks(kQ4_K, b, 256, got);
   const uint8_t* s = b + 4;
   // Values 0..31: the low nibbles of code bytes 0..31, scale s[0] & 63, min s[4] & 63.
   const float d0 = half_to_float(d) * static_cast<float>(s[0] & 63), m0 = half_to_float(dmin) * static_cast<float>(s[4] & 63);
@@ -87,9 +88,9 @@ TEST(GgufDequantize, Q4KSubBlockScalesAndMinsAreUnpackedAsGgmlPacksThem) {
   EXPECT_GE(sc5, 16);  // the top bits are in use
   const float d5 = half_to_float(d) * static_cast<float>(sc5), mm5 = half_to_float(dmin) * static_cast<float>(m5);
   for (int l = 0; l < 32; ++l) EXPECT_EQ(got[160 + l], d5 * static_cast<float>(b[16 + 64 + l] >> 4) - mm5) << l;
-  // A tensor of such blocks is whole super-blocks: 200 values are refused.
-  EXPECT_XG_ERROR(io::detail::dequantize_ggml(io::GgmlType::Q4_K, reinterpret_cast<const char*>(b), 200, got),
-                  "dequantize_ggml: 200 values are not whole Q4_K blocks of 256");
+  // Q2_K and the legacy types are io's alone: whole blocks only.
+  EXPECT_XG_ERROR(io::detail::dequantize_ggml(io::GgmlType::Q2_K, reinterpret_cast<const char*>(b), 200, got),
+                  "dequantize_ggml: 200 values are not whole Q2_K blocks of 256");
 }
 
 TEST(GgufDequantize, FilesOfEveryBlockTypeGiveLlamaCppsLogprobs) {
@@ -105,20 +106,31 @@ TEST(GgufDequantize, FilesOfEveryBlockTypeGiveLlamaCppsLogprobs) {
     nn::LoadOptions exact;
     exact.weights = nn::WeightDtype::F32;
     finetune::BaseModel f32 = finetune::load_base(path.string(), "test", exact);
-    const test::GgufWorst wf = test::gguf_worst(test::gguf_logprobs(*f32.model, ids, c.at("window"), 256), want);
-    // auto: kept as q8_0, quantized from the widened values.
+    const std::vector<double> from_f32 = test::gguf_logprobs(*f32.model, ids, c.at("window"), 256);
+    const test::GgufWorst wf = test::gguf_worst(from_f32, want);
+    // auto: Q4_K, Q5_K and Q6_K kept as stored, the others as q8_0 quantized from the widened values.
     nn::LoadOptions automatic;
     automatic.weights = nn::WeightDtype::Auto;
-    finetune::BaseModel q8 = finetune::load_base(path.string(), "test", automatic);
-    const TensorMap params = q8.model->state_dict();
-    int q8_matrices = 0;
-    for (const auto& [name, p] : params) q8_matrices += p.dtype() == kQ8_0;
-    const test::GgufWorst wq = test::gguf_worst(test::gguf_logprobs(*q8.model, ids, c.at("window"), 256), want);
-    std::printf("  %s vs llama.cpp: max |d log p| %.2e widened to float32, %.2e kept as q8_0 (%d matrices)\n", file,
-                wf.diff, wq.diff, q8_matrices);
+    finetune::BaseModel kept = finetune::load_base(path.string(), "test", automatic);
+    io::GgufReader r(path.string());
+    std::map<std::string, int> by_dtype;
+    bool all_as_stored = true;
+    for (const io::GgufTensorInfo& t : r.tensors()) all_as_stored = all_as_stored && io::is_block_type(t.type);
+    for (const auto& [name, p] : kept.model->state_dict())
+      if (is_blocked(p.dtype())) ++by_dtype[dtype_name(p.dtype())];
+    const std::vector<double> from_kept = test::gguf_logprobs(*kept.model, ids, c.at("window"), 256);
+    const test::GgufWorst wk = test::gguf_worst(from_kept, want), wkf = test::gguf_worst(from_kept, from_f32);
+    std::string kinds;
+    for (const auto& [d, n] : by_dtype) kinds += str_cat(" ", d, " x ", n);
+    std::printf("  %s vs llama.cpp: max |d log p| %.2e widened to float32, %.2e as loaded (%s), %.2e between them\n",
+                file, wf.diff, wk.diff, kinds.c_str(), wkf.diff);
     EXPECT_LE(wf.diff, 0.05) << "position " << wf.at;
-    EXPECT_LE(wq.diff, 0.05) << "position " << wq.at;
-    EXPECT_GE(q8_matrices, 8);
+    EXPECT_LE(wk.diff, 0.05) << "position " << wk.at;
+    if (all_as_stored) {  // the same values in the products: only the sums' order differs
+      EXPECT_LE(wkf.diff, 1e-4) << "position " << wkf.at;
+      const std::vector<int64_t> prompt = c.at("prompt").get<std::vector<int64_t>>();
+      EXPECT_EQ(test::gguf_greedy(*kept.model, prompt, 32), test::gguf_greedy(*f32.model, prompt, 32));
+    }
   }
 }
 

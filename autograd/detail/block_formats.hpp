@@ -55,16 +55,19 @@ int64_t quantize_each(const float* x, int64_t n, void* out, int64_t bytes, One o
   return first_bad < count ? first_bad * kQ8Block : -1;
 }
 
-// Widens n values (n / 32 blocks of format Fmt) into out.
+// Widens n values (n / Fmt::kValues blocks of format Fmt) into out.
 template <class Fmt, class T>
 void widen_each(const void* data, int64_t n, T* out) {
   const auto* p = static_cast<const uint8_t*>(data);
-  for (int64_t b = 0; b < n / kQ8Block; ++b) Fmt::widen(p + b * Fmt::kBytes, out + b * kQ8Block);
+  for (int64_t b = 0; b < n / Fmt::kValues; ++b) Fmt::widen(p + b * Fmt::kBytes, out + b * Fmt::kValues);
 }
 
 struct Q8 {
+  static constexpr int64_t kValues = kQ8Block;
   static constexpr int64_t kBytes = kQ8BlockBytes;
   static constexpr Dtype kDtype = Dtype::Q8_0;
+
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) { return first_nonfinite_scale(blocks, count, kBytes); }
 
   // T float or double: exactly d * q; bfloat16: d * q rounded (a product under autocast).
   template <class T>
@@ -92,8 +95,11 @@ struct Q8 {
 };
 
 struct Q4 {
+  static constexpr int64_t kValues = kQ4Block;
   static constexpr int64_t kBytes = kQ4BlockBytes;
   static constexpr Dtype kDtype = Dtype::Q4_0;
+
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) { return first_nonfinite_scale(blocks, count, kBytes); }
 
   template <class T>
   static void widen(const uint8_t* block, T* out) {

@@ -45,7 +45,11 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::Bool: break;
     case Dtype::Q8_0:
     case Dtype::Q4_0:
-      throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ", d == Dtype::Q8_0 ? 8 : 4,
+    case Dtype::Q4_K:
+    case Dtype::Q5_K:
+    case Dtype::Q6_K:
+      throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ",
+                          d == Dtype::Q8_0 ? "8" : d == Dtype::Q6_K ? "6" : d == Dtype::Q5_K ? "5" : "4",
                           "-bit values that only linear, matmul, embedding and to() read; ",
                           "widen it with .to(kFloat32) first"));
   }

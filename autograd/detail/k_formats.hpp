@@ -1,0 +1,244 @@
+// Internal to xgrad's .cpp files: the k-quant block formats (dtype.hpp's q4_k, q5_k, q6_k), as
+// block_formats.hpp's q8_0 and q4_0: how a super-block of 256 values widens, and how a row of
+// them dots with a row of floats. The layouts are ggml-common.h's (llama.cpp, ggml PR #1684):
+//
+//   q4_k (block_q4_K, 144 bytes): half d, half dmin, 12 bytes of 6-bit scales and mins (8 each),
+//        128 bytes of 4-bit codes          x = d sc_j c - dmin m_j   for sub-block j of 32 values
+//   q5_k (block_q5_K, 176 bytes): as q4_k, then 32 bytes of fifth bits before the codes
+//   q6_k (block_q6_K, 210 bytes): 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8
+//        scales, half d                    x = d sc_i (c - 32)       for each 16 values
+//
+// The values are ggml's dequantize_row_q4_K/_q5_K/_q6_K's, bit for bit: every product here is
+// exact in float32 (a half's 11 bits times at most 7 and 6), so the one rounding is the min's
+// subtraction, the same in a fused multiply-subtract. Every dtype widens through them in float32.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "autograd/detail/block_formats.hpp"
+
+namespace xg::blocks {
+
+// The 6-bit scale and min of sub-block j (of 8) from q4_k's and q5_k's 12 bytes (ggml's
+// get_scale_min_k4): j < 4 in the low 6 bits of bytes j and j + 4; else the nibbles of byte
+// j + 4, with the top 2 bits in the high bits of bytes j - 4 and j.
+inline void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// The first of `count` blocks of `bytes` whose half at offset `at` (or at `at2`, when >= 0) is NaN
+// or Inf, or -1.
+inline int64_t first_nonfinite_half(const uint8_t* blocks, int64_t count, int64_t bytes, int64_t at, int64_t at2) {
+  const int64_t a = first_nonfinite_scale(blocks + at, count, bytes);
+  const int64_t b = at2 >= 0 ? first_nonfinite_scale(blocks + at2, count, bytes) : -1;
+  return a < 0 ? b : b < 0 ? a : std::min(a, b);
+}
+
+#if defined(__AVX512F__) && defined(__F16C__)
+// AVX-512: a super-block widened 16 values a register (the same float32 values as the scalar
+// code: the exact product, then one rounding), and for a row's dot multiplied with x at once
+// into two sums, with the row 2 KB ahead prefetched as q8_0's and q4_0's dots do.
+
+// 16 bytes at p, each in a 32-bit lane.
+inline __m512i k_bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+// f(i, v): v the 16 values i .. i + 15 of a q4_k / q5_k super-block, in order.
+template <bool kHigh, class F>
+inline void k_with_mins_each16(const uint8_t* blk, F f) {
+  const float d = block_scale(blk), dmin = block_scale(blk + 2);
+  const uint8_t* q = blk + (kHigh ? 48 : 16);
+  const __m512i low4 = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    k_scale_min(j, blk + 4, &sc, &m);
+    const __m512 ds = _mm512_set1_ps(d * static_cast<float>(sc)), ms = _mm512_set1_ps(dmin * static_cast<float>(m));
+    for (int half = 0; half < 2; ++half) {
+      const __m512i bytes = k_bytes16(q + 32 * (j / 2) + 16 * half);
+      __m512i c = _mm512_and_si512(_mm512_srli_epi32(bytes, 4 * (j % 2)), low4);
+      if constexpr (kHigh) {
+        const __m512i hi = k_bytes16(blk + 16 + 16 * half);
+        c = _mm512_or_si512(c, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hi, j), one), 4));
+      }
+      f(32 * j + 16 * half, _mm512_fmsub_ps(ds, _mm512_cvtepi32_ps(c), ms));
+    }
+  }
+}
+
+template <class F>
+inline void q6_k_each16(const uint8_t* blk, F f) {
+  const float d = block_scale(blk + 208);
+  const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+  const __m512i low4 = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+  for (int h = 0; h < 2; ++h)
+    for (int part = 0; part < 2; ++part) {  // l = 16 part .. 16 part + 15
+      const int l0 = 16 * part;
+      const __m512i a = k_bytes16(blk + 64 * h + l0);
+      const __m512i b = k_bytes16(blk + 64 * h + 32 + l0);
+      const __m512i hb = k_bytes16(blk + 128 + 32 * h + l0);
+      const __m512i c[4] = {
+          _mm512_or_si512(_mm512_and_si512(a, low4), _mm512_slli_epi32(_mm512_and_si512(hb, two), 4)),
+          _mm512_or_si512(_mm512_and_si512(b, low4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 2), two), 4)),
+          _mm512_or_si512(_mm512_srli_epi32(a, 4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hb, 4), two), 4)),
+          _mm512_or_si512(_mm512_srli_epi32(b, 4), _mm512_slli_epi32(_mm512_srli_epi32(hb, 6), 4))};
+      for (int g = 0; g < 4; ++g) {
+        const __m512 s = _mm512_set1_ps(d * static_cast<float>(sc[8 * h + part + 2 * g]));
+        f(128 * h + 32 * g + l0, _mm512_mul_ps(s, _mm512_cvtepi32_ps(_mm512_sub_epi32(c[g], bias))));
+      }
+    }
+}
+
+#endif
+
+// A super-block's values as T (float32's, converted), and their dot with x over `count`
+// super-blocks of `bytes`, for any T, through the format's float32 widening.
+template <class T>
+void k_widen(void (*widen_float)(const uint8_t*, float*), const uint8_t* blk, T* out) {
+  float v[kKBlock];
+  widen_float(blk, v);
+  for (int64_t i = 0; i < kKBlock; ++i) out[i] = static_cast<T>(v[i]);
+}
+template <class T>
+acc_t<T> k_dot_each(void (*widen_float)(const uint8_t*, float*), int64_t bytes, const uint8_t* row, const T* x,
+                    int64_t count) {
+  using A = acc_t<T>;
+  A acc = 0;
+  float v[kKBlock];
+  for (int64_t b = 0; b < count; ++b) {
+    widen_float(row + b * bytes, v);
+    A part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = 0; i < kKBlock; ++i) part += static_cast<A>(v[i]) * static_cast<A>(x[b * kKBlock + i]);
+    acc += part;
+  }
+  return acc;
+}
+
+// q4_k and q5_k (kHigh: the fifth bits). Each 32 bytes of codes hold sub-blocks 2p (low
+// nibbles) and 2p + 1 (high nibbles); sub-block j's fifth bits are bit j of the 32 bytes qh.
+template <bool kHigh>
+struct KWithMins {
+  static constexpr int64_t kValues = kKBlock;
+  static constexpr int64_t kBytes = kHigh ? 176 : 144;
+  static constexpr Dtype kDtype = kHigh ? Dtype::Q5_K : Dtype::Q4_K;
+  static constexpr int64_t kCodes = kHigh ? 48 : 16;  // where the 4-bit codes start
+
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) {
+    return first_nonfinite_half(blocks, count, kBytes, 0, 2);
+  }
+
+  static void widen_float(const uint8_t* blk, float* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    k_with_mins_each16<kHigh>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#else
+    const float d = block_scale(blk), dmin = block_scale(blk + 2);
+    const uint8_t* q = blk + kCodes;
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      k_scale_min(j, blk + 4, &sc, &m);
+      const float ds = d * static_cast<float>(sc), ms = dmin * static_cast<float>(m);
+      const uint8_t* codes = q + 32 * (j / 2);
+      const int shift = 4 * (j % 2);
+      for (int l = 0; l < 32; ++l) {
+        int c = (codes[l] >> shift) & 0xF;
+        if constexpr (kHigh) c |= ((blk[16 + l] >> j) & 1) << 4;
+        out[32 * j + l] = ds * static_cast<float>(c) - ms;
+      }
+    }
+#endif
+  }
+
+  template <class T>
+  static void widen(const uint8_t* blk, T* out) { k_widen(widen_float, blk, out); }
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return k_dot_each(widen_float, kBytes, row, x, count); }
+};
+using Q4K = KWithMins<false>;
+using Q5K = KWithMins<true>;
+
+// q6_k: per 128 values (two halves), ql[l] holds values l (low nibble) and l + 64 (high), ql[l + 32]
+// values l + 32 and l + 96, and qh[l] their top 2 bits in bits 0-1, 2-3, 4-5, 6-7; value i's scale
+// is sc[i / 16].
+struct Q6K {
+  static constexpr int64_t kValues = kKBlock;
+  static constexpr int64_t kBytes = 210;
+  static constexpr Dtype kDtype = Dtype::Q6_K;
+
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) {
+    return first_nonfinite_half(blocks, count, kBytes, 208, -1);
+  }
+
+  static void widen_float(const uint8_t* blk, float* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    q6_k_each16(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#else
+    const float d = block_scale(blk + 208);
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = blk + 64 * h;
+      const uint8_t* qh = blk + 128 + 32 * h;
+      float* y = out + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int c[4] = {(ql[l] & 0xF) | ((qh[l] & 3) << 4), (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4),
+                          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
+        for (int g = 0; g < 4; ++g)
+          y[l + 32 * g] = d * static_cast<float>(sc[8 * h + l / 16 + 2 * g]) * static_cast<float>(c[g] - 32);
+      }
+    }
+#endif
+  }
+
+  template <class T>
+  static void widen(const uint8_t* blk, T* out) { k_widen(widen_float, blk, out); }
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return k_dot_each(widen_float, kBytes, row, x, count); }
+};
+
+#if defined(__AVX512F__) && defined(__F16C__)
+// sum over `count` super-blocks of dot(values, x), each through each16(block, f).
+template <class Each>
+inline float k_dot(const uint8_t* row, const float* x, int64_t count, int64_t bytes, Each each16) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  for (int64_t b = 0; b < count; ++b) {
+    const uint8_t* blk = row + b * bytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 128, _MM_HINT_T0);
+    const float* xb = x + b * kKBlock;
+    each16(blk, [&](int i, __m512 v) {
+      if (i & 16)
+        acc1 = _mm512_fmadd_ps(v, _mm512_loadu_ps(xb + i), acc1);
+      else
+        acc0 = _mm512_fmadd_ps(v, _mm512_loadu_ps(xb + i), acc0);
+    });
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+template <>
+template <>
+inline float KWithMins<false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_with_mins_each16<false>(blk, f); });
+}
+template <>
+template <>
+inline float KWithMins<true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_with_mins_each16<true>(blk, f); });
+}
+template <>
+inline float Q6K::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { q6_k_each16(blk, f); });
+}
+#endif
+
+}  // namespace xg::blocks
