@@ -53,11 +53,6 @@ inline int64_t first_nonfinite_half(const uint8_t* blocks, int64_t count, int64_
 // 16 bytes at p, each in a 32-bit lane.
 inline __m512i k_bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-// f(i, v): v the 16 values i .. i + 15 of a q4_k / q5_k super-block (in an order f must not
-// depend on). A sub-block's 16 (q4_k) or 32 (q5_k) possible values d sc c - dmin m are made once
-// as a table in registers, and each code picks its value with one permute (vpermps reads an
-// index's low 4 bits, vpermt2ps its low 5), so a value costs no masking or int-to-float
-// conversion; the 32 bytes of two sub-blocks' codes are read once for both nibbles.
 // The super-block's 8 scales times d and 8 mins times dmin, as 16 floats (ds[0..7], then ms):
 // k_scale_min for all eight at once, by 32-bit words (the 6-bit fields of sub-blocks 4-7 are a
 // nibble of bytes 8-11 and the top 2 bits of bytes 0-3 or 4-7), widened in one register.
@@ -75,6 +70,11 @@ inline void k_scales_mins(const uint8_t* blk, float* out) {
   _mm512_storeu_ps(out, _mm512_mul_ps(fields, dd));
 }
 
+// f(i, v): v the 16 values i .. i + 15 of a q4_k / q5_k super-block (in an order f must not
+// depend on). A sub-block's 16 (q4_k) or 32 (q5_k) possible values d sc c - dmin m are made once
+// as a table in registers, and each code picks its value with one permute (vpermps reads an
+// index's low 4 bits, vpermt2ps its low 5), so a value costs no masking or int-to-float
+// conversion; the 32 bytes of two sub-blocks' codes are read once for both nibbles.
 template <bool kHigh, class F>
 __attribute__((always_inline)) inline void k_with_mins_each16(const uint8_t* blk, F f) {
   alignas(64) float dsms[16];
@@ -116,6 +116,8 @@ __attribute__((always_inline)) inline void k_with_mins_each16(const uint8_t* blk
   }
 }
 
+// f(i, v) for a q6_k super-block, as k_with_mins_each16: each 16 codes from their nibbles and
+// 2-bit highs, minus 32, times their d sc_i.
 template <class F>
 __attribute__((always_inline)) inline void q6_k_each16(const uint8_t* blk, F f) {
   // d sc_i for the 16 scales, through memory as q4_k's (k_with_mins_each16 says why)
