@@ -164,6 +164,17 @@ TEST(GgufDequantize, ANonFiniteSuperBlockScaleIsRefusedAndTheTypesAreNotWritten)
   std::ofstream(bad, std::ios::binary) << bytes;
   io::GgufReader r(bad);
   EXPECT_XG_ERROR(r.read("blk.0.ffn_gate.weight"), bad + ": tensor 'blk.0.ffn_gate.weight' element 768 is nan");
+  // and read as stored (--base-dtype auto), the super-block itself is named
+  EXPECT_XG_ERROR(r.read_into("blk.0.ffn_gate.weight", empty(t.shape, kQ4_K)),
+                  bad + ": tensor 'blk.0.ffn_gate.weight' elements 768..1023 (a Q4_K block) have a scale that is NaN or Inf");
+  // the min's scale (dmin, the half after d) counts as much
+  std::string min_bytes = test::slurp(src.string());
+  std::memcpy(&min_bytes[good.file_offset(t.name) + 5 * 144 + 2], &nan, 2);
+  const std::string bad_min = (dir / "bad_min.gguf").string();
+  std::ofstream(bad_min, std::ios::binary) << min_bytes;
+  io::GgufReader rm(bad_min);
+  EXPECT_XG_ERROR(rm.read_into("blk.0.ffn_gate.weight", empty(t.shape, kQ4_K)),
+                  "elements 1280..1535 (a Q4_K block) have a scale that is NaN or Inf");
   EXPECT_XG_ERROR(io::save_gguf((dir / "out.gguf").string(), {}, {{"w", zeros({2, 256}), io::GgmlType::Q4_K}}),
                   "save_gguf: tensor 'w': xgrad writes F32, F16, BF16, Q8_0 and Q4_0, not Q4_K");
   EXPECT_FALSE(fs::exists(dir / "out.gguf"));
