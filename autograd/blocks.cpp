@@ -209,14 +209,10 @@ int64_t quantize_blocks(Dtype d, const float* x, int64_t n, void* out) {
 }
 
 void dequantize_blocks(Dtype d, const void* data, int64_t n, float* out) {
-  if (d == kQ8_0) return dequantize_q8_0(data, n, out);
-  if (d == kQ4_0) return dequantize_q4_0(data, n, out);
   dispatch_blocks(d, "dequantize_blocks", [&](auto fmt) { blocks::widen_each<decltype(fmt)>(data, n, out); });
 }
 
 void dequantize_blocks(Dtype d, const void* data, int64_t n, double* out) {
-  if (d == kQ8_0) return dequantize_q8_0(data, n, out);
-  if (d == kQ4_0) return dequantize_q4_0(data, n, out);
   dispatch_blocks(d, "dequantize_blocks", [&](auto fmt) { blocks::widen_each<decltype(fmt)>(data, n, out); });
 }
 
