@@ -1,8 +1,9 @@
-// The products and lookups that read a blocked weight (q8_0, q4_0 or a k-quant, blocks.hpp),
-// written once over a block format (detail/block_formats.hpp, detail/k_formats.hpp). A product
-// widens a tile of the weight at a time into a thread's buffer and runs the float gemm on it, so a
-// frozen base costs its blocks (1.0625 bytes a weight for q8_0, 0.5625 for q4_0, 0.5625-0.82 for
-// the k-quants) plus one tile per thread.
+// The products and lookups that read a blocked weight (q8_0, q4_0, a k-quant, q4_1, q5_0 or q5_1,
+// blocks.hpp), written once over a block format (detail/block_formats.hpp, detail/k_formats.hpp,
+// detail/legacy_formats.hpp). A product widens a tile of the weight at a time into a thread's
+// buffer and runs the float gemm on it, so a frozen base costs its blocks (1.0625 bytes a weight
+// for q8_0, 0.5625 for q4_0, 0.5625-0.82 for the k-quants, 0.625-0.75 for q4_1, q5_0 and q5_1)
+// plus one tile per thread.
 #include "autograd/blocks.hpp"
 
 #include <omp.h>
@@ -16,6 +17,7 @@
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/block_formats.hpp"
 #include "autograd/detail/k_formats.hpp"
+#include "autograd/detail/legacy_formats.hpp"
 #include "autograd/detail/dispatch.hpp"
 #include "autograd/detail/kernels.hpp"
 #include "autograd/detail/op_util.hpp"
@@ -59,9 +61,13 @@ decltype(auto) dispatch_blocks(Dtype d, const char* op, F&& f) {
     case Dtype::Q4_K: return f(blocks::Q4K{});
     case Dtype::Q5_K: return f(blocks::Q5K{});
     case Dtype::Q6_K: return f(blocks::Q6K{});
+    case Dtype::Q4_1: return f(blocks::Q41{});
+    case Dtype::Q5_0: return f(blocks::Q50{});
+    case Dtype::Q5_1: return f(blocks::Q51{});
     default: break;
   }
-  throw Error(str_cat(op, ": expected a blocked tensor (q8_0, q4_0, q4_k, q5_k, q6_k), got ", dtype_name(d)));
+  throw Error(str_cat(op, ": expected a blocked tensor (q8_0, q4_0, q4_k, q5_k, q6_k, q4_1, q5_0, q5_1), got ",
+                      dtype_name(d)));
 }
 
 // One thread's C = op(A) op(B) + beta C on a widened tile: BLAS for float and double, oneDNN's
@@ -204,7 +210,7 @@ void check_input(const Tensor& x, const Tensor& w, const char* op, const char* w
 int64_t quantize_blocks(Dtype d, const float* x, int64_t n, void* out) {
   if (d == kQ8_0) return quantize_q8_0(x, n, out);
   check(d == kQ4_0, "quantize_blocks: expected q8_0 or q4_0, got ", dtype_name(d),
-        is_k_quant(d) ? " (xgrad reads k-quants from GGUF files but does not make them)" : "");
+        is_read_only_blocked(d) ? " (xgrad reads it from GGUF files but does not make it)" : "");
   return quantize_q4_0(x, n, out);
 }
 

@@ -1,5 +1,6 @@
-// Quantized blocks by dtype: q8_0 (q8_0.hpp), q4_0 (q4_0.hpp) and the k-quants q4_k, q5_k, q6_k
-// (detail/k_formats.hpp; read from GGUF files, never made here), ggml's block layouts for
+// Quantized blocks by dtype: q8_0 (q8_0.hpp), q4_0 (q4_0.hpp), the k-quants q4_k, q5_k, q6_k
+// (detail/k_formats.hpp) and q4_1, q5_0, q5_1 (detail/legacy_formats.hpp; these six read from
+// GGUF files, never made here), ggml's block layouts for
 // frozen weights. What the tensor core, the file readers and writers call without caring which
 // of them a tensor is, and the products and lookups that read such a weight (each widens a
 // tile of the weight at a time, never the whole of it; a weight never gets a gradient: it is a
@@ -19,7 +20,7 @@ namespace xg {
 int64_t quantize_blocks(Dtype d, const float* x, int64_t n, void* out);
 void dequantize_blocks(Dtype d, const void* data, int64_t n, float* out);
 void dequantize_blocks(Dtype d, const void* data, int64_t n, double* out);
-// The first of `count` blocks whose half scale (or a k-quant's min scale) is NaN or Inf, or -1:
+// The first of `count` blocks whose half scale (or its min's, where it has one) is NaN or Inf, or -1:
 // such a block makes its values NaN or Inf, which a file's reader must refuse.
 int64_t first_nonfinite_block_scale(Dtype d, const void* data, int64_t count);
 

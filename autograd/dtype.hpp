@@ -4,7 +4,10 @@
 // weights in 8 and 4 bits (q8_0.hpp, q4_0.hpp): blocks of 32 values along the last dim, in
 // ggml's block_q8_0 and block_q4_0 layouts. q4_k, q5_k and q6_k hold a GGUF file's k-quant
 // weights as the file stores them (ggml's block_q4_K, block_q5_K, block_q6_K: super-blocks of
-// 256 values, about 4.5, 5.5 and 6.6 bits a value); xgrad reads them but does not make them.
+// 256 values, about 4.5, 5.5 and 6.6 bits a value), and q4_1, q5_0 and q5_1 its other 32-value
+// blocks (block_q4_1, block_q5_0, block_q5_1: 5, 5.5 and 6 bits a value, the types llama.cpp's
+// k-quant mixes fall back to for rows that are not whole super-blocks); xgrad reads these six but
+// does not make them (is_read_only_blocked).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +18,7 @@
 
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
@@ -27,6 +30,9 @@ constexpr Dtype kQ4_0 = Dtype::Q4_0;
 constexpr Dtype kQ4_K = Dtype::Q4_K;
 constexpr Dtype kQ5_K = Dtype::Q5_K;
 constexpr Dtype kQ6_K = Dtype::Q6_K;
+constexpr Dtype kQ4_1 = Dtype::Q4_1;
+constexpr Dtype kQ5_0 = Dtype::Q5_0;
+constexpr Dtype kQ5_1 = Dtype::Q5_1;
 // q8_0's block: 32 values, an IEEE half scale and 32 int8 (ggml's block_q8_0).
 constexpr int64_t kQ8Block = 32;
 constexpr int64_t kQ8BlockBytes = 34;
@@ -41,10 +47,15 @@ std::size_t itemsize(Dtype d);
 // Bytes of `numel` elements (q8_0: numel / 32 blocks of 34 bytes, q4_0: of 18, q4_k: numel / 256
 // super-blocks of 144; numel a multiple of the block).
 std::size_t storage_bytes(Dtype d, int64_t numel);
-// "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"
+// "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0", "q4_k", "q5_k",
+// "q6_k", "q4_1", "q5_0", "q5_1"
 const char* dtype_name(Dtype d);
 inline bool is_k_quant(Dtype d) { return d == Dtype::Q4_K || d == Dtype::Q5_K || d == Dtype::Q6_K; }
-inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0 || d == Dtype::Q4_0 || is_k_quant(d); }
+// The blocked dtypes xgrad reads from GGUF files but does not make (to() refuses them).
+inline bool is_read_only_blocked(Dtype d) {
+  return is_k_quant(d) || d == Dtype::Q4_1 || d == Dtype::Q5_0 || d == Dtype::Q5_1;
+}
+inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0 || d == Dtype::Q4_0 || is_read_only_blocked(d); }
 // A blocked dtype's values per block (32, or 256 for the k-quants) and bytes per block; 0 for
 // any other dtype.
 inline int64_t block_values(Dtype d) { return is_k_quant(d) ? kKBlock : is_blocked(d) ? kQ8Block : 0; }
@@ -55,6 +66,9 @@ inline int64_t block_bytes(Dtype d) {
     case Dtype::Q4_K: return 144;
     case Dtype::Q5_K: return 176;
     case Dtype::Q6_K: return 210;
+    case Dtype::Q4_1: return 20;
+    case Dtype::Q5_0: return 22;
+    case Dtype::Q5_1: return 24;
     default: return 0;
   }
 }

@@ -35,7 +35,10 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Q4_0:
     case Dtype::Q4_K:
     case Dtype::Q5_K:
-    case Dtype::Q6_K: break;
+    case Dtype::Q6_K:
+    case Dtype::Q4_1:
+    case Dtype::Q5_0:
+    case Dtype::Q5_1: break;
   }
   throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of ", block_values(d), " (storage_bytes)"));
 }
@@ -57,6 +60,9 @@ const char* dtype_name(Dtype d) {
     case Dtype::Q4_K: return "q4_k";
     case Dtype::Q5_K: return "q5_k";
     case Dtype::Q6_K: return "q6_k";
+    case Dtype::Q4_1: return "q4_1";
+    case Dtype::Q5_0: return "q5_0";
+    case Dtype::Q5_1: return "q5_1";
   }
   return "?";
 }
@@ -570,9 +576,9 @@ void Tensor::set_data(const Tensor& src) const {
   if (n.grad.defined() && (n.grad.shape() != n.shape || n.grad.dtype() != n.dtype)) n.grad = Tensor();
 }
 
-// A blocked dtype <-> any float dtype, through float32 (float64 widened exactly). The k-quants
-// only widen: they come from GGUF files as stored (xgrad has not llama.cpp's search for their
-// scales).
+// A blocked dtype <-> any float dtype, through float32 (float64 widened exactly). The read-only
+// ones (the k-quants, q4_1, q5_0, q5_1) only widen: they come from GGUF files as stored (xgrad
+// has not llama.cpp's search for the k-quants' scales, and makes only q8_0 and q4_0 of the rest).
 static Tensor convert_blocks(const Tensor& x, Dtype to) {
   if (is_blocked(x.dtype())) {
     check(!is_blocked(to), "to(", dtype_name(to), "): a ", dtype_name(x.dtype()),
@@ -588,8 +594,8 @@ static Tensor convert_blocks(const Tensor& x, Dtype to) {
   }
   const char* name = dtype_name(to);
   check(is_floating(x.dtype()), "to(", name, "): only a float tensor quantizes, got ", dtype_name(x.dtype()));
-  check(!is_k_quant(to), "to(", name, "): xgrad reads k-quant weights from GGUF files but does not make them; ",
-        "quantize to q8_0 or q4_0");
+  check(!is_read_only_blocked(to), "to(", name, "): xgrad reads ", name,
+        " weights from GGUF files but does not make them; quantize to q8_0 or q4_0");
   const Tensor f = x.dtype() == kFloat32 ? x : x.detach().to(kFloat32);
   Tensor out = empty(x.shape(), to);  // checks the last dim
   const int64_t bad = quantize_blocks(to, f.data<float>(), f.numel(), out.raw_data());

@@ -1,7 +1,7 @@
-// Widening llama.cpp's read-only block types to float32 (io/detail/ggml_dequantize.hpp).
+// Widening llama.cpp's 2- and 3-bit k-quants to float32 (io/detail/ggml_dequantize.hpp).
 // Each function takes one block and writes its values in order; the arithmetic is ggml's, in
 // its order, so that the values equal dequantize_row_* bit for bit. The products are exact in
-// float32 (a half scale's 11 bits times a scale of at most 6 and a code of at most 6 bits), so a
+// float32 (a half scale's 11 bits times a scale of at most 6 bits and a code of at most 3), so a
 // compiler's fused multiply-add cannot change them; the one rounding is the min's subtraction.
 // Load-time only: plain loops.
 #include "io/detail/ggml_dequantize.hpp"
@@ -19,44 +19,6 @@ float half_at(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return half_to_float(h);
-}
-
-// Q4_1 (block_q4_1, 20 bytes): half d, half m, 16 bytes of 4-bit codes; x = c d + m.
-void q4_1(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = half_at(b + 2);
-  const uint8_t* qs = b + 4;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
-    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
-  }
-}
-
-// The 32 five-bit codes of a Q5_0 or Q5_1 block: 4 bytes of fifth bits (bit j for value j), then
-// 16 bytes of low nibbles (values j and j + 16 in byte j).
-void five_bit_codes(const uint8_t* fifth, int* c) {
-  uint32_t qh;
-  std::memcpy(&qh, fifth, 4);
-  const uint8_t* qs = fifth + 4;
-  for (int j = 0; j < 16; ++j) {
-    c[j] = (qs[j] & 0x0F) | static_cast<int>(((qh >> j) << 4) & 0x10);
-    c[j + 16] = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
-  }
-}
-
-// Q5_0 (block_q5_0, 22 bytes): half d, then the codes; x = (c - 16) d.
-void q5_0(const uint8_t* b, float* y) {
-  const float d = half_at(b);
-  int c[32];
-  five_bit_codes(b + 2, c);
-  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(c[j] - 16) * d;
-}
-
-// Q5_1 (block_q5_1, 24 bytes): half d, half m, then the codes; x = c d + m.
-void q5_1(const uint8_t* b, float* y) {
-  const float d = half_at(b), m = half_at(b + 2);
-  int c[32];
-  five_bit_codes(b + 4, c);
-  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(c[j]) * d + m;
 }
 
 // Q2_K (block_q2_K, 84 bytes): 16 bytes of scales (a 4-bit scale and a 4-bit min for each 16
@@ -114,9 +76,6 @@ void q3_k(const uint8_t* b, float* y) {
 void dequantize_ggml(GgmlType type, const char* p, int64_t n, float* out) {
   void (*one)(const uint8_t*, float*) = nullptr;
   switch (type) {
-    case GgmlType::Q4_1: one = q4_1; break;
-    case GgmlType::Q5_0: one = q5_0; break;
-    case GgmlType::Q5_1: one = q5_1; break;
     case GgmlType::Q2_K: one = q2_k; break;
     case GgmlType::Q3_K: one = q3_k; break;
     default: throw Error(str_cat("dequantize_ggml: ", ggml_type_name(type), " is not a read-only block type"));

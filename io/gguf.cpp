@@ -242,7 +242,11 @@ uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
 }
 
 bool is_block_type(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+  switch (t) {
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+    default: return false;
+  }
 }
 
 bool is_writable_type(GgmlType t) {
@@ -250,7 +254,7 @@ bool is_writable_type(GgmlType t) {
 }
 
 Dtype auto_dtype(GgmlType t) {
-  if (is_block_type(t)) return block_dtype(t);  // Q8_0, Q4_0, Q4_K, Q5_K, Q6_K as stored
+  if (is_block_type(t)) return block_dtype(t);  // as stored
   if (t == GgmlType::BF16) return kBFloat16;
   return ggml_block_values(t) > 1 ? kQ8_0 : kFloat32;
 }
@@ -262,6 +266,9 @@ Dtype block_dtype(GgmlType t) {
     case GgmlType::Q4_K: return kQ4_K;
     case GgmlType::Q5_K: return kQ5_K;
     case GgmlType::Q6_K: return kQ6_K;
+    case GgmlType::Q4_1: return kQ4_1;
+    case GgmlType::Q5_0: return kQ5_0;
+    case GgmlType::Q5_1: return kQ5_1;
     default: break;
   }
   throw Error(str_cat("block_dtype: ", ggml_type_name(t), " is not a type xgrad computes with as stored"));

@@ -64,7 +64,7 @@ void store_floats(const float* v, int64_t at, int64_t len, const Tensor& dst, co
     default: break;
   }
   throw Error(str_cat(file, ": tensor '", name, "' cannot be read into a ", dtype_name(dst.dtype()), " tensor",
-                      is_k_quant(dst.dtype()) ? " (xgrad keeps k-quants only as a GGUF file stores them)" : ""));
+                      is_read_only_blocked(dst.dtype()) ? " (xgrad keeps it only as a GGUF file stores it)" : ""));
 }
 
 }  // namespace xg::io::detail

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -41,6 +42,14 @@ inline int64_t first_nonfinite_scale(const uint8_t* blocks, int64_t count, int64
   return -1;
 }
 
+// The first of `count` blocks of `bytes` whose half at offset `at` (or at `at2`, when >= 0) is NaN
+// or Inf, or -1.
+inline int64_t first_nonfinite_half(const uint8_t* blocks, int64_t count, int64_t bytes, int64_t at, int64_t at2) {
+  const int64_t a = first_nonfinite_scale(blocks + at, count, bytes);
+  const int64_t b = at2 >= 0 ? first_nonfinite_scale(blocks + at2, count, bytes) : -1;
+  return a < 0 ? b : b < 0 ? a : std::min(a, b);
+}
+
 // Quantizes n values (n / 32 blocks of `bytes`) with one(x, out), which returns false for a block
 // it cannot store. Blocks are independent: split over the threads, the first bad one reported
 // whatever the split. Returns -1, or the first element of that block.
@@ -60,6 +69,35 @@ template <class Fmt, class T>
 void widen_each(const void* data, int64_t n, T* out) {
   const auto* p = static_cast<const uint8_t*>(data);
   for (int64_t b = 0; b < n / Fmt::kValues; ++b) Fmt::widen(p + b * Fmt::kBytes, out + b * Fmt::kValues);
+}
+
+// A block's values as T (its format's float32 widening, converted), and their dot with x over
+// `count` blocks, for any T: the read-only formats (k_formats.hpp, legacy_formats.hpp), whose
+// values are defined as ggml's float32 ones.
+template <class Fmt, class T>
+void widen_through_float(const uint8_t* blk, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    Fmt::widen_float(blk, out);
+  } else {
+    float v[Fmt::kValues];
+    Fmt::widen_float(blk, v);
+    for (int64_t i = 0; i < Fmt::kValues; ++i) out[i] = static_cast<T>(v[i]);
+  }
+}
+template <class Fmt, class T>
+acc_t<T> dot_through_float(const uint8_t* row, const T* x, int64_t count) {
+  using A = acc_t<T>;
+  constexpr int64_t kV = Fmt::kValues;
+  A acc = 0;
+  float v[kV];
+  for (int64_t b = 0; b < count; ++b) {
+    Fmt::widen_float(row + b * Fmt::kBytes, v);
+    A part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = 0; i < kV; ++i) part += static_cast<A>(v[i]) * static_cast<A>(x[b * kV + i]);
+    acc += part;
+  }
+  return acc;
 }
 
 struct Q8 {

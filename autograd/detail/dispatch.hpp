@@ -48,8 +48,14 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::Q4_K:
     case Dtype::Q5_K:
     case Dtype::Q6_K:
+    case Dtype::Q4_1:
+    case Dtype::Q5_0:
+    case Dtype::Q5_1:
       throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ",
-                          d == Dtype::Q8_0 ? "8" : d == Dtype::Q6_K ? "6" : d == Dtype::Q5_K ? "5" : "4",
+                          d == Dtype::Q8_0                                            ? "8"
+                          : d == Dtype::Q6_K                                          ? "6"
+                          : d == Dtype::Q5_K || d == Dtype::Q5_0 || d == Dtype::Q5_1 ? "5"
+                                                                                      : "4",
                           "-bit values that only linear, matmul, embedding and to() read; ",
                           "widen it with .to(kFloat32) first"));
   }

@@ -37,14 +37,6 @@ inline void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
-// The first of `count` blocks of `bytes` whose half at offset `at` (or at `at2`, when >= 0) is NaN
-// or Inf, or -1.
-inline int64_t first_nonfinite_half(const uint8_t* blocks, int64_t count, int64_t bytes, int64_t at, int64_t at2) {
-  const int64_t a = first_nonfinite_scale(blocks + at, count, bytes);
-  const int64_t b = at2 >= 0 ? first_nonfinite_scale(blocks + at2, count, bytes) : -1;
-  return a < 0 ? b : b < 0 ? a : std::min(a, b);
-}
-
 #if defined(__AVX512F__) && defined(__F16C__)
 // AVX-512: a super-block widened 16 values a register (the same float32 values as the scalar
 // code: the exact product, then one rounding), and for a row's dot multiplied with x at once
@@ -66,7 +58,7 @@ inline void k_scales_mins(const uint8_t* blk, float* out) {
   u[2] = mins03;
   u[0] &= low6;  // scales 0..3
   const __m512 fields = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u))));
-  const __m512 dd = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(block_scale(blk)), _mm512_set1_ps(block_scale(blk + 2)));
+  const __m512 dd = _mm512_mask_blend_ps(0xFF00, block_d(blk), block_d(blk + 2));
   _mm512_storeu_ps(out, _mm512_mul_ps(fields, dd));
 }
 
@@ -122,7 +114,7 @@ template <class F>
 __attribute__((always_inline)) inline void q6_k_each16(const uint8_t* blk, F f) {
   // d sc_i for the 16 scales, through memory as q4_k's (k_with_mins_each16 says why)
   alignas(64) float dsc[16];
-  _mm512_store_ps(dsc, _mm512_mul_ps(_mm512_set1_ps(block_scale(blk + 208)),
+  _mm512_store_ps(dsc, _mm512_mul_ps(block_d(blk + 208),
                                      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))))));
   asm volatile("" ::: "memory");
   const __m512i low4 = _mm512_set1_epi32(0xF), two = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
@@ -145,30 +137,6 @@ __attribute__((always_inline)) inline void q6_k_each16(const uint8_t* blk, F f) 
 }
 
 #endif
-
-// A super-block's values as T (float32's, converted), and their dot with x over `count`
-// super-blocks of `bytes`, for any T, through the format's float32 widening.
-template <class T>
-void k_widen(void (*widen_float)(const uint8_t*, float*), const uint8_t* blk, T* out) {
-  float v[kKBlock];
-  widen_float(blk, v);
-  for (int64_t i = 0; i < kKBlock; ++i) out[i] = static_cast<T>(v[i]);
-}
-template <class T>
-acc_t<T> k_dot_each(void (*widen_float)(const uint8_t*, float*), int64_t bytes, const uint8_t* row, const T* x,
-                    int64_t count) {
-  using A = acc_t<T>;
-  A acc = 0;
-  float v[kKBlock];
-  for (int64_t b = 0; b < count; ++b) {
-    widen_float(row + b * bytes, v);
-    A part = 0;
-#pragma omp simd reduction(+ : part)
-    for (int64_t i = 0; i < kKBlock; ++i) part += static_cast<A>(v[i]) * static_cast<A>(x[b * kKBlock + i]);
-    acc += part;
-  }
-  return acc;
-}
 
 // q4_k and q5_k (kHigh: the fifth bits). Each 32 bytes of codes hold sub-blocks 2p (low
 // nibbles) and 2p + 1 (high nibbles); sub-block j's fifth bits are bit j of the 32 bytes qh.
@@ -205,9 +173,9 @@ struct KWithMins {
   }
 
   template <class T>
-  static void widen(const uint8_t* blk, T* out) { k_widen(widen_float, blk, out); }
+  static void widen(const uint8_t* blk, T* out) { widen_through_float<KWithMins>(blk, out); }
   template <class T>
-  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return k_dot_each(widen_float, kBytes, row, x, count); }
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return dot_through_float<KWithMins>(row, x, count); }
 };
 using Q4K = KWithMins<false>;
 using Q5K = KWithMins<true>;
@@ -245,9 +213,9 @@ struct Q6K {
   }
 
   template <class T>
-  static void widen(const uint8_t* blk, T* out) { k_widen(widen_float, blk, out); }
+  static void widen(const uint8_t* blk, T* out) { widen_through_float<Q6K>(blk, out); }
   template <class T>
-  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return k_dot_each(widen_float, kBytes, row, x, count); }
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return dot_through_float<Q6K>(row, x, count); }
 };
 
 #if defined(__AVX512F__) && defined(__F16C__)

@@ -1,9 +1,8 @@
-// GGUF tensor types that xgrad reads but does not compute with: llama.cpp's legacy 32-value
-// blocks with an offset or a fifth bit (Q4_1, Q5_0, Q5_1) and its 2- and 3-bit k-quants,
-// super-blocks of 256 values with 4- or 6-bit scales for each 16 of them (Q2_K, Q3_K; ggml PR
-// #1684), found in a file's Q2_K or Q3_K_M mix. They are widened to float32 as they are read, as
-// ggml's dequantize_row_* (ggml/src/ggml-quants.c) widens them, bit for bit; the block layouts
-// are ggml-common.h's. (Q4_K, Q5_K and Q6_K are kept as stored: autograd/detail/k_formats.hpp.)
+// GGUF tensor types that xgrad reads but does not compute with: llama.cpp's 2- and 3-bit
+// k-quants, super-blocks of 256 values with 4- or 6-bit scales for each 16 of them (Q2_K, Q3_K;
+// ggml PR #1684), found in a file's Q2_K or Q3_K_M mix. They are widened to float32 as they are
+// read, as ggml's dequantize_row_* (ggml/src/ggml-quants.c) widens them, bit for bit; the block
+// layouts are ggml-common.h's. (Every other block type is kept as stored: autograd/blocks.hpp.)
 #pragma once
 
 #include <cstdint>

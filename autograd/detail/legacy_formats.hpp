@@ -1,0 +1,166 @@
+// Internal to xgrad's .cpp files: llama.cpp's other 32-value block formats (dtype.hpp's q4_1,
+// q5_0, q5_1; "legacy quants" in ggml's words), as block_formats.hpp's q8_0 and q4_0: how a block
+// widens, and how a row of blocks dots with a row of floats. The layouts are ggml-common.h's:
+//
+//   q4_1 (block_q4_1, 20 bytes): half d, half m, uint8 qs[16]             x = d c + m
+//   q5_0 (block_q5_0, 22 bytes): half d, uint8 qh[4], uint8 qs[16]        x = d (c - 16)
+//   q5_1 (block_q5_1, 24 bytes): half d, half m, uint8 qh[4], uint8 qs[16] x = d c + m
+//
+// Value j < 16's code is qs[j]'s low nibble, value j + 16's its high nibble; q5's fifth bit of
+// value j is bit j of qh (a little-endian uint32). llama.cpp's quantizer writes q5_0 and q5_1 where
+// a Q4_K_M or Q5_K_M file's rows are not whole 256-value super-blocks (576- or 896-wide models).
+//
+// The values are ggml's dequantize_row_q4_1/_q5_0/_q5_1's, bit for bit: d c is exact in float32
+// (a half's 11 bits times 5), so the one rounding is the min's add, the same in a fused
+// multiply-add. Every dtype widens through them in float32.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "autograd/detail/block_formats.hpp"
+
+namespace xg::blocks {
+
+#if defined(__AVX512F__) && defined(__F16C__)
+// f(0, v) and f(16, v) with a block's values 0..15 and 16..31. The block's 16 (q4_1) or 32 (q5)
+// possible values are made once as a table in registers and each code picks its value with one
+// permute (vpermps reads an index's low 4 bits, vpermt2ps its low 5), as the k-quants' tables do
+// (k_formats.hpp). q5's fifth bits: qh broadcast to every lane and rotated right by j - 4 (lane j,
+// values 0..15) or j + 12 (values 16..31), which puts bit j or j + 16 at bit 4; one ternary-logic op
+// then takes bits 0-3 from the code and the rest from the rotated qh.
+template <bool kFifth, bool kMin, class F>
+__attribute__((always_inline)) inline void legacy_each16(const uint8_t* blk, F f) {
+  constexpr int kCodes = (kMin ? 4 : 2) + (kFifth ? 4 : 0);
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 d = block_d(blk);  // F16C, inline: block_scale is a call
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kCodes)));
+  const __m512i hi_nibbles = _mm512_srli_epi32(q, 4);
+  if constexpr (kFifth) {
+    // codes 0..15 and 16..31: q5_0's d (c - 16), exact; q5_1's d c + m, one rounding
+    __m512 low, high;
+    if constexpr (kMin) {
+      const __m512 m = block_d(blk + 2);
+      low = _mm512_fmadd_ps(d, iota, m);
+      high = _mm512_fmadd_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16)), m);
+    } else {
+      low = _mm512_mul_ps(d, _mm512_sub_ps(iota, _mm512_set1_ps(16)));
+      high = _mm512_mul_ps(d, iota);
+    }
+    uint32_t qh_bits;
+    std::memcpy(&qh_bits, blk + (kMin ? 4 : 2), 4);
+    const __m512i qh = _mm512_set1_epi32(static_cast<int>(qh_bits));
+    const __m512i rot_lo = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
+    const __m512i rot_hi = _mm512_add_epi32(rot_lo, _mm512_set1_epi32(16));  // j + 12 = (j - 4) + 16
+    const __m512i low4 = _mm512_set1_epi32(0xF);
+    // (code & 15) | (rotated qh & ~15): vpermt2ps reads bit 4, the fifth bit
+    const __m512i idx_lo = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(qh, rot_lo), low4, 0xE4);
+    const __m512i idx_hi = _mm512_ternarylogic_epi32(hi_nibbles, _mm512_rorv_epi32(qh, rot_hi), low4, 0xE4);
+    f(0, _mm512_permutex2var_ps(low, idx_lo, high));
+    f(16, _mm512_permutex2var_ps(low, idx_hi, high));
+  } else {
+    static_assert(kMin, "q4_0 is block_formats.hpp's Q4");
+    const __m512 table = _mm512_fmadd_ps(d, iota, block_d(blk + 2));
+    f(0, _mm512_permutexvar_ps(q, table));  // vpermps reads the low nibble alone
+    f(16, _mm512_permutexvar_ps(hi_nibbles, table));
+  }
+}
+#endif
+
+template <bool kFifth, bool kMin>
+struct Legacy {
+  static_assert(kFifth || kMin, "q4_0 is block_formats.hpp's Q4");
+  static constexpr int64_t kValues = 32;
+  static constexpr int64_t kBytes = 2 + (kMin ? 2 : 0) + (kFifth ? 4 : 0) + 16;
+  static constexpr Dtype kDtype = !kFifth ? Dtype::Q4_1 : kMin ? Dtype::Q5_1 : Dtype::Q5_0;
+  static constexpr int64_t kHigh = kMin ? 4 : 2;                  // where qh starts (q5)
+  static constexpr int64_t kCodes = kHigh + (kFifth ? 4 : 0);     // where qs starts
+
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) {
+    return first_nonfinite_half(blocks, count, kBytes, 0, kMin ? 2 : -1);
+  }
+
+  static void widen_float(const uint8_t* blk, float* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    legacy_each16<kFifth, kMin>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#else
+    const float d = block_scale(blk), m = kMin ? block_scale(blk + 2) : 0.0f;
+    uint32_t qh = 0;
+    if constexpr (kFifth) std::memcpy(&qh, blk + kHigh, 4);
+    const uint8_t* qs = blk + kCodes;
+    for (int j = 0; j < 16; ++j) {
+      int c0 = qs[j] & 0xF, c1 = qs[j] >> 4;
+      if constexpr (kFifth) {
+        c0 |= static_cast<int>((qh >> j) & 1) << 4;
+        c1 |= static_cast<int>((qh >> (j + 16)) & 1) << 4;
+      }
+      out[j] = value(d, m, c0);
+      out[j + 16] = value(d, m, c1);
+    }
+#endif
+  }
+
+  static float value(float d, float m, int c) {
+    if constexpr (kMin)
+      return static_cast<float>(c) * d + m;
+    else
+      return static_cast<float>(c - 16) * d;
+  }
+
+  template <class T>
+  static void widen(const uint8_t* blk, T* out) { widen_through_float<Legacy>(blk, out); }
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return dot_through_float<Legacy>(row, x, count); }
+};
+using Q41 = Legacy<false, true>;
+using Q50 = Legacy<true, false>;
+using Q51 = Legacy<true, true>;
+
+#if defined(__AVX512F__) && defined(__F16C__)
+// float x on AVX-512: two blocks a step on four sums (each block's two halves on sums of their
+// own, so no sum waits on the FMA before it within a step), one prefetch a step 2 KB ahead.
+template <bool kFifth, bool kMin>
+inline float legacy_dot(const uint8_t* row, const float* x, int64_t count) {
+  constexpr int64_t kBytes = Legacy<kFifth, kMin>::kBytes;
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t b = 0;
+  for (; b + 1 < count; b += 2) {
+    const uint8_t* blk = row + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
+    const float* xb = x + b * 32;
+    legacy_each16<kFifth, kMin>(blk, [&](int i, __m512 v) __attribute__((always_inline)) {
+      acc[i >> 4] = _mm512_fmadd_ps(v, _mm512_loadu_ps(xb + i), acc[i >> 4]);
+    });
+    legacy_each16<kFifth, kMin>(blk + kBytes, [&](int i, __m512 v) __attribute__((always_inline)) {
+      acc[2 + (i >> 4)] = _mm512_fmadd_ps(v, _mm512_loadu_ps(xb + 32 + i), acc[2 + (i >> 4)]);
+    });
+  }
+  if (b < count)
+    legacy_each16<kFifth, kMin>(row + b * kBytes, [&](int i, __m512 v) __attribute__((always_inline)) {
+      acc[i >> 4] = _mm512_fmadd_ps(v, _mm512_loadu_ps(x + b * 32 + i), acc[i >> 4]);
+    });
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+template <>
+template <>
+inline float Legacy<false, true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return legacy_dot<false, true>(row, x, count);
+}
+template <>
+template <>
+inline float Legacy<true, false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return legacy_dot<true, false>(row, x, count);
+}
+template <>
+template <>
+inline float Legacy<true, true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return legacy_dot<true, true>(row, x, count);
+}
+#endif
+
+}  // namespace xg::blocks
