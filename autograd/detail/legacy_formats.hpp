@@ -28,9 +28,9 @@ namespace xg::blocks {
 
 #if defined(__AVX512F__) && defined(__F16C__)
 // f(0, v) and f(16, v) with a block's values 0..15 and 16..31. The block's 16 possible values
-// for a code's low 4 bits are made once as a table in registers (q5_0: its codes) and each code picks its value with
-// one vpermps (which reads an index's low 4 bits alone: no masking), as the k-quants' tables do
-// (k_formats.hpp). q5's fifth bits:
+// for a code's low 4 bits (q5_0: the codes c - 16 alone) are made once as a table in registers,
+// and each code picks its value with one vpermps (which reads an index's low 4 bits alone: no
+// masking), as the k-quants' tables do (k_formats.hpp). q5's fifth bits:
 // - q5_0: qh's 32 bits read as two mask registers, one bit a lane; where set, 16 is added to the
 //   code's c - 16 from a constant table, and the result times d.
 // - q5_1: a second table for codes 16..31 (d c + m rounds once, as ggml's; adding 16 d to the first
@@ -50,8 +50,8 @@ __attribute__((always_inline)) inline void legacy_each16(const uint8_t* blk, F f
     __mmask16 fifth0, fifth1;  // bits 0-15 of qh, then 16-31
     std::memcpy(&fifth0, blk + 2, 2);
     std::memcpy(&fifth1, blk + 4, 2);
-    // c - 16 as a float, then times d: code 16 of a negative d is -0, as ggml's (c - 16) * d
-    // (d (c - 32) + 16 d would be +0)
+    // c - 16 as a float, then times d: code 16 under a negative d is -0, as ggml's (c - 16) * d
+    // (a table of d (l - 16) for the low 4 bits l, plus 16 d, would give +0)
     const __m512 codes = _mm512_sub_ps(iota, _mm512_set1_ps(16)), sixteen = _mm512_set1_ps(16);
     const __m512 c0 = _mm512_permutexvar_ps(q, codes), c1 = _mm512_permutexvar_ps(hi_nibbles, codes);
     f(0, _mm512_mul_ps(d, _mm512_mask_add_ps(c0, fifth0, c0, sixteen)));
