@@ -27,12 +27,26 @@
 namespace xg::blocks {
 
 #if defined(__AVX512F__) && defined(__F16C__)
-// f(0, v) and f(16, v) with a block's values 0..15 and 16..31. The block's 16 possible values
-// for a code's low 4 bits (q5_0: the codes c - 16 alone) are made once as a table in registers,
-// and each code picks its value with one vpermps (which reads an index's low 4 bits alone: no
-// masking), as the k-quants' tables do (k_formats.hpp). q5's fifth bits:
-// - q5_0: qh's 32 bits read as two mask registers, one bit a lane; where set, 16 is added to the
-//   code's c - 16 from a constant table, and the result times d.
+// q5_0's codes c - 16 of values 0..15 (*c0) and 16..31 (*c1) as floats: a constant table picked
+// by the low 4 bits (vpermps reads an index's low 4 bits alone: no masking), plus 16 where the
+// value's bit of qh is set (qh's 32 bits read as two mask registers, one bit a lane).
+__attribute__((always_inline)) inline void q5_0_codes(const uint8_t* blk, __m512* c0, __m512* c1) {
+  const __m512 codes = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+  const __m512 sixteen = _mm512_set1_ps(16);
+  __mmask16 fifth0, fifth1;
+  std::memcpy(&fifth0, blk + 2, 2);
+  std::memcpy(&fifth1, blk + 4, 2);
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6)));
+  const __m512 lo = _mm512_permutexvar_ps(q, codes), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), codes);
+  *c0 = _mm512_mask_add_ps(lo, fifth0, lo, sixteen);
+  *c1 = _mm512_mask_add_ps(hi, fifth1, hi, sixteen);
+}
+
+// f(0, v) and f(16, v) with a block's values 0..15 and 16..31.
+// - q5_0: its codes c - 16 (q5_0_codes) times d. (Code 16 under a negative d is then -0, as
+//   ggml's (c - 16) * d; a table of d (l - 16) for the low 4 bits l, plus 16 d, would give +0.)
+// - q4_1: the block's 16 possible values d c + m made once as a table in registers, each code
+//   picking its value with one vpermps, as the k-quants' tables do (k_formats.hpp).
 // - q5_1: a second table for codes 16..31 (d c + m rounds once, as ggml's; adding 16 d to the first
 //   table's value would round twice), picked by vpermt2ps, which reads an index's low 5 bits. qh is
 //   broadcast to every lane and rotated right by j - 4 (lane j, values 0..15) or j + 12 (values
@@ -41,41 +55,36 @@ namespace xg::blocks {
 //   for every 16 values, 9.6 -> 7.7 G values/s.)
 template <bool kFifth, bool kMin, class F>
 __attribute__((always_inline)) inline void legacy_each16(const uint8_t* blk, F f) {
-  constexpr int kCodes = (kMin ? 4 : 2) + (kFifth ? 4 : 0);
-  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 d = block_d(blk);  // F16C, inline: block_scale is a call
-  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kCodes)));
-  const __m512i hi_nibbles = _mm512_srli_epi32(q, 4);
-  if constexpr (kFifth && !kMin) {
-    __mmask16 fifth0, fifth1;  // bits 0-15 of qh, then 16-31
-    std::memcpy(&fifth0, blk + 2, 2);
-    std::memcpy(&fifth1, blk + 4, 2);
-    // c - 16 as a float, then times d: code 16 under a negative d is -0, as ggml's (c - 16) * d
-    // (a table of d (l - 16) for the low 4 bits l, plus 16 d, would give +0)
-    const __m512 codes = _mm512_sub_ps(iota, _mm512_set1_ps(16)), sixteen = _mm512_set1_ps(16);
-    const __m512 c0 = _mm512_permutexvar_ps(q, codes), c1 = _mm512_permutexvar_ps(hi_nibbles, codes);
-    f(0, _mm512_mul_ps(d, _mm512_mask_add_ps(c0, fifth0, c0, sixteen)));
-    f(16, _mm512_mul_ps(d, _mm512_mask_add_ps(c1, fifth1, c1, sixteen)));
-  } else if constexpr (kFifth) {
-    const __m512 m = block_d(blk + 2);
-    const __m512 low = _mm512_fmadd_ps(d, iota, m);
-    const __m512 high = _mm512_fmadd_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16)), m);
-    uint32_t qh_bits;
-    std::memcpy(&qh_bits, blk + 4, 4);
-    const __m512i qh = _mm512_set1_epi32(static_cast<int>(qh_bits));
-    const __m512i rot_lo = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
-    const __m512i rot_hi = _mm512_add_epi32(rot_lo, _mm512_set1_epi32(16));  // j + 12 = (j - 4) + 16
-    const __m512i low4 = _mm512_set1_epi32(0xF);
-    // (code & 15) | (rotated qh & ~15): vpermt2ps reads bit 4, the fifth bit
-    const __m512i idx_lo = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(qh, rot_lo), low4, 0xE4);
-    const __m512i idx_hi = _mm512_ternarylogic_epi32(hi_nibbles, _mm512_rorv_epi32(qh, rot_hi), low4, 0xE4);
-    f(0, _mm512_permutex2var_ps(low, idx_lo, high));
-    f(16, _mm512_permutex2var_ps(low, idx_hi, high));
+  if constexpr (!kMin) {
+    static_assert(kFifth, "q4_0 is block_formats.hpp's Q4");
+    __m512 c0, c1;
+    q5_0_codes(blk, &c0, &c1);
+    f(0, _mm512_mul_ps(d, c0));
+    f(16, _mm512_mul_ps(d, c1));
   } else {
-    static_assert(kMin, "q4_0 is block_formats.hpp's Q4");
-    const __m512 table = _mm512_fmadd_ps(d, iota, block_d(blk + 2));
-    f(0, _mm512_permutexvar_ps(q, table));  // vpermps reads the low nibble alone
-    f(16, _mm512_permutexvar_ps(hi_nibbles, table));
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 m = block_d(blk + 2);
+    const __m512 low = _mm512_fmadd_ps(d, iota, m);  // codes 0..15
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + (kFifth ? 8 : 4))));
+    const __m512i hi_nibbles = _mm512_srli_epi32(q, 4);
+    if constexpr (kFifth) {
+      const __m512 high = _mm512_fmadd_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16)), m);  // codes 16..31
+      uint32_t qh_bits;
+      std::memcpy(&qh_bits, blk + 4, 4);
+      const __m512i qh = _mm512_set1_epi32(static_cast<int>(qh_bits));
+      const __m512i rot_lo = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11);
+      const __m512i rot_hi = _mm512_add_epi32(rot_lo, _mm512_set1_epi32(16));  // j + 12 = (j - 4) + 16
+      const __m512i low4 = _mm512_set1_epi32(0xF);
+      // (code & 15) | (rotated qh & ~15): vpermt2ps reads bit 4, the fifth bit
+      const __m512i idx_lo = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(qh, rot_lo), low4, 0xE4);
+      const __m512i idx_hi = _mm512_ternarylogic_epi32(hi_nibbles, _mm512_rorv_epi32(qh, rot_hi), low4, 0xE4);
+      f(0, _mm512_permutex2var_ps(low, idx_lo, high));
+      f(16, _mm512_permutex2var_ps(low, idx_hi, high));
+    } else {
+      f(0, _mm512_permutexvar_ps(q, low));  // vpermps reads the low nibble alone
+      f(16, _mm512_permutexvar_ps(hi_nibbles, low));
+    }
   }
 }
 #endif
@@ -165,17 +174,10 @@ inline float Legacy<false, true>::dot<float>(const uint8_t* row, const float* x,
 template <>
 template <>
 inline float Legacy<true, false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  const __m512 codes = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
-  const __m512 sixteen = _mm512_set1_ps(16);
-  return dot_blocks(row, x, count, kBytes, [codes, sixteen](const uint8_t* blk, const float* xb) {
-    __mmask16 fifth0, fifth1;
-    std::memcpy(&fifth0, blk + 2, 2);
-    std::memcpy(&fifth1, blk + 4, 2);
-    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 6)));
-    __m512 lo = _mm512_permutexvar_ps(q, codes), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), codes);
-    lo = _mm512_mask_add_ps(lo, fifth0, lo, sixteen);
-    hi = _mm512_mask_add_ps(hi, fifth1, hi, sixteen);
-    return _mm512_fmadd_ps(hi, _mm512_loadu_ps(xb + 16), _mm512_mul_ps(lo, _mm512_loadu_ps(xb)));
+  return dot_blocks(row, x, count, kBytes, [](const uint8_t* blk, const float* xb) {
+    __m512 c0, c1;
+    q5_0_codes(blk, &c0, &c1);
+    return _mm512_fmadd_ps(c1, _mm512_loadu_ps(xb + 16), _mm512_mul_ps(c0, _mm512_loadu_ps(xb)));
   });
 }
 template <>
