@@ -38,7 +38,9 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Q6_K:
     case Dtype::Q4_1:
     case Dtype::Q5_0:
-    case Dtype::Q5_1: break;
+    case Dtype::Q5_1:
+    case Dtype::IQ4_NL:
+    case Dtype::IQ4_XS: break;
   }
   throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of ", block_values(d), " (storage_bytes)"));
 }
@@ -63,6 +65,8 @@ const char* dtype_name(Dtype d) {
     case Dtype::Q4_1: return "q4_1";
     case Dtype::Q5_0: return "q5_0";
     case Dtype::Q5_1: return "q5_1";
+    case Dtype::IQ4_NL: return "iq4_nl";
+    case Dtype::IQ4_XS: return "iq4_xs";
   }
   return "?";
 }
@@ -577,7 +581,7 @@ void Tensor::set_data(const Tensor& src) const {
 }
 
 // A blocked dtype <-> any float dtype, through float32 (float64 widened exactly). The read-only
-// ones (the k-quants, q4_1, q5_0, q5_1) only widen: they come from GGUF files as stored (xgrad
+// ones (the k-quants, q4_1, q5_0, q5_1, iq4_nl, iq4_xs) only widen: they come from GGUF files as stored (xgrad
 // has not llama.cpp's search for the k-quants' scales, and makes only q8_0 and q4_0 of the rest).
 static Tensor convert_blocks(const Tensor& x, Dtype to) {
   if (is_blocked(x.dtype())) {

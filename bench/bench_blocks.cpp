@@ -1,6 +1,6 @@
 // A decoded token's products with a blocked weight (autograd/blocks.hpp): x [1, K] w^T for
-// w [N, K] as float32, q8_0, q4_0, a k-quant (q4_k, q5_k, q6_k) or q4_1, q5_0, q5_1 (random
-// blocks for the last six, as xgrad does not make them), one thread, the weights read from memory
+// w [N, K] as float32, q8_0, q4_0, a k-quant (q4_k, q5_k, q6_k), q4_1, q5_0, q5_1, iq4_nl or
+// iq4_xs (random blocks for the last eight, as xgrad does not make them), one thread, the weights read from memory
 // (enough copies to pass the caches, taken in turn; from_memory 0: one copy, from the caches
 // where it fits). Decoding is these products alone, and it runs at the speed the weights stream
 // in: GB/s counts the bytes the weight is stored in, "weights/s" its values.
@@ -17,7 +17,7 @@
 namespace {
 
 // A [N, K] weight of random blocks of a dtype xgrad reads but does not make (a k-quant, q4_1,
-// q5_0 or q5_1): random codes and scales under small finite half scales (and mins).
+// q5_0, q5_1, iq4_nl or iq4_xs): random codes and scales under small finite half scales (and mins).
 xg::Tensor random_read_only(xg::Dtype d, int64_t N, int64_t K, uint64_t seed) {
   xg::Tensor w = xg::empty({N, K}, d);
   auto* p = static_cast<uint8_t*>(w.raw_data());
@@ -33,10 +33,10 @@ xg::Tensor random_read_only(xg::Dtype d, int64_t N, int64_t K, uint64_t seed) {
   return w;
 }
 
-// dtype: 0 float32, 1 q8_0, 2 q4_0, 3 q4_k, 4 q5_k, 5 q6_k, 6 q4_1, 7 q5_0, 8 q5_1
+// dtype: 0 float32, 1 q8_0, 2 q4_0, 3 q4_k, 4 q5_k, 5 q6_k, 6 q4_1, 7 q5_0, 8 q5_1, 9 iq4_nl, 10 iq4_xs
 void BM_LinearOneRowBlocked(benchmark::State& state) {
-  const xg::Dtype all[] = {xg::kFloat32, xg::kQ8_0, xg::kQ4_0, xg::kQ4_K, xg::kQ5_K,
-                           xg::kQ6_K,    xg::kQ4_1, xg::kQ5_0, xg::kQ5_1};
+  const xg::Dtype all[] = {xg::kFloat32, xg::kQ8_0, xg::kQ4_0, xg::kQ4_K, xg::kQ5_K,   xg::kQ6_K,
+                           xg::kQ4_1,    xg::kQ5_0, xg::kQ5_1, xg::kIQ4_NL, xg::kIQ4_XS};
   const xg::Dtype dtype = all[state.range(0)];
   const int64_t N = state.range(1), K = state.range(2), from_memory = state.range(3);
   const double bytes = static_cast<double>(xg::storage_bytes(dtype, N * K));
@@ -63,10 +63,10 @@ void BM_LinearOneRowBlocked(benchmark::State& state) {
 // such a model stores as q5_0), a 768-wide model's gate/up (2048 x 768: rows of whole k-quant
 // super-blocks) and a 7B model's q (4096 x 4096)
 BENCHMARK(BM_LinearOneRowBlocked)
-    ->ArgsProduct({{0, 1, 2, 6, 7, 8}, {1536}, {576}, {0, 1}})
-    ->ArgsProduct({{0, 1, 2, 6, 7, 8}, {576}, {1536}, {1}})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {2048}, {768}, {1}})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8}, {4096}, {4096}, {1}})
+    ->ArgsProduct({{0, 1, 2, 6, 7, 8, 9}, {1536}, {576}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 6, 7, 8, 9}, {576}, {1536}, {1}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 10}, {2048}, {768}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {4096}, {4096}, {1}})
     ->ArgNames({"dtype", "N", "K", "from_memory"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

@@ -169,6 +169,10 @@ put("gguf", "k_quants_q4_1_q5", gguf([], [
     ("q4_k", [1, 256], 12, half(0.5, 0.25) + ramp(12, 53) + ramp(128, 29)),
     ("q5_k", [1, 256], 13, half(0.5, 0.25) + ramp(12, 53) + ramp(32) + ramp(128, 29)),
     ("q6_k", [1, 256], 14, ramp(128, 29) + ramp(64) + ramp(16, 53) + half(0.0625))]))
+# and its non-linear 4-bit ones: IQ4_NL (32 values) and IQ4_XS (256: scales_h, scales_l, codes)
+put("gguf", "iq4_nl_xs", gguf([], [
+    ("iq4_nl", [1, 32], 20, half(0.5) + ramp(16)),
+    ("iq4_xs", [1, 256], 23, half(0.0625) + ramp(2, 101) + ramp(4, 53) + ramp(128, 29))]))
 
 # Command-line values (fuzz_flags.cpp): an argv, NUL-separated.
 argv = lambda *a: "\0".join(a)  # noqa: E731

@@ -42,7 +42,7 @@ uint64_t scalar_bytes(GgufType t) {
 bool is_float_type(GgufType t) { return t == GgufType::Float32 || t == GgufType::Float64; }
 
 bool known_ggml_type(uint32_t t) {
-  return t == 0 || t == 1 || t == 2 || t == 3 || t == 6 || t == 7 || t == 8 || (t >= 10 && t <= 14) || t == 30;
+  return t == 0 || t == 1 || t == 2 || t == 3 || t == 6 || t == 7 || t == 8 || (t >= 10 && t <= 14) || t == 20 || t == 23 || t == 30;
 }
 
 // ggml.h's type numbers past BF16 that a file may hold but xgrad does not read.
@@ -213,7 +213,9 @@ const char* ggml_type_name(GgmlType t) { return other_ggml_type_name(static_cast
 int64_t ggml_block_values(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return 1;
-    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0: return 32;
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: return 32;
+    case GgmlType::IQ4_XS:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return 256;
   }
   return 1;
@@ -233,6 +235,8 @@ uint64_t ggml_block_bytes(GgmlType t) {
     case GgmlType::Q4_K: return 144;
     case GgmlType::Q5_K: return 176;
     case GgmlType::Q6_K: return 210;
+    case GgmlType::IQ4_NL: return 18;
+    case GgmlType::IQ4_XS: return 136;
   }
   return 4;
 }
@@ -244,7 +248,7 @@ uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
 bool is_block_type(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: return true;
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
     default: return false;
   }
 }
@@ -269,6 +273,8 @@ Dtype block_dtype(GgmlType t) {
     case GgmlType::Q4_1: return kQ4_1;
     case GgmlType::Q5_0: return kQ5_0;
     case GgmlType::Q5_1: return kQ5_1;
+    case GgmlType::IQ4_NL: return kIQ4_NL;
+    case GgmlType::IQ4_XS: return kIQ4_XS;
     default: break;
   }
   throw Error(str_cat("block_dtype: ", ggml_type_name(t), " is not a type xgrad computes with as stored"));
@@ -389,7 +395,7 @@ GgufReader::GgufReader(const std::string& path) : path_(path), f_(path, std::ios
     const uint32_t type = c.scalar<uint32_t>("the type of '" + t.name + "'");
     if (!known_ggml_type(type))
       throw Error(str_cat(path_, ": tensor '", t.name, "' has type ", other_ggml_type_name(type), " (", type,
-                          "); xgrad reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K to Q6_K"));
+                          "); xgrad reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K to Q6_K, IQ4_NL and IQ4_XS"));
     t.type = static_cast<GgmlType>(type);
     if (const int64_t per = ggml_block_values(t.type); per > 1 && (n_dims == 0 || ne[0] % per != 0))
       c.fail(str_cat(ggml_type_name(t.type), " tensor '", t.name, "' has rows of ", n_dims ? ne[0] : 1,

@@ -27,7 +27,7 @@ const char* gguf_type_name(GgufType t);  // "uint32", "string", ...
 // two are widened as they are read (io/detail/ggml_dequantize.hpp says how).
 enum class GgmlType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30
 };
 const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q4_0", "Q4_K", ...
 // Q8_0 (ggml-common.h's block_q8_0): blocks of 32 values (xg::kQ8Block), a half scale d and
@@ -37,11 +37,13 @@ const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q4_0", "Q4_K", ...
 // Q4_K, Q5_K, Q6_K (block_q4_K ...): super-blocks of 256 values; xgrad's kQ4_K, kQ5_K and kQ6_K
 // tensors hold the same bytes (autograd/detail/k_formats.hpp has the layouts). Q4_1, Q5_0, Q5_1
 // (block_q4_1 ...): blocks of 32 values, with a min or a fifth bit; xgrad's kQ4_1, kQ5_0 and
-// kQ5_1 likewise (autograd/detail/legacy_formats.hpp).
-bool is_block_type(GgmlType t);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K: kept as stored
+// kQ5_1 likewise (autograd/detail/legacy_formats.hpp). IQ4_NL (32 values) and IQ4_XS (256, with
+// 6-bit sub-block scales): 4-bit codes that pick one of 16 fixed levels; kIQ4_NL and kIQ4_XS
+// likewise (autograd/detail/iq4_formats.hpp).
+bool is_block_type(GgmlType t);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL or IQ4_XS: kept as stored
 Dtype block_dtype(GgmlType t);   // kQ8_0 for Q8_0, kQ4_0 for Q4_0, kQ4_K for Q4_K ... (anything else: an xg::Error)
 bool is_writable_type(GgmlType t);    // F32, F16, BF16, Q8_0, Q4_0
-int64_t ggml_block_values(GgmlType t);  // values a block holds: 1 (floats), 32, or 256 (the k-quants)
+int64_t ggml_block_values(GgmlType t);  // values a block holds: 1 (floats), 32, or 256 (the k-quants, IQ4_XS)
 uint64_t ggml_block_bytes(GgmlType t);  // bytes a block takes
 // The dtype a model's matrix of this type is kept in when the user asks for none (--base-dtype
 // auto): the block types above as stored, BF16 as bfloat16, F16 and F32 as float32, and the types

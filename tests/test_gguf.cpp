@@ -134,7 +134,9 @@ TEST(Gguf, MalformedFilesAreErrorsNamingTheFile) {
   // tensor "t": name 9, dims 4, ne 16, type at 75, offset at 79.
   p = with("type.gguf", patch32(bytes, 75, 16));
   EXPECT_XG_ERROR(io::GgufReader r(p), p + ": tensor 't' has type IQ2_XXS (16); xgrad reads F32, F16, BF16, Q8_0, Q4_0, "
-                                           "Q4_1, Q5_0, Q5_1 and Q2_K to Q6_K");
+                                           "Q4_1, Q5_0, Q5_1, Q2_K to Q6_K, IQ4_NL and IQ4_XS");
+  p = with("iq4_xs_rows.gguf", patch32(bytes, 75, 23));  // IQ4_XS: super-blocks of 256 too
+  EXPECT_XG_ERROR(io::GgufReader r(p), p + ": not a valid GGUF file: IQ4_XS tensor 't' has rows of 32 values, not a multiple of 256");
   p = with("k_rows.gguf", patch32(bytes, 75, 12));  // rows of 32: not whole 256-value super-blocks
   EXPECT_XG_ERROR(io::GgufReader r(p), p + ": not a valid GGUF file: Q4_K tensor 't' has rows of 32 values, not a multiple of 256");
   p = with("offset.gguf", patch64(bytes, 79, 4096));

@@ -43,7 +43,8 @@ std::string upper(std::string s) {
 
 // The files of llama.cpp's other block types and the k-quant mixes, with what each holds.
 const char* const kBlockTypeFiles[] = {"trained_llamacpp_q4_1", "trained_llamacpp_q5_0", "trained_llamacpp_q5_1",
-                                       "wide_q4_k_m", "wide_q3_k_m", "wide_q2_k"};
+                                       "wide_q4_k_m", "wide_q3_k_m", "wide_q2_k", "trained_llamacpp_iq4_nl",
+                                       "wide_iq4_xs"};
 
 TEST(GgufDequantize, EveryBlockTypeWidensToGgmlsValuesBitForBit) {
   std::set<std::string> types;
@@ -63,7 +64,8 @@ TEST(GgufDequantize, EveryBlockTypeWidensToGgmlsValuesBitForBit) {
       ++tensors;
     }
   }
-  EXPECT_EQ(types, (std::set<std::string>{"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}));
+  EXPECT_EQ(types, (std::set<std::string>{"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+                                          "IQ4_NL", "IQ4_XS"}));
   EXPECT_GE(tensors, 100);
 }
 
@@ -108,7 +110,7 @@ TEST(GgufDequantize, FilesOfEveryBlockTypeGiveLlamaCppsLogprobs) {
     finetune::BaseModel f32 = finetune::load_base(path.string(), "test", exact);
     const std::vector<double> from_f32 = test::gguf_logprobs(*f32.model, ids, c.at("window"), 256);
     const test::GgufWorst wf = test::gguf_worst(from_f32, want);
-    // auto: Q4_K, Q5_K and Q6_K kept as stored, the others as q8_0 quantized from the widened values.
+    // auto: all but Q2_K and Q3_K kept as stored, those two as q8_0 quantized from the widened values.
     nn::LoadOptions automatic;
     automatic.weights = nn::WeightDtype::Auto;
     finetune::BaseModel kept = finetune::load_base(path.string(), "test", automatic);
@@ -148,6 +150,17 @@ TEST(GgufDequantize, TheFuzzSeedOfTheReadOnlyTypesReadsAsItsLayoutsSay) {
   EXPECT_EQ(r.read("q4_1").data<float>()[16], -1.0f);
   // Q6_K: ql[0] = 11, the low 2 bits of qh[0] = 11 are 3: code 11 + 48 - 32 = 27; scale 11, d 1/16.
   EXPECT_EQ(r.read("q6_k").data<float>()[0], 0.0625f * 11 * 27);
+  // IQ4_NL: code byte 0 is 11: value 0 is level 11 (38) times d, value 16 (its high nibble, 0) level 0 (-127).
+  io::GgufReader iq(std::string(XGRAD_SOURCE_DIR) + "/fuzz/corpus/gguf/iq4_nl_xs");
+  EXPECT_EQ(iq.read("iq4_nl").data<float>()[0], 0.5f * 38);
+  EXPECT_EQ(iq.read("iq4_nl").data<float>()[16], 0.5f * -127);
+  // IQ4_XS: sub-block 0's scale is scales_l[0]'s low nibble (11) with scales_h's low 2 bits (11 & 3) on top: 59 - 32.
+  EXPECT_EQ(iq.read("iq4_xs").data<float>()[0], 0.0625f * 27 * 38);
+  EXPECT_EQ(iq.read("iq4_xs").data<float>()[16], 0.0625f * 27 * -127);
+  // and as stored, the same values
+  const Tensor kept = empty({1, 256}, kIQ4_XS);
+  iq.read_into("iq4_xs", kept);
+  EXPECT_TRUE(test::tensors_close(kept.to(kFloat32), iq.read("iq4_xs"), 0, 0));
 }
 
 // A damaged scale is refused by name before the model is used, and xgrad does not write these types.

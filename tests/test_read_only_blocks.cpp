@@ -1,6 +1,7 @@
 // The blocked weights xgrad reads from GGUF files but does not make: the k-quants (q4_k, q5_k,
-// q6_k: autograd/detail/k_formats.hpp) and llama.cpp's other 32-value blocks (q4_1, q5_0, q5_1:
-// autograd/detail/legacy_formats.hpp), as test_blocks.cpp checks q8_0 and q4_0: linear, matmul and
+// q6_k: autograd/detail/k_formats.hpp), llama.cpp's other 32-value blocks (q4_1, q5_0, q5_1:
+// autograd/detail/legacy_formats.hpp) and its non-linear 4-bit ones (iq4_nl, iq4_xs:
+// autograd/detail/iq4_formats.hpp), as test_blocks.cpp checks q8_0 and q4_0: linear, matmul and
 // embedding against float64 products of the same blocks widened, on every path (a dot per row,
 // register tiles, BLAS tiles, bf16 tiles under autocast), a float64 gradient check, 1 and 2
 // threads. The weights are random blocks: random codes (and k-quant sub-block scales and mins)
@@ -32,7 +33,8 @@ Tensor random_blocked_weight(Dtype d, int64_t rows, int64_t cols, uint64_t seed,
     uint8_t* blk = p + b * block_bytes(d);
     // The largest |sc c| (or |c - 16|) a block can reach, so that d top is about `scale`:
     // q4_k / q5_k: x = d sc c - dmin m with sc, m < 64 and c < 16 or 32; q6_k: d sc (c - 32), |sc| <= 128;
-    // q4_1 / q5_1: x = d c + m with c < 16 or 32 (m about -d top / 2: values either side of 0); q5_0: d (c - 16).
+    // q4_1 / q5_1: x = d c + m with c < 16 or 32 (m about -d top / 2: values either side of 0); q5_0: d (c - 16);
+    // iq4_nl: d L[c], |L| <= 127; iq4_xs: d (s - 32) L[c] with s < 64.
     switch (d) {
       case Dtype::Q6_K: put(blk + 208, scale * u(rng) / (128.0f * 32)); break;
       case Dtype::Q4_K:
@@ -46,6 +48,8 @@ Tensor random_blocked_weight(Dtype d, int64_t rows, int64_t cols, uint64_t seed,
         put(blk, scale * u(rng) / (d == kQ5_1 ? 31 : 15));
         put(blk + 2, -scale * u(rng) / 2);
         break;
+      case Dtype::IQ4_NL: put(blk, scale * u(rng) / 127); break;
+      case Dtype::IQ4_XS: put(blk, scale * u(rng) / (127.0f * 32)); break;
       default: ADD_FAILURE() << dtype_name(d); break;
     }
   }
@@ -152,7 +156,51 @@ TEST(LegacyBlocks, TheFifthBitOfValueJIsBitJOfQh) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, ReadOnlyBlockedWeight, ::testing::Values(kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1),
+// An iq4_nl and an iq4_xs block written by hand, read by the layouts' definitions (ggml-common.h's
+// block_iq4_nl / block_iq4_xs and kvalues_iq4nl, ggml-quants.c's dequantize_row_iq4_xs): code c
+// picks level L[c]; iq4_xs's sub-block j is scaled by d (s_j - 32), s_j's low 4 bits nibble j of
+// scales_l (low nibble first), its top 2 bits bits 2j and 2j + 1 of scales_h.
+TEST(Iq4Blocks, CodesPickTheNonLinearLevelsAndSubBlocksTheirSixBitScales) {
+  const int L[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  const uint16_t d = float_to_half(0.0625f);
+  uint8_t nl[18], xs[136];
+  std::memcpy(nl, &d, 2);
+  std::memcpy(xs, &d, 2);
+  for (int l = 0; l < 16; ++l) nl[2 + l] = static_cast<uint8_t>(((15 - l) << 4) | l);  // lo l, hi 15 - l
+  const int s[8] = {0, 1, 31, 32, 33, 47, 62, 63};  // every bit of both fields in use
+  uint16_t high = 0;
+  for (int j = 0; j < 8; ++j) {
+    high = static_cast<uint16_t>(high | ((s[j] >> 4) << (2 * j)));
+    if (j % 2 == 0) xs[4 + j / 2] = static_cast<uint8_t>(s[j] & 0xF);
+    else xs[4 + j / 2] = static_cast<uint8_t>(xs[4 + j / 2] | ((s[j] & 0xF) << 4));
+  }
+  std::memcpy(xs + 2, &high, 2);
+  for (int i = 0; i < 128; ++i) xs[8 + i] = static_cast<uint8_t>(i * 37 + 11);
+  Tensor wn = empty({1, 32}, kIQ4_NL), wx = empty({1, 256}, kIQ4_XS);
+  std::memcpy(wn.raw_data(), nl, 18);
+  std::memcpy(wx.raw_data(), xs, 136);
+  const std::vector<double> vn = wn.to_vector(), vx = wx.to_vector();
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(vn[j], 0.0625 * L[j < 16 ? j : 15 - (j - 16)]) << j;
+  for (int j = 0; j < 8; ++j)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t byte = xs[8 + 16 * j + l % 16];
+      EXPECT_EQ(vx[32 * j + l], 0.0625 * (s[j] - 32) * L[l < 16 ? byte & 0xF : byte >> 4]) << j << " " << l;
+    }
+  // the one-row dots read the same values: x = e_j picks value j
+  for (int j : {0, 7, 16, 31}) {
+    Tensor x = zeros({1, 32});
+    x.data<float>()[j] = 1.0f;
+    EXPECT_EQ(linear(x, wn).item(), vn[j]) << j;
+  }
+  for (int j : {0, 40, 100, 255}) {
+    Tensor x = zeros({1, 256});
+    x.data<float>()[j] = 1.0f;
+    EXPECT_EQ(linear(x, wx).item(), vx[j]) << j;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, ReadOnlyBlockedWeight,
+                         ::testing::Values(kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kIQ4_XS),
                          [](const ::testing::TestParamInfo<Dtype>& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace test_read_only_blocks

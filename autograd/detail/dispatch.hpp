@@ -51,6 +51,8 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::Q4_1:
     case Dtype::Q5_0:
     case Dtype::Q5_1:
+    case Dtype::IQ4_NL:
+    case Dtype::IQ4_XS:
       throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ",
                           d == Dtype::Q8_0                                            ? "8"
                           : d == Dtype::Q6_K                                          ? "6"

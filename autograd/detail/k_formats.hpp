@@ -219,15 +219,21 @@ struct Q6K {
 };
 
 #if defined(__AVX512F__) && defined(__F16C__)
+// The row kAhead bytes past a super-block (up to 210 bytes: three cache lines), as the 32-value
+// dots prefetch.
+inline void prefetch_super_block(const uint8_t* blk) {
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 64, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 128, _MM_HINT_T0);
+}
+
 // sum over `count` super-blocks of dot(values, x), each through each16(block, f).
 template <class Each>
 inline float k_dot(const uint8_t* row, const float* x, int64_t count, int64_t bytes, Each each16) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   for (int64_t b = 0; b < count; ++b) {
     const uint8_t* blk = row + b * bytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 128, _MM_HINT_T0);
+    prefetch_super_block(blk);
     const float* xb = x + b * kKBlock;
     each16(blk, [&](int i, __m512 v) __attribute__((always_inline)) {
       if (i & 16)
