@@ -2,7 +2,7 @@
 // iq4_nl or iq4_xs, blocks.hpp), written once over a block format (detail/block_formats.hpp,
 // detail/k_formats.hpp, detail/legacy_formats.hpp, detail/iq4_formats.hpp). A product widens a
 // tile of the weight at a time into a thread's buffer and runs the float gemm on it, so a frozen
-// base costs its blocks (1.0625 bytes a weight for q8_0, 0.5625 for q4_0, 0.5625-0.82 for the
+// base costs its blocks (1.0625 bytes a weight for q8_0, 0.5625 for q4_0, 0.33-0.82 for the
 // k-quants, 0.625-0.75 for q4_1, q5_0 and q5_1, 0.53-0.5625 for iq4_xs and iq4_nl) plus one tile
 // per thread.
 #include "autograd/blocks.hpp"
@@ -68,10 +68,12 @@ decltype(auto) dispatch_blocks(Dtype d, const char* op, F&& f) {
     case Dtype::Q5_1: return f(blocks::Q51{});
     case Dtype::IQ4_NL: return f(blocks::IQ4NL{});
     case Dtype::IQ4_XS: return f(blocks::IQ4XS{});
+    case Dtype::Q2_K: return f(blocks::Q2K{});
+    case Dtype::Q3_K: return f(blocks::Q3K{});
     default: break;
   }
-  throw Error(str_cat(op, ": expected a blocked tensor (q8_0, q4_0, q4_k, q5_k, q6_k, q4_1, q5_0, q5_1, iq4_nl, "
-                      "iq4_xs), got ",
+  throw Error(str_cat(op, ": expected a blocked tensor (q8_0, q4_0, a k-quant q2_k ... q6_k, q4_1, q5_0, q5_1, "
+                      "iq4_nl, iq4_xs), got ",
                       dtype_name(d)));
 }
 

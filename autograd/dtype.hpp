@@ -2,13 +2,13 @@
 // checks, bfloat16 stores weights and activations in half the bytes (low precision, see
 // bfloat16.hpp), int64 holds indices and targets, bool holds masks. q8_0 and q4_0 hold frozen
 // weights in 8 and 4 bits (q8_0.hpp, q4_0.hpp): blocks of 32 values along the last dim, in
-// ggml's block_q8_0 and block_q4_0 layouts. q4_k, q5_k and q6_k hold a GGUF file's k-quant
-// weights as the file stores them (ggml's block_q4_K, block_q5_K, block_q6_K: super-blocks of
-// 256 values, about 4.5, 5.5 and 6.6 bits a value), and q4_1, q5_0 and q5_1 its other 32-value
+// ggml's block_q8_0 and block_q4_0 layouts. q2_k, q3_k, q4_k, q5_k and q6_k hold a GGUF file's
+// k-quant weights as the file stores them (ggml's block_q2_K ... block_q6_K: super-blocks of 256
+// values, about 2.6, 3.4, 4.5, 5.5 and 6.6 bits a value), and q4_1, q5_0 and q5_1 its other 32-value
 // blocks (block_q4_1, block_q5_0, block_q5_1: 5, 5.5 and 6 bits a value, the types llama.cpp's
 // k-quant mixes fall back to for rows that are not whole super-blocks), and iq4_nl and iq4_xs its
 // non-linear 4-bit blocks (block_iq4_nl, block_iq4_xs: 4.5 and 4.25 bits a value, codes that pick
-// one of 16 fixed levels); xgrad reads these eight but does not make them (is_read_only_blocked).
+// one of 16 fixed levels); xgrad reads these ten but does not make them (is_read_only_blocked).
 #pragma once
 
 #include <cstddef>
@@ -19,7 +19,7 @@
 
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS };
+enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
@@ -36,14 +36,16 @@ constexpr Dtype kQ5_0 = Dtype::Q5_0;
 constexpr Dtype kQ5_1 = Dtype::Q5_1;
 constexpr Dtype kIQ4_NL = Dtype::IQ4_NL;
 constexpr Dtype kIQ4_XS = Dtype::IQ4_XS;
+constexpr Dtype kQ2_K = Dtype::Q2_K;
+constexpr Dtype kQ3_K = Dtype::Q3_K;
 // q8_0's block: 32 values, an IEEE half scale and 32 int8 (ggml's block_q8_0).
 constexpr int64_t kQ8Block = 32;
 constexpr int64_t kQ8BlockBytes = 34;
 // q4_0's block: 32 values, an IEEE half scale and 16 bytes of 4-bit codes (ggml's block_q4_0).
 constexpr int64_t kQ4Block = 32;
 constexpr int64_t kQ4BlockBytes = 18;
-// The k-quants' super-block: 256 values (ggml's QK_K) in 144 (q4_k), 176 (q5_k) or 210 (q6_k)
-// bytes; iq4_xs's too, in 136.
+// The k-quants' super-block: 256 values (ggml's QK_K) in 84 (q2_k), 110 (q3_k), 144 (q4_k), 176
+// (q5_k) or 210 (q6_k) bytes; iq4_xs's too, in 136.
 constexpr int64_t kKBlock = 256;
 
 // Bytes of one element; the blocked dtypes have none (their elements come in blocks): an xg::Error.
@@ -52,9 +54,11 @@ std::size_t itemsize(Dtype d);
 // super-blocks of 144; numel a multiple of the block).
 std::size_t storage_bytes(Dtype d, int64_t numel);
 // "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0", "q4_k", "q5_k",
-// "q6_k", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs"
+// "q6_k", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k"
 const char* dtype_name(Dtype d);
-inline bool is_k_quant(Dtype d) { return d == Dtype::Q4_K || d == Dtype::Q5_K || d == Dtype::Q6_K; }
+inline bool is_k_quant(Dtype d) {
+  return d == Dtype::Q2_K || d == Dtype::Q3_K || d == Dtype::Q4_K || d == Dtype::Q5_K || d == Dtype::Q6_K;
+}
 // The blocked dtypes xgrad reads from GGUF files but does not make (to() refuses them).
 inline bool is_read_only_blocked(Dtype d) {
   return is_k_quant(d) || d == Dtype::Q4_1 || d == Dtype::Q5_0 || d == Dtype::Q5_1 || d == Dtype::IQ4_NL ||
@@ -78,6 +82,8 @@ inline int64_t block_bytes(Dtype d) {
     case Dtype::Q5_1: return 24;
     case Dtype::IQ4_NL: return 18;
     case Dtype::IQ4_XS: return 136;
+    case Dtype::Q2_K: return 84;
+    case Dtype::Q3_K: return 110;
     default: return 0;
   }
 }

@@ -40,7 +40,9 @@ std::size_t itemsize(Dtype d) {
     case Dtype::Q5_0:
     case Dtype::Q5_1:
     case Dtype::IQ4_NL:
-    case Dtype::IQ4_XS: break;
+    case Dtype::IQ4_XS:
+    case Dtype::Q2_K:
+    case Dtype::Q3_K: break;
   }
   throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of ", block_values(d), " (storage_bytes)"));
 }
@@ -67,6 +69,8 @@ const char* dtype_name(Dtype d) {
     case Dtype::Q5_1: return "q5_1";
     case Dtype::IQ4_NL: return "iq4_nl";
     case Dtype::IQ4_XS: return "iq4_xs";
+    case Dtype::Q2_K: return "q2_k";
+    case Dtype::Q3_K: return "q3_k";
   }
   return "?";
 }

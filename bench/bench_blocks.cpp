@@ -1,6 +1,6 @@
 // A decoded token's products with a blocked weight (autograd/blocks.hpp): x [1, K] w^T for
-// w [N, K] as float32, q8_0, q4_0, a k-quant (q4_k, q5_k, q6_k), q4_1, q5_0, q5_1, iq4_nl or
-// iq4_xs (random blocks for the last eight, as xgrad does not make them), one thread, the weights read from memory
+// w [N, K] as float32, q8_0, q4_0, a k-quant (q2_k ... q6_k), q4_1, q5_0, q5_1, iq4_nl or
+// iq4_xs (random blocks for the last ten, as xgrad does not make them), one thread, the weights read from memory
 // (enough copies to pass the caches, taken in turn; from_memory 0: one copy, from the caches
 // where it fits). Decoding is these products alone, and it runs at the speed the weights stream
 // in: GB/s counts the bytes the weight is stored in, "weights/s" its values.
@@ -24,19 +24,21 @@ xg::Tensor random_read_only(xg::Dtype d, int64_t N, int64_t K, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (std::size_t i = 0; i < xg::storage_bytes(d, N * K); ++i) p[i] = static_cast<uint8_t>(rng());
   const uint16_t h = xg::float_to_half(1e-4f);
-  const bool has_min = d == xg::kQ4_K || d == xg::kQ5_K || d == xg::kQ4_1 || d == xg::kQ5_1;
+  const bool has_min = d == xg::kQ4_K || d == xg::kQ5_K || d == xg::kQ4_1 || d == xg::kQ5_1 || d == xg::kQ2_K;
+  const int64_t at = d == xg::kQ6_K ? 208 : d == xg::kQ3_K ? 108 : d == xg::kQ2_K ? 80 : 0;  // the half d
   for (int64_t b = 0; b < N * K / xg::block_values(d); ++b) {
     uint8_t* blk = p + b * xg::block_bytes(d);
-    std::memcpy(blk + (d == xg::kQ6_K ? 208 : 0), &h, 2);
-    if (has_min) std::memcpy(blk + 2, &h, 2);
+    std::memcpy(blk + at, &h, 2);
+    if (has_min) std::memcpy(blk + at + 2, &h, 2);
   }
   return w;
 }
 
-// dtype: 0 float32, 1 q8_0, 2 q4_0, 3 q4_k, 4 q5_k, 5 q6_k, 6 q4_1, 7 q5_0, 8 q5_1, 9 iq4_nl, 10 iq4_xs
+// dtype: 0 float32, 1 q8_0, 2 q4_0, 3 q4_k, 4 q5_k, 5 q6_k, 6 q4_1, 7 q5_0, 8 q5_1, 9 iq4_nl, 10 iq4_xs,
+// 11 q2_k, 12 q3_k
 void BM_LinearOneRowBlocked(benchmark::State& state) {
-  const xg::Dtype all[] = {xg::kFloat32, xg::kQ8_0, xg::kQ4_0, xg::kQ4_K, xg::kQ5_K,   xg::kQ6_K,
-                           xg::kQ4_1,    xg::kQ5_0, xg::kQ5_1, xg::kIQ4_NL, xg::kIQ4_XS};
+  const xg::Dtype all[] = {xg::kFloat32, xg::kQ8_0, xg::kQ4_0,   xg::kQ4_K,   xg::kQ5_K, xg::kQ6_K, xg::kQ4_1,
+                           xg::kQ5_0,    xg::kQ5_1, xg::kIQ4_NL, xg::kIQ4_XS, xg::kQ2_K, xg::kQ3_K};
   const xg::Dtype dtype = all[state.range(0)];
   const int64_t N = state.range(1), K = state.range(2), from_memory = state.range(3);
   const double bytes = static_cast<double>(xg::storage_bytes(dtype, N * K));
@@ -65,8 +67,8 @@ void BM_LinearOneRowBlocked(benchmark::State& state) {
 BENCHMARK(BM_LinearOneRowBlocked)
     ->ArgsProduct({{0, 1, 2, 6, 7, 8, 9}, {1536}, {576}, {0, 1}})
     ->ArgsProduct({{0, 1, 2, 6, 7, 8, 9}, {576}, {1536}, {1}})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 10}, {2048}, {768}, {0, 1}})
-    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {4096}, {4096}, {1}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 10, 11, 12}, {2048}, {768}, {0, 1}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {4096}, {4096}, {1}})
     ->ArgNames({"dtype", "N", "K", "from_memory"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

@@ -15,7 +15,6 @@
 #include "autograd/float16.hpp"
 #include "autograd/blocks.hpp"
 #include "io/atomic_file.hpp"
-#include "io/detail/ggml_dequantize.hpp"
 #include "io/detail/store_floats.hpp"
 #include "io/safetensors.hpp"
 
@@ -248,7 +247,8 @@ uint64_t ggml_tensor_bytes(GgmlType type, int64_t numel) {
 bool is_block_type(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
-    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
     default: return false;
   }
 }
@@ -259,14 +259,15 @@ bool is_writable_type(GgmlType t) {
 
 Dtype auto_dtype(GgmlType t) {
   if (is_block_type(t)) return block_dtype(t);  // as stored
-  if (t == GgmlType::BF16) return kBFloat16;
-  return ggml_block_values(t) > 1 ? kQ8_0 : kFloat32;
+  return t == GgmlType::BF16 ? kBFloat16 : kFloat32;
 }
 
 Dtype block_dtype(GgmlType t) {
   switch (t) {
     case GgmlType::Q8_0: return kQ8_0;
     case GgmlType::Q4_0: return kQ4_0;
+    case GgmlType::Q2_K: return kQ2_K;
+    case GgmlType::Q3_K: return kQ3_K;
     case GgmlType::Q4_K: return kQ4_K;
     case GgmlType::Q5_K: return kQ5_K;
     case GgmlType::Q6_K: return kQ6_K;
@@ -520,12 +521,7 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
           o[i] = t.type == GgmlType::F16 ? half_to_float(h) : bfloat16_to_float(h);
         }
         break;
-      default:
-        if (is_block_type(t.type))
-          dequantize_blocks(block_dtype(t.type), p, m, o);
-        else
-          detail::dequantize_ggml(t.type, p, m, o);
-        break;
+      default: dequantize_blocks(block_dtype(t.type), p, m, o); break;
     }
     if (as_stored)
       detail::check_finite(o, done, m, path_, name);

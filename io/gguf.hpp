@@ -23,8 +23,7 @@ enum class GgufType : uint32_t {
 const char* gguf_type_name(GgufType t);  // "uint32", "string", ...
 
 // The tensor types xgrad reads (ggml.h's enum ggml_type). It writes F32, F16, BF16, Q8_0 and
-// Q4_0 (is_writable_type) and computes with all but Q2_K and Q3_K as stored (is_block_type); those
-// two are widened as they are read (io/detail/ggml_dequantize.hpp says how).
+// Q4_0 (is_writable_type) and computes with every block type as stored (is_block_type).
 enum class GgmlType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
   Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30
@@ -34,22 +33,19 @@ const char* ggml_type_name(GgmlType t);  // "F32", "F16", "Q4_0", "Q4_K", ...
 // 32 int8 q; x = d q. xgrad's kQ8_0 tensors hold the same blocks (autograd/q8_0.hpp).
 // Q4_0 (block_q4_0): blocks of 32 values, a half scale d and 16 bytes of 4-bit codes c;
 // x = d (c - 8). xgrad's kQ4_0 tensors hold the same blocks (autograd/q4_0.hpp).
-// Q4_K, Q5_K, Q6_K (block_q4_K ...): super-blocks of 256 values; xgrad's kQ4_K, kQ5_K and kQ6_K
-// tensors hold the same bytes (autograd/detail/k_formats.hpp has the layouts). Q4_1, Q5_0, Q5_1
+// Q2_K ... Q6_K (block_q2_K ...): super-blocks of 256 values; xgrad's kQ2_K ... kQ6_K tensors hold
+// the same bytes (autograd/detail/k_formats.hpp has the layouts). Q4_1, Q5_0, Q5_1
 // (block_q4_1 ...): blocks of 32 values, with a min or a fifth bit; xgrad's kQ4_1, kQ5_0 and
 // kQ5_1 likewise (autograd/detail/legacy_formats.hpp). IQ4_NL (32 values) and IQ4_XS (256, with
 // 6-bit sub-block scales): 4-bit codes that pick one of 16 fixed levels; kIQ4_NL and kIQ4_XS
 // likewise (autograd/detail/iq4_formats.hpp).
-bool is_block_type(GgmlType t);  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL or IQ4_XS: kept as stored
+bool is_block_type(GgmlType t);  // any but F32, F16 and BF16: kept as stored
 Dtype block_dtype(GgmlType t);   // kQ8_0 for Q8_0, kQ4_0 for Q4_0, kQ4_K for Q4_K ... (anything else: an xg::Error)
 bool is_writable_type(GgmlType t);    // F32, F16, BF16, Q8_0, Q4_0
 int64_t ggml_block_values(GgmlType t);  // values a block holds: 1 (floats), 32, or 256 (the k-quants, IQ4_XS)
 uint64_t ggml_block_bytes(GgmlType t);  // bytes a block takes
 // The dtype a model's matrix of this type is kept in when the user asks for none (--base-dtype
-// auto): the block types above as stored, BF16 as bfloat16, F16 and F32 as float32, and the types
-// xgrad only widens (Q2_K, Q3_K: 2.6 and 3.4 bits a value) as q8_0: 8.5 bits, the
-// nearest type of xgrad's that is at least as fine, each block quantized from the exact widened
-// values.
+// auto): the block types above as stored, BF16 as bfloat16, F16 and F32 as float32.
 Dtype auto_dtype(GgmlType t);
 
 // One metadata value: a scalar or an array of scalars (arrays of arrays are refused on read).

@@ -632,9 +632,9 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
   }
   const NamingScheme scheme = gguf_naming(arch);
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
-  // The matrices in the dtype asked for; auto keeps each as the file stores it (Q8_0 as q8_0,
-  // Q4_0 as q4_0, BF16 as bfloat16; F16 and F32 as float32; the k-quants and the other block
-  // types as q8_0: io::auto_dtype), allocated before it is read.
+  // The matrices in the dtype asked for; auto keeps each as the file stores it (a block type in
+  // its blocks, BF16 as bfloat16; F16 and F32 as float32: io::auto_dtype), allocated before it is
+  // read.
   if (options.weights != WeightDtype::F32) {
     const TensorMap params = model->state_dict();
     std::map<std::string, std::string> file_name;  // xgrad name -> the file's

@@ -53,8 +53,8 @@ io::GgufMetadata gguf_model_metadata(const DecoderLM& model, const GgufExportOpt
 std::vector<io::GgufTensorData> gguf_model_tensors(const DecoderLM& model, const GgufExportOptions& options = {});
 
 // Builds the model a GGUF file describes and reads its tensors into it: the matrices stored as
-// options.weights says (float32 unless asked; auto: each as the file stores it, Q8_0 as q8_0,
-// Q4_0 as q4_0 and BF16 as bfloat16, the other block types as q8_0: io::auto_dtype), everything
+// options.weights says (float32 unless asked; auto: each as the file stores it, a block type in
+// its blocks (Q8_0 as q8_0, Q4_K as q4_k ...) and BF16 as bfloat16: io::auto_dtype), everything
 // else float32. Architectures llama, qwen2, qwen3 (built in the
 // file's RoPE layout, so no rows are permuted) and phi3, gpt2, gemma, gemma2, gemma3 (their keys read as
 // the transformers config.json they come from: the model load_hf builds). An unsupported architecture, key value or tensor type, a tensor the

@@ -13,9 +13,9 @@
 
 namespace xg::nn {
 
-// --base-dtype's values. Auto: as the file stores them (a bf16 folder stays bf16, a GGUF's Q8_0,
-// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights stay in those blocks, F16 and F32 become
-// float32, its Q2_K and Q3_K ones become q8_0: io::auto_dtype).
+// --base-dtype's values. Auto: as the file stores them (a bf16 folder stays bf16, a GGUF's block
+// types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS) stay in those blocks, F16
+// and F32 become float32: io::auto_dtype).
 enum class WeightDtype { Auto, F32, BF16, Q8_0, Q4_0 };
 const char* weight_dtype_name(WeightDtype d);  // "auto", "f32", "bf16", "q8_0", "q4_0"
 // "auto", "f32", "bf16", "q8_0" or "q4_0"; anything else is an xg::Error starting with `who`.

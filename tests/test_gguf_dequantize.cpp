@@ -1,9 +1,7 @@
 // llama.cpp's block types read from files llama.cpp itself quantized (tests/fixtures/gguf, made by
 // gen_gguf.sh with llama_model_quantize): every tensor widens to the float32 values ggml's own
 // dequantize_row_* gives (dequantized.json, ggml_dequantize.c), bit for bit, and the models read
-// from them give llama.cpp's log-probs, widened to float32 or kept as q8_0 (--base-dtype auto).
-#include "io/detail/ggml_dequantize.hpp"
-
+// from them give llama.cpp's log-probs, widened to float32 or kept as stored (--base-dtype auto).
 #include <cctype>
 #include <cstring>
 
@@ -90,9 +88,6 @@ TEST(GgufDequantize, Q4KSubBlockScalesAndMinsAreUnpackedAsGgmlPacksThem) {
   EXPECT_GE(sc5, 16);  // the top bits are in use
   const float d5 = half_to_float(d) * static_cast<float>(sc5), mm5 = half_to_float(dmin) * static_cast<float>(m5);
   for (int l = 0; l < 32; ++l) EXPECT_EQ(got[160 + l], d5 * static_cast<float>(b[16 + 64 + l] >> 4) - mm5) << l;
-  // Q2_K and the legacy types are io's alone: whole blocks only.
-  EXPECT_XG_ERROR(io::detail::dequantize_ggml(io::GgmlType::Q2_K, reinterpret_cast<const char*>(b), 200, got),
-                  "dequantize_ggml: 200 values are not whole Q2_K blocks of 256");
 }
 
 TEST(GgufDequantize, FilesOfEveryBlockTypeGiveLlamaCppsLogprobs) {
@@ -110,7 +105,7 @@ TEST(GgufDequantize, FilesOfEveryBlockTypeGiveLlamaCppsLogprobs) {
     finetune::BaseModel f32 = finetune::load_base(path.string(), "test", exact);
     const std::vector<double> from_f32 = test::gguf_logprobs(*f32.model, ids, c.at("window"), 256);
     const test::GgufWorst wf = test::gguf_worst(from_f32, want);
-    // auto: all but Q2_K and Q3_K kept as stored, those two as q8_0 quantized from the widened values.
+    // auto: every block type kept as stored.
     nn::LoadOptions automatic;
     automatic.weights = nn::WeightDtype::Auto;
     finetune::BaseModel kept = finetune::load_base(path.string(), "test", automatic);

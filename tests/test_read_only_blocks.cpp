@@ -1,5 +1,5 @@
-// The blocked weights xgrad reads from GGUF files but does not make: the k-quants (q4_k, q5_k,
-// q6_k: autograd/detail/k_formats.hpp), llama.cpp's other 32-value blocks (q4_1, q5_0, q5_1:
+// The blocked weights xgrad reads from GGUF files but does not make: the k-quants (q2_k, q3_k,
+// q4_k, q5_k, q6_k: autograd/detail/k_formats.hpp), llama.cpp's other 32-value blocks (q4_1, q5_0, q5_1:
 // autograd/detail/legacy_formats.hpp) and its non-linear 4-bit ones (iq4_nl, iq4_xs:
 // autograd/detail/iq4_formats.hpp), as test_blocks.cpp checks q8_0 and q4_0: linear, matmul and
 // embedding against float64 products of the same blocks widened, on every path (a dot per row,
@@ -33,10 +33,16 @@ Tensor random_blocked_weight(Dtype d, int64_t rows, int64_t cols, uint64_t seed,
     uint8_t* blk = p + b * block_bytes(d);
     // The largest |sc c| (or |c - 16|) a block can reach, so that d top is about `scale`:
     // q4_k / q5_k: x = d sc c - dmin m with sc, m < 64 and c < 16 or 32; q6_k: d sc (c - 32), |sc| <= 128;
+    // q2_k: d sc c - dmin m with sc, m < 16 and c < 4; q3_k: d (sc - 32) (c - 4) with sc < 64 and c < 8;
     // q4_1 / q5_1: x = d c + m with c < 16 or 32 (m about -d top / 2: values either side of 0); q5_0: d (c - 16);
     // iq4_nl: d L[c], |L| <= 127; iq4_xs: d (s - 32) L[c] with s < 64.
     switch (d) {
       case Dtype::Q6_K: put(blk + 208, scale * u(rng) / (128.0f * 32)); break;
+      case Dtype::Q2_K:
+        put(blk + 80, scale * u(rng) / (15.0f * 3));
+        put(blk + 82, scale * u(rng) / 15.0f / 2);
+        break;
+      case Dtype::Q3_K: put(blk + 108, scale * u(rng) / (32.0f * 4)); break;
       case Dtype::Q4_K:
       case Dtype::Q5_K:
         put(blk, scale * u(rng) / (d == kQ5_K ? 63.0f * 31 : 63.0f * 15));
@@ -200,7 +206,7 @@ TEST(Iq4Blocks, CodesPickTheNonLinearLevelsAndSubBlocksTheirSixBitScales) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, ReadOnlyBlockedWeight,
-                         ::testing::Values(kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kIQ4_XS),
+                         ::testing::Values(kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kIQ4_XS),
                          [](const ::testing::TestParamInfo<Dtype>& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace test_read_only_blocks

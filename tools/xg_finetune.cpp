@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
      "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0|q4_0")
     ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
      "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a Q8_0 or Q4_0 "
-     "GGUF q8_0 or q4_0, a GGUF's Q4_K/Q5_K/Q6_K/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS likewise, its Q2_K/Q3_K q8_0) | f32 | bf16 (products on the bf16 kernels) | q8_0 | q4_0 (llama.cpp's 8-bit or 4-bit "
+     "GGUF q8_0 or q4_0, a GGUF's k-quants (Q2_K ... Q6_K), Q4_1/Q5_0/Q5_1 and IQ4_NL/IQ4_XS likewise) | f32 | bf16 (products on the bf16 kernels) | q8_0 | q4_0 (llama.cpp's 8-bit or 4-bit "
      "blocks, widened a tile at a time in each product); norms, biases, activations and the adapters stay float32");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));

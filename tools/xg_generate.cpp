@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
     ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
     ("dtype", po::value(&dtype)->default_value(dtype),
      "how the model's matrices are stored: auto (as the file stores them: a Q8_0 or Q4_0 GGUF's q8_0 or q4_0, a bf16 "
-     "folder's bf16, F16 and F32 as float32, a GGUF's Q4_K/Q5_K/Q6_K/Q4_1/Q5_0/Q5_1/IQ4_NL/IQ4_XS likewise, "
-     "its Q2_K/Q3_K as q8_0) | f32 | bf16 | q8_0 | q4_0; products with bf16 matrices round the other "
+     "folder's bf16, F16 and F32 as float32, a GGUF's k-quants (Q2_K ... Q6_K), Q4_1/Q5_0/Q5_1 and IQ4_NL/IQ4_XS "
+     "likewise) | f32 | bf16 | q8_0 | q4_0; products with bf16 matrices round the other "
      "operand to bf16, q8_0 and q4_0 ones widen a tile of the weight at a time (exact); norms, KV cache and sampling "
      "stay float32")
     ("max-new-tokens", po::value(&max_new)->default_value(max_new), "tokens to generate at most (stops at EOS)")

@@ -53,10 +53,14 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::Q5_1:
     case Dtype::IQ4_NL:
     case Dtype::IQ4_XS:
+    case Dtype::Q2_K:
+    case Dtype::Q3_K:
       throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ",
                           d == Dtype::Q8_0                                            ? "8"
                           : d == Dtype::Q6_K                                          ? "6"
                           : d == Dtype::Q5_K || d == Dtype::Q5_0 || d == Dtype::Q5_1 ? "5"
+                          : d == Dtype::Q3_K                                          ? "3"
+                          : d == Dtype::Q2_K                                          ? "2"
                                                                                       : "4",
                           "-bit values that only linear, matmul, embedding and to() read; ",
                           "widen it with .to(kFloat32) first"));

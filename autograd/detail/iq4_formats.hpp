@@ -9,7 +9,7 @@
 //
 // Each 32 values' codes are 16 bytes: value l < 16's code is byte l's low nibble, value l + 16's
 // its high nibble (as q4_0's). iq4_xs's 6-bit s_j is nibble j of scales_l (low nibble first) with
-// bits 2j, 2j + 1 of scales_h on top. llama.cpp writes iq4_nl where an IQ4_XS, Q2_K or Q3_K file's
+// bits 2j, 2j + 1 of scales_h on top. llama.cpp writes iq4_nl where an IQ4_XS file's
 // rows are not whole 256-value super-blocks.
 //
 // The values are ggml's dequantize_row_iq4_nl/_iq4_xs's, bit for bit: every product is exact in

@@ -1,14 +1,23 @@
-// Internal to xgrad's .cpp files: the k-quant block formats (dtype.hpp's q4_k, q5_k, q6_k), as
-// block_formats.hpp's q8_0 and q4_0: how a super-block of 256 values widens, and how a row of
-// them dots with a row of floats. The layouts are ggml-common.h's (llama.cpp, ggml PR #1684):
+// Internal to xgrad's .cpp files: the k-quant block formats (dtype.hpp's q2_k, q3_k, q4_k, q5_k,
+// q6_k), as block_formats.hpp's q8_0 and q4_0: how a super-block of 256 values widens, and how a
+// row of them dots with a row of floats. The layouts are ggml-common.h's (llama.cpp, ggml PR #1684):
 //
+//   q2_k (block_q2_K, 84 bytes): 16 bytes of scales (a 4-bit scale and a 4-bit min for each 16
+//        values), 64 bytes of 2-bit codes, half d, half dmin   x = d sc c - dmin m
+//   q3_k (block_q3_K, 110 bytes): 32 bytes of high bits, 64 bytes of 2-bit low codes, 12 bytes of
+//        6-bit scales (one per 16 values, stored plus 32), half d
+//                                          x = d (sc - 32) (c - 4)   c: the low 2 bits, plus 4
+//                                                                    where the high bit is set
 //   q4_k (block_q4_K, 144 bytes): half d, half dmin, 12 bytes of 6-bit scales and mins (8 each),
 //        128 bytes of 4-bit codes          x = d sc_j c - dmin m_j   for sub-block j of 32 values
 //   q5_k (block_q5_K, 176 bytes): as q4_k, then 32 bytes of fifth bits before the codes
 //   q6_k (block_q6_K, 210 bytes): 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8
 //        scales, half d                    x = d sc_i (c - 32)       for each 16 values
 //
-// The values are ggml's dequantize_row_q4_K/_q5_K/_q6_K's, bit for bit: every product here is
+// q2_k's and q3_k's codes: value 128 h + 32 s + l (l < 32) sits in bits 2s, 2s + 1 of code byte
+// 32 h + l; q3_k's high bit of it is bit 4 h + s of high byte l. The scale of value i is i / 16's.
+//
+// The values are ggml's dequantize_row_q2_K ... _q6_K's, bit for bit: every product here is
 // exact in float32 (a half's 11 bits times at most 7 and 6), so the one rounding is the min's
 // subtraction, the same in a fused multiply-subtract. Every dtype widens through them in float32.
 #pragma once
@@ -35,6 +44,20 @@ inline void k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
     *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// q3_k's 16 6-bit scales, one a byte of u[0..3] (scale j in byte j % 4 of u[j / 4]), from its 12
+// packed bytes, by 32-bit words: the low nibbles of words 0-1 are scales 0-7's low 4 bits and their
+// high nibbles scales 8-15's; word 2's byte b holds the top 2 bits of scales b, b + 4, b + 8 and
+// b + 12 (bits 0-1, 2-3, 4-5, 6-7). Each is stored plus 32.
+inline void q3_k_scale_words(const uint8_t* packed, uint32_t* u) {
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  u[0] = (w[0] & low4) | ((w[2] & low2) << 4);
+  u[1] = (w[1] & low4) | (((w[2] >> 2) & low2) << 4);
+  u[2] = ((w[0] >> 4) & low4) | (((w[2] >> 4) & low2) << 4);
+  u[3] = ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4);
 }
 
 #if defined(__AVX512F__) && defined(__F16C__)
@@ -136,7 +159,102 @@ __attribute__((always_inline)) inline void q6_k_each16(const uint8_t* blk, F f) 
     }
 }
 
+// f(i, v) for a q2_k or q3_k super-block (kHigh: q3_k), as the others: each 16 codes from their
+// 2 bits of a code byte (the bytes read once for all four shifts). q2_k's become floats times
+// their scale minus their min. q3_k's pick their value from a table of the 8 a code can have,
+// d sc (k - 4) for k = low 2 bits + 4 high bit: one ternary-logic op puts the low bits (bits
+// 0-1 of the shifted code byte) beside the high bit (shifted to bit 2), and vpermps, which reads
+// an index's low 4 bits, finds the table repeated in its upper 8 entries whatever bit 3 holds
+// (one thread from the caches, 8.6 -> 10.1 G values/s against masking and converting the codes).
+template <bool kHigh, class F>
+__attribute__((always_inline)) inline void k_low_bits_each16(const uint8_t* blk, F f) {
+  alignas(64) float dl[16], ml[16];
+  if constexpr (kHigh) {
+    // the words go to a register as they are (stored and loaded back as 16 bytes, they stalled the
+    // load: a third of the dot's time), then minus 32 by byte
+    uint32_t u[4];
+    q3_k_scale_words(blk + 96, u);
+    const __m128i sc = _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
+                                                   static_cast<int>(u[3])),
+                                    _mm_set1_epi8(32));
+    _mm512_store_ps(dl, _mm512_mul_ps(block_d(blk + 108), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc))));
+  } else {
+    const __m512i sc = k_bytes16(blk);
+    _mm512_store_ps(dl, _mm512_mul_ps(block_d(blk + 80), _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(0xF)))));
+    _mm512_store_ps(ml, _mm512_mul_ps(block_d(blk + 82), _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4))));
+  }
+  asm volatile("" ::: "memory");  // the broadcasts below read memory (k_with_mins_each16 says why)
+  const uint8_t* q = blk + (kHigh ? 32 : 16);
+  const __m512i two = _mm512_set1_epi32(3);
+  const __m512 levels = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3);  // q3_k: k - 4
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 2
+    for (int part = 0; part < 2; ++part) {
+      const __m512i bytes = k_bytes16(q + 32 * h + 16 * part);
+      __m512i high;
+      if constexpr (kHigh) high = k_bytes16(blk + 16 * part);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const int g = 8 * h + 2 * s + part;  // the scale's index: value i / 16
+        const __m512i c = _mm512_srli_epi32(bytes, 2 * s);
+        if constexpr (kHigh) {
+          const int bit = 4 * h + s;  // this value's high bit in its high byte, moved to bit 2
+          const __m512i hb = bit >= 2 ? _mm512_srli_epi32(high, bit - 2) : _mm512_slli_epi32(high, 2 - bit);
+          const __m512i idx = _mm512_ternarylogic_epi32(c, hb, two, 0xE4);  // (c & 3) | (hb & ~3)
+          f(16 * g, _mm512_permutexvar_ps(idx, _mm512_mul_ps(_mm512_set1_ps(dl[g]), levels)));
+        } else {
+          f(16 * g, _mm512_fmsub_ps(_mm512_set1_ps(dl[g]), _mm512_cvtepi32_ps(_mm512_and_si512(c, two)), _mm512_set1_ps(ml[g])));
+        }
+      }
+    }
+}
+
 #endif
+
+// q2_k and q3_k (kHigh: the high bits).
+template <bool kHigh>
+struct KLowBits {
+  static constexpr int64_t kValues = kKBlock;
+  static constexpr int64_t kBytes = kHigh ? 110 : 84;
+  static constexpr Dtype kDtype = kHigh ? Dtype::Q3_K : Dtype::Q2_K;
+
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) {
+    return kHigh ? first_nonfinite_half(blocks, count, kBytes, 108, -1) : first_nonfinite_half(blocks, count, kBytes, 80, 82);
+  }
+
+  static void widen_float(const uint8_t* blk, float* out) {
+#if defined(__AVX512F__) && defined(__F16C__)
+    k_low_bits_each16<kHigh>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#else
+    float dl[16], ml[16] = {};
+    if constexpr (kHigh) {
+      uint32_t u[4];
+      q3_k_scale_words(blk + 96, u);
+      for (int g = 0; g < 16; ++g) dl[g] = block_scale(blk + 108) * static_cast<float>(static_cast<int>((u[g / 4] >> (8 * (g % 4))) & 0xFF) - 32);
+    } else {
+      for (int g = 0; g < 16; ++g) {
+        dl[g] = block_scale(blk + 80) * static_cast<float>(blk[g] & 0xF);
+        ml[g] = block_scale(blk + 82) * static_cast<float>(blk[g] >> 4);
+      }
+    }
+    const uint8_t* q = blk + (kHigh ? 32 : 16);
+    for (int i = 0; i < kKBlock; ++i) {
+      const int h = i / 128, s = (i % 128) / 32, l = i % 32;
+      int c = (q[32 * h + l] >> (2 * s)) & 3;
+      if constexpr (kHigh) c -= (blk[l] >> (4 * h + s)) & 1 ? 0 : 4;
+      out[i] = dl[i / 16] * static_cast<float>(c) - ml[i / 16];  // q3_k: minus +0, exact
+    }
+#endif
+  }
+
+  template <class T>
+  static void widen(const uint8_t* blk, T* out) { widen_through_float<KLowBits>(blk, out); }
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return dot_through_float<KLowBits>(row, x, count); }
+};
+using Q2K = KLowBits<false>;
+using Q3K = KLowBits<true>;
 
 // q4_k and q5_k (kHigh: the fifth bits). Each 32 bytes of codes hold sub-blocks 2p (low
 // nibbles) and 2p + 1 (high nibbles); sub-block j's fifth bits are bit j of the 32 bytes qh.
@@ -258,6 +376,16 @@ inline float KWithMins<true>::dot<float>(const uint8_t* row, const float* x, int
 template <>
 inline float Q6K::dot<float>(const uint8_t* row, const float* x, int64_t count) {
   return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { q6_k_each16(blk, f); });
+}
+template <>
+template <>
+inline float KLowBits<false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_low_bits_each16<false>(blk, f); });
+}
+template <>
+template <>
+inline float KLowBits<true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_low_bits_each16<true>(blk, f); });
 }
 #endif
 
