@@ -231,7 +231,10 @@ struct KLowBits {
     if constexpr (kHigh) {
       uint32_t u[4];
       q3_k_scale_words(blk + 96, u);
-      for (int g = 0; g < 16; ++g) dl[g] = block_scale(blk + 108) * static_cast<float>(static_cast<int>((u[g / 4] >> (8 * (g % 4))) & 0xFF) - 32);
+      for (int g = 0; g < 16; ++g) {
+        const int stored = static_cast<int>((u[g / 4] >> (8 * (g % 4))) & 0xFF);
+        dl[g] = block_scale(blk + 108) * static_cast<float>(stored - 32);
+      }
     } else {
       for (int g = 0; g < 16; ++g) {
         dl[g] = block_scale(blk + 80) * static_cast<float>(blk[g] & 0xF);
