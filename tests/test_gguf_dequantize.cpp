@@ -10,6 +10,7 @@
 #include "io/gguf.hpp"
 #include "nn/weight_dtype.hpp"
 #include "tests/gguf_test_util.hpp"
+#include "tests/random_blocks.hpp"
 #include "tests/torch_fixture.hpp"
 
 namespace xg {
@@ -65,6 +66,24 @@ TEST(GgufDequantize, EveryBlockTypeWidensToGgmlsValuesBitForBit) {
   EXPECT_EQ(types, (std::set<std::string>{"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
                                           "IQ4_NL", "IQ4_XS"}));
   EXPECT_GE(tensors, 100);
+}
+
+// Pseudo-random blocks of every type (every byte pattern of codes and sub-block scales, finite half
+// scales from zero and subnormals up) widen as libggml widens them, bit for bit, through the
+// library as this machine runs it; tests/generic_blocks checks the portable code on the same.
+TEST(GgufDequantize, RandomBlocksOfEveryTypeWidenToGgmlsValuesBitForBit) {
+  const nlohmann::json expected = nlohmann::json::parse(test::slurp(test::gguf_fixture("random_blocks.json").string()));
+  ASSERT_EQ(expected.size(), test::random_block_types().size());
+  for (const test::RandomBlockType& t : test::random_block_types()) {
+    SCOPED_TRACE(t.name);
+    const Dtype d = io::block_dtype(static_cast<io::GgmlType>(t.ggml_type));
+    ASSERT_EQ(block_values(d), t.values);
+    ASSERT_EQ(block_bytes(d), t.bytes);
+    const std::vector<uint8_t> b = test::random_blocks(t);
+    std::vector<float> v(static_cast<std::size_t>(test::kRandomBlockValues));
+    dequantize_blocks(d, b.data(), test::kRandomBlockValues, v.data());
+    EXPECT_EQ(fnv1a64_of(v.data(), test::kRandomBlockValues), expected.at(t.name).at("fnv1a64").get<std::string>());
+  }
 }
 
 // A Q4_K block written by hand, read by the layout's definition (ggml-common.h's block_q4_K,

@@ -1,0 +1,96 @@
+// The block formats' widening and one-row dots as a CPU without AVX-512 runs them. xgrad's
+// libraries are built with -march=native, so on the AVX-512 machines CI runs on, the suite only
+// ever reaches the formats' AVX-512 code; this program includes the format headers into a build
+// without AVX-512 (and links no xgrad library, so that no AVX-512 copy of the same inline
+// functions meets this one in the link) and checks the portable code against libggml: every
+// block type's pseudo-random blocks (tests/random_blocks.hpp) widen to libggml's float32 values
+// bit for bit (random_blocks.json), and each dot equals a float64 sum of the widened values.
+#if defined(__AVX512F__)
+#error "tests/generic_blocks must be built without AVX-512 (its CMakeLists.txt says -mno-avx512f)"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "autograd/detail/block_formats.hpp"
+#include "autograd/detail/iq4_formats.hpp"
+#include "autograd/detail/k_formats.hpp"
+#include "autograd/detail/legacy_formats.hpp"
+#include "tests/random_blocks.hpp"
+
+namespace {
+
+using namespace xg;
+
+const nlohmann::json& ggml_values() {
+  static const nlohmann::json j = [] {
+    std::ifstream in(std::string(XGRAD_FIXTURE_DIR) + "/gguf/random_blocks.json");
+    std::stringstream s;
+    s << in.rdbuf();
+    return nlohmann::json::parse(s.str());
+  }();
+  return j;
+}
+
+// Widens and dots type t's random blocks with Fmt; checks both.
+template <class Fmt>
+void check(const char* name) {
+  SCOPED_TRACE(name);
+  const test::RandomBlockType* t = nullptr;
+  for (const test::RandomBlockType& r : test::random_block_types())
+    if (std::string(r.name) == name) t = &r;
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(Fmt::kValues, t->values);
+  ASSERT_EQ(Fmt::kBytes, t->bytes);
+  const std::vector<uint8_t> b = test::random_blocks(*t);
+  const int64_t count = test::kRandomBlockValues / Fmt::kValues;
+  std::vector<float> v(static_cast<std::size_t>(test::kRandomBlockValues));
+  for (int64_t i = 0; i < count; ++i) Fmt::template widen<float>(b.data() + i * Fmt::kBytes, v.data() + i * Fmt::kValues);
+  const nlohmann::json& e = ggml_values().at(name);
+  const std::vector<float> first = e.at("first").get<std::vector<float>>();
+  for (std::size_t i = 0; i < first.size(); ++i) EXPECT_EQ(v[i], first[i]) << "value " << i;
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(test::fnv1a64_floats(v.data(), test::kRandomBlockValues)));
+  EXPECT_EQ(std::string(hash), e.at("fnv1a64").get<std::string>());
+  // The dot of each row of 8 blocks (or 1 super-block, 3 for the last) with x, against float64.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(v.size());
+  for (float& xi : x) xi = u(rng);
+  const int64_t per_row = Fmt::kValues == 32 ? 8 : 1;
+  for (int64_t r = 0; r + per_row <= count; r += per_row) {
+    double want = 0, size = 0;
+    for (int64_t i = r * Fmt::kValues; i < (r + per_row) * Fmt::kValues; ++i) {
+      want += static_cast<double>(v[i]) * x[i];
+      size += std::fabs(static_cast<double>(v[i]) * x[i]);
+    }
+    const double got = Fmt::template dot<float>(b.data() + r * Fmt::kBytes, x.data() + r * Fmt::kValues, per_row);
+    ASSERT_LE(std::fabs(got - want), 1e-6 * size + 1e-30) << "row " << r;
+  }
+}
+
+TEST(GenericBlocks, EveryFormatWidensToLibggmlsValuesAndDotsItsWidening) {
+  check<blocks::Q4>("Q4_0");
+  check<blocks::Q41>("Q4_1");
+  check<blocks::Q50>("Q5_0");
+  check<blocks::Q51>("Q5_1");
+  check<blocks::Q8>("Q8_0");
+  check<blocks::Q2K>("Q2_K");
+  check<blocks::Q3K>("Q3_K");
+  check<blocks::Q4K>("Q4_K");
+  check<blocks::Q5K>("Q5_K");
+  check<blocks::Q6K>("Q6_K");
+  check<blocks::IQ4NL>("IQ4_NL");
+  check<blocks::IQ4XS>("IQ4_XS");
+  EXPECT_EQ(ggml_values().size(), test::random_block_types().size());
+}
+
+}  // namespace
