@@ -1,7 +1,7 @@
 // Internal to xgrad's .cpp files: llama.cpp's non-linear 4-bit block formats (dtype.hpp's iq4_nl,
 // iq4_xs), as block_formats.hpp's q8_0 and q4_0: how a block widens, and how a row of blocks dots
 // with a row of floats. A 4-bit code does not stand for c - 8 but picks one of 16 fixed levels,
-// denser near 0 where a weight's values are (ggml-common.h's kvalues_iq4nl, ggml PR #5590):
+// denser near 0 where a weight's values are (ggml-common.h's kvalues_iq4nl; llama.cpp PR #5590):
 //
 //   iq4_nl (block_iq4_nl, 18 bytes): half d, uint8 qs[16]                    x = d L[c]
 //   iq4_xs (block_iq4_xs, 136 bytes, 256 values): half d, uint16 scales_h, uint8 scales_l[4],
