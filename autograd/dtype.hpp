@@ -19,7 +19,10 @@
 
 namespace xg {
 
-enum class Dtype { Float32, Float64, Int64, Bool, BFloat16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K };
+enum class Dtype {
+  Float32, Float64, Int64, Bool, BFloat16,
+  Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K  // blocked
+};
 
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;

@@ -585,8 +585,8 @@ void Tensor::set_data(const Tensor& src) const {
 }
 
 // A blocked dtype <-> any float dtype, through float32 (float64 widened exactly). The read-only
-// ones (the k-quants, q4_1, q5_0, q5_1, iq4_nl, iq4_xs) only widen: they come from GGUF files as stored (xgrad
-// has not llama.cpp's search for the k-quants' scales, and makes only q8_0 and q4_0 of the rest).
+// ones (the k-quants, q4_1, q5_0, q5_1, iq4_nl, iq4_xs) only widen: they come from GGUF files as
+// stored (xgrad has not llama.cpp's searches for their scales, and makes only q8_0 and q4_0).
 static Tensor convert_blocks(const Tensor& x, Dtype to) {
   if (is_blocked(x.dtype())) {
     check(!is_blocked(to), "to(", dtype_name(to), "): a ", dtype_name(x.dtype()),

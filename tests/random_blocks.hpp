@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 namespace xg::test {
@@ -50,12 +52,15 @@ inline std::vector<uint8_t> random_blocks(const RandomBlockType& t) {
   return b;
 }
 
-// FNV-1a 64 of n floats' bytes (little-endian), as the fixture tool prints it.
-inline uint64_t fnv1a64_floats(const float* v, int64_t n) {
+// FNV-1a 64 of n floats' bytes (little-endian) in 16 hex digits, as the fixture tool prints it
+// (ggml_dequantize.c: dequantized.json and random_blocks.json).
+inline std::string fnv1a64_hex(const float* v, int64_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
   const auto* p = reinterpret_cast<const unsigned char*>(v);
   for (std::size_t i = 0; i < static_cast<std::size_t>(n) * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 }  // namespace xg::test

@@ -23,18 +23,6 @@ const nlohmann::json& ggml_widened() {
   return j;
 }
 
-std::string fnv1a64_of(const float* v, int64_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  const auto* p = reinterpret_cast<const unsigned char*>(v);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(n) * sizeof(float); ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -58,7 +46,7 @@ TEST(GgufDequantize, EveryBlockTypeWidensToGgmlsValuesBitForBit) {
       ASSERT_EQ(v.numel(), e.at("values").get<int64_t>());
       const std::vector<float> first = e.at("first").get<std::vector<float>>();
       for (std::size_t i = 0; i < first.size(); ++i) EXPECT_EQ(v.data<float>()[i], first[i]) << "value " << i;
-      EXPECT_EQ(fnv1a64_of(v.data<float>(), v.numel()), e.at("fnv1a64").get<std::string>());
+      EXPECT_EQ(test::fnv1a64_hex(v.data<float>(), v.numel()), e.at("fnv1a64").get<std::string>());
       types.insert(io::ggml_type_name(t.type));
       ++tensors;
     }
@@ -82,7 +70,7 @@ TEST(GgufDequantize, RandomBlocksOfEveryTypeWidenToGgmlsValuesBitForBit) {
     const std::vector<uint8_t> b = test::random_blocks(t);
     std::vector<float> v(static_cast<std::size_t>(test::kRandomBlockValues));
     dequantize_blocks(d, b.data(), test::kRandomBlockValues, v.data());
-    EXPECT_EQ(fnv1a64_of(v.data(), test::kRandomBlockValues), expected.at(t.name).at("fnv1a64").get<std::string>());
+    EXPECT_EQ(test::fnv1a64_hex(v.data(), test::kRandomBlockValues), expected.at(t.name).at("fnv1a64").get<std::string>());
   }
 }
 

@@ -64,7 +64,7 @@ __attribute__((always_inline)) inline void iq4_levels32(const uint8_t* qs, __m51
 // broadcast is a load rather than a shuffle on the port the lookups use (as the k-quants' scales,
 // k_formats.hpp).
 __attribute__((always_inline)) inline void iq4_xs_scales(const uint8_t* blk, float* dl) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i pair_shift = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);  // bits 2j, 2j + 1
   const __m512i nibble_shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i byte_of = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0);
   uint16_t high;
@@ -73,7 +73,7 @@ __attribute__((always_inline)) inline void iq4_xs_scales(const uint8_t* blk, flo
   std::memcpy(&low, blk + 4, 4);
   const __m512i low_bytes = _mm512_permutexvar_epi32(byte_of, _mm512_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(low))));
   const __m512i s_low = _mm512_and_si512(_mm512_srlv_epi32(low_bytes, nibble_shift), _mm512_set1_epi32(0xF));
-  const __m512i s_high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(high), _mm512_add_epi32(lane, lane)), _mm512_set1_epi32(3));
+  const __m512i s_high = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(high), pair_shift), _mm512_set1_epi32(3));
   const __m512i s = _mm512_sub_epi32(_mm512_or_si512(s_low, _mm512_slli_epi32(s_high, 4)), _mm512_set1_epi32(32));
   _mm512_store_ps(dl, _mm512_mul_ps(block_d(blk), _mm512_cvtepi32_ps(s)));  // exact: 11 bits times 6
   asm volatile("" ::: "memory");

@@ -231,14 +231,16 @@ struct KLowBits {
     if constexpr (kHigh) {
       uint32_t u[4];
       q3_k_scale_words(blk + 96, u);
+      const float d = block_scale(blk + 108);
       for (int g = 0; g < 16; ++g) {
         const int stored = static_cast<int>((u[g / 4] >> (8 * (g % 4))) & 0xFF);
-        dl[g] = block_scale(blk + 108) * static_cast<float>(stored - 32);
+        dl[g] = d * static_cast<float>(stored - 32);
       }
     } else {
+      const float d = block_scale(blk + 80), dmin = block_scale(blk + 82);
       for (int g = 0; g < 16; ++g) {
-        dl[g] = block_scale(blk + 80) * static_cast<float>(blk[g] & 0xF);
-        ml[g] = block_scale(blk + 82) * static_cast<float>(blk[g] >> 4);
+        dl[g] = d * static_cast<float>(blk[g] & 0xF);
+        ml[g] = dmin * static_cast<float>(blk[g] >> 4);
       }
     }
     const uint8_t* q = blk + (kHigh ? 32 : 16);
