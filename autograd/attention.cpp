@@ -775,6 +775,7 @@ AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys) {
   return use_tiled(hs, hv, keys) ? AttentionProducts::Tiled : AttentionProducts::Blas;
 }
 int64_t attention_tiled_max_keys() { return kTiledMaxKeys; }
+bool attention_has_bf16_tiles() { return tiled_bf16::kHaveBf16Tiles; }
 void set_attention_kept_weights_max(int64_t elements) {
   check(elements >= 0, "set_attention_kept_weights_max: expected a count >= 0, got ", elements);
   g_kept_weights_max.store(elements);

@@ -81,6 +81,10 @@ AttentionProducts attention_products_for(int64_t hs, int64_t hv, int64_t keys);
 // Auto's bound on keys x head: 2048 x 64 when the library was built for AVX-512, 256 x 64
 // otherwise (the tile then has fewer registers; autograd/attention.cpp has the figures).
 int64_t attention_tiled_max_keys();
+// Whether the library was built with attention's bf16 tiles (AVX512-BF16 in the build, as
+// -march=native gives on such a CPU). Under autocast they run where they are built and
+// bf16_gemm() is Bf16Gemm::OneDNN; a build without them keeps attention in float32.
+bool attention_has_bf16_tiles();
 
 // Backward keeps softmax's weights P [B, H, Tq, Tk] from the forward while they have at most
 // this many elements (default 2^17: 512 KB in float32), and otherwise recomputes them from each

@@ -185,6 +185,19 @@ std::string gemm_backend_description() {
   return d + "; " + kOneRowProducts;
 }
 
+std::string build_kernels_description() {
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+  const char* isa = "AVX-512 with AVX512-BF16";
+#elif defined(__AVX512F__)
+  const char* isa = "AVX-512";
+#elif defined(__AVX2__)
+  const char* isa = "AVX2";
+#else
+  const char* isa = "SSE2, the x86-64 baseline";
+#endif
+  return std::string(isa) + " (this build's compiler flags: -march=native by default)";
+}
+
 namespace blas {
 
 bool sgemm_on_onednn(double madds) {

@@ -86,6 +86,13 @@ constexpr const char* kOneRowProducts = "one-row products (decoding) on xgrad's 
 // 2.6.3 sgemm, avx2 kernels; one-row products ...".
 std::string gemm_backend_description();
 
+// One line: the instruction set xgrad's own kernels (the quantized block formats, attention's
+// and the blocked products' register tiles, the elementwise ops through xsimd) were compiled
+// for, e.g. "AVX-512 with AVX512-BF16 (this build's compiler flags: -march=native by default)"
+// or "SSE2, the x86-64 baseline (...)". Unlike the libraries above, which pick kernels as they
+// run, these are fixed when xgrad is built (XGRAD_NATIVE in CMakeLists.txt).
+std::string build_kernels_description();
+
 // --- bfloat16 products ------------------------------------------------------------------
 // A product with a bfloat16 operand (matmul.hpp says which) multiplies bf16 values and sums
 // them in float32. Where the CPU's bf16 dot-product instructions beat its float32 FMAs,
@@ -105,6 +112,10 @@ Bf16Gemm bf16_gemm();
 // Whether oneDNN finds bf16 dot products on this CPU (AVX512-BF16 or AMX): what the tests of the
 // bf16 kernels need, whichever bf16_gemm() chose.
 bool cpu_has_bf16_dot();
+// Whether oneDNN has a bf16 matmul at all here: from its avx512_core level up (emulating the dot
+// products below avx512_core_bf16). An AVX2 CPU has none, so Bf16Gemm::OneDNN is refused there
+// (set_bf16_gemm, XGRAD_GEMM_BF16=onednn) and products take the widened path.
+bool onednn_has_bf16_matmul();
 // One core's multiply-adds a second in vdpbf16ps over those in float32 FMAs (vfmadd231ps), both
 // on 512-bit registers, measured once in under 1 ms: 0.47-0.50 on an Intel Emerald Rapids Xeon
 // (AMX hidden by its hypervisor); about 2 expected on AMD Zen 4, whose bf16 matmul ran at 1.9x
@@ -117,7 +128,7 @@ double measure_bf16_dot_speedup();
 // break even: 1.2x the FMAs' multiply-adds.
 constexpr double kBf16DotSpeedupMin = 1.2;
 Bf16Gemm choose_bf16_gemm(bool has_bf16_dot, bool has_amx, double dot_speedup);
-void set_bf16_gemm(Bf16Gemm how);  // tests and benchmarks compare the two
+void set_bf16_gemm(Bf16Gemm how);  // tests and benchmarks compare the two; OneDNN needs onednn_has_bf16_matmul()
 // "onednn" or "widened", the names XGRAD_GEMM_BF16 takes.
 const char* bf16_gemm_name(Bf16Gemm how);
 // One line for logs, --help and benchmark JSON: "oneDNN 2.6.3 bf16 matmul, avx512_core_bf16

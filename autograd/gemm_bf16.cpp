@@ -30,6 +30,12 @@ bool onednn_has_bf16_dot() {
 }
 bool onednn_has_amx() { return dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx; }
 
+// The level's name in bf16_gemm_description (avx512_core emulates the bf16 dot products).
+const char* onednn_bf16_kernels() {
+  if (onednn_has_amx()) return "avx512_core_amx";
+  return onednn_has_bf16_dot() ? "avx512_core_bf16" : "avx512_core (bf16 dot products emulated)";
+}
+
 // Seconds for `rounds` rounds of 12 independent 512-bit vfmadd231ps (dpbf16 false) or
 // vdpbf16ps (true). Twelve chains are more than either instruction's latency times its rate on
 // the CPUs seen (4-6 cycles at 1-2 a cycle), so the loop runs at the instruction's throughput.
@@ -94,7 +100,11 @@ double speedup() {
 Bf16Gemm choose_bf16() {
   std::string v = settings().gemm_bf16;
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (v == "onednn") return Bf16Gemm::OneDNN;
+  if (v == "onednn") {
+    check(onednn_has_bf16_matmul(), "XGRAD_GEMM_BF16=onednn: oneDNN has no bf16 matmul on this CPU (it needs AVX-512); "
+          "unset it or use widened");
+    return Bf16Gemm::OneDNN;
+  }
   if (v == "widened") return Bf16Gemm::Widened;
   check(v.empty(), "XGRAD_GEMM_BF16=", settings().gemm_bf16, ": expected onednn or widened");
   if (!onednn_has_bf16_dot()) return Bf16Gemm::Widened;
@@ -157,6 +167,13 @@ Bf16Product make_product(const Bf16Key& key, const dnnl::engine& engine) {
 
 bool cpu_has_bf16_dot() { return onednn_has_bf16_dot(); }
 
+// Levels are bit sets, each holding the ones below it: avx512_core and up contain its bits;
+// avx2_vnni (0x407) and avx512_mic do not.
+bool onednn_has_bf16_matmul() {
+  const unsigned isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+}
+
 double bf16_dot_speedup() { return speedup(); }
 
 double measure_bf16_dot_speedup() { return onednn_has_bf16_dot() ? measure_speedup() : 0.0; }
@@ -175,7 +192,11 @@ Bf16Gemm bf16_gemm() {
   return static_cast<Bf16Gemm>(g_bf16.load());
 }
 
-void set_bf16_gemm(Bf16Gemm how) { g_bf16.store(static_cast<int>(how)); }
+void set_bf16_gemm(Bf16Gemm how) {
+  check(how != Bf16Gemm::OneDNN || onednn_has_bf16_matmul(),
+        "set_bf16_gemm: oneDNN has no bf16 matmul on this CPU (it needs AVX-512)");
+  g_bf16.store(static_cast<int>(how));
+}
 
 const char* bf16_gemm_name(Bf16Gemm how) { return how == Bf16Gemm::OneDNN ? "onednn" : "widened"; }
 
@@ -201,8 +222,7 @@ std::string bf16_gemm_description() {
   if (how == Bf16Gemm::OneDNN) {
     const dnnl_version_t* v = dnnl_version();
     s << "oneDNN " << v->major << "." << v->minor << "." << v->patch << " bf16 matmul, "
-      << (dnnl_get_effective_cpu_isa() == dnnl_cpu_isa_avx512_core_amx ? "avx512_core_amx" : "avx512_core_bf16")
-      << " kernels (" << why << ")";
+      << onednn_bf16_kernels() << " kernels (" << why << ")";
   } else {
     s << "bf16 widened to float32, then " << gemm_kernels(gemm_backend()) << " (" << why << ")";
   }

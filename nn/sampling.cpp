@@ -41,8 +41,9 @@ Tensor sampling_probs(const Tensor& logits, const SamplingOptions& o, const std:
   // -inf masks a token out; NaN, +inf or every token masked leaves nothing to draw from.
   bool any = false;
   for (std::size_t i = 0; i < V; ++i) {
+    // Named, not printed: a NaN's sign bit (which kernel made it) would print as "-nan".
     check(!std::isnan(z[i]) && z[i] != std::numeric_limits<double>::infinity(), "sample_token: logit ", i, " is ",
-          z[i], " (the model's weights or adapters hold NaN or Inf, or overflow)");
+          std::isnan(z[i]) ? "nan" : "inf", " (the model's weights or adapters hold NaN or Inf, or overflow)");
     any = any || std::isfinite(z[i]);
   }
   check(any, "sample_token: every logit is -inf (nothing to draw from)");

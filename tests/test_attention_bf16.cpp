@@ -74,6 +74,7 @@ const Case kCases[] = {
 
 TEST(AttentionBf16, UnderAutocastProductsAreBf16WithFloat32Sums) {
   if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  if (!attention_has_bf16_tiles()) GTEST_SKIP() << "built without AVX512-BF16 (XGRAD_NATIVE off)";
   test::Bf16GemmScope on_bf16(Bf16Gemm::OneDNN);  // whether or not they beat this CPU's FMAs
   for (const Case& c : kCases) {
     SCOPED_TRACE(str_cat("B=", c.B, " H=", c.H, " Hkv=", c.Hkv, " Tq=", c.Tq, " Tk=", c.Tk, " hs=", c.hs, " hv=", c.hv,
@@ -106,6 +107,7 @@ TEST(AttentionBf16, WithoutBf16KernelsAutocastLeavesAttentionInFloat32) {
 // A product's sums do not depend on how the units are split over threads.
 TEST(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
   if (!cpu_has_bf16_dot()) GTEST_SKIP() << "this CPU has no bf16 dot products";
+  if (!attention_has_bf16_tiles()) GTEST_SKIP() << "built without AVX512-BF16 (XGRAD_NATIVE off)";
   test::Bf16GemmScope on_bf16(Bf16Gemm::OneDNN);  // whether or not they beat this CPU's FMAs
   const Case c = {2, 4, 2, 37, 37, 17, 5, true, true, 0, false};
   Result one, two;

@@ -64,6 +64,23 @@ TEST(CliHelp, TrainersNameTheirFilesWhole) {
   }
 }
 
+// A CPU whose oneDNN has no bf16 matmul (an AVX2 one; ONEDNN_MAX_CPU_ISA=AVX2 makes this one
+// look so) refuses XGRAD_GEMM_BF16=onednn on one line as the program starts, and without the
+// variable says its bf16 products run widened and why.
+TEST(CliHelp, AnAvx2CpuRefusesOneDnnBf16ProductsAndSaysWhichRun) {
+  const std::string exe = std::string(XGRAD_TOOL_DIR) + "/xg-train";
+  xg::test::CliRun r = xg::test::run_cli("env", "ONEDNN_MAX_CPU_ISA=AVX2 XGRAD_GEMM_BF16=onednn '" + exe + "' --help");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "xg-train: XGRAD_GEMM_BF16=onednn: oneDNN has no bf16 matmul on this CPU (it needs AVX-512); unset it or "
+            "use widened (see --help)\n");
+  r = xg::test::run_cli("env", "-u XGRAD_GEMM_BF16 ONEDNN_MAX_CPU_ISA=AVX2 '" + exe + "' --help");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(joined(r.out).find("bf16 matrix products: bf16 widened to float32, then"), std::string::npos) << r.out;
+  EXPECT_NE(joined(r.out).find("(the CPU has no AVX512-BF16 or AMX)"), std::string::npos) << r.out;
+}
+
 // help_text itself: one column for all groups, wrapping at spaces, a long word on its own line.
 TEST(CliHelp, HelpTextWrapsAtSpaces) {
   namespace po = boost::program_options;

@@ -51,12 +51,13 @@ TEST(CliOutput, SettingsAreEveryVariableAndWhatTheyResolvedTo) {
   s.memory_limit = "1e9";
   xg::SettingsGuard guard(s);
   const nlohmann::json j = cli::settings_json();
-  EXPECT_EQ(j.size(), s.table().size() + 2) << j.dump();
+  EXPECT_EQ(j.size(), s.table().size() + 3) << j.dump();
   for (const auto& [name, value] : s.table()) EXPECT_EQ(j.at(name), value) << name;
   EXPECT_EQ(j["XGRAD_GEMM"], "onednn");
   EXPECT_EQ(j["XGRAD_MEMORY_LIMIT"], "1e9");
   EXPECT_EQ(j["gemm backend"], xg::gemm_backend_description());
   EXPECT_EQ(j["thread policy"], xg::threads_description());
+  EXPECT_EQ(j["own kernels"], xg::build_kernels_description());
 }
 
 TEST(CliOutput, ReportPlotSaysNoPlotOnce) {

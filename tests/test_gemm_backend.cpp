@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "autograd/attention.hpp"
 #include "tests/torch_fixture.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -134,6 +135,16 @@ TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
   EXPECT_EQ(gemm_backend_description(), gemm_kernels(GemmBackend::OpenBLAS) + " (a test's rule); below 2^23 multiply-adds " +
                                             gemm_kernels(GemmBackend::OneDNN) + one_row);
   EXPECT_STREQ(gemm_backend_name(GemmBackend::OneDNN), "onednn");
+}
+
+// The instruction set xgrad's own kernels were built for: one of four, and "with AVX512-BF16"
+// exactly when attention's bf16 tiles were built (the library's flags, not the test's).
+TEST(GemmBackend, OwnKernelsNameTheInstructionSetTheyWereBuiltFor) {
+  const std::string d = build_kernels_description();
+  const bool known = d.rfind("AVX-512 with AVX512-BF16 (", 0) == 0 || d.rfind("AVX-512 (", 0) == 0 ||
+                     d.rfind("AVX2 (", 0) == 0 || d.rfind("SSE2, the x86-64 baseline (", 0) == 0;
+  EXPECT_TRUE(known) << d;
+  EXPECT_EQ(d.find("with AVX512-BF16") != std::string::npos, attention_has_bf16_tiles()) << d;
 }
 
 // Rule 3 routes a float32 product by the size of the whole product: below 2^23 multiply-adds

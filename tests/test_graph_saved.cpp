@@ -53,12 +53,15 @@ TEST(GraphSaved, AnInputTheBackwardReadsStaysUntilBackward) {
   x = Tensor();
   EXPECT_EQ(held, allocated_bytes());
   loss.backward();
-  Tensor expected;
-  {
-    NoGradGuard no_grad;
-    expected = matmul(ones({256, 256}), x_copy);
+  // dw = g^T x with g all ones: each column's sum of x, in float64. Within float32 rounding,
+  // not bitwise: backward's product reads g transposed, and a kernel may sum it in another
+  // order (oneDNN's AVX2 kernels do); a released x would be far off.
+  const std::vector<double> got = w.grad().to_vector(), xs = x_copy.to_vector();
+  for (int64_t j = 0; j < 256; ++j) {
+    double column = 0;
+    for (int64_t i = 0; i < 256; ++i) column += xs[i * 256 + j];
+    for (int64_t o = 0; o < 256; ++o) ASSERT_NEAR(got[o * 256 + j], column, 1e-4) << "dw[" << o << ", " << j << "]";
   }
-  EXPECT_EQ(w.grad().to_vector(), expected.to_vector());
 }
 
 TEST(GraphSaved, AnOutputItsBackwardReadsIsKeptAndThenReleased) {

@@ -72,6 +72,13 @@ struct Bf16GemmScope {
   Bf16Gemm saved = bf16_gemm();
 };
 
+// The bf16 product kernels this CPU has: oneDNN's where it has a bf16 matmul (AVX-512), and the
+// widened float32 path everywhere.
+inline std::vector<Bf16Gemm> bf16_gemms() {
+  if (onednn_has_bf16_matmul()) return {Bf16Gemm::OneDNN, Bf16Gemm::Widened};
+  return {Bf16Gemm::Widened};
+}
+
 // Sets the calling thread's OpenMP thread count for a scope and restores it, also when an
 // assertion returns early or an op throws (omp_set_num_threads, not set_num_threads: the
 // count stays this thread's and does not mark the count as chosen).

@@ -155,6 +155,7 @@ bool parse(int argc, char** argv, const po::options_description& opts, po::varia
     std::string footer;
     for (const std::string& line : {"float32 matrix products: " + gemm_backend_description(),
                                     "bf16 matrix products: " + bf16_gemm_description(),
+                                    "xgrad's own kernels: " + build_kernels_description(),
                                     "threads: " + threads_description()}) {
       const std::vector<std::string> parts = wrap_words(line, 98);
       for (std::size_t i = 0; i < parts.size(); ++i) footer += (i ? "  " : "") + parts[i] + "\n";

@@ -52,6 +52,7 @@ nlohmann::json settings_json() {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [name, value] : settings().table()) j[name] = value;
   j["gemm backend"] = gemm_backend_description();
+  j["own kernels"] = build_kernels_description();
   j["thread policy"] = threads_description();
   return j;
 }
