@@ -45,6 +45,9 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
         shape_str(shape));
   check(broadcast_shapes(shape, g.shape(), "sum_to") == g.shape(), "sum_to: ", shape_str(shape),
         " does not broadcast to ", shape_str(g.shape()));
+  // bf16 (the gradient of a broadcast bf16 operand): summed in float32 and rounded once, as
+  // PyTorch's bf16 reductions do; a bf16 accumulator would round at every row.
+  if (g.dtype() == kBFloat16) return sum_to(g.detach().to(kFloat32), shape).to(kBFloat16);
   Tensor out = zeros(shape, g.dtype());
   dispatch_float(g.dtype(), "sum_to", [&](auto tag) {
     using T = decltype(tag);

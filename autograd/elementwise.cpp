@@ -180,11 +180,13 @@ Tensor sqrt(const Tensor& x) {
 }
 
 // out = 1 / sqrt(x)   =>   dx = -g * out^3 / 2
+// (from x, not the output: a bf16 output's rounding would be cubed, 1.5 ulp)
 Tensor rsqrt(const Tensor& x) {
   Tensor out = float_unary(x, "rsqrt", [](auto v) { return 1 / std::sqrt(v); });
-  return record(out, {x}, "rsqrt", saves({}, true), [](const Tensor& g, const Tensor& out, const Grads&) {
-    return Grads{float_ternary(g, out, out, [](auto gi, auto yi, auto) {
+  return record(out, {x}, "rsqrt", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
+    return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) {
       using T = decltype(gi);
+      const T yi = 1 / std::sqrt(xi);
       return -gi * yi * yi * yi / T(2);
     })};
   });
@@ -288,18 +290,20 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kC = 0.044715;
 
 // erf form: out = x/2 (1 + erf(x/sqrt2))   =>   dx = g (Phi(x) + x phi(x))
+// Phi(x) = erfc(-x/sqrt2)/2, not (1 + erf(x/sqrt2))/2: for x below -3 that sum cancels (erf is
+// -0.9999994 at x = -5) and keeps a few bits of float32's; erfc keeps them all.
 // tanh form: out = x/2 (1 + tanh u), u = sqrt(2/pi)(x + 0.044715 x^3)
 //   =>   dx = g (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) sqrt(2/pi)(1 + 3 * 0.044715 x^2))
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   if (approximate == GeluApprox::None) {
     Tensor out = float_unary(x, "gelu", [](auto v) {
       using T = decltype(v);
-      return T(0.5) * v * (T(1) + std::erf(v * T(kSqrt1_2)));
+      return T(0.5) * v * std::erfc(-v * T(kSqrt1_2));
     });
     return record(out, {x}, "gelu", saves({0}), [](const Tensor& g, const Tensor&, const Grads& in) {
       return Grads{float_ternary(g, in[0], in[0], [](auto gi, auto xi, auto) {
         using T = decltype(gi);
-        const T cdf = T(0.5) * (T(1) + std::erf(xi * T(kSqrt1_2)));
+        const T cdf = T(0.5) * std::erfc(-xi * T(kSqrt1_2));
         const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * xi * xi);
         return gi * (cdf + xi * pdf);
       })};

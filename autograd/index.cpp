@@ -24,6 +24,12 @@ using Grads = std::vector<Tensor>;
 
 namespace {
 
+// A scatter-add backward (gather, index_select, embedding, topk) reads a bf16 gradient widened
+// and sums it in float32, rounding the result once: an index that repeats adds many rows into
+// one, and a bf16 accumulator would round at every addition.
+Tensor widened_for_sums(const Tensor& g) { return g.dtype() == kBFloat16 ? g.detach().to(kFloat32) : g; }
+Tensor back_in(const Tensor& sums, Dtype dtype) { return sums.dtype() == dtype ? sums : sums.to(dtype); }
+
 void check_int64(const Tensor& t, const char* op, const char* what) {
   check(t.dtype() == kInt64, op, ": ", what, " must be an int64 tensor, got ", dtype_name(t.dtype()));
 }
@@ -313,13 +319,14 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   const Shape x_shape = x.shape();
   return record(out, {x, index}, "gather", saves({1}), [x_shape, dim](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
-    Tensor dx = zeros(x_shape, g.dtype());
+    const Tensor gw = widened_for_sums(g);
+    Tensor dx = zeros(x_shape, gw.dtype());
     const GatherPlan p = gather_plan(x_shape, g.shape(), dim);
-    dispatch_float(g.dtype(), "gather backward", [&](auto tag) {
+    dispatch_float(gw.dtype(), "gather backward", [&](auto tag) {
       using T = decltype(tag);
-      scatter_add_kernel(dx.data<T>(), g.data<T>(), in[1].data<int64_t>(), p);
+      scatter_add_kernel(dx.data<T>(), gw.data<T>(), in[1].data<int64_t>(), p);
     });
-    return Grads{dx, Tensor()};
+    return Grads{back_in(dx, g.dtype()), Tensor()};
   });
 }
 
@@ -342,12 +349,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const Shape x_shape = x.shape();
   return record(out, {x, index}, "index_select", saves({1}), [x_shape, s, J](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
-    Tensor dx = zeros(x_shape, g.dtype());
-    dispatch_float(g.dtype(), "index_select backward", [&](auto tag) {
+    const Tensor gw = widened_for_sums(g);
+    Tensor dx = zeros(x_shape, gw.dtype());
+    dispatch_float(gw.dtype(), "index_select backward", [&](auto tag) {
       using T = decltype(tag);
-      add_rows(dx.data<T>(), g.data<T>(), in[1].data<int64_t>(), s.O, s.N, J, s.I, -1);
+      add_rows(dx.data<T>(), gw.data<T>(), in[1].data<int64_t>(), s.O, s.N, J, s.I, -1);
     });
-    return Grads{dx, Tensor()};
+    return Grads{back_in(dx, g.dtype()), Tensor()};
   });
 }
 
@@ -372,12 +380,13 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
   });
   return record(out, {weight, ids}, "embedding", saves({1}), [V, C, N, padding_idx](const Tensor& g, const Tensor&, const Grads& in) {
     if (!wants(in, 0)) return Grads{Tensor(), Tensor()};
-    Tensor dw = zeros({V, C}, g.dtype());
-    dispatch_float(g.dtype(), "embedding backward", [&](auto tag) {
+    const Tensor gw = widened_for_sums(g);
+    Tensor dw = zeros({V, C}, gw.dtype());
+    dispatch_float(gw.dtype(), "embedding backward", [&](auto tag) {
       using T = decltype(tag);
-      add_rows(dw.data<T>(), g.data<T>(), in[1].data<int64_t>(), 1, V, N, C, padding_idx < 0 ? -1 : padding_idx);
+      add_rows(dw.data<T>(), gw.data<T>(), in[1].data<int64_t>(), 1, V, N, C, padding_idx < 0 ? -1 : padding_idx);
     });
-    return Grads{dw, Tensor()};
+    return Grads{back_in(dw, g.dtype()), Tensor()};
   });
 }
 
@@ -452,13 +461,14 @@ TopK topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool sorted) {
   const Shape x_shape = x.shape();
   Tensor indices = r.indices;
   r.values = record(r.values, {x}, "topk", saves_nothing(), [x_shape, dim, indices](const Tensor& g, const Tensor&, const Grads&) {
-    Tensor dx = zeros(x_shape, g.dtype());
+    const Tensor gw = widened_for_sums(g);
+    Tensor dx = zeros(x_shape, gw.dtype());
     const GatherPlan p = gather_plan(x_shape, g.shape(), dim);
-    dispatch_float(g.dtype(), "topk backward", [&](auto tag) {
+    dispatch_float(gw.dtype(), "topk backward", [&](auto tag) {
       using T = decltype(tag);
-      scatter_add_kernel(dx.data<T>(), g.data<T>(), indices.data<int64_t>(), p);
+      scatter_add_kernel(dx.data<T>(), gw.data<T>(), indices.data<int64_t>(), p);
     });
-    return Grads{dx};
+    return Grads{back_in(dx, g.dtype())};
   });
   return r;
 }

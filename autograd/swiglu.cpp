@@ -110,6 +110,8 @@ void silu_backward(const T* g, const T* x, T* dx, int64_t n) {
 // out = x * sigmoid(x)   =>   dx = g * s * (1 + x (1 - s)),  s = sigmoid(x)
 Tensor silu(const Tensor& x) {
   check(x.defined(), "silu: undefined input");
+  // bf16: widened, computed in float32 and rounded once (as rms_norm and softmax do).
+  if (x.dtype() == kBFloat16) return silu(x.to(kFloat32)).to(kBFloat16);
   Tensor out = dispatch_float(x.dtype(), "silu", [&](auto tag) {
     using T = decltype(tag);
     Tensor o = empty(x.shape(), x.dtype());
@@ -130,6 +132,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
   check(gate.defined() && up.defined(), "swiglu: undefined input");
   check(gate.shape() == up.shape() && gate.dtype() == up.dtype(), "swiglu: gate and up must have the same shape and dtype, got ",
         dtype_name(gate.dtype()), " ", shape_str(gate.shape()), " and ", dtype_name(up.dtype()), " ", shape_str(up.shape()));
+  if (gate.dtype() == kBFloat16) return swiglu(gate.to(kFloat32), up.to(kFloat32)).to(kBFloat16);  // as silu's
   Tensor out = dispatch_float(gate.dtype(), "swiglu", [&](auto tag) {
     using T = decltype(tag);
     Tensor o = empty(gate.shape(), gate.dtype());
