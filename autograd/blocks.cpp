@@ -17,6 +17,7 @@
 #include "autograd/autocast.hpp"
 #include "autograd/detail/blas.hpp"
 #include "autograd/detail/block_formats.hpp"
+#include "autograd/detail/f16_format.hpp"
 #include "autograd/detail/iq4_formats.hpp"
 #include "autograd/detail/k_formats.hpp"
 #include "autograd/detail/legacy_formats.hpp"
@@ -70,10 +71,11 @@ decltype(auto) dispatch_blocks(Dtype d, const char* op, F&& f) {
     case Dtype::IQ4_XS: return f(blocks::IQ4XS{});
     case Dtype::Q2_K: return f(blocks::Q2K{});
     case Dtype::Q3_K: return f(blocks::Q3K{});
+    case Dtype::F16: return f(blocks::F16{});
     default: break;
   }
   throw Error(str_cat(op, ": expected a blocked tensor (q8_0, q4_0, a k-quant q2_k ... q6_k, q4_1, q5_0, q5_1, "
-                      "iq4_nl, iq4_xs), got ",
+                      "iq4_nl, iq4_xs, float16), got ",
                       dtype_name(d)));
 }
 
@@ -216,7 +218,8 @@ void check_input(const Tensor& x, const Tensor& w, const char* op, const char* w
 
 int64_t quantize_blocks(Dtype d, const float* x, int64_t n, void* out) {
   if (d == kQ8_0) return quantize_q8_0(x, n, out);
-  check(d == kQ4_0, "quantize_blocks: expected q8_0 or q4_0, got ", dtype_name(d),
+  if (d == kF16) return blocks::quantize_each(x, n, out, blocks::F16::kBytes, blocks::F16::quantize);
+  check(d == kQ4_0, "quantize_blocks: expected q8_0, q4_0 or float16, got ", dtype_name(d),
         is_read_only_blocked(d) ? " (xgrad reads it from GGUF files but does not make it)" : "");
   return quantize_q4_0(x, n, out);
 }

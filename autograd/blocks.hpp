@@ -1,7 +1,7 @@
 // Quantized blocks by dtype: q8_0 (q8_0.hpp), q4_0 (q4_0.hpp), the k-quants q2_k ... q6_k
 // (detail/k_formats.hpp), q4_1, q5_0, q5_1 (detail/legacy_formats.hpp) and iq4_nl, iq4_xs
 // (detail/iq4_formats.hpp; these ten read from GGUF files, never made here), ggml's block layouts for
-// frozen weights. What the tensor core, the file readers and writers call without caring which
+// frozen weights, and float16 (detail/f16_format.hpp: IEEE halves, 32 to a "block"). What the tensor core, the file readers and writers call without caring which
 // of them a tensor is, and the products and lookups that read such a weight (each widens a
 // tile of the weight at a time, never the whole of it; a weight never gets a gradient: it is a
 // frozen base's). Every other op refuses a blocked tensor.

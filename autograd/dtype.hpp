@@ -9,6 +9,9 @@
 // k-quant mixes fall back to for rows that are not whole super-blocks), and iq4_nl and iq4_xs its
 // non-linear 4-bit blocks (block_iq4_nl, block_iq4_xs: 4.5 and 4.25 bits a value, codes that pick
 // one of 16 fixed levels); xgrad reads these ten but does not make them (is_read_only_blocked).
+// float16 holds frozen weights as IEEE halves, a float16 folder's or a GGUF's F16 tensors as
+// stored: in blocks of 32 values (64 bytes, nothing else) so that the block formats' products
+// and lookups read it; unlike bfloat16 it is not computed on, only read by those and to().
 #pragma once
 
 #include <cstddef>
@@ -21,7 +24,7 @@ namespace xg {
 
 enum class Dtype {
   Float32, Float64, Int64, Bool, BFloat16,
-  Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K  // blocked
+  Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, F16  // blocked
 };
 
 constexpr Dtype kFloat32 = Dtype::Float32;
@@ -41,6 +44,7 @@ constexpr Dtype kIQ4_NL = Dtype::IQ4_NL;
 constexpr Dtype kIQ4_XS = Dtype::IQ4_XS;
 constexpr Dtype kQ2_K = Dtype::Q2_K;
 constexpr Dtype kQ3_K = Dtype::Q3_K;
+constexpr Dtype kF16 = Dtype::F16;
 // q8_0's block: 32 values, an IEEE half scale and 32 int8 (ggml's block_q8_0).
 constexpr int64_t kQ8Block = 32;
 constexpr int64_t kQ8BlockBytes = 34;
@@ -57,7 +61,7 @@ std::size_t itemsize(Dtype d);
 // super-blocks of 144; numel a multiple of the block).
 std::size_t storage_bytes(Dtype d, int64_t numel);
 // "float32", "float64", "int64", "bool", "bfloat16" (torch's names), "q8_0", "q4_0", "q4_k", "q5_k",
-// "q6_k", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k"
+// "q6_k", "q4_1", "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q2_k", "q3_k", "float16"
 const char* dtype_name(Dtype d);
 inline bool is_k_quant(Dtype d) {
   return d == Dtype::Q2_K || d == Dtype::Q3_K || d == Dtype::Q4_K || d == Dtype::Q5_K || d == Dtype::Q6_K;
@@ -67,7 +71,9 @@ inline bool is_read_only_blocked(Dtype d) {
   return is_k_quant(d) || d == Dtype::Q4_1 || d == Dtype::Q5_0 || d == Dtype::Q5_1 || d == Dtype::IQ4_NL ||
          d == Dtype::IQ4_XS;
 }
-inline bool is_blocked(Dtype d) { return d == Dtype::Q8_0 || d == Dtype::Q4_0 || is_read_only_blocked(d); }
+inline bool is_blocked(Dtype d) {
+  return d == Dtype::Q8_0 || d == Dtype::Q4_0 || d == Dtype::F16 || is_read_only_blocked(d);
+}
 // A blocked dtype's values per block (32, or 256 for the k-quants and iq4_xs) and bytes per block;
 // 0 for any other dtype.
 inline int64_t block_values(Dtype d) {
@@ -87,6 +93,7 @@ inline int64_t block_bytes(Dtype d) {
     case Dtype::IQ4_XS: return 136;
     case Dtype::Q2_K: return 84;
     case Dtype::Q3_K: return 110;
+    case Dtype::F16: return 64;
     default: return 0;
   }
 }

@@ -42,7 +42,8 @@ std::size_t itemsize(Dtype d) {
     case Dtype::IQ4_NL:
     case Dtype::IQ4_XS:
     case Dtype::Q2_K:
-    case Dtype::Q3_K: break;
+    case Dtype::Q3_K:
+    case Dtype::F16: break;
   }
   throw Error(str_cat(dtype_name(d), " has no size per element: it stores blocks of ", block_values(d), " (storage_bytes)"));
 }
@@ -71,6 +72,7 @@ const char* dtype_name(Dtype d) {
     case Dtype::IQ4_XS: return "iq4_xs";
     case Dtype::Q2_K: return "q2_k";
     case Dtype::Q3_K: return "q3_k";
+    case Dtype::F16: return "float16";
   }
   return "?";
 }
@@ -607,6 +609,13 @@ static Tensor convert_blocks(const Tensor& x, Dtype to) {
   const Tensor f = x.dtype() == kFloat32 ? x : x.detach().to(kFloat32);
   Tensor out = empty(x.shape(), to);  // checks the last dim
   const int64_t bad = quantize_blocks(to, f.data<float>(), f.numel(), out.raw_data());
+  if (bad >= 0 && to == kF16) {  // a block of 32 halves: name the value
+    const float* v = f.data<float>();
+    int64_t i = bad;
+    while (i + 1 < bad + kQ8Block && std::isfinite(v[i]) && std::fabs(v[i]) < 65520.0f) ++i;
+    throw Error(str_cat("to(float16): element ", i, " of ", shape_str(x.shape()), " is ", v[i],
+                        ", which float16 cannot hold (its largest is 65504)"));
+  }
   if (bad >= 0) {
     const float* v = f.data<float>();
     for (int64_t i = bad; i < bad + kQ8Block; ++i)

@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     ("alpha", po::value(&o.alpha)->default_value(o.alpha), "lora_alpha")
     ("targets", po::value(&o.targets)->default_value(o.targets), "LoRA target modules")
     ("gradient-checkpointing", po::bool_switch(&o.checkpointing), "recompute each block in backward")
-    ("base-dtype", po::value(&o.base_dtype)->default_value(o.base_dtype), "the frozen matrices: f32 | bf16 | q8_0 | q4_0")
+    ("base-dtype", po::value(&o.base_dtype)->default_value(o.base_dtype), "the frozen matrices: f32 | bf16 | f16 | q8_0 | q4_0")
     ("bf16", po::bool_switch(&o.bf16), "mixed precision (xg::autocast) around forward and backward")
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed steps first")
     ("steps", po::value(&o.steps)->default_value(o.steps), "timed steps")

@@ -259,7 +259,7 @@ bool is_writable_type(GgmlType t) {
 
 Dtype auto_dtype(GgmlType t) {
   if (is_block_type(t)) return block_dtype(t);  // as stored
-  return t == GgmlType::BF16 ? kBFloat16 : kFloat32;
+  return t == GgmlType::BF16 ? kBFloat16 : t == GgmlType::F16 ? kF16 : kFloat32;
 }
 
 Dtype block_dtype(GgmlType t) {
@@ -481,11 +481,11 @@ void GgufReader::read_into(const std::string& name, const Tensor& dst) {
   const int64_t n = dst.numel();
   f_.clear();
   f_.seekg(static_cast<std::streamoff>(data_start_ + t.offset));
-  // Q8_0 into q8_0, Q4_0 into q4_0 and BF16 into bfloat16 are the bytes as stored (the scales,
-  // the values checked for NaN and Inf); anything else goes through float32
+  // Q8_0 into q8_0, Q4_0 into q4_0, BF16 into bfloat16 and F16 into float16 are the bytes as
+  // stored (the scales, the values checked for NaN and Inf); anything else goes through float32
   // (detail::store_floats). A block of a few MB at a time: no second copy of a large tensor.
   const bool as_stored = (is_block_type(t.type) && d == block_dtype(t.type)) ||
-                         (t.type == GgmlType::BF16 && d == kBFloat16);
+                         (t.type == GgmlType::BF16 && d == kBFloat16) || (t.type == GgmlType::F16 && d == kF16);
   const int64_t per_block = 1 << 20;  // values (whole blocks of every type: a multiple of 256)
   std::vector<char> buf;
   std::vector<float> values;

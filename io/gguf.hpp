@@ -45,7 +45,8 @@ bool is_writable_type(GgmlType t);    // F32, F16, BF16, Q8_0, Q4_0
 int64_t ggml_block_values(GgmlType t);  // values a block holds: 1 (floats), 32, or 256 (the k-quants, IQ4_XS)
 uint64_t ggml_block_bytes(GgmlType t);  // bytes a block takes
 // The dtype a model's matrix of this type is kept in when the user asks for none (--base-dtype
-// auto): the block types above as stored, BF16 as bfloat16, F16 and F32 as float32.
+// auto): the block types above as stored, BF16 as bfloat16, F16 as float16 (blocks of 32 halves:
+// a matrix whose rows are not whole blocks is widened to float32 by the loader), F32 as float32.
 Dtype auto_dtype(GgmlType t);
 
 // One metadata value: a scalar or an array of scalars (arrays of arrays are refused on read).

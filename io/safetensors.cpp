@@ -79,13 +79,24 @@ void widen(const std::string& dt, const unsigned char* p, int64_t n, T* d) {
   }
 }
 
+// A bfloat16 or float16 tensor is written as it is held (BF16, F16); the block formats have no
+// safetensors dtype (save_safetensors refuses them by name).
 const char* stored_dtype(Dtype d, StoredFloat stored) {
   if (is_floating(d) && stored == StoredFloat::BFloat16) return "BF16";
-  return d == kFloat32 ? "F32" : d == kFloat64 ? "F64" : d == kInt64 ? "I64" : "BOOL";
+  switch (d) {
+    case Dtype::Float32: return "F32";
+    case Dtype::Float64: return "F64";
+    case Dtype::Int64: return "I64";
+    case Dtype::Bool: return "BOOL";
+    case Dtype::BFloat16: return "BF16";
+    case Dtype::F16: return "F16";
+    default: break;
+  }
+  throw Error(str_cat("save_safetensors: a ", dtype_name(d), " tensor has no safetensors dtype"));
 }
 
 uint64_t stored_bytes(Dtype d, int64_t numel, StoredFloat stored) {
-  const uint64_t isz = is_floating(d) && stored == StoredFloat::BFloat16 ? 2 : itemsize(d);
+  const uint64_t isz = (is_floating(d) && stored == StoredFloat::BFloat16) || d == kF16 ? 2 : itemsize(d);
   return static_cast<uint64_t>(numel) * isz;
 }
 uint64_t stored_bytes(const Tensor& t, StoredFloat stored) { return stored_bytes(t.dtype(), t.numel(), stored); }
@@ -310,21 +321,23 @@ void SafetensorsReader::read_into(const std::string& name, const Tensor& dst) {
   const int64_t n = shape_numel(e.shape);
   // Stored as the destination holds it: read in place, then checked for NaN and Inf.
   if ((e.dtype == "F32" && dst.dtype() == kFloat32) || (e.dtype == "F64" && dst.dtype() == kFloat64) ||
-      (e.dtype == "BF16" && dst.dtype() == kBFloat16)) {
+      (e.dtype == "BF16" && dst.dtype() == kBFloat16) || (e.dtype == "F16" && dst.dtype() == kF16)) {
     f_.read(static_cast<char*>(dst.raw_data()), static_cast<std::streamsize>(e.end - e.begin));
     if (!f_) fail(path_, str_cat("short read in tensor '", name, "'"));
     verify(name, crc32_of(0, dst.raw_data(), e.end - e.begin));
     constexpr int64_t kCheck = 1 << 16;
-    std::vector<float> widened(dst.dtype() == kBFloat16 ? static_cast<std::size_t>(std::min<int64_t>(n, kCheck)) : 0);
+    const bool halves = dst.dtype() == kBFloat16 || dst.dtype() == kF16;
+    std::vector<float> widened(halves ? static_cast<std::size_t>(std::min<int64_t>(n, kCheck)) : 0);
     for (int64_t at = 0; at < n; at += kCheck) {
       const int64_t len = std::min(kCheck, n - at);
       if (dst.dtype() == kFloat32) {
         detail::check_finite(dst.data<float>() + at, at, len, path_, name);
       } else if (dst.dtype() == kFloat64) {
         detail::check_finite(dst.data<double>() + at, at, len, path_, name);
-      } else {
-        const bfloat16* b = dst.data<bfloat16>() + at;
-        for (int64_t i = 0; i < len; ++i) widened[i] = static_cast<float>(b[i]);
+      } else {  // bf16 or float16 (IEEE halves, 2 bytes each)
+        const auto* h = static_cast<const uint16_t*>(dst.raw_data()) + at;
+        for (int64_t i = 0; i < len; ++i)
+          widened[i] = dst.dtype() == kF16 ? half_to_float(h[i]) : bfloat16_to_float(h[i]);
         detail::check_finite(widened.data(), at, len, path_, name);
       }
     }
@@ -394,7 +407,7 @@ void stored_chunks(const Tensor& t, StoredFloat stored, Emit emit) {
     const bool* p = t.data<bool>();
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = p[i] ? 1 : 0;
     emit(b.data(), b.size());
-  } else if (std::string(stored_dtype(t.dtype(), stored)) == "BF16") {
+  } else if (std::string(stored_dtype(t.dtype(), stored)) == "BF16" && t.dtype() != kBFloat16) {
     // Rounded a block at a time: no bfloat16 copy of the whole tensor.
     constexpr int64_t kBlock = 1 << 16;
     const int64_t n = t.numel();
@@ -418,6 +431,8 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   std::vector<HeaderEntry> entries;
   for (const auto& [name, t] : tensors) {
     check(t.defined(), "save_safetensors: tensor '", name, "' is undefined");
+    check(!is_blocked(t.dtype()) || t.dtype() == kF16, "save_safetensors: tensor '", name, "' is ", dtype_name(t.dtype()),
+          ", which safetensors has no dtype for; widen it with .to(kFloat32) first");
     uint32_t crc = 0;
     stored_chunks(t, stored, [&](const void* p, std::size_t n) { crc = crc32_of(crc, p, n); });
     entries.push_back({name, t.dtype(), t.shape(), hex32(crc)});
@@ -447,6 +462,8 @@ void save_safetensors_streamed(const std::string& path, const TensorMap& tensors
     const bool take_t = l == lazy.end() || (t != tensors.end() && t->first < l->first);
     if (take_t) {
       check(t->second.defined(), "save_safetensors: tensor '", t->first, "' is undefined");
+      check(!is_blocked(t->second.dtype()) || t->second.dtype() == kF16, "save_safetensors: tensor '", t->first, "' is ",
+            dtype_name(t->second.dtype()), ", which safetensors has no dtype for; widen it with .to(kFloat32) first");
       entries.push_back({t->first, t->second.dtype(), t->second.shape(), "00000000"});
       ready.push_back(&t->second);
       later.push_back(nullptr);

@@ -633,7 +633,7 @@ std::shared_ptr<DecoderLM> load_gguf_model(io::GgufReader& f, const LoadOptions&
   const NamingScheme scheme = gguf_naming(arch);
   const std::map<std::string, ExternalTensor> expected = external_tensors(*model, scheme);
   // The matrices in the dtype asked for; auto keeps each as the file stores it (a block type in
-  // its blocks, BF16 as bfloat16; F16 and F32 as float32: io::auto_dtype), allocated before it is
+  // its blocks, BF16 as bfloat16, F16 as float16, F32 as float32: io::auto_dtype), allocated before it is
   // read.
   if (options.weights != WeightDtype::F32) {
     const TensorMap params = model->state_dict();

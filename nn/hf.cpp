@@ -77,6 +77,7 @@ std::shared_ptr<DecoderLM> load_hf(const io::ModelSource& source, HFConfig* conf
   // read, so that a bf16 or q8_0 base never exists as a whole float32 copy.
   const Dtype stored = options.weights != WeightDtype::Auto ? weight_dtype_tensor(options.weights)
                        : config.torch_dtype == "bfloat16"   ? kBFloat16
+                       : config.torch_dtype == "float16"    ? kF16
                                                             : kFloat32;
   std::shared_ptr<DecoderLM> model;
   try {

@@ -15,6 +15,7 @@ const char* weight_dtype_name(WeightDtype d) {
     case WeightDtype::Auto: return "auto";
     case WeightDtype::F32: return "f32";
     case WeightDtype::BF16: return "bf16";
+    case WeightDtype::F16: return "f16";
     case WeightDtype::Q8_0: return "q8_0";
     case WeightDtype::Q4_0: return "q4_0";
   }
@@ -22,15 +23,17 @@ const char* weight_dtype_name(WeightDtype d) {
 }
 
 WeightDtype parse_weight_dtype(const std::string& value, const std::string& who) {
-  for (WeightDtype d : {WeightDtype::Auto, WeightDtype::F32, WeightDtype::BF16, WeightDtype::Q8_0, WeightDtype::Q4_0})
+  for (WeightDtype d :
+       {WeightDtype::Auto, WeightDtype::F32, WeightDtype::BF16, WeightDtype::F16, WeightDtype::Q8_0, WeightDtype::Q4_0})
     if (value == weight_dtype_name(d)) return d;
-  throw Error(str_cat(who, ": '", value, "' is not a weight dtype (auto, f32, bf16, q8_0 or q4_0)"));
+  throw Error(str_cat(who, ": '", value, "' is not a weight dtype (auto, f32, bf16, f16, q8_0 or q4_0)"));
 }
 
 Dtype weight_dtype_tensor(WeightDtype d) {
   switch (d) {
     case WeightDtype::F32: return kFloat32;
     case WeightDtype::BF16: return kBFloat16;
+    case WeightDtype::F16: return kF16;
     case WeightDtype::Q8_0: return kQ8_0;
     case WeightDtype::Q4_0: return kQ4_0;
     case WeightDtype::Auto: break;

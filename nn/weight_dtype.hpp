@@ -15,12 +15,13 @@ namespace xg::nn {
 
 // --base-dtype's values. Auto: as the file stores them (a bf16 folder stays bf16, a GGUF's block
 // types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS) stay in those blocks, F16
-// and F32 become float32: io::auto_dtype).
-enum class WeightDtype { Auto, F32, BF16, Q8_0, Q4_0 };
-const char* weight_dtype_name(WeightDtype d);  // "auto", "f32", "bf16", "q8_0", "q4_0"
-// "auto", "f32", "bf16", "q8_0" or "q4_0"; anything else is an xg::Error starting with `who`.
+// stays float16 (a float16 folder's too), F32 becomes float32: io::auto_dtype). f16 keeps
+// IEEE halves as stored: 2 bytes a value and all 10 of a half's mantissa bits, where bf16 keeps 7.
+enum class WeightDtype { Auto, F32, BF16, F16, Q8_0, Q4_0 };
+const char* weight_dtype_name(WeightDtype d);  // "auto", "f32", "bf16", "f16", "q8_0", "q4_0"
+// "auto", "f32", "bf16", "f16", "q8_0" or "q4_0"; anything else is an xg::Error starting with `who`.
 WeightDtype parse_weight_dtype(const std::string& value, const std::string& who);
-Dtype weight_dtype_tensor(WeightDtype d);  // kFloat32, kBFloat16, kQ8_0, kQ4_0 (Auto: an error)
+Dtype weight_dtype_tensor(WeightDtype d);  // kFloat32, kBFloat16, kF16, kQ8_0, kQ4_0 (Auto: an error)
 
 // How load_model stores a model's matrices (the default widens everything to float32).
 struct LoadOptions {

@@ -1,5 +1,5 @@
-// The ops that read a frozen blocked weight (autograd/blocks.hpp), for each format (q8_0 and
-// q4_0): linear, matmul and embedding against float64 references computed from the same blocks
+// The ops that read a frozen blocked weight (autograd/blocks.hpp), for each format xgrad makes
+// (q8_0, q4_0 and float16): linear, matmul and embedding against float64 references computed from the same blocks
 // widened, with a float64 gradient check of what flows to x, on every path (a dot per row,
 // register tiles, BLAS tiles, bf16 tiles under autocast) and on 1 and 2 threads.
 #include <gtest/gtest.h>
@@ -94,7 +94,33 @@ TEST_P(BlockedWeight, EmbeddingWidensTheRowsItLooksUp) {
   EXPECT_THROW(embedding(wq, from_vector(std::vector<int64_t>{10}, {1})), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, BlockedWeight, ::testing::Values(kQ8_0, kQ4_0),
+// float16 holds each value as the nearest half (to even on a tie), as torch's .half() rounds;
+// a value past 65504 is refused by name, as are NaN and Inf.
+TEST(Float16Weight, HoldsTheNearestHalfOfEachValueAndRefusesWhatItCannotHold) {
+  const std::vector<double> v = {1.0, 1.0 + 1.0 / 2048, 1.0 + 3.0 / 2048, -65504.0, 6e-8, 1e-9, 3.14159265, 0.1};
+  std::vector<double> row(64, 0.5);
+  std::copy(v.begin(), v.end(), row.begin());
+  const Tensor w = from_vector(row, {2, 32}).to(kF16);
+  EXPECT_EQ(w.dtype(), kF16);
+  EXPECT_EQ(storage_bytes(kF16, 64), 128u);
+  const std::vector<double> back = w.to(kFloat64).to_vector();
+  EXPECT_EQ(back[0], 1.0);
+  EXPECT_EQ(back[1], 1.0);                 // the tie between 1 and 1 + 2^-10 goes to even
+  EXPECT_EQ(back[2], 1.0 + 2.0 / 1024);    // the tie between 1 + 2^-10 and 1 + 2^-9 goes to even
+  EXPECT_EQ(back[3], -65504.0);
+  EXPECT_EQ(back[4], std::ldexp(1.0, -24));  // the smallest subnormal
+  EXPECT_EQ(back[5], 0.0);
+  EXPECT_EQ(back[6], 3.140625);
+  EXPECT_EQ(back[7], 0.0999755859375);
+  row[40] = 70000;
+  EXPECT_XG_ERROR(from_vector(row, {2, 32}).to(kF16),
+                  "to(float16): element 40 of [2,32] is 70000, which float16 cannot hold (its largest is 65504)");
+  row[40] = std::nan("");
+  EXPECT_XG_ERROR(from_vector(row, {2, 32}).to(kF16), "to(float16): element 40 of [2,32] is nan");
+  EXPECT_XG_ERROR(add(w, w), "add: expected a float32, float64 or bfloat16 tensor, got float16");  // read, not computed on
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, BlockedWeight, ::testing::Values(kQ8_0, kQ4_0, kF16),
                          [](const ::testing::TestParamInfo<Dtype>& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace test_blocks

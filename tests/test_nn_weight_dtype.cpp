@@ -14,6 +14,7 @@
 
 #include "finetune/lora.hpp"
 #include "io/gguf.hpp"
+#include "io/read_file.hpp"
 #include "io/safetensors.hpp"
 #include "nn/gguf_model.hpp"
 #include "nn/hf.hpp"
@@ -85,9 +86,10 @@ std::string bf16_bytes(const Tensor& t) {
   return ::testing::AssertionFailure() << "no error";
 }
 
-TEST(WeightDtype, HfFolderLoadsIntoBf16Q8_0AndQ4_0Matrices) {
+TEST(WeightDtype, HfFolderLoadsIntoBf16F16Q8_0AndQ4_0Matrices) {
   const auto f32 = nn::load_hf(hf_folder("llama3"));
-  for (const nn::WeightDtype wd : {nn::WeightDtype::BF16, nn::WeightDtype::Q8_0, nn::WeightDtype::Q4_0}) {
+  for (const nn::WeightDtype wd :
+       {nn::WeightDtype::BF16, nn::WeightDtype::F16, nn::WeightDtype::Q8_0, nn::WeightDtype::Q4_0}) {
     SCOPED_TRACE(nn::weight_dtype_name(wd));
     const Dtype d = nn::weight_dtype_tensor(wd);
     nn::LoadOptions opts;
@@ -135,6 +137,43 @@ TEST(WeightDtype, AutoKeepsABf16FoldersMatricesInBf16) {
   // and a float32 folder stays float32 under auto
   const auto auto32 = nn::load_hf(hf_folder("llama3"), nullptr, opts);
   EXPECT_EQ(auto32->tok_embeddings()->weight().dtype(), kFloat32);
+}
+
+// A float16 folder (torch_dtype "float16", F16 tensors, as many Hub checkpoints are) keeps its
+// matrices as float16 under auto, as stored: 2 bytes a value and every bit of each, where the
+// float32 default takes 4 and bf16 would round off 3 bits.
+TEST(WeightDtype, AutoKeepsAFloat16FoldersMatricesInFloat16) {
+  const fs::path dir = test::fresh_test_dir();
+  const std::string source = hf_folder("llama_linear");  // float32, one model.safetensors
+  nlohmann::json config = nlohmann::json::parse(io::read_file(source + "/config.json", "test"));
+  config["torch_dtype"] = "float16";
+  std::ofstream(dir / "config.json") << config.dump();
+  std::map<std::string, RawTensor> raw;
+  io::SafetensorsReader reader(source + "/model.safetensors");
+  for (const auto& [name, e] : reader.entries()) {
+    std::string bytes;
+    for (double v : reader.read(name).to_vector()) {
+      const uint16_t h = float_to_half(static_cast<float>(v));
+      bytes.append(reinterpret_cast<const char*>(&h), 2);
+    }
+    raw[name] = {"F16", e.shape, bytes};
+  }
+  write_raw_safetensors(dir / "model.safetensors", raw);
+  nn::LoadOptions opts;
+  opts.weights = nn::WeightDtype::Auto;
+  const auto low = nn::load_hf(dir.string(), nullptr, opts);
+  const std::vector<std::string> matrices = nn::weight_matrix_names(*low, kF16);
+  ASSERT_FALSE(matrices.empty());
+  for (const std::string& name : matrices) EXPECT_EQ(low->state_dict().at(name).dtype(), kF16) << name;
+  // The same values as the float32 default's load of that folder (which widens each half
+  // exactly, so these are the file's halves), and the same logits.
+  const auto wide = nn::load_hf(dir.string());
+  for (const std::string& name : matrices) {
+    EXPECT_EQ(wide->state_dict().at(name).dtype(), kFloat32);
+    EXPECT_TRUE(test::tensors_close(low->state_dict().at(name).to(kFloat32), wide->state_dict().at(name), 0, 0)) << name;
+  }
+  EXPECT_TRUE(test::tensors_close(eval_logits(*low, some_tokens()), eval_logits(*wide, some_tokens()), 1e-4, 1e-4));
+  EXPECT_LT(nn::store_weights_in(*nn::load_hf(dir.string(), nullptr, opts), kF16), 0.6 * nn::store_weights_in(*wide, kFloat32));
 }
 
 TEST(WeightDtype, LoraGradientsOnALowPrecisionBaseEqualThoseOnItsWidenedValues) {
@@ -230,9 +269,9 @@ fs::path write_blocked_gguf(const nn::DecoderLM& model, io::GgmlType type, const
 
 TEST(WeightDtype, ABlockedGgufLoadsAsItsBlocksAndANanScaleIsRefused) {
   const auto model = nn::load_hf(hf_folder("qwen3"));  // qwen3: no RoPE permutation on export
-  for (const io::GgmlType type : {io::GgmlType::Q8_0, io::GgmlType::Q4_0}) {
+  for (const io::GgmlType type : {io::GgmlType::Q8_0, io::GgmlType::Q4_0, io::GgmlType::F16}) {
     SCOPED_TRACE(io::ggml_type_name(type));
-    const Dtype d = io::block_dtype(type);
+    const Dtype d = type == io::GgmlType::F16 ? kF16 : io::block_dtype(type);  // F16: halves as stored
     const fs::path path = write_blocked_gguf(*model, type, test::fresh_test_dir());
     io::GgufReader file(path.string());
     nn::LoadOptions opts;

@@ -2,6 +2,7 @@
 #include "io/safetensors.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -47,6 +48,33 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
     EXPECT_EQ(out.at(name).shape(), t.shape()) << name;
     EXPECT_EQ(out.at(name).to_vector(), t.to_vector()) << name;
   }
+}
+
+// bfloat16 and float16 tensors are written as they are held (BF16, F16: 2 bytes each, the same
+// bits), and read back into tensors of their dtype as stored. (A bf16 tensor used to be written
+// with the dtype BOOL and twice its bytes, a file that no reader took; the save reported success.)
+TEST(Safetensors, Bf16AndFloat16TensorsAreWrittenAsHeldAndABlockedOneIsRefused) {
+  Generator gen(2);
+  const Tensor w = randn({3, 64}, kFloat32, &gen);
+  TensorMap in{{"bf", w.to(kBFloat16)}, {"h", w.to(kF16)}, {"f", w}};
+  const std::string path = tmp_path("halves.safetensors");
+  io::save_safetensors(path, in);
+  io::SafetensorsReader r(path);
+  EXPECT_EQ(r.entry("bf").dtype, "BF16");
+  EXPECT_EQ(r.entry("h").dtype, "F16");
+  EXPECT_EQ(r.entry("bf").end - r.entry("bf").begin, 3u * 64 * 2);
+  EXPECT_EQ(r.entry("h").end - r.entry("h").begin, 3u * 64 * 2);
+  for (const auto& [name, d] : std::map<std::string, Dtype>{{"bf", kBFloat16}, {"h", kF16}}) {
+    Tensor back = empty({3, 64}, d);
+    r.read_into(name, back);
+    EXPECT_EQ(std::memcmp(back.raw_data(), in.at(name).raw_data(), 3 * 64 * 2), 0) << name;
+    EXPECT_EQ(r.read(name).to_vector(), in.at(name).to(kFloat32).to_vector()) << name;  // widened exactly
+  }
+  const std::string bad = tmp_path("blocked.safetensors");
+  std::remove(bad.c_str());
+  EXPECT_XG_ERROR(io::save_safetensors(bad, {{"q", w.to(kQ8_0)}}),
+                  "save_safetensors: tensor 'q' is q8_0, which safetensors has no dtype for; widen it with .to(kFloat32) first");
+  EXPECT_FALSE(std::ifstream(bad).good());
 }
 
 TEST(Safetensors, ReadsFilesWrittenByPyTorch) {

@@ -337,10 +337,11 @@ int main(int argc, char** argv) {
      "parameter, plus a frozen copy of the base as the reference of dpo, of grpo with --beta and of ppo with "
      "--kl-coef above 0); writes "
      "<out>/model, a folder of the base's kind (an HF folder with float32 weights and the base's tokenizer "
-     "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|q8_0|q4_0")
+     "files). A Hugging Face or xgrad folder only; not with --merge, --lora-* or --base-dtype bf16|f16|q8_0|q4_0")
     ("base-dtype", po::value(&f.base_dtype)->default_value(f.base_dtype),
-     "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a Q8_0 or Q4_0 "
-     "GGUF q8_0 or q4_0, a GGUF's k-quants (Q2_K ... Q6_K), Q4_1/Q5_0/Q5_1 and IQ4_NL/IQ4_XS likewise) | f32 | bf16 (products on the bf16 kernels) | q8_0 | q4_0 (llama.cpp's 8-bit or 4-bit "
+     "how the frozen base's matrices are stored: auto (as the file stores them: a bf16 folder bf16, a float16 folder "
+     "or a GGUF's F16 f16, a Q8_0 or Q4_0 "
+     "GGUF q8_0 or q4_0, a GGUF's k-quants (Q2_K ... Q6_K), Q4_1/Q5_0/Q5_1 and IQ4_NL/IQ4_XS likewise) | f32 | bf16 (products on the bf16 kernels) | f16 (IEEE halves, widened a tile at a time) | q8_0 | q4_0 (llama.cpp's 8-bit or 4-bit "
      "blocks, widened a tile at a time in each product); norms, biases, activations and the adapters stay float32");
   // clang-format on
   opts.add(cli::loop_flags(o, "seed of the adapters' init, the data order, dropout and sampling"));
@@ -407,7 +408,7 @@ int main(int argc, char** argv) {
         }
         template_vars = cli::parse_assignments("template-var", f.template_vars);
         cli::require(template_vars.empty() || f.chat_template != "none", "--template-var needs a chat template (not --chat-template none)");
-        cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}, {"q4_0", 4}});
+        cli::choice<int>("base-dtype", f.base_dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"f16", 5}, {"q8_0", 3}, {"q4_0", 4}});
         cli::require(f.system.empty() || f.chat_template != "none", "--system needs a chat template (--chat-template auto)");
         cli::require(f.batch >= 1 && f.max_len >= 2 && f.eval_rows >= 1,
                      "--batch and --eval-rows must be positive and --max-len at least 2");
@@ -472,6 +473,7 @@ int main(int argc, char** argv) {
                        "--full trains every weight in float32: --base-dtype " + f.base_dtype +
                            (f.base_dtype == "q8_0"   ? " stores frozen 8-bit blocks, which cannot train"
                             : f.base_dtype == "q4_0" ? " stores frozen 4-bit blocks, which cannot train"
+                            : f.base_dtype == "f16"  ? " stores frozen float16 matrices, which cannot train"
                                                    : " would store them in bf16 (--bf16 runs the products in bf16 on "
                                                      "float32 weights)"));
           cli::require(!f.merge, "--merge is for LoRA adapters: --full writes the whole model into <out>/model");

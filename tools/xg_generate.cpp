@@ -70,9 +70,10 @@ int main(int argc, char** argv) {
     ("system", po::value(&system), "instruct format with a chat template: a system message before the prompt")
     ("dtype", po::value(&dtype)->default_value(dtype),
      "how the model's matrices are stored: auto (as the file stores them: a Q8_0 or Q4_0 GGUF's q8_0 or q4_0, a bf16 "
-     "folder's bf16, F16 and F32 as float32, a GGUF's k-quants (Q2_K ... Q6_K), Q4_1/Q5_0/Q5_1 and IQ4_NL/IQ4_XS "
-     "likewise) | f32 | bf16 | q8_0 | q4_0; products with bf16 matrices round the other "
-     "operand to bf16, q8_0 and q4_0 ones widen a tile of the weight at a time (exact); norms, KV cache and sampling "
+     "folder's bf16, a float16 folder's or a GGUF's F16 f16, F32 as float32, a GGUF's k-quants (Q2_K ... Q6_K), "
+     "Q4_1/Q5_0/Q5_1 and IQ4_NL/IQ4_XS likewise) | f32 | bf16 | f16 | q8_0 | q4_0; products with bf16 matrices round "
+     "the other operand to bf16, f16, q8_0 and q4_0 ones widen a tile of the weight at a time (exact); norms, KV cache "
+     "and sampling "
      "stay float32")
     ("max-new-tokens", po::value(&max_new)->default_value(max_new), "tokens to generate at most (stops at EOS)")
     ("adapter", po::value(&adapter), "LoRA adapter folder (adapter_config.json + adapter_model.safetensors)")
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
         template_vars = cli::parse_assignments("template-var", template_var_items);
         cli::require(template_vars.empty() || (format == "instruct" && chat_template != "none"),
                      "--template-var needs the instruct format with a chat template");
-        cli::choice<int>("dtype", dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"q8_0", 3}, {"q4_0", 4}});
+        cli::choice<int>("dtype", dtype, {{"auto", 0}, {"f32", 1}, {"bf16", 2}, {"f16", 5}, {"q8_0", 3}, {"q4_0", 4}});
         cli::require(system.empty() || (format == "instruct" && chat_template != "none"),
                      "--system needs the instruct format with a chat template (--chat-template auto)");
         cli::require(max_new >= 1 && samples >= 1, "--max-new-tokens and --samples must be positive");

@@ -55,8 +55,10 @@ decltype(auto) dispatch_all(Dtype d, F&& f) {
     case Dtype::IQ4_XS:
     case Dtype::Q2_K:
     case Dtype::Q3_K:
+    case Dtype::F16:
       throw Error(str_cat("a ", dtype_name(d), " tensor holds blocks of ",
-                          d == Dtype::Q8_0                                            ? "8"
+                          d == Dtype::F16                                             ? "16"
+                          : d == Dtype::Q8_0                                          ? "8"
                           : d == Dtype::Q6_K                                          ? "6"
                           : d == Dtype::Q5_K || d == Dtype::Q5_0 || d == Dtype::Q5_1 ? "5"
                           : d == Dtype::Q3_K                                          ? "3"

@@ -13,8 +13,8 @@
 
 namespace xg::io::detail {
 
-// v: elements at..at + len of tensor `name` of `file`, as float32. dst: float32, bfloat16, q8_0
-// or q4_0 (at and len multiples of 32). Throws xg::Error "<file>: tensor '<name>' element <i> is nan ...".
+// v: elements at..at + len of tensor `name` of `file`, as float32. dst: float32, bfloat16,
+// float16, q8_0 or q4_0 (for q8_0 and q4_0, at and len multiples of 32). Throws xg::Error "<file>: tensor '<name>' element <i> is nan ...".
 void store_floats(const float* v, int64_t at, int64_t len, const Tensor& dst, const std::string& file,
                   const std::string& name);
 // Throws like store_floats when one of v[0..len) (elements at..) is NaN or Inf.

@@ -1,0 +1,102 @@
+// Internal to xgrad's .cpp files: float16 frozen weights (dtype.hpp's kF16) as a block format
+// beside q8_0's (block_formats.hpp), so that every product, lookup and widening written over
+// blocks reads them: a "block" is 32 IEEE half values, 64 bytes, nothing else. A float16
+// Hugging Face folder (torch_dtype "float16") or a GGUF file's F16 tensors keep their 2 bytes a
+// value this way, as llama.cpp keeps them, where float32 would take 4 and bf16 would drop 3 of
+// the 10 mantissa bits.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "autograd/detail/block_formats.hpp"
+
+namespace xg::blocks {
+
+struct F16 {
+  static constexpr int64_t kValues = 32;
+  static constexpr int64_t kBytes = 64;
+  static constexpr Dtype kDtype = Dtype::F16;
+
+  // Every value of a block is a half of its own: the first block holding a NaN or Inf, or -1.
+  static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) {
+    for (int64_t b = 0; b < count; ++b)
+      if (first_nonfinite_scale(blocks + b * kBytes, kValues, 2) >= 0) return b;
+    return -1;
+  }
+
+  // Exact in float and double; bfloat16 rounds (a product under autocast).
+  template <class T>
+  static void widen(const uint8_t* block, T* out) {
+    for (int64_t j = 0; j < kValues; ++j) {
+      uint16_t h;
+      std::memcpy(&h, block + 2 * j, 2);
+      out[j] = static_cast<T>(half_to_float(h));
+    }
+  }
+
+  template <class T>
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) {
+    using A = acc_t<T>;
+    A acc = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      float v[kValues];
+      widen(row + b * kBytes, v);
+      A part = 0;
+#pragma omp simd reduction(+ : part)
+      for (int64_t j = 0; j < kValues; ++j) part += static_cast<A>(v[j]) * static_cast<A>(x[b * kValues + j]);
+      acc += part;
+    }
+    return acc;
+  }
+
+  // float32 -> half, to nearest even; false for a block with a value half cannot hold (NaN, Inf,
+  // or beyond 65504, which would round to Inf).
+  static bool quantize(const float* x, uint8_t* out) {
+    for (int64_t j = 0; j < kValues; ++j) {
+      const uint16_t h = float_to_half(x[j]);
+      if ((h & 0x7c00u) == 0x7c00u) return false;
+      std::memcpy(out + 2 * j, &h, 2);
+    }
+    return true;
+  }
+};
+
+#if defined(__AVX512F__)
+// vcvtph2ps: 16 halves a instruction, exact.
+template <>
+inline void F16::widen<float>(const uint8_t* block, float* out) {
+  _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block))));
+  _mm512_storeu_ps(out + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32))));
+}
+
+// A row's dot with float x: two blocks (four registers of 16) a step on four sums, so that no
+// sum waits on the FMA before it within a step.
+template <>
+inline float F16::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  const auto half16 = [](const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  };
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < count; b += 2) {
+    const uint8_t* blk = row + b * kBytes;
+    const float* xb = x + b * kValues;
+    a0 = _mm512_fmadd_ps(half16(blk), _mm512_loadu_ps(xb), a0);
+    a1 = _mm512_fmadd_ps(half16(blk + 32), _mm512_loadu_ps(xb + 16), a1);
+    a2 = _mm512_fmadd_ps(half16(blk + 64), _mm512_loadu_ps(xb + 32), a2);
+    a3 = _mm512_fmadd_ps(half16(blk + 96), _mm512_loadu_ps(xb + 48), a3);
+  }
+  if (b < count) {
+    a0 = _mm512_fmadd_ps(half16(row + b * kBytes), _mm512_loadu_ps(x + b * kValues), a0);
+    a1 = _mm512_fmadd_ps(half16(row + b * kBytes + 32), _mm512_loadu_ps(x + b * kValues + 16), a1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+#endif
+
+}  // namespace xg::blocks
