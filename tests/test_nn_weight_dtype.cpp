@@ -177,7 +177,7 @@ TEST(WeightDtype, AutoKeepsAFloat16FoldersMatricesInFloat16) {
 }
 
 TEST(WeightDtype, LoraGradientsOnALowPrecisionBaseEqualThoseOnItsWidenedValues) {
-  for (const Dtype d : {kBFloat16, kQ8_0, kQ4_0}) {
+  for (const Dtype d : {kBFloat16, kF16, kQ8_0, kQ4_0}) {
     SCOPED_TRACE(dtype_name(d));
     auto low = nn::load_hf(hf_folder("llama3"));
     nn::store_weights_in(*low, d);
