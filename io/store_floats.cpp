@@ -45,12 +45,14 @@ void store_floats(const float* v, int64_t at, int64_t len, const Tensor& dst, co
       for (int64_t i = 0; i < len; ++i) d[i] = bfloat16(v[i]);
       return;
     }
-    case kF16: {  // each value rounded to the nearest half; beyond 65504 refused
+    case kF16: {  // each value rounded to the nearest half (to() rules); beyond 65504 refused
+      check(len % kQ8Block == 0, "store_floats: internal error: float16 chunk not block aligned");
       auto* d = static_cast<uint16_t*>(dst.raw_data()) + at;
-      for (int64_t i = 0; i < len; ++i) {
-        d[i] = float_to_half(v[i]);
-        check((d[i] & 0x7c00u) != 0x7c00u, file, ": tensor '", name, "' element ", at + i, " is ", v[i],
-              ", beyond float16's largest (65504); load this base as bf16 or f32");
+      if (quantize_blocks(kF16, v, len, d) >= 0) {  // v is finite (checked above): a value too large
+        int64_t i = 0;
+        while (std::fabs(v[i]) < 65520.0f) ++i;
+        throw Error(str_cat(file, ": tensor '", name, "' element ", at + i, " is ", v[i],
+                            ", beyond float16's largest (65504); load this base as bf16 or f32"));
       }
       return;
     }

@@ -77,6 +77,18 @@ TEST(Safetensors, Bf16AndFloat16TensorsAreWrittenAsHeldAndABlockedOneIsRefused) 
   EXPECT_FALSE(std::ifstream(bad).good());
 }
 
+// A float32 value past float16's largest, read into a float16 tensor, is refused naming the
+// file, the tensor and the element (rounding would make it Inf).
+TEST(SafetensorsErrors, AValueFloat16CannotHoldIsNamedOnReadInto) {
+  Tensor w = zeros({2, 32});
+  w.data<float>()[37] = 70000.0f;
+  const std::string path = tmp_path("too_large.safetensors");
+  io::save_safetensors(path, {{"w", w}});
+  io::SafetensorsReader r(path);
+  Tensor h = empty({2, 32}, kF16);
+  EXPECT_XG_ERROR(r.read_into("w", h), "tensor 'w' element 37 is 70000, beyond float16's largest (65504)");
+}
+
 TEST(Safetensors, ReadsFilesWrittenByPyTorch) {
   // elementwise.safetensors was written by tests/fixtures/fixture_util.py from torch tensors.
   const TensorMap& fx = test::fixture("elementwise");

@@ -24,35 +24,16 @@ struct F16 {
 
   // Every value of a block is a half of its own: the first block holding a NaN or Inf, or -1.
   static int64_t first_nonfinite(const uint8_t* blocks, int64_t count) {
-    for (int64_t b = 0; b < count; ++b)
-      if (first_nonfinite_scale(blocks + b * kBytes, kValues, 2) >= 0) return b;
-    return -1;
+    const int64_t v = first_nonfinite_scale(blocks, count * kValues, 2);
+    return v < 0 ? -1 : v / kValues;
   }
 
+  static void widen_float(const uint8_t* block, float* out);  // below: vcvtph2ps or one half at a time
   // Exact in float and double; bfloat16 rounds (a product under autocast).
   template <class T>
-  static void widen(const uint8_t* block, T* out) {
-    for (int64_t j = 0; j < kValues; ++j) {
-      uint16_t h;
-      std::memcpy(&h, block + 2 * j, 2);
-      out[j] = static_cast<T>(half_to_float(h));
-    }
-  }
-
+  static void widen(const uint8_t* block, T* out) { widen_through_float<F16>(block, out); }
   template <class T>
-  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) {
-    using A = acc_t<T>;
-    A acc = 0;
-    for (int64_t b = 0; b < count; ++b) {
-      float v[kValues];
-      widen(row + b * kBytes, v);
-      A part = 0;
-#pragma omp simd reduction(+ : part)
-      for (int64_t j = 0; j < kValues; ++j) part += static_cast<A>(v[j]) * static_cast<A>(x[b * kValues + j]);
-      acc += part;
-    }
-    return acc;
-  }
+  static acc_t<T> dot(const uint8_t* row, const T* x, int64_t count) { return dot_through_float<F16>(row, x, count); }
 
   // float32 -> half, to nearest even; false for a block with a value half cannot hold (NaN, Inf,
   // or beyond 65504, which would round to Inf).
@@ -66,10 +47,17 @@ struct F16 {
   }
 };
 
-#if defined(__AVX512F__)
+#if !defined(__AVX512F__)
+inline void F16::widen_float(const uint8_t* block, float* out) {
+  for (int64_t j = 0; j < kValues; ++j) {
+    uint16_t h;
+    std::memcpy(&h, block + 2 * j, 2);
+    out[j] = half_to_float(h);
+  }
+}
+#else
 // vcvtph2ps: 16 halves a instruction, exact.
-template <>
-inline void F16::widen<float>(const uint8_t* block, float* out) {
+inline void F16::widen_float(const uint8_t* block, float* out) {
   _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block))));
   _mm512_storeu_ps(out + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32))));
 }
