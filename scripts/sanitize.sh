@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 FUZZ_SECONDS="${1:-20}"
 BUILD=build-asan
 bash scripts/setup.sh --sanitize
+# A new build folder is generated for Ninja (setup.sh installs it): it compiles every target's
+# files as soon as a core is free, where Make builds a library's only after the libraries it
+# uses. A folder configured before keeps its own generator.
+export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 
 # CMakePresets.json's "asan" preset (into build-asan/): clang at -O0, which compiles about 3x
 # faster than -O1 (xtensor's templates) while the suite still runs in about a minute and a

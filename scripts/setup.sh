@@ -5,6 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config
+  ninja-build                     # the build scripts' generator: keeps both cores busy across targets
   libopenblas-openmp-dev          # OpenBLAS built on libgomp: BLAS and our loops share threads
   libdnnl-dev                     # oneDNN: float32 gemm by CPU features where OpenBLAS has only generic kernels
   ocl-icd-opencl-dev              # OpenCL headers + loader: Debian's dnnl-config.cmake requires them (its GPU runtime

@@ -105,6 +105,9 @@ TEST(TextChatSpans, HfTokensAreTrainedWhereTheirCharactersAre) {
   const std::string dir = std::string(XGRAD_FIXTURE_DIR) + "/tokenizers/";
   const std::map<std::string, std::string> tokenizer_of = {
       {"qwen2_5", "qwen3"}, {"qwen3", "qwen3"}, {"smollm2", "qwen3"}, {"smollm2_generation", "qwen3"}, {"llama3", "llama3"}};
+  // Each tokenizer is loaded once: a load of Qwen3's (151,643 entries and their merges) costs
+  // more than the checks of a case.
+  std::map<std::string, std::unique_ptr<xg::text::Tokenizer>> loaded;
   int checked = 0;
   for (const auto& c : fixture()["cases"]) {
     auto it = tokenizer_of.find(c["template"]);
@@ -112,7 +115,8 @@ TEST(TextChatSpans, HfTokensAreTrainedWhereTheirCharactersAre) {
     // token are found this way in ASCII text only (the byte tokenizer's test has the rest).
     if (it == tokenizer_of.end() || c["case"] == "unicode") continue;
     const std::string where = c["template"].get<std::string>() + "/" + c["case"].get<std::string>();
-    const auto tok = xg::text::load_tokenizer(dir + it->second);
+    std::unique_ptr<xg::text::Tokenizer>& tok = loaded[it->second];
+    if (!tok) tok = xg::text::load_tokenizer(dir + it->second);
     const ChatTemplate t = real_template(c["template"]);
     xg::finetune::RowFormat format{tok.get(), &t, ""};
     format.template_vars = c["vars"];
