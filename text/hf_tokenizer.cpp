@@ -32,6 +32,13 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
+}  // namespace
+
+// The Impl's member types, in a named namespace: compiled in a unity batch, where this file is
+// an included one, a class with external linkage holding a type from an anonymous namespace
+// draws GCC's -Wsubobject-linkage warning.
+namespace hf_tokenizer_parts {
+
 struct AddedToken {
   int32_t id;
   std::string content;
@@ -101,6 +108,11 @@ class AddedMatcher {
 struct Template {
   std::vector<int64_t> prefix, suffix;
 };
+
+}  // namespace hf_tokenizer_parts
+using namespace hf_tokenizer_parts;
+
+namespace {
 
 int64_t special_token_id(const JsonNode& entry) {
   // RobertaProcessing / BertProcessing: ["</s>", 2]
