@@ -243,13 +243,18 @@ struct KLowBits {
         ml[g] = dmin * static_cast<float>(blk[g] >> 4);
       }
     }
+    // Value i = 128 h + 32 s + l, in runs of 16 that share a scale (the loop over them vectorises).
     const uint8_t* q = blk + (kHigh ? 32 : 16);
-    for (int i = 0; i < kKBlock; ++i) {
-      const int h = i / 128, s = (i % 128) / 32, l = i % 32;
-      int c = (q[32 * h + l] >> (2 * s)) & 3;
-      if constexpr (kHigh) c -= (blk[l] >> (4 * h + s)) & 1 ? 0 : 4;
-      out[i] = dl[i / 16] * static_cast<float>(c) - ml[i / 16];  // q3_k: minus +0, exact
-    }
+    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < 4; ++s)
+        for (int half = 0; half < 2; ++half) {
+          const int g = 8 * h + 2 * s + half;
+          for (int l = 16 * half; l < 16 * half + 16; ++l) {
+            int c = (q[32 * h + l] >> (2 * s)) & 3;
+            if constexpr (kHigh) c -= 4 * (1 - ((blk[l] >> (4 * h + s)) & 1));
+            out[128 * h + 32 * s + l] = dl[g] * static_cast<float>(c) - ml[g];  // q3_k: minus +0, exact
+          }
+        }
 #endif
   }
 
@@ -325,12 +330,16 @@ struct Q6K {
       const uint8_t* ql = blk + 64 * h;
       const uint8_t* qh = blk + 128 + 32 * h;
       float* y = out + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int c[4] = {(ql[l] & 0xF) | ((qh[l] & 3) << 4), (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4),
-                          (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
-        for (int g = 0; g < 4; ++g)
-          y[l + 32 * g] = d * static_cast<float>(sc[8 * h + l / 16 + 2 * g]) * static_cast<float>(c[g] - 32);
-      }
+      // Values 32 g + l: the low nibble (g < 2) or high one of ql[l + 32 (g % 2)], and bits 2g, 2g + 1
+      // of qh[l]; in runs of 16 that share a scale (the loop over them vectorises).
+      for (int g = 0; g < 4; ++g)
+        for (int half = 0; half < 2; ++half) {
+          const float ds = d * static_cast<float>(sc[8 * h + 2 * g + half]);
+          for (int l = 16 * half; l < 16 * half + 16; ++l) {
+            const int c = ((ql[l + 32 * (g % 2)] >> (4 * (g / 2))) & 0xF) | (((qh[l] >> (2 * g)) & 3) << 4);
+            y[l + 32 * g] = ds * static_cast<float>(c - 32);
+          }
+        }
     }
 #endif
   }
