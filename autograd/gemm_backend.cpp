@@ -190,12 +190,18 @@ std::string build_kernels_description() {
   const char* isa = "AVX-512 with AVX512-BF16";
 #elif defined(__AVX512F__)
   const char* isa = "AVX-512";
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+  const char* isa = "AVX2 with FMA and F16C";
 #elif defined(__AVX2__)
   const char* isa = "AVX2";
 #else
   const char* isa = "SSE2, the x86-64 baseline";
 #endif
-  return std::string(isa) + " (this build's compiler flags: -march=native by default)";
+#if defined(XGRAD_MARCH_NATIVE)
+  return std::string(isa) + " (built with -march=native: this machine's when it was built)";
+#else
+  return std::string(isa) + " (built with XGRAD_NATIVE off: the compiler's default target)";
+#endif
 }
 
 namespace blas {

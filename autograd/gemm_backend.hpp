@@ -88,8 +88,8 @@ std::string gemm_backend_description();
 
 // One line: the instruction set xgrad's own kernels (the quantized block formats, attention's
 // and the blocked products' register tiles, the elementwise ops through xsimd) were compiled
-// for, e.g. "AVX-512 with AVX512-BF16 (this build's compiler flags: -march=native by default)"
-// or "SSE2, the x86-64 baseline (...)". Unlike the libraries above, which pick kernels as they
+// for, e.g. "AVX-512 with AVX512-BF16 (built with -march=native: ...)" or "SSE2, the x86-64
+// baseline (built with XGRAD_NATIVE off: ...)". Unlike the libraries above, which pick kernels as they
 // run, these are fixed when xgrad is built (XGRAD_NATIVE in CMakeLists.txt).
 std::string build_kernels_description();
 

@@ -27,6 +27,8 @@ function(xgrad_layer name)
   target_compile_options(${target} PRIVATE -Wall -Wextra)
   if(XGRAD_NATIVE)
     target_compile_options(${target} PRIVATE -march=native)
+    # So that build_kernels_description() says how the instruction set below was chosen.
+    target_compile_definitions(${target} PRIVATE XGRAD_MARCH_NATIVE=1)
   endif()
   # Eight sources per compiler run: the templates they share (nlohmann::json's, the STL's,
   # xsimd's) are instantiated and optimised once per batch rather than per file, which took the

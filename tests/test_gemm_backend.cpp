@@ -137,14 +137,18 @@ TEST(GemmBackend, DescriptionNamesTheLibraryItsKernelsAndTheRule) {
   EXPECT_STREQ(gemm_backend_name(GemmBackend::OneDNN), "onednn");
 }
 
-// The instruction set xgrad's own kernels were built for: one of four, and "with AVX512-BF16"
-// exactly when attention's bf16 tiles were built (the library's flags, not the test's).
+// The instruction set xgrad's own kernels were built for: one of five, and "with AVX512-BF16"
+// exactly when attention's bf16 tiles were built (the library's flags, not the test's); and how
+// it was chosen, as the build was configured (the test runner gets the same XGRAD_NATIVE).
 TEST(GemmBackend, OwnKernelsNameTheInstructionSetTheyWereBuiltFor) {
   const std::string d = build_kernels_description();
   const bool known = d.rfind("AVX-512 with AVX512-BF16 (", 0) == 0 || d.rfind("AVX-512 (", 0) == 0 ||
-                     d.rfind("AVX2 (", 0) == 0 || d.rfind("SSE2, the x86-64 baseline (", 0) == 0;
+                     d.rfind("AVX2 with FMA and F16C (", 0) == 0 || d.rfind("AVX2 (", 0) == 0 ||
+                     d.rfind("SSE2, the x86-64 baseline (", 0) == 0;
   EXPECT_TRUE(known) << d;
   EXPECT_EQ(d.find("with AVX512-BF16") != std::string::npos, attention_has_bf16_tiles()) << d;
+  EXPECT_EQ(d.find("built with -march=native") != std::string::npos, XGRAD_TEST_MARCH_NATIVE == 1) << d;
+  EXPECT_EQ(d.find("built with XGRAD_NATIVE off") != std::string::npos, XGRAD_TEST_MARCH_NATIVE == 0) << d;
 }
 
 // Rule 3 routes a float32 product by the size of the whole product: below 2^23 multiply-adds
