@@ -87,7 +87,7 @@ void widen_through_float(const uint8_t* blk, T* out) {
 // The dot's products go to 32 sums, one for each position modulo 32, added together once at the
 // end of the row: the compiler keeps them in vector registers (4 of 8 floats on AVX2), so a block
 // costs its widening and a few FMAs, where a sum reduced across its lanes at every block made
-// each block wait on a horizontal add (q4_1 on an AVX2 Zen 3: 0.98 G values/s).
+// each block wait on a horizontal add (q5_1 on an AVX2 Zen 3: 0.82 G values/s before, 1.47 after).
 template <class Fmt, class T>
 acc_t<T> dot_through_float(const uint8_t* row, const T* x, int64_t count) {
   using A = acc_t<T>;
@@ -236,7 +236,7 @@ inline float Q4::dot<float>(const uint8_t* row, const float* x, int64_t count) {
 // two FMAs), scaled by its d into one of two sums (two blocks in flight), and one horizontal sum
 // ends the row; the weight 2 KB ahead is prefetched at every step. Before, these rows took the
 // portable loops, whose sum crossed its lanes at every block: on a Zen 3, q8_0 ran at 1.8 G
-// values/s from memory, float32 at 4.7 (bench/README.md, "AVX2").
+// values/s from memory, float32 at 4.7 (bench/README.md, "On an AVX2 CPU").
 
 inline __m256 block_d(const uint8_t* blk) {
   uint16_t h;
