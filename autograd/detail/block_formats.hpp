@@ -72,8 +72,9 @@ void widen_each(const void* data, int64_t n, T* out) {
 }
 
 // A block's values as T (its format's float32 widening, converted), and their dot with x over
-// `count` blocks, for any T: the read-only formats (k_formats.hpp, legacy_formats.hpp), whose
-// values are defined as ggml's float32 ones.
+// `count` blocks, for any T: the read-only formats (k_formats.hpp, legacy_formats.hpp,
+// iq4_formats.hpp), whose values are defined as ggml's float32 ones. Their float dots have
+// AVX-512 and AVX2 versions of their own; this one serves doubles and the portable build.
 template <class Fmt, class T>
 void widen_through_float(const uint8_t* blk, T* out) {
   if constexpr (std::is_same_v<T, float>) {
@@ -87,7 +88,8 @@ void widen_through_float(const uint8_t* blk, T* out) {
 // The dot's products go to 32 sums, one for each position modulo 32, added together once at the
 // end of the row: the compiler keeps them in vector registers (4 of 8 floats on AVX2), so a block
 // costs its widening and a few FMAs, where a sum reduced across its lanes at every block made
-// each block wait on a horizontal add (q5_1 on an AVX2 Zen 3: 0.82 G values/s before, 1.47 after).
+// each block wait on a horizontal add (q5_1 through this loop on an AVX2 Zen 3, before it had an
+// AVX2 dot of its own: 0.82 G values/s before, 1.47 after).
 template <class Fmt, class T>
 acc_t<T> dot_through_float(const uint8_t* row, const T* x, int64_t count) {
   using A = acc_t<T>;
@@ -266,6 +268,19 @@ inline float dot_blocks(const uint8_t* row, const float* x, int64_t count, int64
   return reduce_add8(_mm256_add_ps(acc0, acc1));
 }
 
+// 8 bytes at p, each in a 32-bit lane (vpmovzxbd ymm, m64: the widening reads memory itself).
+inline __m256i bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+
+// p, which the compiler no longer knows as the address of a local array: broadcasts from it are
+// then loads at p + 4 j (vbroadcastss m32, no shuffle), where GCC 12 made an address for each j
+// of a block's table of scales, kept them in registers and on the stack, and reloaded them (on a
+// Zen 3, a fifth of a q4_k block's instructions). Also a barrier: the table is stored before it
+// is read.
+inline const float* opaque(const float* p) {
+  asm volatile("" : "+r"(p)::"memory");
+  return p;
+}
+
 // 8 signed bytes as 8 floats.
 inline __m256 int8x8_floats(__m128i q) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)); }
 // 8 signed bytes at p as 8 floats: the widening reads memory itself (vpmovsxbd ymm, m64).
@@ -294,13 +309,23 @@ template <>
 inline float Q4::dot<float>(const uint8_t* row, const float* x, int64_t count) {
   const __m256i low4 = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
   return dot_blocks(row, x, count, kBytes, [low4, eight](const uint8_t* blk, const float* xb) {
-    const __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2)));
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 10)));
+    const __m256i a = bytes8(blk + 2), b = bytes8(blk + 10);
     const auto value = [eight](__m256i c) { return _mm256_cvtepi32_ps(_mm256_sub_epi32(c, eight)); };
     return dot32(value(_mm256_and_si256(a, low4)), value(_mm256_and_si256(b, low4)), value(_mm256_srli_epi32(a, 4)),
                  value(_mm256_srli_epi32(b, 4)), xb);
   });
 }
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+// The row kAhead bytes past a super-block (up to 210 bytes: three cache lines), as the 32-value
+// dots prefetch.
+inline void prefetch_super_block(const uint8_t* blk) {
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 64, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 128, _MM_HINT_T0);
+}
+
 #endif
 
 }  // namespace xg::blocks

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -92,6 +92,28 @@ __attribute__((always_inline)) inline void iq4_xs_each16(const uint8_t* blk, F f
     f(32 * j + 16, _mm512_mul_ps(_mm512_set1_ps(dl[j]), hi));
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// AVX2: the levels of 32 values' codes (16 bytes at qs) as four registers of 8 floats, v[k] values
+// 8k .. 8k + 7: the nibbles looked up as bytes in a 16-byte table (vpshufb, whose index is a
+// byte's low 4 bits: the bytes masked for the low nibbles, shifted right by 4 and masked for the
+// high ones), then each 8 levels widened and converted.
+__attribute__((always_inline)) inline void iq4_levels32(const uint8_t* qs, __m256* v) {
+  const __m128i levels = _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  const __m128i low4 = _mm_set1_epi8(0xF);
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i lo = _mm_shuffle_epi8(levels, _mm_and_si128(q, low4));
+  const __m128i hi = _mm_shuffle_epi8(levels, _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+  v[0] = int8x8_floats(lo);
+  v[1] = int8x8_floats(_mm_unpackhi_epi64(lo, lo));
+  v[2] = int8x8_floats(hi);
+  v[3] = int8x8_floats(_mm_unpackhi_epi64(hi, hi));
+}
+
+// An iq4_xs super-block's eight d (s_j - 32) into dl[0..7] (exact: 11 bits times 6).
+inline void iq4_xs_scales(const uint8_t* blk, float* dl) {
+  const float d = block_scale(blk);
+  for (int j = 0; j < 8; ++j) dl[j] = d * static_cast<float>(iq4_xs_scale(blk, j));
+}
 #endif
 
 struct IQ4NL {
@@ -108,6 +130,11 @@ struct IQ4NL {
     const __m512 d = block_d(blk);
     _mm512_storeu_ps(out, _mm512_mul_ps(d, lo));
     _mm512_storeu_ps(out + 16, _mm512_mul_ps(d, hi));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    __m256 v[4];
+    iq4_levels32(blk + 2, v);
+    const __m256 d = block_d(blk);
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, _mm256_mul_ps(d, v[k]));
 #else
     iq4_widen32(blk + 2, block_scale(blk), out);
 #endif
@@ -129,6 +156,15 @@ struct IQ4XS {
   static void widen_float(const uint8_t* blk, float* out) {
 #if defined(__AVX512F__) && defined(__F16C__)
     iq4_xs_each16(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    float dl[8];
+    iq4_xs_scales(blk, dl);
+    for (int j = 0; j < 8; ++j) {
+      __m256 v[4];
+      iq4_levels32(blk + 8 + 16 * j, v);
+      const __m256 s = _mm256_set1_ps(dl[j]);
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 32 * j + 8 * k, _mm256_mul_ps(s, v[k]));
+    }
 #else
     const float d = block_scale(blk);
     for (int j = 0; j < 8; ++j) iq4_widen32(blk + 8 + 16 * j, d * static_cast<float>(iq4_xs_scale(blk, j)), out + 32 * j);
@@ -175,6 +211,41 @@ inline float IQ4XS::dot<float>(const uint8_t* row, const float* x, int64_t count
     }
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// float x on AVX2, as the AVX-512 dots: iq4_nl's each block's sum of L[c] x scaled by its d;
+// iq4_xs's each sub-block's, scaled by its d (s_j - 32), into two sums.
+template <>
+inline float IQ4NL::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return dot_blocks(row, x, count, kBytes, [](const uint8_t* blk, const float* xb) {
+    __m256 v[4];
+    iq4_levels32(blk + 2, v);
+    return dot32(v[0], v[1], v[2], v[3], xb);
+  });
+}
+
+template <>
+inline float IQ4XS::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < count; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    prefetch_super_block(blk);
+    alignas(32) float dl_[8];
+    iq4_xs_scales(blk, dl_);
+    const float* dl = opaque(dl_);
+    const float* xb = x + b * kKBlock;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m256 v[4];
+      iq4_levels32(blk + 8 + 16 * j, v);
+      const __m256 part = dot32(v[0], v[1], v[2], v[3], xb + 32 * j);
+      if (j & 1)
+        acc1 = _mm256_fmadd_ps(_mm256_broadcast_ss(dl + j), part, acc1);
+      else
+        acc0 = _mm256_fmadd_ps(_mm256_broadcast_ss(dl + j), part, acc0);
+    }
+  }
+  return reduce_add8(_mm256_add_ps(acc0, acc1));
 }
 #endif
 

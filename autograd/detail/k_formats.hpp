@@ -60,6 +60,31 @@ inline void q3_k_scale_words(const uint8_t* packed, uint32_t* u) {
   u[3] = ((w[1] >> 4) & low4) | (((w[2] >> 6) & low2) << 4);
 }
 
+#if defined(__AVX512F__) || defined(__AVX2__)
+// q3_k's 16 scales s - 32 as signed bytes: q3_k_scale_words' words go to a register as they are
+// (stored and loaded back as 16 bytes, they stalled the load: a third of the AVX-512 dot's time),
+// then minus 32 by byte.
+inline __m128i q3_k_scales(const uint8_t* blk) {
+  uint32_t u[4];
+  q3_k_scale_words(blk + 96, u);
+  return _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]), static_cast<int>(u[3])),
+                      _mm_set1_epi8(32));
+}
+#endif
+
+// k_scale_min for all eight sub-blocks of q4_k's and q5_k's 12 bytes, by 32-bit words, one field
+// a byte: scales 0-7 in u[0..1], mins 0-7 in u[2..3]. The 6-bit fields of sub-blocks 4-7 are a
+// nibble of bytes 8-11 and the top 2 bits of bytes 0-3 or 4-7.
+inline void k_scale_min_words(const uint8_t* packed, uint32_t* u) {
+  std::memcpy(u, packed, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // mins 4..7
+  const uint32_t mins03 = u[1] & low6;
+  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);  // scales 4..7
+  u[2] = mins03;
+  u[0] &= low6;  // scales 0..3
+}
+
 #if defined(__AVX512F__) && defined(__F16C__)
 // AVX-512: a super-block widened 16 values a register (the same float32 values as the scalar
 // code: the exact product, then one rounding), and for a row's dot multiplied with x at once
@@ -69,17 +94,10 @@ inline void q3_k_scale_words(const uint8_t* packed, uint32_t* u) {
 inline __m512i k_bytes16(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 // The super-block's 8 scales times d and 8 mins times dmin, as 16 floats (ds[0..7], then ms):
-// k_scale_min for all eight at once, by 32-bit words (the 6-bit fields of sub-blocks 4-7 are a
-// nibble of bytes 8-11 and the top 2 bits of bytes 0-3 or 4-7), widened in one register.
+// k_scale_min_words widened in one register.
 inline void k_scales_mins(const uint8_t* blk, float* out) {
   uint32_t u[4];
-  std::memcpy(u, blk + 4, 12);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);  // mins 4..7
-  const uint32_t mins03 = u[1] & low6;
-  u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);  // scales 4..7
-  u[2] = mins03;
-  u[0] &= low6;  // scales 0..3
+  k_scale_min_words(blk + 4, u);
   const __m512 fields = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u))));
   const __m512 dd = _mm512_mask_blend_ps(0xFF00, block_d(blk), block_d(blk + 2));
   _mm512_storeu_ps(out, _mm512_mul_ps(fields, dd));
@@ -91,7 +109,7 @@ inline void k_scales_mins(const uint8_t* blk, float* out) {
 // index's low 4 bits, vpermt2ps its low 5), so a value costs no masking or int-to-float
 // conversion; the 32 bytes of two sub-blocks' codes are read once for both nibbles.
 template <bool kHigh, class F>
-__attribute__((always_inline)) inline void k_with_mins_each16(const uint8_t* blk, F f) {
+__attribute__((always_inline)) inline void k_with_mins_each(const uint8_t* blk, F f) {
   alignas(64) float dsms[16];
   k_scales_mins(blk, dsms);
   // Read back from memory: each broadcast below is then a load (vbroadcastss m32, no shuffle
@@ -131,11 +149,11 @@ __attribute__((always_inline)) inline void k_with_mins_each16(const uint8_t* blk
   }
 }
 
-// f(i, v) for a q6_k super-block, as k_with_mins_each16: each 16 codes from their nibbles and
+// f(i, v) for a q6_k super-block, as k_with_mins_each: each 16 codes from their nibbles and
 // 2-bit highs, minus 32, times their d sc_i.
 template <class F>
-__attribute__((always_inline)) inline void q6_k_each16(const uint8_t* blk, F f) {
-  // d sc_i for the 16 scales, through memory as q4_k's (k_with_mins_each16 says why)
+__attribute__((always_inline)) inline void q6_k_each(const uint8_t* blk, F f) {
+  // d sc_i for the 16 scales, through memory as q4_k's (k_with_mins_each says why)
   alignas(64) float dsc[16];
   _mm512_store_ps(dsc, _mm512_mul_ps(block_d(blk + 208),
                                      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))))));
@@ -167,23 +185,17 @@ __attribute__((always_inline)) inline void q6_k_each16(const uint8_t* blk, F f) 
 // an index's low 4 bits, finds the table repeated in its upper 8 entries whatever bit 3 holds
 // (one thread from the caches, 8.6 -> 10.1 G values/s against masking and converting the codes).
 template <bool kHigh, class F>
-__attribute__((always_inline)) inline void k_low_bits_each16(const uint8_t* blk, F f) {
+__attribute__((always_inline)) inline void k_low_bits_each(const uint8_t* blk, F f) {
   alignas(64) float dl[16], ml[16];
   if constexpr (kHigh) {
-    // the words go to a register as they are (stored and loaded back as 16 bytes, they stalled the
-    // load: a third of the dot's time), then minus 32 by byte
-    uint32_t u[4];
-    q3_k_scale_words(blk + 96, u);
-    const __m128i sc = _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
-                                                   static_cast<int>(u[3])),
-                                    _mm_set1_epi8(32));
+    const __m128i sc = q3_k_scales(blk);
     _mm512_store_ps(dl, _mm512_mul_ps(block_d(blk + 108), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc))));
   } else {
     const __m512i sc = k_bytes16(blk);
     _mm512_store_ps(dl, _mm512_mul_ps(block_d(blk + 80), _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(0xF)))));
     _mm512_store_ps(ml, _mm512_mul_ps(block_d(blk + 82), _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4))));
   }
-  asm volatile("" ::: "memory");  // the broadcasts below read memory (k_with_mins_each16 says why)
+  asm volatile("" ::: "memory");  // the broadcasts below read memory (k_with_mins_each says why)
   const uint8_t* q = blk + (kHigh ? 32 : 16);
   const __m512i two = _mm512_set1_epi32(3);
   const __m512 levels = _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3);  // q3_k: k - 4
@@ -212,6 +224,14 @@ __attribute__((always_inline)) inline void k_low_bits_each16(const uint8_t* blk,
 
 #endif
 
+}  // namespace xg::blocks
+
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "autograd/detail/k_formats_avx2.hpp"  // the kernels below in registers of 8
+#endif
+
+namespace xg::blocks {
+
 // q2_k and q3_k (kHigh: the high bits).
 template <bool kHigh>
 struct KLowBits {
@@ -225,7 +245,9 @@ struct KLowBits {
 
   static void widen_float(const uint8_t* blk, float* out) {
 #if defined(__AVX512F__) && defined(__F16C__)
-    k_low_bits_each16<kHigh>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+    k_low_bits_each<kHigh>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    k_low_bits_each<kHigh>(blk, [out](int i, __m256 v) { _mm256_storeu_ps(out + i, v); });
 #else
     float dl[16], ml[16] = {};
     if constexpr (kHigh) {
@@ -281,7 +303,9 @@ struct KWithMins {
 
   static void widen_float(const uint8_t* blk, float* out) {
 #if defined(__AVX512F__) && defined(__F16C__)
-    k_with_mins_each16<kHigh>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+    k_with_mins_each<kHigh>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    k_with_mins_each<kHigh>(blk, [out](int i, __m256 v) { _mm256_storeu_ps(out + i, v); });
 #else
     const float d = block_scale(blk), dmin = block_scale(blk + 2);
     const uint8_t* q = blk + kCodes;
@@ -322,7 +346,9 @@ struct Q6K {
 
   static void widen_float(const uint8_t* blk, float* out) {
 #if defined(__AVX512F__) && defined(__F16C__)
-    q6_k_each16(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+    q6_k_each(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    q6_k_each(blk, [out](int i, __m256 v) { _mm256_storeu_ps(out + i, v); });
 #else
     const float d = block_scale(blk + 208);
     const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
@@ -351,23 +377,15 @@ struct Q6K {
 };
 
 #if defined(__AVX512F__) && defined(__F16C__)
-// The row kAhead bytes past a super-block (up to 210 bytes: three cache lines), as the 32-value
-// dots prefetch.
-inline void prefetch_super_block(const uint8_t* blk) {
-  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 64, _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead + 128, _MM_HINT_T0);
-}
-
-// sum over `count` super-blocks of dot(values, x), each through each16(block, f).
+// sum over `count` super-blocks of dot(values, x), each through each(block, f).
 template <class Each>
-inline float k_dot(const uint8_t* row, const float* x, int64_t count, int64_t bytes, Each each16) {
+inline float k_dot(const uint8_t* row, const float* x, int64_t count, int64_t bytes, Each each) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   for (int64_t b = 0; b < count; ++b) {
     const uint8_t* blk = row + b * bytes;
     prefetch_super_block(blk);
     const float* xb = x + b * kKBlock;
-    each16(blk, [&](int i, __m512 v) __attribute__((always_inline)) {
+    each(blk, [&](int i, __m512 v) __attribute__((always_inline)) {
       if (i & 16)
         acc1 = _mm512_fmadd_ps(v, _mm512_loadu_ps(xb + i), acc1);
       else
@@ -377,29 +395,33 @@ inline float k_dot(const uint8_t* row, const float* x, int64_t count, int64_t by
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+#endif
+
+#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && defined(__F16C__)
+// float x: the super-blocks' values in registers (of 16 or 8), multiplied with x as they come.
 template <>
 template <>
 inline float KWithMins<false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_with_mins_each16<false>(blk, f); });
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_with_mins_each<false>(blk, f); });
 }
 template <>
 template <>
 inline float KWithMins<true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_with_mins_each16<true>(blk, f); });
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_with_mins_each<true>(blk, f); });
 }
 template <>
 inline float Q6K::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { q6_k_each16(blk, f); });
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { q6_k_each(blk, f); });
 }
 template <>
 template <>
 inline float KLowBits<false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_low_bits_each16<false>(blk, f); });
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_low_bits_each<false>(blk, f); });
 }
 template <>
 template <>
 inline float KLowBits<true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_low_bits_each16<true>(blk, f); });
+  return k_dot(row, x, count, kBytes, [](const uint8_t* blk, auto f) { k_low_bits_each<true>(blk, f); });
 }
 #endif
 

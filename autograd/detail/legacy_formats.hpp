@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -87,6 +87,47 @@ __attribute__((always_inline)) inline void legacy_each16(const uint8_t* blk, F f
     }
   }
 }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// AVX2 with FMA and F16C: 8 values a register. AVX2 has no 16-entry float permute, so the codes
+// become floats by conversion: c[k] the codes of values 8k .. 8k + 7, from bytes 0-7 (k = 0, 2) or
+// 8-15 (k = 1, 3) of qs, low nibbles for k < 2 and high ones after; q5's fifth bit (bit 8k + l of
+// qh) where its lane's bit of a constant mask is set in qh, moved to bit 4.
+template <bool kFifth, bool kMin>
+__attribute__((always_inline)) inline void legacy_codes8(const uint8_t* blk, __m256i* c) {
+  constexpr int64_t kCodes = 2 + (kMin ? 2 : 0) + (kFifth ? 4 : 0);
+  const __m256i low4 = _mm256_set1_epi32(0xF);
+  const __m256i a = bytes8(blk + kCodes), b = bytes8(blk + kCodes + 8);
+  c[0] = _mm256_and_si256(a, low4);
+  c[1] = _mm256_and_si256(b, low4);
+  c[2] = _mm256_srli_epi32(a, 4);
+  c[3] = _mm256_srli_epi32(b, 4);
+  if constexpr (kFifth) {
+    uint32_t qh_bits;
+    std::memcpy(&qh_bits, blk + (kMin ? 4 : 2), 4);
+    const __m256i qh = _mm256_set1_epi32(static_cast<int>(qh_bits)), sixteen = _mm256_set1_epi32(16);
+    const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i bit = _mm256_slli_epi32(lane_bit, 8 * k);
+      const __m256i set = _mm256_cmpeq_epi32(_mm256_and_si256(qh, bit), bit);
+      c[k] = _mm256_or_si256(c[k], _mm256_and_si256(set, sixteen));
+    }
+  }
+}
+
+// f(8 k, v) with a block's values 8k .. 8k + 7: q5_0's (c - 16) d, q4_1's and q5_1's d c + m.
+template <bool kFifth, bool kMin, class F>
+__attribute__((always_inline)) inline void legacy_each8(const uint8_t* blk, F f) {
+  __m256i c[4];
+  legacy_codes8<kFifth, kMin>(blk, c);
+  const __m256 d = block_d(blk);
+  if constexpr (kMin) {
+    const __m256 m = block_d(blk + 2);
+    for (int k = 0; k < 4; ++k) f(8 * k, _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(c[k]), m));
+  } else {
+    const __m256i sixteen = _mm256_set1_epi32(16);
+    for (int k = 0; k < 4; ++k) f(8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(c[k], sixteen)), d));
+  }
+}
 #endif
 
 template <bool kFifth, bool kMin>
@@ -105,6 +146,8 @@ struct Legacy {
   static void widen_float(const uint8_t* blk, float* out) {
 #if defined(__AVX512F__) && defined(__F16C__)
     legacy_each16<kFifth, kMin>(blk, [out](int i, __m512 v) { _mm512_storeu_ps(out + i, v); });
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    legacy_each8<kFifth, kMin>(blk, [out](int i, __m256 v) { _mm256_storeu_ps(out + i, v); });
 #else
     const float d = block_scale(blk), m = kMin ? block_scale(blk + 2) : 0.0f;
     uint32_t qh = 0;
@@ -164,11 +207,6 @@ inline float legacy_dot(const uint8_t* row, const float* x, int64_t count) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
-template <>
-template <>
-inline float Legacy<false, true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
-  return legacy_dot<false, true>(row, x, count);
-}
 // q5_0's dot as q4_0's (block_formats.hpp): a block's codes c - 16 from a constant table, each
 // block's sum of (c - 16) x scaled by its d, so no table is made for each block.
 template <>
@@ -179,6 +217,45 @@ inline float Legacy<true, false>::dot<float>(const uint8_t* row, const float* x,
     q5_0_codes(blk, &c0, &c1);
     return _mm512_fmadd_ps(c1, _mm512_loadu_ps(xb + 16), _mm512_mul_ps(c0, _mm512_loadu_ps(xb)));
   });
+}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// float x on AVX2: q4_1's and q5_1's values d c + m made 8 at a time and multiplied with x into
+// four sums (one a register of the block), one prefetch a block 2 KB ahead.
+template <bool kFifth, bool kMin>
+inline float legacy_dot(const uint8_t* row, const float* x, int64_t count) {
+  constexpr int64_t kBytes = Legacy<kFifth, kMin>::kBytes;
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < count; ++b) {
+    const uint8_t* blk = row + b * kBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk) + kAhead, _MM_HINT_T0);
+    const float* xb = x + b * 32;
+    legacy_each8<kFifth, kMin>(blk, [&](int i, __m256 v) __attribute__((always_inline)) {
+      acc[i >> 3] = _mm256_fmadd_ps(v, _mm256_loadu_ps(xb + i), acc[i >> 3]);
+    });
+  }
+  return reduce_add8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+// q5_0's as q4_0's (block_formats.hpp): each block's sum of (c - 16) x, scaled by its d.
+template <>
+template <>
+inline float Legacy<true, false>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  const __m256i sixteen = _mm256_set1_epi32(16);
+  return dot_blocks(row, x, count, kBytes, [sixteen](const uint8_t* blk, const float* xb) {
+    __m256i c[4];
+    legacy_codes8<true, false>(blk, c);
+    const auto value = [sixteen](__m256i code) { return _mm256_cvtepi32_ps(_mm256_sub_epi32(code, sixteen)); };
+    return dot32(value(c[0]), value(c[1]), value(c[2]), value(c[3]), xb);
+  });
+}
+#endif
+
+#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && defined(__F16C__)
+// q4_1's and q5_1's: legacy_dot above, in this CPU's registers.
+template <>
+template <>
+inline float Legacy<false, true>::dot<float>(const uint8_t* row, const float* x, int64_t count) {
+  return legacy_dot<false, true>(row, x, count);
 }
 template <>
 template <>

@@ -6,7 +6,8 @@
 // pseudo-random blocks (tests/random_blocks.hpp) widen to libggml's float32 values bit for bit
 // (random_blocks.json), and each dot equals a float64 sum of the widened values. It is built
 // twice (CMakeLists.txt): for the x86-64 baseline, the portable loops, and with AVX2, FMA and
-// F16C (XGRAD_BLOCKS_AVX2), the dots written for those (block_formats.hpp, f16_format.hpp).
+// F16C (XGRAD_BLOCKS_AVX2), every format's kernels written for those (block_formats.hpp,
+// f16_format.hpp, legacy_formats.hpp, iq4_formats.hpp, k_formats_avx2.hpp).
 #if defined(__AVX512F__)
 #error "tests/generic_blocks must be built without AVX-512 (its CMakeLists.txt says -mno-avx512f)"
 #endif
@@ -95,10 +96,11 @@ void check(const char* name) {
   const std::vector<float> first = e.at("first").get<std::vector<float>>();
   for (std::size_t i = 0; i < first.size(); ++i) EXPECT_EQ(v[i], first[i]) << "value " << i;
   EXPECT_EQ(test::fnv1a64_hex(v.data(), test::kRandomBlockValues), e.at("fnv1a64").get<std::string>());
-  // The dot of each row of 8 blocks (or 1 super-block, 3 for the last) with x, against float64;
-  // rows of 1 and 3 blocks too, which end in a block of their own (the dots take two at a time).
+  // The dot of each row of 8 blocks (or 1 super-block) with x, against float64; rows of 1 and 3
+  // blocks too, which end in a block of their own (the dots take two at a time), and of 3
+  // super-blocks (their dots keep sums across super-blocks).
   check_dots<Fmt>(b, v, Fmt::kValues == 32 ? 8 : 1);
-  if (Fmt::kValues == 32) check_dots<Fmt>(b, v, 3);
+  check_dots<Fmt>(b, v, 3);
   if (Fmt::kValues == 32) check_dots<Fmt>(b, v, 1);
 }
 
