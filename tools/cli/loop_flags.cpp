@@ -80,7 +80,8 @@ po::options_description loop_flags(finetune::LoopOptions& o, const std::string& 
     ("zero", po::value(&o.zero)->default_value(o.zero), "ZeRO stage under mpirun: 0 = every rank holds all of AdamW's state; 1 = each rank holds it for 1/N of the trained weights; 2 = and keeps only those weights' summed gradients (1/N of the gradients at the step; same weights and checkpoints at every stage)")
     ("overlap-grad-sum", po::value(&o.overlap_grad_sum)->default_value(o.overlap_grad_sum), "under mpirun: 1 = sum each bucket of gradients while backward still runs; 0 = all after backward (same weights)")
     ("bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb, fmt("%g", o.bucket_mb)), "under mpirun: the most MB of gradients summed in one bucket")
-    ("bf16", po::bool_switch(&o.bf16), "mixed precision: matrix products in bfloat16 (xg::autocast), weights, gradients and AdamW state float32");
+    ("bf16", po::bool_switch(&o.bf16), "mixed precision: matrix products in bfloat16 (xg::autocast), weights, gradients and AdamW state float32; "
+     "faster only where bf16 products run as such (AVX512-BF16 or AMX: the kernels line below)");
   // clang-format on
   return g;
 }
