@@ -227,7 +227,7 @@ __attribute__((always_inline)) inline void k_low_bits_each(const uint8_t* blk, F
 }  // namespace xg::blocks
 
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#include "autograd/detail/k_formats_avx2.hpp"  // the kernels below in registers of 8
+#include "autograd/detail/k_formats_avx2.hpp"  // the kernels above in registers of 8
 #endif
 
 namespace xg::blocks {
