@@ -100,7 +100,7 @@ __attribute__((always_inline)) inline void q6_k_each(const uint8_t* blk, F f) {
 
 // f(i, v) for a q2_k or q3_k super-block (kHigh: q3_k): each 8 codes from their 2 bits of a code
 // byte (the bytes read once for all four shifts). q2_k's value is d sc c - dmin m; q3_k's is
-// d (sc - 32) k, k = the low 2 bits plus 4 times the high bit, less 4.
+// d (sc - 32) k, k = the low 2 bits, less 4 where the high bit is clear.
 template <bool kHigh, class F>
 __attribute__((always_inline)) inline void k_low_bits_each(const uint8_t* blk, F f) {
   alignas(32) float dl_[16], ml_[16];
@@ -121,7 +121,7 @@ __attribute__((always_inline)) inline void k_low_bits_each(const uint8_t* blk, F
   const float* dl = opaque(dl_);
   const float* ml = opaque(ml_);
   const uint8_t* q = blk + (kHigh ? 32 : 16);
-  const __m256i two = _mm256_set1_epi32(3), bit2 = _mm256_set1_epi32(4), four = _mm256_set1_epi32(4);
+  const __m256i two = _mm256_set1_epi32(3), bit2 = _mm256_set1_epi32(4);
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 4
@@ -136,7 +136,7 @@ __attribute__((always_inline)) inline void k_low_bits_each(const uint8_t* blk, F
         if constexpr (kHigh) {
           const int bit = 4 * h + s;  // the value's high bit in its high byte, moved to bit 2
           const __m256i hb = bit >= 2 ? _mm256_srli_epi32(high, bit - 2) : _mm256_slli_epi32(high, 2 - bit);
-          const __m256i k = _mm256_sub_epi32(_mm256_or_si256(c, _mm256_and_si256(hb, bit2)), four);
+          const __m256i k = _mm256_sub_epi32(c, _mm256_andnot_si256(hb, bit2));  // less 4 where the bit is clear
           f(128 * h + 32 * s + 8 * part, _mm256_mul_ps(_mm256_broadcast_ss(dl + g), _mm256_cvtepi32_ps(k)));
         } else {
           f(128 * h + 32 * s + 8 * part,
